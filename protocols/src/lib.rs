@@ -1,0 +1,51 @@
+//! # quorate-protocols
+//!
+//! The vocabulary every quorate component speaks. Pure data and validation: no actix, no tokio,
+//! no I/O, no clock.
+//!
+//! A tour, in the order a run meets the types:
+//!
+//! * A user writes a [`PlanSpec`]; [`PlanSpec::validate`] turns it into a [`Plan`] (acyclic,
+//!   within budget, never granting more [`Capabilities`] than the run has) or a [`PlanError`]
+//!   that names the node at fault.
+//! * Each node becomes a task ([`TaskId`]) whose life is the [`TaskState`] machine: a terminal
+//!   state never changes again.
+//! * Budgets are [`Budget`] vectors with checked arithmetic ([`BudgetError`]); capabilities only
+//!   narrow on delegation ([`Capabilities::delegate`]).
+//! * Every message is an [`Envelope`]: ids, stamped [`Sender`], attempt, state [`Version`],
+//!   evidence, [`ResultKind`], dedupe key and correlation id. Bytes from the outside go through
+//!   [`decode_envelope`], which enforces [`Limits`] before parsing.
+//! * A side-effecting tool call is an action: [`ActionId`] bound to the [`ParamDigest`] of its
+//!   parameters, living through the [`ActionState`] machine (with an explicit *outcome unknown*).
+//! * What agents learn is kept as provenance [`Record`]s.
+
+#![forbid(unsafe_code)]
+
+mod action;
+mod budget;
+mod capability;
+mod decode;
+mod envelope;
+mod ids;
+mod lifecycle;
+mod plan;
+mod record;
+mod version;
+
+pub use action::{ActionId, DigestParseError, ParamDigest};
+pub use budget::{Budget, BudgetError, Component};
+pub use capability::{Capabilities, Capability, CapabilityError, MAX_CAPABILITY_LEN};
+pub use decode::{decode_envelope, encode_envelope, prescan, DecodeError, Limits};
+pub use envelope::{Envelope, EvidenceRef, ResultKind, Role, Scope, Sender};
+pub use ids::{AgentId, CorrelationId, DedupeKey, RunId, TaskId};
+pub use lifecycle::{
+    ActionEvent, ActionState, ActionTransitionError, TaskEvent, TaskState, TaskTransitionError,
+};
+pub use plan::{
+    Acceptance, Check, NodeId, NodeIdError, NodeSpec, Plan, PlanError, PlanSpec, Precondition,
+    MAX_NODE_ID_LEN,
+};
+pub use record::{
+    AccessRule, EvidenceStatus, MemoryKind, Record, RecordId, Source, Timestamp, Validity,
+};
+pub use version::Version;

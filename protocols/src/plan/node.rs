@@ -1,0 +1,151 @@
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Acceptance, Precondition};
+use crate::{Budget, Capabilities};
+
+/// Longest node id accepted.
+pub const MAX_NODE_ID_LEN: usize = 128;
+
+/// A plan node's name: 1 to 128 characters from `A-Z a-z 0-9 _ - .`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NodeId(String);
+
+/// A node id was malformed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NodeIdError {
+    /// Empty id.
+    #[error("node id is empty")]
+    Empty,
+    /// Longer than [`MAX_NODE_ID_LEN`].
+    #[error("node id is {len} bytes long; the limit is {MAX_NODE_ID_LEN}")]
+    TooLong {
+        /// Its length.
+        len: usize,
+    },
+    /// A character outside `A-Z a-z 0-9 _ - .`.
+    #[error("node id {id:?} contains {bad:?}; allowed are A-Z a-z 0-9 _ - .")]
+    BadChar {
+        /// The id.
+        id: String,
+        /// The first bad character.
+        bad: char,
+    },
+}
+
+impl NodeId {
+    /// Validates a node id.
+    pub fn new(id: impl Into<String>) -> Result<Self, NodeIdError> {
+        let id = id.into();
+        if id.is_empty() {
+            return Err(NodeIdError::Empty);
+        }
+        if id.len() > MAX_NODE_ID_LEN {
+            return Err(NodeIdError::TooLong { len: id.len() });
+        }
+        if let Some(bad) = id
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        {
+            return Err(NodeIdError::BadChar { id, bad });
+        }
+        Ok(Self(id))
+    }
+
+    /// The id as text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for NodeId {
+    type Error = NodeIdError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        NodeId::new(value)
+    }
+}
+
+impl From<NodeId> for String {
+    fn from(value: NodeId) -> Self {
+        value.0
+    }
+}
+
+impl fmt::Debug for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One task of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Unique within the plan.
+    pub id: NodeId,
+    /// Which kind of agent handles it (matched against the agents registered for the run).
+    #[serde(default = "default_role")]
+    pub role: String,
+    /// Nodes that must complete first.
+    #[serde(default)]
+    pub deps: Vec<NodeId>,
+    /// What the task may do: intersected with the run's capabilities on delegation.
+    #[serde(default)]
+    pub capabilities: Capabilities,
+    /// The slice of the run's budget delegated to this task.
+    #[serde(default)]
+    pub budget: Budget,
+    /// Must hold when the task becomes ready and again before any write it makes.
+    #[serde(default)]
+    pub preconditions: Vec<Precondition>,
+    /// What observed results must show for the task to complete.
+    #[serde(default)]
+    pub acceptance: Acceptance,
+}
+
+fn default_role() -> String {
+    "worker".to_string()
+}
+
+impl NodeSpec {
+    /// A node with the default role, no deps, no capabilities, no budget and the default
+    /// acceptance check. Panics if `id` is not a valid [`NodeId`] (meant for tests and examples).
+    #[must_use]
+    pub fn named(id: &str) -> Self {
+        Self {
+            id: NodeId::new(id).expect("valid node id"),
+            role: default_role(),
+            deps: Vec::new(),
+            capabilities: Capabilities::none(),
+            budget: Budget::ZERO,
+            preconditions: Vec::new(),
+            acceptance: Acceptance::default(),
+        }
+    }
+
+    /// The same node depending on `deps`. Panics on an invalid id (tests and examples).
+    #[must_use]
+    pub fn after(mut self, deps: &[&str]) -> Self {
+        self.deps = deps
+            .iter()
+            .map(|d| NodeId::new(*d).expect("valid node id"))
+            .collect();
+        self
+    }
+
+    /// The same node with budget `budget`.
+    #[must_use]
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+}
