@@ -1,1 +1,82 @@
-//! placeholder
+//! # quorate-state
+//!
+//! Shared state for quorate runs.
+//!
+//! * [`Store`]: versioned compare-and-swap over string keys. No blind writes: a writer names the
+//!   version it read, and a conflict hands back the current value to merge into.
+//! * [`RunLog`]: an append-only log per run, from which a run can be explained and resumed.
+//! * [`MemoryStore`] and [`MemoryLog`]: the embedded default backend (dashmap).
+//! * Ledgers built only on CAS, so they work on any backend: [`BudgetLedger`] (hierarchical
+//!   budget accounts: reserve before spending, settle after, return what is unused),
+//!   [`DedupeRegistry`] (first sighting wins) and [`IdempotencyRegistry`] (one `ActionId`, one set
+//!   of parameters, one effect).
+//! * [`conformance`]: the test suite every backend must pass.
+
+#![forbid(unsafe_code)]
+
+pub mod conformance;
+mod ledger;
+mod log;
+mod memory;
+mod retry;
+mod store;
+
+use std::future::Future;
+use std::sync::Arc;
+
+pub use ledger::{
+    Account, AccountId, ActionRecord, Begin, BudgetLedger, BudgetLedgerError, DedupeError,
+    DedupeRegistry, DedupeSet, IdempotencyError, IdempotencyRegistry, LedgerError, ReservationId,
+    Settlement, Sighting,
+};
+pub use log::{RunLog, Seq};
+pub use memory::{MemoryLog, MemoryStore};
+pub use retry::MAX_CAS_ATTEMPTS;
+pub use store::{CasOutcome, DeleteOutcome, Store, StoreError, Versioned};
+
+use quorate_protocols::{RunId, Version};
+
+impl<V, S: Store<V> + ?Sized> Store<V> for Arc<S> {
+    fn get(&self, key: &str) -> impl Future<Output = Result<Option<Versioned<V>>, StoreError>> + Send {
+        (**self).get(key)
+    }
+
+    fn cas(
+        &self,
+        key: &str,
+        expected: Option<Version>,
+        value: V,
+    ) -> impl Future<Output = Result<CasOutcome<V>, StoreError>> + Send {
+        (**self).cas(key, expected, value)
+    }
+
+    fn delete(
+        &self,
+        key: &str,
+        expected: Version,
+    ) -> impl Future<Output = Result<DeleteOutcome<V>, StoreError>> + Send {
+        (**self).delete(key, expected)
+    }
+
+    fn scan(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<(String, Versioned<V>)>, StoreError>> + Send {
+        (**self).scan(prefix)
+    }
+}
+
+impl<E, L: RunLog<E> + ?Sized> RunLog<E> for Arc<L> {
+    fn append(&self, run: RunId, entry: E) -> impl Future<Output = Result<Seq, StoreError>> + Send {
+        (**self).append(run, entry)
+    }
+
+    fn read(
+        &self,
+        run: RunId,
+        from: Seq,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<(Seq, E)>, StoreError>> + Send {
+        (**self).read(run, from, limit)
+    }
+}

@@ -1,0 +1,384 @@
+//! One budget account and its pure transitions. No store, no I/O: the ledger reads an account,
+//! applies one of these, and writes it back with CAS.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use quorate_protocols::{Budget, BudgetError, Component, TaskId};
+use serde::{Deserialize, Serialize};
+
+/// Names an account within a run: the run's root account, or a task's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AccountId {
+    /// The run's own account (the coordinator's).
+    Root,
+    /// A task's account.
+    Task(TaskId),
+}
+
+impl fmt::Display for AccountId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AccountId::Root => f.write_str("root"),
+            AccountId::Task(t) => write!(f, "{t}"),
+        }
+    }
+}
+
+/// Identifies one reservation within its account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ReservationId(pub u64);
+
+/// A ledger operation was refused. The account is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerError {
+    /// Not enough headroom in `component`. Retrying helps only after budget is released.
+    #[error("account {account}: {requested} {component} requested, {available} available")]
+    Insufficient {
+        /// The account.
+        account: AccountId,
+        /// The first component that does not fit.
+        component: Component,
+        /// What was asked.
+        requested: u64,
+        /// What was free.
+        available: u64,
+    },
+    /// The account was closed; it takes no more allocations or reservations.
+    #[error("account {account} is closed")]
+    Closed {
+        /// The account.
+        account: AccountId,
+    },
+    /// No such account.
+    #[error("account {account} does not exist")]
+    UnknownAccount {
+        /// The account.
+        account: AccountId,
+    },
+    /// The account exists already (with different terms than requested).
+    #[error("account {account} exists already")]
+    AccountExists {
+        /// The account.
+        account: AccountId,
+    },
+    /// The reservation is not open (never made, or already settled).
+    #[error("account {account}: reservation {reservation:?} is not open")]
+    UnknownReservation {
+        /// The account.
+        account: AccountId,
+        /// The reservation.
+        reservation: ReservationId,
+    },
+    /// The child was allocated before with another slice.
+    #[error("child {child} already holds {allocated}; a second allocation of {requested} is refused")]
+    SliceMismatch {
+        /// The child.
+        child: AccountId,
+        /// Its existing slice.
+        allocated: Budget,
+        /// The slice asked for now.
+        requested: Budget,
+    },
+    /// The reserve asked for is larger than the limit.
+    #[error("reserve {reserve} does not fit in limit {limit}")]
+    ReserveExceedsLimit {
+        /// The reserve.
+        reserve: Budget,
+        /// The limit.
+        limit: Budget,
+    },
+    /// Children are still open; close them first (their unused budget comes back then).
+    #[error("account {account} still has {open} open children")]
+    ChildrenStillOpen {
+        /// The account.
+        account: AccountId,
+        /// How many.
+        open: usize,
+    },
+    /// Budget arithmetic overflowed.
+    #[error(transparent)]
+    Arithmetic(#[from] BudgetError),
+}
+
+/// What settling a reservation did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settlement {
+    /// Charged to the account's spending.
+    pub charged: Budget,
+    /// Released back to headroom.
+    pub released: Budget,
+    /// How far the reported cost went beyond the reservation (not charged: the reservation is
+    /// the most a call may cost; a tool that reports more is misbehaving and is reported).
+    pub overrun: Budget,
+}
+
+/// A budget account.
+///
+/// Invariant, per component: `children + children_spent + max(reserve, reserved + own_spent) <=
+/// limit`. So the coordination reserve is never delegated, a child slice is never granted twice,
+/// a reservation comes before spending, and spending never exceeds what was granted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Account {
+    /// The account that granted this one; `None` for the root.
+    pub parent: Option<AccountId>,
+    /// Everything this account was granted.
+    pub limit: Budget,
+    /// Kept for the account's own coordination work; never delegated to children.
+    pub reserve: Budget,
+    /// Open child slices.
+    pub children: BTreeMap<AccountId, Budget>,
+    /// Sum of `children`.
+    pub children_total: Budget,
+    /// What closed children spent (their unused part came back).
+    pub children_spent: Budget,
+    /// Unused budget returned by closed children.
+    pub returned: Budget,
+    /// Open reservations.
+    pub reservations: BTreeMap<ReservationId, Budget>,
+    /// Sum of `reservations`.
+    pub reserved_total: Budget,
+    /// Settled own spending.
+    pub own_spent: Budget,
+    /// Next reservation number.
+    pub next_reservation: u64,
+    /// Closed accounts accept nothing.
+    pub closed: bool,
+}
+
+impl Account {
+    /// A fresh account granted `limit`, keeping `reserve` for itself.
+    pub fn open(parent: Option<AccountId>, limit: Budget, reserve: Budget) -> Result<Self, LedgerError> {
+        if !reserve.fits_within(&limit) {
+            return Err(LedgerError::ReserveExceedsLimit { reserve, limit });
+        }
+        Ok(Self {
+            parent,
+            limit,
+            reserve,
+            children: BTreeMap::new(),
+            children_total: Budget::ZERO,
+            children_spent: Budget::ZERO,
+            returned: Budget::ZERO,
+            reservations: BTreeMap::new(),
+            reserved_total: Budget::ZERO,
+            own_spent: Budget::ZERO,
+            next_reservation: 0,
+            closed: false,
+        })
+    }
+
+    /// Everything spent: own settled spending plus what closed children spent.
+    pub fn spent(&self) -> Result<Budget, LedgerError> {
+        Ok(self.own_spent.checked_add(&self.children_spent)?)
+    }
+
+    fn own_use(&self) -> Result<Budget, LedgerError> {
+        Ok(self.reserved_total.checked_add(&self.own_spent)?)
+    }
+
+    /// What is left for new child slices: the limit less children, their spending, and the
+    /// larger of the reserve and the account's own use.
+    pub fn headroom_for_children(&self) -> Result<Budget, LedgerError> {
+        let own = self.own_use()?;
+        let held = own.max_each(&self.reserve);
+        let used = self.children_total.checked_add(&self.children_spent)?.checked_add(&held)?;
+        Ok(self.limit.checked_sub(&used)?)
+    }
+
+    /// What is left for the account's own reservations (the reserve is theirs to use).
+    pub fn headroom_for_self(&self) -> Result<Budget, LedgerError> {
+        let used = self
+            .children_total
+            .checked_add(&self.children_spent)?
+            .checked_add(&self.own_use()?)?;
+        Ok(self.limit.checked_sub(&used)?)
+    }
+
+    /// `true` if the account invariant holds.
+    #[must_use]
+    pub fn invariant_holds(&self) -> bool {
+        self.headroom_for_children().is_ok()
+            && self.headroom_for_self().is_ok()
+            && self.spent().is_ok_and(|s| s.fits_within(&self.limit))
+            && Budget::checked_sum(self.children.values()).ok() == Some(self.children_total)
+            && Budget::checked_sum(self.reservations.values()).ok() == Some(self.reserved_total)
+    }
+
+    fn fits(me: AccountId, requested: &Budget, available: &Budget) -> Result<(), LedgerError> {
+        match requested.first_excess(available) {
+            None => Ok(()),
+            Some(component) => Err(LedgerError::Insufficient {
+                account: me,
+                component,
+                requested: requested.get(component),
+                available: available.get(component),
+            }),
+        }
+    }
+
+    fn ensure_open(&self, me: AccountId) -> Result<(), LedgerError> {
+        if self.closed {
+            Err(LedgerError::Closed { account: me })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Grants `child` a slice. Returns `false` if the same slice was granted before (a retry).
+    pub fn allocate(&mut self, me: AccountId, child: AccountId, slice: Budget) -> Result<bool, LedgerError> {
+        if let Some(&allocated) = self.children.get(&child) {
+            return if allocated == slice {
+                Ok(false)
+            } else {
+                Err(LedgerError::SliceMismatch {
+                    child,
+                    allocated,
+                    requested: slice,
+                })
+            };
+        }
+        self.ensure_open(me)?;
+        Self::fits(me, &slice, &self.headroom_for_children()?)?;
+        self.children_total = self.children_total.checked_add(&slice)?;
+        self.children.insert(child, slice);
+        Ok(true)
+    }
+
+    /// Reserves `amount` for the account's own next call.
+    pub fn reserve(&mut self, me: AccountId, amount: Budget) -> Result<ReservationId, LedgerError> {
+        self.ensure_open(me)?;
+        Self::fits(me, &amount, &self.headroom_for_self()?)?;
+        let id = ReservationId(self.next_reservation);
+        self.next_reservation += 1;
+        self.reserved_total = self.reserved_total.checked_add(&amount)?;
+        self.reservations.insert(id, amount);
+        Ok(id)
+    }
+
+    /// Settles a reservation with the actual cost: charges `min(actual, reserved)` per component,
+    /// releases the rest, and reports any overrun.
+    pub fn settle(&mut self, me: AccountId, id: ReservationId, actual: Budget) -> Result<Settlement, LedgerError> {
+        let &reserved = self.reservations.get(&id).ok_or(LedgerError::UnknownReservation {
+            account: me,
+            reservation: id,
+        })?;
+        let charged = actual.min(&reserved);
+        let released = reserved.checked_sub(&charged)?;
+        let overrun = actual.saturating_sub(&reserved);
+        self.reserved_total = self.reserved_total.checked_sub(&reserved)?;
+        self.own_spent = self.own_spent.checked_add(&charged)?;
+        self.reservations.remove(&id);
+        Ok(Settlement {
+            charged,
+            released,
+            overrun,
+        })
+    }
+
+    /// Closes the account. Open reservations are charged in full (their calls may have spent
+    /// it: an unknown outcome is not free). Returns the unused budget that goes back to the
+    /// parent. Closing twice returns the same amount and changes nothing.
+    pub fn close(&mut self, me: AccountId) -> Result<Budget, LedgerError> {
+        if !self.children.is_empty() {
+            return Err(LedgerError::ChildrenStillOpen {
+                account: me,
+                open: self.children.len(),
+            });
+        }
+        if !self.closed {
+            self.own_spent = self.own_spent.checked_add(&self.reserved_total)?;
+            self.reservations.clear();
+            self.reserved_total = Budget::ZERO;
+            self.closed = true;
+        }
+        Ok(self.limit.checked_sub(&self.spent()?)?)
+    }
+
+    /// Takes back a closed child's slice: its spending stays spent, the rest is returned.
+    /// Returns `false` if that child was already credited (a retry).
+    pub fn child_closed(&mut self, child: AccountId, child_spent: Budget) -> Result<bool, LedgerError> {
+        let Some(slice) = self.children.remove(&child) else {
+            return Ok(false);
+        };
+        let unused = slice.checked_sub(&child_spent)?;
+        self.children_total = self.children_total.checked_sub(&slice)?;
+        self.children_spent = self.children_spent.checked_add(&child_spent)?;
+        self.returned = self.returned.checked_add(&unused)?;
+        Ok(true)
+    }
+}
+
+trait MaxEach {
+    fn max_each(&self, other: &Budget) -> Budget;
+}
+
+impl MaxEach for Budget {
+    fn max_each(&self, other: &Budget) -> Budget {
+        Budget::new(
+            self.steps.max(other.steps),
+            self.tool_calls.max(other.tool_calls),
+            self.tokens.max(other.tokens),
+            self.cost.max(other.cost),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: AccountId = AccountId::Root;
+
+    fn child(n: u128) -> AccountId {
+        AccountId::Task(TaskId::from_u128(n))
+    }
+
+    #[test]
+    fn reserve_is_never_delegated() {
+        let mut a = Account::open(None, Budget::steps(10), Budget::steps(3)).unwrap();
+        assert!(a.allocate(ME, child(1), Budget::steps(7)).unwrap());
+        let err = a.allocate(ME, child(2), Budget::steps(1)).unwrap_err();
+        assert_eq!(
+            err,
+            LedgerError::Insufficient {
+                account: ME,
+                component: Component::Steps,
+                requested: 1,
+                available: 0
+            }
+        );
+        // The reserve is still the account's own to spend.
+        let r = a.reserve(ME, Budget::steps(3)).unwrap();
+        a.settle(ME, r, Budget::steps(2)).unwrap();
+        assert!(a.invariant_holds());
+    }
+
+    #[test]
+    fn settle_charges_actual_and_reports_overrun() {
+        let mut a = Account::open(None, Budget::new(10, 5, 100, 0), Budget::ZERO).unwrap();
+        let r = a.reserve(ME, Budget::new(1, 1, 50, 0)).unwrap();
+        let s = a.settle(ME, r, Budget::new(1, 1, 70, 0)).unwrap();
+        assert_eq!(s.charged, Budget::new(1, 1, 50, 0));
+        assert_eq!(s.overrun, Budget::new(0, 0, 20, 0));
+        assert_eq!(a.settle(ME, r, Budget::ZERO), Err(LedgerError::UnknownReservation { account: ME, reservation: r }));
+    }
+
+    #[test]
+    fn closing_returns_unused_and_is_idempotent() {
+        let mut parent = Account::open(None, Budget::steps(10), Budget::ZERO).unwrap();
+        parent.allocate(ME, child(1), Budget::steps(6)).unwrap();
+        let mut c = Account::open(Some(ME), Budget::steps(6), Budget::ZERO).unwrap();
+        let r = c.reserve(child(1), Budget::steps(2)).unwrap();
+        c.settle(child(1), r, Budget::steps(2)).unwrap();
+        assert_eq!(c.close(child(1)).unwrap(), Budget::steps(4));
+        assert_eq!(c.close(child(1)).unwrap(), Budget::steps(4));
+        assert!(parent.child_closed(child(1), c.spent().unwrap()).unwrap());
+        assert!(!parent.child_closed(child(1), c.spent().unwrap()).unwrap());
+        assert_eq!(parent.returned, Budget::steps(4));
+        assert_eq!(parent.headroom_for_children().unwrap(), Budget::steps(8));
+        assert!(c.reserve(child(1), Budget::steps(1)).is_err());
+    }
+}

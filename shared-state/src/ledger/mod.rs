@@ -1,0 +1,11 @@
+//! Ledgers built only on [`crate::Store`] compare-and-swap, so they work on any backend.
+
+mod account;
+mod budget;
+mod dedupe;
+mod idempotency;
+
+pub use account::{Account, AccountId, LedgerError, ReservationId, Settlement};
+pub use budget::{BudgetLedger, BudgetLedgerError};
+pub use dedupe::{DedupeError, DedupeRegistry, DedupeSet, Sighting};
+pub use idempotency::{ActionRecord, Begin, IdempotencyError, IdempotencyRegistry};

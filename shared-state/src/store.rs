@@ -1,0 +1,114 @@
+//! The [`Store`] trait: versioned compare-and-swap over string keys.
+
+use std::future::Future;
+
+use quorate_protocols::Version;
+
+/// A value together with the version it was read at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versioned<V> {
+    /// The value.
+    pub value: V,
+    /// Its version. Pass it back as `expected` to update the value.
+    pub version: Version,
+}
+
+/// What a [`Store::cas`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "a CAS may have lost the race; a conflict must be re-read and merged"]
+pub enum CasOutcome<V> {
+    /// The value was written; this is its new version.
+    Committed(Version),
+    /// The expected version did not match. `current` is what is there now (`None`: the key is
+    /// absent); merge into it and try again with its version.
+    Conflict {
+        /// The current value and version, if the key exists.
+        current: Option<Versioned<V>>,
+    },
+}
+
+impl<V> CasOutcome<V> {
+    /// `true` if the write happened.
+    #[must_use]
+    pub fn is_committed(&self) -> bool {
+        matches!(self, CasOutcome::Committed(_))
+    }
+}
+
+/// What a [`Store::delete`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "a delete may have lost the race"]
+pub enum DeleteOutcome<V> {
+    /// The key was removed.
+    Deleted,
+    /// The key is at another version (or absent: `current` is `None`); nothing was removed.
+    Conflict {
+        /// The current value and version, if the key exists.
+        current: Option<Versioned<V>>,
+    },
+}
+
+/// A backend failed. The in-memory backend never returns one; a networked backend does.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The backend could not be reached. Retrying later can help; the operation may or may not
+    /// have been applied, so re-read before acting on it (the same rule as *outcome unknown*).
+    #[error("store unavailable: {reason}")]
+    Unavailable {
+        /// What the backend said.
+        reason: String,
+    },
+    /// A stored value could not be decoded as the expected type. Retrying cannot help.
+    #[error("value at {key:?} could not be decoded: {reason}")]
+    Corrupt {
+        /// The key.
+        key: String,
+        /// The decoder's message.
+        reason: String,
+    },
+}
+
+/// Versioned key-value storage with compare-and-swap.
+///
+/// Every key has a [`Version`]. [`cas`](Store::cas) writes only if the current version equals
+/// `expected` (or the key is absent when `expected` is `None`); otherwise it returns the current
+/// value and version so the caller can re-read and merge. Nothing is overwritten blindly: there is
+/// no unconditional `put`.
+///
+/// Versions are opaque tokens compared only for equality. A backend must never hand out a version
+/// it handed out before for the same key (even after a delete), so a stale `expected` can never
+/// match by accident (no ABA).
+///
+/// The methods return futures so a networked backend (etcd) can implement the trait without
+/// blocking; the in-memory backend's futures are ready at once. Because the methods return
+/// `impl Future`, the trait is not object-safe: callers are generic over `S: Store<V>`, which also
+/// keeps dispatch static in hot paths. [`crate::conformance`] is the suite every implementation
+/// must pass.
+pub trait Store<V>: Send + Sync {
+    /// The current value and version of `key`, if any.
+    fn get(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Versioned<V>>, StoreError>> + Send;
+
+    /// Writes `value` if `key` is at version `expected` (`None`: if the key is absent).
+    fn cas(
+        &self,
+        key: &str,
+        expected: Option<Version>,
+        value: V,
+    ) -> impl Future<Output = Result<CasOutcome<V>, StoreError>> + Send;
+
+    /// Removes `key` if it is at version `expected`.
+    fn delete(
+        &self,
+        key: &str,
+        expected: Version,
+    ) -> impl Future<Output = Result<DeleteOutcome<V>, StoreError>> + Send;
+
+    /// Every key starting with `prefix`, with its value and version, in key order.
+    fn scan(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<(String, Versioned<V>)>, StoreError>> + Send;
+}

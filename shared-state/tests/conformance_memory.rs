@@ -1,0 +1,8 @@
+//! The in-memory backend passes the conformance suite.
+
+use quorate_state::{conformance, MemoryLog, MemoryStore};
+
+#[test]
+fn memory_store_passes_the_conformance_suite() {
+    conformance::run_all(MemoryStore::new, MemoryStore::new, MemoryLog::new);
+}
