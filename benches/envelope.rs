@@ -1,1 +1,93 @@
-fn main() {}
+//! Envelope encode and bounded decode beside plain serde_json, measured in the same run.
+//!
+//! `cargo bench --bench envelope`. The difference is the cost of the pre-parse limits scan and
+//! the sender check.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use quorate_protocols::{
+    decode_envelope, encode_envelope, AgentId, Envelope, EvidenceRef, Limits, ResultKind, Role,
+    RunId, Sender, TaskId, Version,
+};
+
+#[path = "support/ratio.rs"]
+mod ratio;
+
+fn sample() -> (Envelope<serde_json::Value>, Sender) {
+    let sender = Sender {
+        agent: AgentId::new(),
+        role: Role::Worker,
+    };
+    let mut e = Envelope::new(
+        RunId::new(),
+        TaskId::new(),
+        sender,
+        serde_json::json!({"answer": "42 units in stock", "confidence": 0.93, "rows": [1, 2, 3]}),
+    );
+    e.result_kind = Some(ResultKind::VerifiedConclusion);
+    e.parent = Some(TaskId::new());
+    e.evidence = (0..4)
+        .map(|i| EvidenceRef {
+            key: format!("memory/inventory/{i}"),
+            version: Version::new(i),
+        })
+        .collect();
+    (e, sender)
+}
+
+fn timed<T>(name: &'static str, n: u64, mut f: impl FnMut() -> T) -> Duration {
+    let start = Instant::now();
+    for _ in 0..n {
+        black_box(f());
+    }
+    let d = start.elapsed();
+    ratio::record(name, d, n);
+    d
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    let (env, sender) = sample();
+    let bytes = encode_envelope(&env);
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("envelope");
+    g.bench_function("encode", |b| {
+        b.iter_custom(|n| timed("encode", n, || encode_envelope(black_box(&env))))
+    });
+    g.bench_function("serde_json::to_vec", |b| {
+        b.iter_custom(|n| {
+            timed("serde_json::to_vec", n, || {
+                serde_json::to_vec(black_box(&env)).unwrap()
+            })
+        })
+    });
+    g.bench_function("decode_envelope", |b| {
+        b.iter_custom(|n| {
+            timed("decode_envelope", n, || {
+                decode_envelope::<serde_json::Value>(black_box(&bytes), &limits, sender).unwrap()
+            })
+        })
+    });
+    g.bench_function("serde_json::from_slice", |b| {
+        b.iter_custom(|n| {
+            timed("serde_json::from_slice", n, || {
+                serde_json::from_slice::<Envelope<serde_json::Value>>(black_box(&bytes)).unwrap()
+            })
+        })
+    });
+    g.finish();
+    c.final_summary();
+    println!("envelope size: {} bytes", bytes.len());
+    ratio::report(
+        "bounded envelope codec vs plain serde_json",
+        &[
+            ("encode", "serde_json::to_vec", None),
+            ("decode_envelope", "serde_json::from_slice", None),
+        ],
+    );
+}

@@ -177,6 +177,17 @@ impl Budget {
         }
     }
 
+    /// Component-wise sum clamped at `u64::MAX` (for statistics, never for accounting).
+    #[must_use]
+    pub fn saturating_add(&self, other: &Budget) -> Budget {
+        Budget {
+            steps: self.steps.saturating_add(other.steps),
+            tool_calls: self.tool_calls.saturating_add(other.tool_calls),
+            tokens: self.tokens.saturating_add(other.tokens),
+            cost: self.cost.saturating_add(other.cost),
+        }
+    }
+
     /// Component-wise minimum.
     #[must_use]
     pub fn min(&self, other: &Budget) -> Budget {
@@ -189,7 +200,9 @@ impl Budget {
     }
 
     /// Sum of many budgets, checked.
-    pub fn checked_sum<'a>(budgets: impl IntoIterator<Item = &'a Budget>) -> Result<Budget, BudgetError> {
+    pub fn checked_sum<'a>(
+        budgets: impl IntoIterator<Item = &'a Budget>,
+    ) -> Result<Budget, BudgetError> {
         budgets
             .into_iter()
             .try_fold(Budget::ZERO, |acc, b| acc.checked_add(b))
@@ -248,7 +261,10 @@ mod tests {
     #[test]
     fn first_excess_finds_the_component() {
         let limit = Budget::new(5, 5, 5, 5);
-        assert_eq!(Budget::new(5, 5, 6, 0).first_excess(&limit), Some(Component::Tokens));
+        assert_eq!(
+            Budget::new(5, 5, 6, 0).first_excess(&limit),
+            Some(Component::Tokens)
+        );
         assert_eq!(Budget::new(5, 5, 5, 5).first_excess(&limit), None);
     }
 

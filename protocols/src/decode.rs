@@ -277,7 +277,9 @@ mod tests {
         value["admin"] = serde_json::json!(true);
         let bytes = serde_json::to_vec(&value).unwrap();
         match decode_envelope::<String>(&bytes, &Limits::default(), worker()) {
-            Err(DecodeError::Malformed { message, .. }) => assert!(message.contains("admin"), "{message}"),
+            Err(DecodeError::Malformed { message, .. }) => {
+                assert!(message.contains("admin"), "{message}")
+            }
             other => panic!("expected Malformed, got {other:?}"),
         }
     }

@@ -11,7 +11,9 @@ use uuid::Uuid;
 use crate::TaskId;
 
 /// Milliseconds since the Unix epoch. Time is always passed in, never read inside the cores.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timestamp(pub u64);
 

@@ -64,13 +64,19 @@ pub async fn cas_semantics<S: Store<u64>>(store: &S) {
     let v1 = committed(store.cas(k, None, 1).await.unwrap(), "create");
     assert_eq!(
         store.get(k).await.unwrap(),
-        Some(Versioned { value: 1, version: v1 })
+        Some(Versioned {
+            value: 1,
+            version: v1
+        })
     );
     // Creating again conflicts and returns the winner.
     assert_eq!(
         store.cas(k, None, 2).await.unwrap(),
         CasOutcome::Conflict {
-            current: Some(Versioned { value: 1, version: v1 })
+            current: Some(Versioned {
+                value: 1,
+                version: v1
+            })
         },
         "create of an existing key must conflict and return the current value"
     );
@@ -80,11 +86,18 @@ pub async fn cas_semantics<S: Store<u64>>(store: &S) {
     assert_eq!(
         store.cas(k, Some(v1), 3).await.unwrap(),
         CasOutcome::Conflict {
-            current: Some(Versioned { value: 2, version: v2 })
+            current: Some(Versioned {
+                value: 2,
+                version: v2
+            })
         },
         "a stale version must conflict and return the current value"
     );
-    assert_eq!(store.get(k).await.unwrap().unwrap().value, 2, "a failed CAS changes nothing");
+    assert_eq!(
+        store.get(k).await.unwrap().unwrap().value,
+        2,
+        "a failed CAS changes nothing"
+    );
 }
 
 /// Delete needs the current version; a recreated key never reuses an old version.
@@ -95,7 +108,10 @@ pub async fn delete_semantics<S: Store<u64>>(store: &S) {
     assert_eq!(
         store.delete(k, v1).await.unwrap(),
         DeleteOutcome::Conflict {
-            current: Some(Versioned { value: 2, version: v2 })
+            current: Some(Versioned {
+                value: 2,
+                version: v2
+            })
         },
         "delete at a stale version must conflict"
     );
@@ -107,7 +123,10 @@ pub async fn delete_semantics<S: Store<u64>>(store: &S) {
         "deleting an absent key conflicts"
     );
     let v3 = committed(store.cas(k, None, 3).await.unwrap(), "recreate");
-    assert!(v3 != v1 && v3 != v2, "a recreated key must not reuse a version (ABA)");
+    assert!(
+        v3 != v1 && v3 != v2,
+        "a recreated key must not reuse a version (ABA)"
+    );
     assert!(
         !store.cas(k, Some(v2), 4).await.unwrap().is_committed(),
         "a version from before the delete must not match the recreated key"
@@ -116,9 +135,15 @@ pub async fn delete_semantics<S: Store<u64>>(store: &S) {
 
 /// Prefix scan returns exactly the keys under the prefix, in key order.
 pub async fn scan_by_prefix<S: Store<u64>>(store: &S) {
-    for (i, k) in ["conf/scan/b", "conf/scan/a", "conf/scan/c/d", "conf/scanx", "conf/other"]
-        .iter()
-        .enumerate()
+    for (i, k) in [
+        "conf/scan/b",
+        "conf/scan/a",
+        "conf/scan/c/d",
+        "conf/scanx",
+        "conf/other",
+    ]
+    .iter()
+    .enumerate()
     {
         committed(store.cas(k, None, i as u64).await.unwrap(), "create");
     }
@@ -134,7 +159,11 @@ pub async fn scan_by_prefix<S: Store<u64>>(store: &S) {
 
 /// `tasks` concurrent tasks each add 1 to one counter `increments` times with CAS-retry; the
 /// final value must be exactly `tasks * increments`.
-pub async fn no_lost_update<S: Store<u64> + 'static>(store: Arc<S>, tasks: usize, increments: usize) {
+pub async fn no_lost_update<S: Store<u64> + 'static>(
+    store: Arc<S>,
+    tasks: usize,
+    increments: usize,
+) {
     let k = "conf/counter";
     let _ = store.cas(k, None, 0).await.unwrap();
     let mut handles = Vec::new();
@@ -145,7 +174,11 @@ pub async fn no_lost_update<S: Store<u64> + 'static>(store: Arc<S>, tasks: usize
             for _ in 0..increments {
                 let mut cur = store.get(k).await.unwrap().expect("counter exists");
                 loop {
-                    match store.cas(k, Some(cur.version), cur.value + 1).await.unwrap() {
+                    match store
+                        .cas(k, Some(cur.version), cur.value + 1)
+                        .await
+                        .unwrap()
+                    {
                         CasOutcome::Committed(_) => break,
                         CasOutcome::Conflict { current } => {
                             conflicts += 1;
@@ -162,7 +195,11 @@ pub async fn no_lost_update<S: Store<u64> + 'static>(store: Arc<S>, tasks: usize
         h.await.expect("increment task panicked");
     }
     let total = store.get(k).await.unwrap().unwrap().value;
-    assert_eq!(total, (tasks * increments) as u64, "lost update: CAS let two writers win");
+    assert_eq!(
+        total,
+        (tasks * increments) as u64,
+        "lost update: CAS let two writers win"
+    );
 }
 
 /// Appends from concurrent tasks get consecutive sequence numbers; reads return them in order;
@@ -185,23 +222,42 @@ pub async fn log_order<L: RunLog<u64> + 'static>(log: Arc<L>) {
     let mut seen = Vec::new();
     for h in handles {
         let seqs = h.await.unwrap();
-        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "one writer's appends are in order");
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "one writer's appends are in order"
+        );
         seen.extend(seqs);
     }
     seen.sort();
     let expected: Vec<Seq> = (0..400).map(Seq).collect();
-    assert_eq!(seen, expected, "sequence numbers are 0..n without gaps or repeats");
+    assert_eq!(
+        seen, expected,
+        "sequence numbers are 0..n without gaps or repeats"
+    );
     let entries = log.read(run, Seq(0), usize::MAX).await.unwrap();
     assert_eq!(entries.len(), 400);
-    assert!(entries.iter().enumerate().all(|(i, (s, _))| s.0 == i as u64));
+    assert!(entries
+        .iter()
+        .enumerate()
+        .all(|(i, (s, _))| s.0 == i as u64));
     // Each writer's entries appear in the order it appended them.
     for t in 0..4u64 {
-        let mine: Vec<u64> = entries.iter().map(|(_, e)| *e).filter(|e| e / 1000 == t).collect();
+        let mine: Vec<u64> = entries
+            .iter()
+            .map(|(_, e)| *e)
+            .filter(|e| e / 1000 == t)
+            .collect();
         assert_eq!(mine, (0..100).map(|i| t * 1000 + i).collect::<Vec<_>>());
     }
     let tail = log.read(run, Seq(398), 10).await.unwrap();
-    assert_eq!(tail.iter().map(|(s, _)| s.0).collect::<Vec<_>>(), [398, 399]);
-    assert_eq!(log.read(other, Seq(0), 10).await.unwrap(), vec![(Seq(0), 7)]);
+    assert_eq!(
+        tail.iter().map(|(s, _)| s.0).collect::<Vec<_>>(),
+        [398, 399]
+    );
+    assert_eq!(
+        log.read(other, Seq(0), 10).await.unwrap(),
+        vec![(Seq(0), 7)]
+    );
 }
 
 /// Concurrent allocations and reservations against one root never exceed it, and closing every
@@ -210,7 +266,10 @@ pub async fn ledger_invariants<S: Store<Account> + 'static>(store: Arc<S>) {
     let run = RunId::new();
     let ledger = Arc::new(BudgetLedger::new(store, run));
     ledger
-        .open_root(Budget::new(100, 50, 10_000, 1_000), Budget::new(10, 0, 0, 0))
+        .open_root(
+            Budget::new(100, 50, 10_000, 1_000),
+            Budget::new(10, 0, 0, 0),
+        )
         .await
         .unwrap();
     let mut handles = Vec::new();
@@ -218,10 +277,19 @@ pub async fn ledger_invariants<S: Store<Account> + 'static>(store: Arc<S>) {
         let ledger = ledger.clone();
         handles.push(tokio::spawn(async move {
             let child = AccountId::Task(TaskId::from_u128(t + 1));
-            match ledger.allocate(AccountId::Root, child, Budget::new(5, 3, 500, 50)).await {
+            match ledger
+                .allocate(AccountId::Root, child, Budget::new(5, 3, 500, 50))
+                .await
+            {
                 Ok(()) => {
-                    let r = ledger.reserve(child, Budget::new(2, 1, 200, 20)).await.unwrap();
-                    ledger.settle(child, r, Budget::new(1, 1, 100, 10)).await.unwrap();
+                    let r = ledger
+                        .reserve(child, Budget::new(2, 1, 200, 20))
+                        .await
+                        .unwrap();
+                    ledger
+                        .settle(child, r, Budget::new(1, 1, 100, 10))
+                        .await
+                        .unwrap();
                     ledger.close(child).await.unwrap();
                     true
                 }
@@ -239,6 +307,12 @@ pub async fn ledger_invariants<S: Store<Account> + 'static>(store: Arc<S>) {
     assert!(root.children.is_empty(), "every child was closed");
     // At least the 16 slices that fit at once (50 tool calls / 3) must have been granted.
     assert!(granted >= 16, "granted only {granted} slices");
-    assert_eq!(root.children_spent, Budget::new(granted, granted, 100 * granted, 10 * granted));
-    assert_eq!(root.returned, Budget::new(4 * granted, 2 * granted, 400 * granted, 40 * granted));
+    assert_eq!(
+        root.children_spent,
+        Budget::new(granted, granted, 100 * granted, 10 * granted)
+    );
+    assert_eq!(
+        root.returned,
+        Budget::new(4 * granted, 2 * granted, 400 * granted, 40 * granted)
+    );
 }

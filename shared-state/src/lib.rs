@@ -37,7 +37,10 @@ pub use store::{CasOutcome, DeleteOutcome, Store, StoreError, Versioned};
 use quorate_protocols::{RunId, Version};
 
 impl<V, S: Store<V> + ?Sized> Store<V> for Arc<S> {
-    fn get(&self, key: &str) -> impl Future<Output = Result<Option<Versioned<V>>, StoreError>> + Send {
+    fn get(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Versioned<V>>, StoreError>> + Send {
         (**self).get(key)
     }
 

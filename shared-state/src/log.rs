@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::StoreError;
 
 /// Position of an entry in a run's log: 0 for the first entry, then strictly increasing by one.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Seq(pub u64);
 

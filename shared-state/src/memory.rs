@@ -185,7 +185,9 @@ impl<E: Clone> MemoryLog<E> {
             return Vec::new();
         };
         let entries = log.lock();
-        let start = usize::try_from(from.0).unwrap_or(usize::MAX).min(entries.len());
+        let start = usize::try_from(from.0)
+            .unwrap_or(usize::MAX)
+            .min(entries.len());
         entries[start..]
             .iter()
             .take(limit)

@@ -44,7 +44,11 @@ where
             Change::Write(value, out) => (value, out),
         };
         let expected = current.as_ref().map(|c| c.version);
-        match store.cas(key, expected, value).await.map_err(UpdateError::Store)? {
+        match store
+            .cas(key, expected, value)
+            .await
+            .map_err(UpdateError::Store)?
+        {
             CasOutcome::Committed(_) => return Ok(out),
             CasOutcome::Conflict { current: now } => current = now,
         }

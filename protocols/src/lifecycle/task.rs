@@ -82,7 +82,10 @@ impl TaskState {
     pub const fn is_terminal(self) -> bool {
         matches!(
             self,
-            TaskState::Completed | TaskState::Failed | TaskState::StoppedLimit | TaskState::Cancelled
+            TaskState::Completed
+                | TaskState::Failed
+                | TaskState::StoppedLimit
+                | TaskState::Cancelled
         )
     }
 
@@ -162,7 +165,9 @@ mod tests {
                 event: TaskEvent::AcceptancePassed
             })
         );
-        assert!(TaskState::WaitingApproval.on(TaskEvent::AcceptancePassed).is_err());
+        assert!(TaskState::WaitingApproval
+            .on(TaskEvent::AcceptancePassed)
+            .is_err());
     }
 
     proptest! {

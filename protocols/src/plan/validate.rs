@@ -297,7 +297,10 @@ mod tests {
             matches!(unknown.validate(), Err(PlanError::UnknownDep { node, dep }) if node.as_str() == "a" && dep.as_str() == "zz")
         );
         let selfloop = spec(vec![NodeSpec::named("a").after(&["a"])]);
-        assert!(matches!(selfloop.validate(), Err(PlanError::SelfLoop { .. })));
+        assert!(matches!(
+            selfloop.validate(),
+            Err(PlanError::SelfLoop { .. })
+        ));
         assert_eq!(spec(vec![]).validate(), Err(PlanError::Empty));
     }
 
@@ -321,7 +324,10 @@ mod tests {
         );
         s.nodes[0].budget.tokens = u64::MAX;
         s.nodes[1].budget.tokens = 1;
-        assert!(matches!(s.validate(), Err(PlanError::BudgetOverflow(BudgetError::Overflow { .. }))));
+        assert!(matches!(
+            s.validate(),
+            Err(PlanError::BudgetOverflow(BudgetError::Overflow { .. }))
+        ));
     }
 
     #[test]
@@ -342,7 +348,8 @@ mod tests {
     /// a cycle through a path that exists.
     fn dag() -> impl Strategy<Value = (usize, Vec<(usize, usize)>)> {
         (2usize..30).prop_flat_map(|n| {
-            let edges = proptest::collection::vec((1..n).prop_flat_map(|i| (Just(i), 0..i)), 0..3 * n);
+            let edges =
+                proptest::collection::vec((1..n).prop_flat_map(|i| (Just(i), 0..i)), 0..3 * n);
             (Just(n), edges)
         })
     }
@@ -350,7 +357,9 @@ mod tests {
     fn build(n: usize, edges: &[(usize, usize)]) -> PlanSpec {
         let mut nodes: Vec<NodeSpec> = (0..n).map(|i| NodeSpec::named(&format!("n{i}"))).collect();
         for &(from, to) in edges {
-            nodes[from].deps.push(NodeId::new(format!("n{to}")).unwrap());
+            nodes[from]
+                .deps
+                .push(NodeId::new(format!("n{to}")).unwrap());
         }
         spec(nodes)
     }

@@ -73,7 +73,9 @@ pub enum LedgerError {
         reservation: ReservationId,
     },
     /// The child was allocated before with another slice.
-    #[error("child {child} already holds {allocated}; a second allocation of {requested} is refused")]
+    #[error(
+        "child {child} already holds {allocated}; a second allocation of {requested} is refused"
+    )]
     SliceMismatch {
         /// The child.
         child: AccountId,
@@ -134,7 +136,9 @@ pub struct Account {
     pub children_total: Budget,
     /// What closed children spent (their unused part came back).
     pub children_spent: Budget,
-    /// Unused budget returned by closed children.
+    /// Unused budget returned by closed children, summed over the account's life. Reporting
+    /// only (never used in accounting), and saturating: slices can be granted and returned more
+    /// often than `u64::MAX` fits.
     pub returned: Budget,
     /// Open reservations.
     pub reservations: BTreeMap<ReservationId, Budget>,
@@ -150,7 +154,11 @@ pub struct Account {
 
 impl Account {
     /// A fresh account granted `limit`, keeping `reserve` for itself.
-    pub fn open(parent: Option<AccountId>, limit: Budget, reserve: Budget) -> Result<Self, LedgerError> {
+    pub fn open(
+        parent: Option<AccountId>,
+        limit: Budget,
+        reserve: Budget,
+    ) -> Result<Self, LedgerError> {
         if !reserve.fits_within(&limit) {
             return Err(LedgerError::ReserveExceedsLimit { reserve, limit });
         }
@@ -184,7 +192,10 @@ impl Account {
     pub fn headroom_for_children(&self) -> Result<Budget, LedgerError> {
         let own = self.own_use()?;
         let held = own.max_each(&self.reserve);
-        let used = self.children_total.checked_add(&self.children_spent)?.checked_add(&held)?;
+        let used = self
+            .children_total
+            .checked_add(&self.children_spent)?
+            .checked_add(&held)?;
         Ok(self.limit.checked_sub(&used)?)
     }
 
@@ -228,7 +239,12 @@ impl Account {
     }
 
     /// Grants `child` a slice. Returns `false` if the same slice was granted before (a retry).
-    pub fn allocate(&mut self, me: AccountId, child: AccountId, slice: Budget) -> Result<bool, LedgerError> {
+    pub fn allocate(
+        &mut self,
+        me: AccountId,
+        child: AccountId,
+        slice: Budget,
+    ) -> Result<bool, LedgerError> {
         if let Some(&allocated) = self.children.get(&child) {
             return if allocated == slice {
                 Ok(false)
@@ -260,11 +276,19 @@ impl Account {
 
     /// Settles a reservation with the actual cost: charges `min(actual, reserved)` per component,
     /// releases the rest, and reports any overrun.
-    pub fn settle(&mut self, me: AccountId, id: ReservationId, actual: Budget) -> Result<Settlement, LedgerError> {
-        let &reserved = self.reservations.get(&id).ok_or(LedgerError::UnknownReservation {
-            account: me,
-            reservation: id,
-        })?;
+    pub fn settle(
+        &mut self,
+        me: AccountId,
+        id: ReservationId,
+        actual: Budget,
+    ) -> Result<Settlement, LedgerError> {
+        let &reserved = self
+            .reservations
+            .get(&id)
+            .ok_or(LedgerError::UnknownReservation {
+                account: me,
+                reservation: id,
+            })?;
         let charged = actual.min(&reserved);
         let released = reserved.checked_sub(&charged)?;
         let overrun = actual.saturating_sub(&reserved);
@@ -299,14 +323,29 @@ impl Account {
 
     /// Takes back a closed child's slice: its spending stays spent, the rest is returned.
     /// Returns `false` if that child was already credited (a retry).
-    pub fn child_closed(&mut self, child: AccountId, child_spent: Budget) -> Result<bool, LedgerError> {
+    pub fn child_closed(
+        &mut self,
+        child: AccountId,
+        child_spent: Budget,
+    ) -> Result<bool, LedgerError> {
         let Some(slice) = self.children.remove(&child) else {
             return Ok(false);
         };
         let unused = slice.checked_sub(&child_spent)?;
         self.children_total = self.children_total.checked_sub(&slice)?;
         self.children_spent = self.children_spent.checked_add(&child_spent)?;
-        self.returned = self.returned.checked_add(&unused)?;
+        self.returned = self.returned.saturating_add(&unused);
+        Ok(true)
+    }
+
+    /// Undoes an allocation whose child account could not be opened. Returns `false` if the
+    /// child holds no slice or another one.
+    pub fn deallocate(&mut self, child: AccountId, slice: Budget) -> Result<bool, LedgerError> {
+        if self.children.get(&child) != Some(&slice) {
+            return Ok(false);
+        }
+        self.children.remove(&child);
+        self.children_total = self.children_total.checked_sub(&slice)?;
         Ok(true)
     }
 }
@@ -363,7 +402,13 @@ mod tests {
         let s = a.settle(ME, r, Budget::new(1, 1, 70, 0)).unwrap();
         assert_eq!(s.charged, Budget::new(1, 1, 50, 0));
         assert_eq!(s.overrun, Budget::new(0, 0, 20, 0));
-        assert_eq!(a.settle(ME, r, Budget::ZERO), Err(LedgerError::UnknownReservation { account: ME, reservation: r }));
+        assert_eq!(
+            a.settle(ME, r, Budget::ZERO),
+            Err(LedgerError::UnknownReservation {
+                account: ME,
+                reservation: r
+            })
+        );
     }
 
     #[test]

@@ -141,7 +141,8 @@ impl<S: Store<Account>> BudgetLedger<S> {
         child: AccountId,
         slice: Budget,
     ) -> Result<(), BudgetLedgerError> {
-        self.allocate_with_reserve(parent, child, slice, Budget::ZERO).await
+        self.allocate_with_reserve(parent, child, slice, Budget::ZERO)
+            .await
     }
 
     /// Like [`allocate`](Self::allocate), with a coordination reserve inside the child's slice
@@ -153,11 +154,31 @@ impl<S: Store<Account>> BudgetLedger<S> {
         slice: Budget,
         child_reserve: Budget,
     ) -> Result<(), BudgetLedgerError> {
-        // Validate the child's terms before charging the parent.
-        Account::open(Some(parent), slice, child_reserve)?;
+        // Validate the child's terms, and that its id is free or holds exactly these terms,
+        // before charging the parent.
+        let fresh = Account::open(Some(parent), slice, child_reserve)?;
+        if let Some(existing) = self.store.get(&self.key(child)).await? {
+            let e = existing.value;
+            if e.closed
+                || e.parent != fresh.parent
+                || e.limit != slice
+                || e.reserve != child_reserve
+            {
+                return Err(LedgerError::AccountExists { account: child }.into());
+            }
+        }
         // Charge the parent first: a crash after this leaves the slice held, never granted twice.
-        self.modify(parent, |acc| acc.allocate(parent, child, slice)).await?;
-        self.open(child, Some(parent), slice, child_reserve).await
+        self.modify(parent, |acc| acc.allocate(parent, child, slice))
+            .await?;
+        match self.open(child, Some(parent), slice, child_reserve).await {
+            Err(BudgetLedgerError::Refused(LedgerError::AccountExists { account })) => {
+                // Someone else took the id in between: give the slice back.
+                self.modify(parent, |acc| acc.deallocate(child, slice))
+                    .await?;
+                Err(LedgerError::AccountExists { account }.into())
+            }
+            other => other,
+        }
     }
 
     /// Reserves `amount` on `account` before a call.
@@ -166,7 +187,8 @@ impl<S: Store<Account>> BudgetLedger<S> {
         account: AccountId,
         amount: Budget,
     ) -> Result<ReservationId, BudgetLedgerError> {
-        self.modify(account, |acc| acc.reserve(account, amount)).await
+        self.modify(account, |acc| acc.reserve(account, amount))
+            .await
     }
 
     /// Settles a reservation with the actual cost.
@@ -201,6 +223,8 @@ impl<S: Store<Account>> BudgetLedger<S> {
             .get(&self.key(account))
             .await?
             .map(|v| v.value)
-            .ok_or(BudgetLedgerError::Refused(LedgerError::UnknownAccount { account }))
+            .ok_or(BudgetLedgerError::Refused(LedgerError::UnknownAccount {
+                account,
+            }))
     }
 }

@@ -91,21 +91,25 @@ impl<S: Store<DedupeSet>> DedupeRegistry<S> {
         key: DedupeKey,
     ) -> Result<Sighting, DedupeError> {
         let capacity = self.capacity;
-        update(&self.store, &Self::key(run, task), |current: Option<&DedupeSet>| {
-            let mut set = current.cloned().unwrap_or_default();
-            if set.keys.contains(&key) {
-                return Ok(Change::Keep(Sighting::Duplicate));
-            }
-            if set.keys.len() >= capacity {
-                return Err(DedupeError::ScopeFull {
-                    run,
-                    task,
-                    capacity,
-                });
-            }
-            set.keys.push(key);
-            Ok(Change::Write(set, Sighting::First))
-        })
+        update(
+            &self.store,
+            &Self::key(run, task),
+            |current: Option<&DedupeSet>| {
+                let mut set = current.cloned().unwrap_or_default();
+                if set.keys.contains(&key) {
+                    return Ok(Change::Keep(Sighting::Duplicate));
+                }
+                if set.keys.len() >= capacity {
+                    return Err(DedupeError::ScopeFull {
+                        run,
+                        task,
+                        capacity,
+                    });
+                }
+                set.keys.push(key);
+                Ok(Change::Write(set, Sighting::First))
+            },
+        )
         .await
         .map_err(|e| match e {
             UpdateError::Refused(e) => e,

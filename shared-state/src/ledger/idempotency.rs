@@ -120,9 +120,15 @@ impl<S: Store<ActionRecord>> IdempotencyRegistry<S> {
 
     /// Binds `action` to `digest` on first sight; afterwards returns what is known, or refuses a
     /// different digest.
-    pub async fn begin(&self, action: ActionId, digest: ParamDigest) -> Result<Begin, IdempotencyError> {
-        let out = update(&self.store, &Self::key(action), |current: Option<&ActionRecord>| {
-            match current {
+    pub async fn begin(
+        &self,
+        action: ActionId,
+        digest: ParamDigest,
+    ) -> Result<Begin, IdempotencyError> {
+        let out = update(
+            &self.store,
+            &Self::key(action),
+            |current: Option<&ActionRecord>| match current {
                 None => Ok(Change::Write(
                     ActionRecord {
                         digest,
@@ -138,8 +144,8 @@ impl<S: Store<ActionRecord>> IdempotencyRegistry<S> {
                     recorded: r.digest,
                     offered: digest,
                 }),
-            }
-        })
+            },
+        )
         .await?;
         Ok(out)
     }
@@ -152,23 +158,27 @@ impl<S: Store<ActionRecord>> IdempotencyRegistry<S> {
         event: ActionEvent,
         outcome: Option<serde_json::Value>,
     ) -> Result<ActionState, IdempotencyError> {
-        let out = update(&self.store, &Self::key(action), |current: Option<&ActionRecord>| {
-            let mut r = current
-                .cloned()
-                .ok_or(IdempotencyError::UnknownAction { action })?;
-            r.state = r
-                .state
-                .on(event)
-                .map_err(|source| IdempotencyError::Transition { action, source })?;
-            if matches!(event, ActionEvent::Started | ActionEvent::Retried) {
-                r.sends += 1;
-            }
-            if outcome.is_some() {
-                r.outcome = outcome.clone();
-            }
-            let state = r.state;
-            Ok::<_, IdempotencyError>(Change::Write(r, state))
-        })
+        let out = update(
+            &self.store,
+            &Self::key(action),
+            |current: Option<&ActionRecord>| {
+                let mut r = current
+                    .cloned()
+                    .ok_or(IdempotencyError::UnknownAction { action })?;
+                r.state = r
+                    .state
+                    .on(event)
+                    .map_err(|source| IdempotencyError::Transition { action, source })?;
+                if matches!(event, ActionEvent::Started | ActionEvent::Retried) {
+                    r.sends += 1;
+                }
+                if outcome.is_some() {
+                    r.outcome = outcome.clone();
+                }
+                let state = r.state;
+                Ok::<_, IdempotencyError>(Change::Write(r, state))
+            },
+        )
         .await?;
         Ok(out)
     }
