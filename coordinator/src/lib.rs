@@ -1,1 +1,25 @@
-//! placeholder
+//! # quorate-coordinator
+//!
+//! The supervisor of a star-topology run.
+//!
+//! * [`SupervisorCore`] is the pure decision logic: scheduling tasks whose dependencies
+//!   completed, delegating budget slices from the run's root account (reserve + children <=
+//!   limit), judging replies (duplicate, late, stale and unauthorized replies are rejected and
+//!   counted, and never change a terminal task), running acceptance checks on observed results,
+//!   and the stop conditions. It reads no clock and does no I/O: inputs are `handle_*(now, ..)`,
+//!   outputs are [`Effect`]s.
+//! * The actix shell delivers messages to it and carries out its effects.
+//! * [`RunReport`] is what a run reports; [`StopReason`] why it ended; [`Event`] each decision.
+
+#![forbid(unsafe_code)]
+
+pub mod acceptance;
+mod core;
+mod event;
+mod report;
+mod stop;
+
+pub use crate::core::{ApprovalPolicy, Effect, MessageCounts, SupervisorConfig, SupervisorCore};
+pub use event::{Event, EventKind, Rejection};
+pub use report::{BudgetRow, RunReport, TaskRow};
+pub use stop::StopReason;

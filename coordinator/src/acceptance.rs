@@ -1,0 +1,108 @@
+//! The acceptance check: a task completes only when its observed result passes it.
+
+use quorate_protocols::{Acceptance, Check, ResultKind};
+use quorate_workers::messages::Receipt;
+
+/// Runs `acceptance` on a reply that claims to be `kind` with `value` and `receipts`. Returns the
+/// first failing observation.
+///
+/// `read-back-changed` passes only if a runtime-issued receipt for a write to `key` reports that
+/// the write changed something (`/changed` is `true` in the tool's output, or the output names
+/// the key under `/key` with `/changed` true). A reply that merely *says* it saved does not pass.
+pub fn check(
+    acceptance: &Acceptance,
+    kind: Option<ResultKind>,
+    value: &serde_json::Value,
+    receipts: &[Receipt],
+) -> Result<(), String> {
+    match kind {
+        Some(k) if acceptance.kinds.contains(&k) => {}
+        Some(k) => {
+            return Err(format!(
+                "result kind {k} is not accepted (accepted: {})",
+                acceptance
+                    .kinds
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+        None => return Err("reply has no result kind".to_string()),
+    }
+    for c in &acceptance.checks {
+        match c {
+            Check::NonEmpty => {
+                let empty = match value {
+                    serde_json::Value::Null => true,
+                    serde_json::Value::String(s) => s.is_empty(),
+                    serde_json::Value::Array(a) => a.is_empty(),
+                    serde_json::Value::Object(o) => o.is_empty(),
+                    _ => false,
+                };
+                if empty {
+                    return Err("result is empty".to_string());
+                }
+            }
+            Check::FieldPresent { field } => {
+                if value.pointer(field).is_none() {
+                    return Err(format!("result has no field {field}"));
+                }
+            }
+            Check::FieldEquals { field, value: want } => match value.pointer(field) {
+                Some(got) if got == want => {}
+                Some(got) => return Err(format!("field {field} is {got}, expected {want}")),
+                None => return Err(format!("result has no field {field}")),
+            },
+            Check::ReadBackChanged { key } => {
+                let changed = receipts.iter().any(|r| {
+                    let names_key = r
+                        .output
+                        .pointer("/key")
+                        .and_then(|k| k.as_str())
+                        .is_none_or(|k| k == key);
+                    names_key && r.output.pointer("/changed") == Some(&serde_json::Value::Bool(true))
+                });
+                if !changed {
+                    return Err(format!("read-back of {key} shows no change"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn suggestions_do_not_complete_by_default() {
+        let a = Acceptance::default();
+        assert!(check(&a, Some(ResultKind::Suggestion), &json!(1), &[]).is_err());
+        assert!(check(&a, Some(ResultKind::VerifiedConclusion), &json!(1), &[]).is_ok());
+        assert!(check(&a, None, &json!(1), &[]).is_err());
+    }
+
+    #[test]
+    fn checks_name_the_failure() {
+        let a = Acceptance {
+            checks: vec![
+                Check::NonEmpty,
+                Check::FieldEquals {
+                    field: "/count".into(),
+                    value: json!(3),
+                },
+            ],
+            ..Acceptance::default()
+        };
+        let k = Some(ResultKind::VerifiedConclusion);
+        assert_eq!(check(&a, k, &json!({}), &[]), Err("result is empty".into()));
+        assert_eq!(
+            check(&a, k, &json!({"count": 2}), &[]),
+            Err("field /count is 2, expected 3".into())
+        );
+        assert!(check(&a, k, &json!({"count": 3}), &[]).is_ok());
+    }
+}

@@ -1,0 +1,109 @@
+//! Which replies the supervisor accepts. Pure: the rules look only at the task's record and the
+//! envelope.
+
+use std::collections::HashSet;
+
+use quorate_protocols::{AgentId, DedupeKey, Envelope, Role, RunId, TaskState, Version};
+
+use crate::event::Rejection;
+
+/// What the reply rules need to know about a task.
+#[derive(Debug)]
+pub(crate) struct ReplyGuard<'a> {
+    pub(crate) run: RunId,
+    pub(crate) state: TaskState,
+    pub(crate) attempt: u32,
+    pub(crate) version: Version,
+    pub(crate) assigned: Option<AgentId>,
+    pub(crate) seen: &'a HashSet<DedupeKey>,
+}
+
+/// Accept a reply only if it is for this run, the task is live, its dedupe key is new, it names
+/// the current attempt and state version, and it comes from the worker the attempt was
+/// assigned to. The checks run in that order, so a reply to a terminal task is *late* even if it
+/// is also a duplicate.
+pub(crate) fn judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Result<(), Rejection> {
+    if reply.run != guard.run {
+        return Err(Rejection::Unauthorized);
+    }
+    if guard.state.is_terminal() {
+        return Err(Rejection::Late);
+    }
+    if guard.seen.contains(&reply.dedupe) {
+        return Err(Rejection::Duplicate);
+    }
+    if reply.attempt != guard.attempt {
+        return Err(Rejection::Late);
+    }
+    if reply.sender.role != Role::Worker || Some(reply.sender.agent) != guard.assigned {
+        return Err(Rejection::Unauthorized);
+    }
+    if reply.state_version != guard.version {
+        return Err(Rejection::Stale);
+    }
+    if !matches!(guard.state, TaskState::Running | TaskState::WaitingApproval) {
+        return Err(Rejection::Late);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorate_protocols::{Sender, TaskId};
+
+    fn setup() -> (RunId, AgentId, HashSet<DedupeKey>) {
+        (RunId::from_u128(1), AgentId::from_u128(2), HashSet::new())
+    }
+
+    fn reply(run: RunId, agent: AgentId, attempt: u32, version: u64) -> Envelope<()> {
+        let mut e = Envelope::new(
+            run,
+            TaskId::from_u128(3),
+            Sender {
+                agent,
+                role: Role::Worker,
+            },
+            (),
+        );
+        e.attempt = attempt;
+        e.state_version = Version::new(version);
+        e
+    }
+
+    #[test]
+    fn rules_in_order() {
+        let (run, agent, mut seen) = setup();
+        let seen_before = seen.clone();
+        let ok = reply(run, agent, 1, 5);
+        let mut guard = ReplyGuard {
+            run,
+            state: TaskState::Running,
+            attempt: 1,
+            version: Version::new(5),
+            assigned: Some(agent),
+            seen: &seen_before,
+        };
+        assert_eq!(judge(&guard, &ok), Ok(()));
+        assert_eq!(judge(&guard, &reply(RunId::from_u128(9), agent, 1, 5)), Err(Rejection::Unauthorized));
+        assert_eq!(judge(&guard, &reply(run, AgentId::from_u128(7), 1, 5)), Err(Rejection::Unauthorized));
+        assert_eq!(judge(&guard, &reply(run, agent, 0, 5)), Err(Rejection::Late));
+        assert_eq!(judge(&guard, &reply(run, agent, 1, 4)), Err(Rejection::Stale));
+        let mut forged = ok.clone();
+        forged.sender.role = Role::Supervisor;
+        assert_eq!(judge(&guard, &forged), Err(Rejection::Unauthorized));
+        guard.state = TaskState::Completed;
+        assert_eq!(judge(&guard, &ok), Err(Rejection::Late));
+        let (run_, version, assigned) = (guard.run, guard.version, guard.assigned);
+        seen.insert(ok.dedupe);
+        let guard = ReplyGuard {
+            run: run_,
+            state: TaskState::Running,
+            attempt: 1,
+            version,
+            assigned,
+            seen: &seen,
+        };
+        assert_eq!(judge(&guard, &ok), Err(Rejection::Duplicate));
+    }
+}

@@ -1,0 +1,98 @@
+//! Trace events: every decision the supervisor makes, in order.
+
+use quorate_protocols::{RunId, TaskState};
+use serde::{Deserialize, Serialize};
+
+/// Why a reply was not accepted. Each is counted separately.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rejection {
+    /// The dedupe key was seen before.
+    Duplicate,
+    /// The task is terminal, or the reply names an attempt that is over.
+    Late,
+    /// The reply names a state version that is no longer current.
+    Stale,
+    /// The sender is not the agent the attempt was assigned to, or has the wrong role, or the
+    /// reply is for another run or an unknown task.
+    Unauthorized,
+}
+
+/// What happened. Serialized as the `kind` field of a trace line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum EventKind {
+    /// The run started with this plan version.
+    RunStarted {
+        /// Number of tasks.
+        tasks: usize,
+        /// Plan version.
+        plan_version: u32,
+    },
+    /// A task changed state.
+    Transition {
+        /// Old state.
+        from: TaskState,
+        /// New state.
+        to: TaskState,
+    },
+    /// A task was sent to a worker.
+    Dispatched {
+        /// Attempt number.
+        attempt: u32,
+        /// Worker index.
+        worker: usize,
+    },
+    /// A reply was accepted.
+    ReplyAccepted,
+    /// A reply was rejected.
+    ReplyRejected {
+        /// Why.
+        reason: Rejection,
+    },
+    /// The acceptance check refused a result.
+    AcceptanceFailed {
+        /// The first failing check.
+        observation: String,
+    },
+    /// A result was merged into the store.
+    ResultCommitted,
+    /// Approval was requested.
+    ApprovalRequested {
+        /// Why.
+        reason: String,
+    },
+    /// A human decided.
+    ApprovalDecided {
+        /// Approved or not.
+        approved: bool,
+    },
+    /// The whole run was cancelled.
+    CancelRequested,
+    /// Budget could not be delegated.
+    BudgetRefused {
+        /// The ledger's message.
+        detail: String,
+    },
+    /// The run ended.
+    RunStopped {
+        /// Why.
+        stop_reason: String,
+    },
+}
+
+/// One line of the trace (JSONL) and one entry of the run log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Strictly increasing within a run.
+    pub seq: u64,
+    /// The run.
+    pub run_id: RunId,
+    /// The task's node id, or `None` for run-level events.
+    pub task: Option<String>,
+    /// Milliseconds since the run started (virtual in simulations).
+    pub at_ms: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}

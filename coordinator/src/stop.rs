@@ -1,0 +1,83 @@
+//! Why a run ended. Every run ends with exactly one of these; "finished" is not one.
+
+use std::fmt;
+
+use quorate_protocols::Component;
+use serde::{Deserialize, Serialize};
+
+/// The single reason a run stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+pub enum StopReason {
+    /// Every task passed its acceptance check.
+    Completed,
+    /// A task failed; `observation` is the first failing observation.
+    Failed {
+        /// The task's node id.
+        node: String,
+        /// What was observed.
+        observation: String,
+    },
+    /// A budget component ran out.
+    StoppedLimit {
+        /// The exhausted component.
+        component: Component,
+    },
+    /// The run's deadline passed.
+    Deadline,
+    /// The same action kept repeating without new information.
+    NoProgress {
+        /// The task's node id.
+        node: String,
+    },
+    /// The run was cancelled.
+    Cancelled,
+    /// Nothing can proceed until a human decides about a pending approval.
+    WaitingApproval {
+        /// The task waiting.
+        node: String,
+    },
+}
+
+impl StopReason {
+    /// The reason's name as it appears in JSON output (`stop_reason`).
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            StopReason::Completed => "completed",
+            StopReason::Failed { .. } => "failed",
+            StopReason::StoppedLimit { .. } => "stopped-limit",
+            StopReason::Deadline => "deadline",
+            StopReason::NoProgress { .. } => "no-progress",
+            StopReason::Cancelled => "cancelled",
+            StopReason::WaitingApproval { .. } => "waiting-approval",
+        }
+    }
+
+    /// The process exit code the CLI uses for this reason (0 only for completed; 2 is reserved
+    /// for bad input).
+    #[must_use]
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            StopReason::Completed => 0,
+            StopReason::Failed { .. } => 1,
+            StopReason::StoppedLimit { .. } => 3,
+            StopReason::Deadline => 4,
+            StopReason::NoProgress { .. } => 5,
+            StopReason::Cancelled => 6,
+            StopReason::WaitingApproval { .. } => 7,
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Failed { node, observation } => write!(f, "failed at {node}: {observation}"),
+            StopReason::StoppedLimit { component } => write!(f, "stopped-limit ({component})"),
+            StopReason::NoProgress { node } => write!(f, "no-progress at {node}"),
+            StopReason::WaitingApproval { node } => write!(f, "waiting-approval at {node}"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
