@@ -1,6 +1,177 @@
-//! The `quorate` command line.
+//! The `quorate` command line. See the README for every command, flag and exit code.
 
-fn main() {
-    eprintln!("quorate: the runtime commands are not built yet");
-    std::process::exit(2);
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use quorate::coordinator::chaos::ChaosConfig;
+use quorate::plan_file::PlanFile;
+use quorate::runner::{run_file, Approve, FileRun, RunArgs};
+
+/// Exit code for bad input (unreadable or invalid plan, bad flag).
+const EXIT_BAD_INPUT: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "quorate",
+    version,
+    about = "Coordinate many agents: run plans under budgets, envelopes and an execution gate"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a plan file on the embedded default (in-memory store, actix, scripted agents).
+    ///
+    /// Exit codes: 0 completed, 1 failed, 2 bad input, 3 stopped-limit, 4 deadline,
+    /// 5 no-progress, 6 cancelled, 7 waiting-approval.
+    Run {
+        /// The plan file (TOML).
+        plan: PathBuf,
+        /// Print the run report as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Seed for the chaos transport.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Message chaos: dup=P,reorder=P,drop=P,delay=MS[,resend=MS].
+        #[arg(long)]
+        chaos: Option<ChaosConfig>,
+        /// Answer approval requests: all, none, or a comma-separated list of task ids to approve.
+        /// Without it, a run that needs approval stops with waiting-approval.
+        #[arg(long)]
+        approve: Option<Approve>,
+        /// Cancel the run after K supervisor steps (dispatches + accepted replies).
+        #[arg(long, value_name = "K")]
+        cancel_after_steps: Option<u64>,
+        /// Write every decision as JSON lines to FILE.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
+    /// Check a plan file and print its tasks in dependency order.
+    Check {
+        /// The plan file (TOML).
+        plan: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { plan } => check(&plan),
+        Command::Run {
+            plan,
+            json,
+            seed,
+            chaos,
+            approve,
+            cancel_after_steps,
+            trace,
+        } => {
+            let args = RunArgs {
+                seed,
+                chaos,
+                approve: approve.unwrap_or_default(),
+                cancel_after_steps,
+                trace,
+            };
+            match run_file(&plan, &args) {
+                Ok(run) => {
+                    print_run(&run, json);
+                    let code = run.output.report.stop_exit_code();
+                    ExitCode::from(code)
+                }
+                Err(e) => {
+                    eprintln!("quorate: {e}");
+                    ExitCode::from(EXIT_BAD_INPUT)
+                }
+            }
+        }
+    }
+}
+
+fn check(path: &std::path::Path) -> ExitCode {
+    let result = PlanFile::load(path).and_then(|f| f.compile(path).map(|(plan, _)| plan));
+    match result {
+        Ok(plan) => {
+            println!("{}: {} tasks, valid", path.display(), plan.len());
+            for &i in plan.topological_order() {
+                let node = plan.node(i);
+                let deps: Vec<String> = node.deps.iter().map(ToString::to_string).collect();
+                println!(
+                    "  {:<24} deps [{}]  budget {}",
+                    node.id.to_string(),
+                    deps.join(", "),
+                    node.budget
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("quorate: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn print_run(run: &FileRun, json: bool) {
+    let r = &run.output.report;
+    if json {
+        let mut value = serde_json::to_value(r).expect("reports serialize");
+        value["chaos"] = serde_json::to_value(run.output.chaos).expect("counts serialize");
+        value["effects"] = serde_json::json!(run.world.effects().len());
+        println!("{value}");
+        return;
+    }
+    println!(
+        "run {}  stop: {}",
+        r.run_id,
+        r.stop_detail.as_deref().unwrap_or("-")
+    );
+    println!(
+        "{:<20} {:<16} {:>8} {:>8} {:>8}",
+        "task", "state", "attempts", "steps", "calls"
+    );
+    for t in &r.tasks {
+        println!(
+            "{:<20} {:<16} {:>8} {:>8} {:>8}",
+            t.id,
+            t.state.to_string(),
+            t.attempts,
+            format!("{}/{}", t.spent.steps, t.granted.steps),
+            format!("{}/{}", t.spent.tool_calls, t.granted.tool_calls),
+        );
+    }
+    let b = &r.budget;
+    println!(
+        "budget   limit {}  reserve {}  granted {}  spent {}  returned {}",
+        b.limit, b.reserve, b.granted, b.spent, b.returned
+    );
+    let m = &r.messages;
+    println!(
+        "messages sent {}  delivered {}  rejected: duplicate {} late {} stale {} unauthorized {}",
+        m.sent,
+        m.delivered,
+        m.rejected_duplicate,
+        m.rejected_late,
+        m.rejected_stale,
+        m.rejected_unauthorized
+    );
+    let a = &r.actions;
+    println!(
+        "actions  executed {}  rejected {}  unknown {}  recovered {}  duplicate effects {}  (world effects {})",
+        a.executed,
+        a.rejected,
+        a.unknown,
+        a.recovered,
+        a.duplicate_effects,
+        run.world.effects().len()
+    );
 }

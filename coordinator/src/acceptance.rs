@@ -6,9 +6,9 @@ use quorate_workers::messages::Receipt;
 /// Runs `acceptance` on a reply that claims to be `kind` with `value` and `receipts`. Returns the
 /// first failing observation.
 ///
-/// `read-back-changed` passes only if a runtime-issued receipt for a write to `key` reports that
-/// the write changed something (`/changed` is `true` in the tool's output, or the output names
-/// the key under `/key` with `/changed` true). A reply that merely *says* it saved does not pass.
+/// `read-back-changed` passes only if a runtime-issued receipt of a call whose parameters name
+/// `key` (under `/key`) shows that the tool reported a change. A reply that merely *says* it saved
+/// does not pass, and neither does a save the tool answered with "nothing changed".
 pub fn check(
     acceptance: &Acceptance,
     kind: Option<ResultKind>,
@@ -56,12 +56,8 @@ pub fn check(
             },
             Check::ReadBackChanged { key } => {
                 let changed = receipts.iter().any(|r| {
-                    let names_key = r
-                        .output
-                        .pointer("/key")
-                        .and_then(|k| k.as_str())
-                        .is_none_or(|k| k == key);
-                    names_key && r.output.pointer("/changed") == Some(&serde_json::Value::Bool(true))
+                    r.changed
+                        && r.params.pointer("/key").and_then(|k| k.as_str()) == Some(key.as_str())
                 });
                 if !changed {
                     return Err(format!("read-back of {key} shows no change"));

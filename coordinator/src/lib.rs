@@ -14,12 +14,20 @@
 #![forbid(unsafe_code)]
 
 pub mod acceptance;
+mod actor;
+pub mod chaos;
 mod core;
 mod event;
+mod link;
 mod report;
+mod run;
 mod stop;
+pub mod trace;
 
 pub use crate::core::{ApprovalPolicy, Effect, MessageCounts, SupervisorConfig, SupervisorCore};
+pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
 pub use event::{Event, EventKind, Rejection};
+pub use link::ChaosLink;
 pub use report::{BudgetRow, RunReport, TaskRow};
+pub use run::{run_star, RunError, RunOptions, RunOutput};
 pub use stop::StopReason;

@@ -73,7 +73,9 @@ impl StopReason {
 impl fmt::Display for StopReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StopReason::Failed { node, observation } => write!(f, "failed at {node}: {observation}"),
+            StopReason::Failed { node, observation } => {
+                write!(f, "failed at {node}: {observation}")
+            }
             StopReason::StoppedLimit { component } => write!(f, "stopped-limit ({component})"),
             StopReason::NoProgress { node } => write!(f, "no-progress at {node}"),
             StopReason::WaitingApproval { node } => write!(f, "waiting-approval at {node}"),

@@ -31,11 +31,25 @@ impl Harness {
         };
         let plan = spec.validate().expect("valid plan");
         let workers: Vec<Sender> = (0..2)
-            .map(|i| Sender { agent: AgentId::from_u128(100 + i), role: Role::Worker })
+            .map(|i| Sender {
+                agent: AgentId::from_u128(100 + i),
+                role: Role::Worker,
+            })
             .collect();
-        let me = Sender { agent: AgentId::from_u128(1), role: Role::Supervisor };
+        let me = Sender {
+            agent: AgentId::from_u128(1),
+            role: Role::Supervisor,
+        };
         let core = SupervisorCore::new(RunId::from_u128(7), plan, config, me, workers.clone());
-        let mut h = Self { core, workers, dispatched: vec![], controls: vec![], events: vec![], commits: vec![], stops: vec![] };
+        let mut h = Self {
+            core,
+            workers,
+            dispatched: vec![],
+            controls: vec![],
+            events: vec![],
+            commits: vec![],
+            stops: vec![],
+        };
         h.core.start(0);
         h.drain();
         h
@@ -55,16 +69,36 @@ impl Harness {
 
     /// The latest assignment of `node`.
     fn assignment(&self, node: &str) -> (usize, Envelope<Assignment>) {
-        self.dispatched.iter().rev().find(|(_, e)| e.payload.node.as_str() == node).cloned().expect("dispatched")
+        self.dispatched
+            .iter()
+            .rev()
+            .find(|(_, e)| e.payload.node.as_str() == node)
+            .cloned()
+            .expect("dispatched")
     }
 
     fn reply(&self, node: &str, kind: ResultKind, outcome: Outcome) -> Envelope<Report> {
         let (w, a) = self.assignment(node);
-        a.reply(self.workers[w], kind, Report { outcome, spent: Budget::steps(1), actions: ActionCounts::default() })
+        a.reply(
+            self.workers[w],
+            kind,
+            Report {
+                outcome,
+                spent: Budget::steps(1),
+                actions: ActionCounts::default(),
+            },
+        )
     }
 
     fn answer(&self, node: &str, value: serde_json::Value) -> Envelope<Report> {
-        self.reply(node, ResultKind::VerifiedConclusion, Outcome::Answer { value, receipts: vec![] })
+        self.reply(
+            node,
+            ResultKind::VerifiedConclusion,
+            Outcome::Answer {
+                value,
+                receipts: vec![],
+            },
+        )
     }
 
     fn send(&mut self, now: u64, r: Envelope<Report>) {
@@ -78,19 +112,32 @@ impl Harness {
 }
 
 fn node(id: &str, deps: &[&str]) -> NodeSpec {
-    NodeSpec::named(id).after(deps).with_budget(Budget::new(10, 2, 100, 10))
+    NodeSpec::named(id)
+        .after(deps)
+        .with_budget(Budget::new(10, 2, 100, 10))
 }
 
 #[test]
 fn dependencies_gate_dispatch_and_results_flow_downstream() {
-    let mut h = Harness::new(vec![node("a", &[]), node("b", &[]), node("c", &["a", "b"])], SupervisorConfig::default());
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[]), node("c", &["a", "b"])],
+        SupervisorConfig::default(),
+    );
     assert_eq!(h.dispatched.len(), 2, "a and b are dispatched, c waits");
     h.send(1, h.answer("a", json!("A")));
     assert_eq!(h.dispatched.len(), 2, "c still waits for b");
     h.send(2, h.answer("b", json!("B")));
     let (_, c) = h.assignment("c");
-    let inputs: Vec<_> = c.payload.inputs.iter().map(|i| (i.node.to_string(), i.value.clone())).collect();
-    assert_eq!(inputs, vec![("a".into(), json!("A")), ("b".into(), json!("B"))]);
+    let inputs: Vec<_> = c
+        .payload
+        .inputs
+        .iter()
+        .map(|i| (i.node.to_string(), i.value.clone()))
+        .collect();
+    assert_eq!(
+        inputs,
+        vec![("a".into(), json!("A")), ("b".into(), json!("B"))]
+    );
     h.send(3, h.answer("c", json!("C")));
     assert_eq!(h.stops, vec![StopReason::Completed]);
     assert_eq!(h.commits.len(), 3);
@@ -102,7 +149,10 @@ fn dependencies_gate_dispatch_and_results_flow_downstream() {
 
 #[test]
 fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
-    let mut h = Harness::new(vec![node("a", &[]), node("b", &["a"])], SupervisorConfig::default());
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &["a"])],
+        SupervisorConfig::default(),
+    );
     let good = h.answer("a", json!(1));
     let mut stale = good.clone();
     stale.dedupe = quorate_protocols::DedupeKey::new();
@@ -110,7 +160,10 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
     h.send(1, stale);
     assert_eq!(h.state(0), TaskState::Running);
     let mut forged = h.answer("a", json!("evil"));
-    forged.sender = Sender { agent: AgentId::from_u128(666), role: Role::Worker };
+    forged.sender = Sender {
+        agent: AgentId::from_u128(666),
+        role: Role::Worker,
+    };
     h.send(1, forged);
     h.send(2, good.clone());
     assert_eq!(h.state(0), TaskState::Completed);
@@ -121,21 +174,44 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
     h.send(4, late);
     assert_eq!(h.state(0), TaskState::Completed);
     let m = h.core.snapshot().messages;
-    assert_eq!((m.rejected_stale, m.rejected_unauthorized, m.rejected_late), (1, 1, 2));
+    assert_eq!(
+        (m.rejected_stale, m.rejected_unauthorized, m.rejected_late),
+        (1, 1, 2)
+    );
     // A duplicate of a live task's reply.
-    let b = h.reply("b", ResultKind::Suggestion, Outcome::ApprovalRequested { action: ActionId::new(h.core.task_id(1), 0, 0), reason: "x".into() });
+    let b = h.reply(
+        "b",
+        ResultKind::Suggestion,
+        Outcome::ApprovalRequested {
+            action: ActionId::new(h.core.task_id(1), 0, 0),
+            reason: "x".into(),
+        },
+    );
     let _ = b;
 }
 
 #[test]
 fn a_duplicate_of_a_live_reply_is_rejected() {
-    let cfg = SupervisorConfig { approvals: ApprovalPolicy::All, ..SupervisorConfig::default() };
+    let cfg = SupervisorConfig {
+        approvals: ApprovalPolicy::All,
+        ..SupervisorConfig::default()
+    };
     let mut h = Harness::new(vec![node("a", &[])], cfg);
     let action = ActionId::new(h.core.task_id(0), 0, 0);
-    let ask = h.reply("a", ResultKind::Suggestion, Outcome::ApprovalRequested { action, reason: "delete rows".into() });
+    let ask = h.reply(
+        "a",
+        ResultKind::Suggestion,
+        Outcome::ApprovalRequested {
+            action,
+            reason: "delete rows".into(),
+        },
+    );
     h.send(1, ask.clone());
     assert_eq!(h.state(0), TaskState::Running, "approved at once");
-    assert!(matches!(h.controls.last().unwrap().1.payload, Control::Approve { .. }));
+    assert!(matches!(
+        h.controls.last().unwrap().1.payload,
+        Control::Approve { .. }
+    ));
     h.send(2, ask);
     assert_eq!(h.core.snapshot().messages.rejected_duplicate, 1);
     h.send(3, h.answer("a", json!("done")));
@@ -145,20 +221,50 @@ fn a_duplicate_of_a_live_reply_is_rejected() {
 #[test]
 fn a_suggestion_does_not_complete_a_task() {
     let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
-    h.send(1, h.reply("a", ResultKind::Suggestion, Outcome::Answer { value: json!("I think it worked"), receipts: vec![] }));
+    h.send(
+        1,
+        h.reply(
+            "a",
+            ResultKind::Suggestion,
+            Outcome::Answer {
+                value: json!("I think it worked"),
+                receipts: vec![],
+            },
+        ),
+    );
     assert_eq!(h.state(0), TaskState::Failed);
-    assert!(matches!(&h.stops[..], [StopReason::Failed { observation, .. }] if observation.contains("suggestion")));
+    assert!(
+        matches!(&h.stops[..], [StopReason::Failed { observation, .. }] if observation.contains("suggestion"))
+    );
 }
 
 #[test]
 fn a_failure_stops_the_run_and_cancels_running_tasks() {
-    let mut h = Harness::new(vec![node("a", &[]), node("b", &[]), node("c", &["a"])], SupervisorConfig::default());
-    h.send(1, h.reply("a", ResultKind::Suggestion, Outcome::Failed { observation: "input missing: orders.csv".into() }));
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[]), node("c", &["a"])],
+        SupervisorConfig::default(),
+    );
+    h.send(
+        1,
+        h.reply(
+            "a",
+            ResultKind::Suggestion,
+            Outcome::Failed {
+                observation: "input missing: orders.csv".into(),
+            },
+        ),
+    );
     assert_eq!(h.state(0), TaskState::Failed);
     assert_eq!(h.state(1), TaskState::Cancelled);
     assert_eq!(h.state(2), TaskState::Cancelled);
     assert!(h.controls.iter().any(|(_, c)| c.payload == Control::Cancel));
-    assert_eq!(h.stops, vec![StopReason::Failed { node: "a".into(), observation: "input missing: orders.csv".into() }]);
+    assert_eq!(
+        h.stops,
+        vec![StopReason::Failed {
+            node: "a".into(),
+            observation: "input missing: orders.csv".into()
+        }]
+    );
     // b's answer arrives after the cancel: late, counted, nothing changes.
     h.send(2, h.answer("b", json!("B")));
     assert_eq!(h.state(1), TaskState::Cancelled);
@@ -170,21 +276,50 @@ fn a_failure_stops_the_run_and_cancels_running_tasks() {
 fn approval_rejected_cancels_and_unanswered_waits() {
     let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
     let action = ActionId::new(h.core.task_id(0), 0, 0);
-    h.send(1, h.reply("a", ResultKind::Suggestion, Outcome::ApprovalRequested { action, reason: "r".into() }));
+    h.send(
+        1,
+        h.reply(
+            "a",
+            ResultKind::Suggestion,
+            Outcome::ApprovalRequested {
+                action,
+                reason: "r".into(),
+            },
+        ),
+    );
     assert_eq!(h.state(0), TaskState::Cancelled);
     assert_eq!(h.stops, vec![StopReason::Cancelled]);
 
-    let cfg = SupervisorConfig { approvals: ApprovalPolicy::Ask, ..SupervisorConfig::default() };
+    let cfg = SupervisorConfig {
+        approvals: ApprovalPolicy::Ask,
+        ..SupervisorConfig::default()
+    };
     let mut h = Harness::new(vec![node("a", &[])], cfg);
     let action = ActionId::new(h.core.task_id(0), 0, 0);
-    h.send(1, h.reply("a", ResultKind::Suggestion, Outcome::ApprovalRequested { action, reason: "r".into() }));
+    h.send(
+        1,
+        h.reply(
+            "a",
+            ResultKind::Suggestion,
+            Outcome::ApprovalRequested {
+                action,
+                reason: "r".into(),
+            },
+        ),
+    );
     assert_eq!(h.state(0), TaskState::WaitingApproval);
-    assert_eq!(h.stops, vec![StopReason::WaitingApproval { node: "a".into() }]);
+    assert_eq!(
+        h.stops,
+        vec![StopReason::WaitingApproval { node: "a".into() }]
+    );
 }
 
 #[test]
 fn lost_replies_lead_to_a_new_attempt_and_the_old_attempt_is_late() {
-    let cfg = SupervisorConfig { attempt_timeout_ms: 100, ..SupervisorConfig::default() };
+    let cfg = SupervisorConfig {
+        attempt_timeout_ms: 100,
+        ..SupervisorConfig::default()
+    };
     let mut h = Harness::new(vec![node("a", &[])], cfg);
     let first = h.answer("a", json!(1));
     assert_eq!(h.core.poll_timeout(), Some(100));
@@ -201,28 +336,67 @@ fn lost_replies_lead_to_a_new_attempt_and_the_old_attempt_is_late() {
 
 #[test]
 fn deadline_and_limits_stop_the_run() {
-    let cfg = SupervisorConfig { deadline_ms: Some(50), attempt_timeout_ms: 1_000, ..SupervisorConfig::default() };
+    let cfg = SupervisorConfig {
+        deadline_ms: Some(50),
+        attempt_timeout_ms: 1_000,
+        ..SupervisorConfig::default()
+    };
     let mut h = Harness::new(vec![node("a", &[]), node("b", &["a"])], cfg);
     h.core.handle_tick(50);
     h.drain();
     assert_eq!(h.stops, vec![StopReason::Deadline]);
-    assert!(h.core.snapshot().tasks.iter().all(|t| t.state.is_terminal()));
+    assert!(h
+        .core
+        .snapshot()
+        .tasks
+        .iter()
+        .all(|t| t.state.is_terminal()));
 
-    let mut h = Harness::new(vec![node("a", &[]), node("b", &[])], SupervisorConfig::default());
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
     h.send(1, h.answer("a", json!(1)));
-    h.send(2, h.reply("b", ResultKind::Suggestion, Outcome::LimitReached { component: quorate_protocols::Component::ToolCalls }));
-    assert_eq!(h.stops, vec![StopReason::StoppedLimit { component: quorate_protocols::Component::ToolCalls }]);
-    assert_eq!(h.state(0), TaskState::Completed, "completed results are kept");
+    h.send(
+        2,
+        h.reply(
+            "b",
+            ResultKind::Suggestion,
+            Outcome::LimitReached {
+                component: quorate_protocols::Component::ToolCalls,
+            },
+        ),
+    );
+    assert_eq!(
+        h.stops,
+        vec![StopReason::StoppedLimit {
+            component: quorate_protocols::Component::ToolCalls
+        }]
+    );
+    assert_eq!(
+        h.state(0),
+        TaskState::Completed,
+        "completed results are kept"
+    );
     assert_eq!(h.state(1), TaskState::StoppedLimit);
 }
 
 #[test]
 fn cancel_after_steps_cancels_everything_once() {
-    let cfg = SupervisorConfig { cancel_after_steps: Some(2), ..SupervisorConfig::default() };
-    let mut h = Harness::new(vec![node("a", &[]), node("b", &["a"]), node("c", &["b"])], cfg);
+    let cfg = SupervisorConfig {
+        cancel_after_steps: Some(2),
+        ..SupervisorConfig::default()
+    };
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &["a"]), node("c", &["b"])],
+        cfg,
+    );
     h.send(1, h.answer("a", json!(1)));
     assert_eq!(h.stops, vec![StopReason::Cancelled]);
     assert_eq!(h.state(0), TaskState::Completed);
     assert_eq!(h.state(1), TaskState::Cancelled);
-    assert!(h.events.iter().any(|e| matches!(e, EventKind::CancelRequested)));
+    assert!(h
+        .events
+        .iter()
+        .any(|e| matches!(e, EventKind::CancelRequested)));
 }

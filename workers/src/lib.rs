@@ -1,1 +1,63 @@
-//! placeholder
+//! # quorate-workers
+//!
+//! The worker side of quorate: what users implement ([`Agent`], [`Tool`]), the execution
+//! [`Gate`], the action lifecycle, the pure [`WorkerCore`] and its actix shell
+//! [`WorkerActor`], and the built-in [`scripted`] agent that plan files use.
+//!
+//! A tour, in the order a task attempt meets the types:
+//!
+//! * The supervisor sends an [`Assignment`] in an envelope ([`AssignMsg`]). The worker picks an
+//!   [`AgentFactory`] by role from its [`AgentRegistry`] and creates one [`Agent`] for the
+//!   attempt, and opens a budget account (`quorate_state::Account`) for the delegated slice.
+//! * The agent loop: every iteration charges one step, then asks the agent for a [`Proposal`]
+//!   given an [`AgentContext`]. A `Finish` or `Fail` ends the attempt; a `CallTool` gets an
+//!   [`ActionId`](quorate_protocols::ActionId) `(task, step, intent_version)` and goes to the
+//!   [`Gate`].
+//! * The gate ([`Gate::check`], pure) checks tool, capability, parameters, the action's history
+//!   in the task's [`ActionBook`] (same id with other parameters is refused; a succeeded id is
+//!   answered from the record; an unknown one is queried first), approval and budget, and
+//!   returns a [`GateDecision`]. It never reads evidence text.
+//! * A call runs in the shell with a per-call timeout. Its [`ToolAnswer`] (or the timeout)
+//!   goes back into the core: success issues a [`Receipt`], an error becomes an
+//!   [`Observation`] for the agent, a timeout makes the outcome unknown and triggers a query
+//!   by id; a committed effect is *recovered*, an absent one is retried (same id, same
+//!   parameters) only for idempotent tools.
+//! * The [`ProgressDetector`] stops an attempt that repeats itself without new information.
+//! * The attempt ends with one [`Report`] whose [`Outcome`] says how; see [`Effect::Reply`].
+//!
+//! Decision logic (gate, book, progress, core) is pure: time comes in as an argument and
+//! effects come out of [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates.
+//!
+//! Not here yet: sub-task delegation by agents; the persistent
+//! `quorate_state::IdempotencyRegistry` behind [`ActionBook`]; target-version preconditions
+//! in the gate.
+
+#![forbid(unsafe_code)]
+
+mod actor;
+mod agent;
+mod attempt;
+mod book;
+mod core;
+mod gate;
+pub mod messages;
+mod progress;
+pub mod scripted;
+mod tool;
+
+#[cfg(test)]
+mod testing;
+
+pub use actor::{AssignMsg, ControlMsg, ReportMsg, WorkerActor};
+pub use agent::{
+    Agent, AgentContext, AgentFactory, AgentRegistry, Faults, Observation, Proposal, UnknownRole,
+};
+pub use book::{ActionBook, ActionRecord, BookError, Resolved};
+pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
+pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
+pub use messages::{
+    ActionCounts, Assignment, Control, Outcome, ProgressSignature, Receipt, Report, TaskInput,
+};
+pub use progress::{ProgressDetector, ProgressVerdict};
+pub use scripted::{Script, ScriptBook, ScriptError, ScriptedAgent, ScriptedTool, World};
+pub use tool::{DuplicateTool, SideEffect, Tool, ToolAnswer, ToolFuture, ToolRegistry};

@@ -129,6 +129,7 @@ pub struct SupervisorCore {
     workers: Vec<Sender>,
     next_worker: usize,
     tasks: Vec<TaskSlot>,
+    evidence_text: Vec<Vec<String>>,
     by_id: HashMap<TaskId, u32>,
     ready: VecDeque<u32>,
     root: Account,
@@ -147,15 +148,28 @@ impl SupervisorCore {
     ///
     /// # Panics
     /// If `workers` is empty.
-    pub fn new(run: RunId, plan: Plan, config: SupervisorConfig, me: Sender, workers: Vec<Sender>) -> Self {
-        assert!(!workers.is_empty(), "a supervisor needs at least one worker");
+    pub fn new(
+        run: RunId,
+        plan: Plan,
+        config: SupervisorConfig,
+        me: Sender,
+        workers: Vec<Sender>,
+    ) -> Self {
+        assert!(
+            !workers.is_empty(),
+            "a supervisor needs at least one worker"
+        );
         let spec = plan.spec();
         let root = Account::open(None, spec.budget, spec.reserve)
             .expect("a validated plan's reserve fits its budget");
         let tasks = (0..plan.len() as u32)
             .map(|i| TaskSlot::new(TaskId::new(), plan.deps(i).len()))
             .collect::<Vec<_>>();
-        let by_id = tasks.iter().enumerate().map(|(i, t)| (t.id, i as u32)).collect();
+        let by_id = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id, i as u32))
+            .collect();
         Self {
             run,
             plan,
@@ -164,6 +178,7 @@ impl SupervisorCore {
             me,
             workers,
             next_worker: 0,
+            evidence_text: vec![Vec::new(); tasks.len()],
             tasks,
             by_id,
             ready: VecDeque::new(),
@@ -176,6 +191,14 @@ impl SupervisorCore {
             steps: 0,
             messages: MessageCounts::default(),
             actions: Default::default(),
+        }
+    }
+
+    /// Evidence text handed to node `node` with its assignment. It is data: nothing in it can add
+    /// a tool call, widen scope or change the goal.
+    pub fn set_evidence_text(&mut self, node: u32, texts: Vec<String>) {
+        if let Some(slot) = self.evidence_text.get_mut(node as usize) {
+            *slot = texts;
         }
     }
 
@@ -259,10 +282,14 @@ impl SupervisorCore {
 
     /// Starts the run: tasks without dependencies become ready and are dispatched.
     pub fn start(&mut self, now: u64) {
-        self.record(now, None, EventKind::RunStarted {
-            tasks: self.plan.len(),
-            plan_version: self.plan_version,
-        });
+        self.record(
+            now,
+            None,
+            EventKind::RunStarted {
+                tasks: self.plan.len(),
+                plan_version: self.plan_version,
+            },
+        );
         for i in 0..self.plan.len() as u32 {
             if self.tasks[i as usize].deps_left == 0 {
                 self.make_ready(now, i);
@@ -304,9 +331,13 @@ impl SupervisorCore {
                 match acceptance::check(&node.acceptance, reply.result_kind, &value, &receipts) {
                     Ok(()) => self.complete(now, i, value, reply.evidence),
                     Err(observation) => {
-                        self.record(now, Some(i), EventKind::AcceptanceFailed {
-                            observation: observation.clone(),
-                        });
+                        self.record(
+                            now,
+                            Some(i),
+                            EventKind::AcceptanceFailed {
+                                observation: observation.clone(),
+                            },
+                        );
                         self.fail(now, i, format!("acceptance check: {observation}"));
                     }
                 }
@@ -370,7 +401,9 @@ impl SupervisorCore {
         }
         for i in 0..self.tasks.len() as u32 {
             let t = &self.tasks[i as usize];
-            if t.state == TaskState::Running && now >= t.dispatched_at + self.config.attempt_timeout_ms {
+            if t.state == TaskState::Running
+                && now >= t.dispatched_at + self.config.attempt_timeout_ms
+            {
                 if t.attempt >= self.config.max_attempts {
                     let n = t.attempt;
                     self.fail(now, i, format!("no reply after {n} attempts"));
@@ -434,7 +467,11 @@ impl SupervisorCore {
         if self.preconditions_hold(i) && self.transition(now, i, TaskEvent::DependenciesMet) {
             self.ready.push_back(i);
         } else if !self.preconditions_hold(i) {
-            self.fail(now, i, "precondition does not hold: an input is empty".to_string());
+            self.fail(
+                now,
+                i,
+                "precondition does not hold: an input is empty".to_string(),
+            );
         }
     }
 
@@ -463,7 +500,10 @@ impl SupervisorCore {
             let slice = node.budget;
             let id = self.tasks[i as usize].id;
             if !self.tasks[i as usize].allocated {
-                match self.root.allocate(AccountId::Root, AccountId::Task(id), slice) {
+                match self
+                    .root
+                    .allocate(AccountId::Root, AccountId::Task(id), slice)
+                {
                     Ok(_) => {
                         self.tasks[i as usize].allocated = true;
                         self.tasks[i as usize].granted = slice;
@@ -474,26 +514,43 @@ impl SupervisorCore {
                             LedgerError::Insufficient { component, .. } => *component,
                             _ => quorate_protocols::Component::Steps,
                         };
-                        self.record(now, Some(i), EventKind::BudgetRefused { detail: e.to_string() });
+                        self.record(
+                            now,
+                            Some(i),
+                            EventKind::BudgetRefused {
+                                detail: e.to_string(),
+                            },
+                        );
                         self.end_task(now, i, TaskEvent::LimitReached);
                         self.begin_stop(now, StopReason::StoppedLimit { component });
                         return;
                     }
                 }
             }
-            let worker = self.next_worker % self.workers.len();
-            self.next_worker += 1;
-            let capabilities: Capabilities = self.plan.spec().capabilities.delegate(&node.capabilities);
+            // A new attempt goes to the worker that had the task, so its record of the task's
+            // actions (idempotency) is at hand.
+            let worker = match self.tasks[i as usize].worker {
+                Some(w) => w,
+                None => {
+                    self.next_worker += 1;
+                    (self.next_worker - 1) % self.workers.len()
+                }
+            };
+            let capabilities: Capabilities =
+                self.plan.spec().capabilities.delegate(&node.capabilities);
             let inputs = self
                 .plan
                 .deps(i)
                 .iter()
                 .filter_map(|&d| {
-                    self.tasks[d as usize].result.as_ref().map(|(value, evidence)| TaskInput {
-                        node: self.plan.node(d).id.clone(),
-                        value: value.clone(),
-                        evidence: evidence.clone(),
-                    })
+                    self.tasks[d as usize]
+                        .result
+                        .as_ref()
+                        .map(|(value, evidence)| TaskInput {
+                            node: self.plan.node(d).id.clone(),
+                            value: value.clone(),
+                            evidence: evidence.clone(),
+                        })
                 })
                 .collect();
             let assignment = Assignment {
@@ -502,7 +559,7 @@ impl SupervisorCore {
                 inputs,
                 capabilities,
                 budget: slice,
-                evidence_text: Vec::new(),
+                evidence_text: self.evidence_text[i as usize].clone(),
             };
             let slot = &mut self.tasks[i as usize];
             slot.attempt += 1;
@@ -517,11 +574,18 @@ impl SupervisorCore {
             self.record(now, Some(i), EventKind::Dispatched { attempt, worker });
             self.messages.sent += 1;
             self.steps += 1;
-            self.effects.push_back(Effect::Dispatch { worker, envelope });
+            self.effects
+                .push_back(Effect::Dispatch { worker, envelope });
         }
     }
 
-    fn complete(&mut self, now: u64, i: u32, value: serde_json::Value, evidence: Vec<quorate_protocols::EvidenceRef>) {
+    fn complete(
+        &mut self,
+        now: u64,
+        i: u32,
+        value: serde_json::Value,
+        evidence: Vec<quorate_protocols::EvidenceRef>,
+    ) {
         let key = format!("result/{}/{}", self.run, self.plan.node(i).id);
         self.effects.push_back(Effect::CommitResult {
             key,
@@ -553,7 +617,11 @@ impl SupervisorCore {
         let slot = &mut self.tasks[i as usize];
         if slot.allocated {
             // A task that never reported is charged its whole slice: its calls may have spent it.
-            let spent = if slot.reported() { slot.spent.min(&slot.granted) } else { slot.granted };
+            let spent = if slot.reported() {
+                slot.spent.min(&slot.granted)
+            } else {
+                slot.granted
+            };
             slot.spent = spent;
             let _ = self.root.child_closed(AccountId::Task(slot.id), spent);
         }
@@ -612,8 +680,14 @@ impl SupervisorCore {
         let reason = if all_terminal {
             Some(self.pending_stop.clone().unwrap_or(StopReason::Completed))
         } else {
-            let waiting = self.tasks.iter().position(|t| t.state == TaskState::WaitingApproval);
-            let busy = self.tasks.iter().any(|t| matches!(t.state, TaskState::Running | TaskState::Ready));
+            let waiting = self
+                .tasks
+                .iter()
+                .position(|t| t.state == TaskState::WaitingApproval);
+            let busy = self
+                .tasks
+                .iter()
+                .any(|t| matches!(t.state, TaskState::Running | TaskState::Ready));
             match waiting {
                 Some(w) if !busy => Some(StopReason::WaitingApproval {
                     node: self.plan.node(w as u32).id.to_string(),
@@ -622,9 +696,13 @@ impl SupervisorCore {
             }
         };
         if let Some(reason) = reason {
-            self.record(now, None, EventKind::RunStopped {
-                stop_reason: reason.name().to_string(),
-            });
+            self.record(
+                now,
+                None,
+                EventKind::RunStopped {
+                    stop_reason: reason.name().to_string(),
+                },
+            );
             self.stop = Some(reason.clone());
             self.effects.push_back(Effect::Stop(reason));
         }

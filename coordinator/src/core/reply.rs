@@ -85,10 +85,22 @@ mod tests {
             seen: &seen_before,
         };
         assert_eq!(judge(&guard, &ok), Ok(()));
-        assert_eq!(judge(&guard, &reply(RunId::from_u128(9), agent, 1, 5)), Err(Rejection::Unauthorized));
-        assert_eq!(judge(&guard, &reply(run, AgentId::from_u128(7), 1, 5)), Err(Rejection::Unauthorized));
-        assert_eq!(judge(&guard, &reply(run, agent, 0, 5)), Err(Rejection::Late));
-        assert_eq!(judge(&guard, &reply(run, agent, 1, 4)), Err(Rejection::Stale));
+        assert_eq!(
+            judge(&guard, &reply(RunId::from_u128(9), agent, 1, 5)),
+            Err(Rejection::Unauthorized)
+        );
+        assert_eq!(
+            judge(&guard, &reply(run, AgentId::from_u128(7), 1, 5)),
+            Err(Rejection::Unauthorized)
+        );
+        assert_eq!(
+            judge(&guard, &reply(run, agent, 0, 5)),
+            Err(Rejection::Late)
+        );
+        assert_eq!(
+            judge(&guard, &reply(run, agent, 1, 4)),
+            Err(Rejection::Stale)
+        );
         let mut forged = ok.clone();
         forged.sender.role = Role::Supervisor;
         assert_eq!(judge(&guard, &forged), Err(Rejection::Unauthorized));

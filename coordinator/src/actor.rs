@@ -1,0 +1,181 @@
+//! The actix shell around [`SupervisorCore`]: it turns messages into core inputs, carries out the
+//! core's effects, and arms one timer for the core's next timeout. No domain decisions here.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use quorate_state::{CasOutcome, MemoryLog, MemoryStore};
+use quorate_workers::{AssignMsg, ControlMsg, ReportMsg};
+use tokio::sync::oneshot;
+
+use crate::trace::TraceSink;
+use crate::{Effect, Event, RunReport, SupervisorCore};
+
+/// How the supervisor reaches one worker.
+#[derive(Clone, Debug)]
+pub struct WorkerLink {
+    /// Where assignments go.
+    pub assign: Recipient<AssignMsg>,
+    /// Where control messages go.
+    pub control: Recipient<ControlMsg>,
+}
+
+/// Cancel the run (from a user or a test).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct CancelRun;
+
+/// Approve or reject node `node`'s pending approval.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Decide {
+    /// Node index in the plan.
+    pub node: u32,
+    /// The decision.
+    pub approved: bool,
+}
+
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+struct Tick;
+
+/// The supervisor actor.
+pub struct SupervisorActor {
+    core: SupervisorCore,
+    workers: Vec<WorkerLink>,
+    results: Arc<MemoryStore<serde_json::Value>>,
+    log: Arc<MemoryLog<Event>>,
+    trace: Option<TraceSink>,
+    started: Instant,
+    timer: Option<SpawnHandle>,
+    done: Option<oneshot::Sender<RunReport>>,
+}
+
+impl std::fmt::Debug for SupervisorActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SupervisorActor")
+            .field("run", &self.core.run())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SupervisorActor {
+    /// A supervisor that drives `core` over `workers`, merges results into `results`, logs every
+    /// event to `log` (and `trace`), and sends the final report on `done`.
+    pub fn new(
+        core: SupervisorCore,
+        workers: Vec<WorkerLink>,
+        results: Arc<MemoryStore<serde_json::Value>>,
+        log: Arc<MemoryLog<Event>>,
+        trace: Option<TraceSink>,
+        done: oneshot::Sender<RunReport>,
+    ) -> Self {
+        Self {
+            core,
+            workers,
+            results,
+            log,
+            trace,
+            started: Instant::now(),
+            timer: None,
+            done: Some(done),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Carries out every pending effect, then arms the timer for the core's next deadline.
+    fn drive(&mut self, ctx: &mut Context<Self>) {
+        while let Some(effect) = self.core.poll_effect() {
+            match effect {
+                Effect::Dispatch { worker, envelope } => {
+                    self.workers[worker].assign.do_send(AssignMsg(envelope))
+                }
+                Effect::Control { worker, envelope } => {
+                    self.workers[worker].control.do_send(ControlMsg(envelope))
+                }
+                Effect::CommitResult { key, value } => {
+                    // First writer wins; a conflicting commit keeps what is there (never overwrite).
+                    if let CasOutcome::Conflict { current } =
+                        self.results.cas_now(&key, None, value)
+                    {
+                        tracing::warn!(%key, existing = ?current.map(|c| c.version), "result already committed; kept");
+                    }
+                }
+                Effect::Record(event) => {
+                    self.log.append_now(event.run_id, event.clone());
+                    if let Some(trace) = &self.trace {
+                        trace.send(event);
+                    }
+                }
+                Effect::Stop(reason) => {
+                    tracing::info!(run = %self.core.run(), %reason, "run stopped");
+                    // Dropping the sink lets the trace writer finish.
+                    self.trace = None;
+                    if let Some(done) = self.done.take() {
+                        let _ = done.send(self.core.snapshot());
+                    }
+                    ctx.stop();
+                    return;
+                }
+            }
+        }
+        if let Some(handle) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        if let Some(at) = self.core.poll_timeout() {
+            let wait = Duration::from_millis(at.saturating_sub(self.now()));
+            self.timer = Some(ctx.notify_later(Tick, wait));
+        }
+    }
+}
+
+impl Actor for SupervisorActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.started = Instant::now();
+        self.core.start(0);
+        self.drive(ctx);
+    }
+}
+
+impl Handler<ReportMsg> for SupervisorActor {
+    type Result = ();
+    fn handle(&mut self, msg: ReportMsg, ctx: &mut Self::Context) {
+        let now = self.now();
+        self.core.handle_report(now, msg.0);
+        self.drive(ctx);
+    }
+}
+
+impl Handler<Tick> for SupervisorActor {
+    type Result = ();
+    fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
+        self.timer = None;
+        let now = self.now();
+        self.core.handle_tick(now);
+        self.drive(ctx);
+    }
+}
+
+impl Handler<CancelRun> for SupervisorActor {
+    type Result = ();
+    fn handle(&mut self, _: CancelRun, ctx: &mut Self::Context) {
+        let now = self.now();
+        self.core.handle_cancel(now);
+        self.drive(ctx);
+    }
+}
+
+impl Handler<Decide> for SupervisorActor {
+    type Result = ();
+    fn handle(&mut self, msg: Decide, ctx: &mut Self::Context) {
+        let now = self.now();
+        self.core.handle_approval(now, msg.node, msg.approved);
+        self.drive(ctx);
+    }
+}

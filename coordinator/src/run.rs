@@ -1,0 +1,172 @@
+//! Running a plan on actix: a supervisor, `k` workers, optional chaos links between them.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use actix::prelude::*;
+use quorate_protocols::{AgentId, Plan, Role, RunId, Sender};
+use quorate_state::{MemoryLog, MemoryStore};
+use quorate_workers::{AgentRegistry, ReportMsg, ToolRegistry, WorkerActor, WorkerConfig};
+use tokio::sync::oneshot;
+
+use crate::chaos::{Chaos, ChaosConfig, ChaosCounts};
+use crate::trace::TraceWriter;
+use crate::{
+    ChaosLink, Event, RunReport, SupervisorActor, SupervisorConfig, SupervisorCore, WorkerLink,
+};
+
+/// How to run a plan.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// The supervisor's settings (workers, deadline, approvals...).
+    pub supervisor: SupervisorConfig,
+    /// Every worker's settings (call timeout, no-progress limit).
+    pub worker: WorkerConfig,
+    /// Message chaos between supervisor and workers, in both directions.
+    pub chaos: Option<ChaosConfig>,
+    /// Seed for the chaos decisions.
+    pub seed: u64,
+    /// Write the JSONL trace here.
+    pub trace: Option<PathBuf>,
+    /// Evidence text handed to tasks, by node index (data only).
+    pub evidence_text: Vec<(u32, Vec<String>)>,
+}
+
+/// Everything a finished run leaves behind.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// The report.
+    pub report: RunReport,
+    /// What the chaos transport did (all zero without chaos).
+    pub chaos: ChaosCounts,
+    /// Lines written to the trace file.
+    pub trace_lines: u64,
+    /// The run log (every event).
+    pub log: Arc<MemoryLog<Event>>,
+    /// Accepted results by key `result/<run>/<node>`.
+    pub results: Arc<MemoryStore<serde_json::Value>>,
+}
+
+/// A run could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The trace file could not be written.
+    #[error("trace file {path}: {source}")]
+    Trace {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The actor system stopped before the run reported.
+    #[error("the supervisor stopped without a report")]
+    NoReport,
+    /// The actix runtime failed.
+    #[error("actix runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Runs `plan` in star topology: one supervisor, `options.supervisor.workers` workers built from
+/// `parts()` (agents and tools; called once per worker), on a fresh actix system. Blocks until
+/// the run stops.
+pub fn run_star(
+    plan: Plan,
+    options: RunOptions,
+    parts: impl Fn() -> (AgentRegistry, ToolRegistry),
+) -> Result<RunOutput, RunError> {
+    let (writer, sink) = match &options.trace {
+        Some(path) => {
+            let (w, s) = TraceWriter::create(path).map_err(|source| RunError::Trace {
+                path: path.clone(),
+                source,
+            })?;
+            (Some(w), Some(s))
+        }
+        None => (None, None),
+    };
+    let log = Arc::new(MemoryLog::new());
+    let results = Arc::new(MemoryStore::new());
+    let chaos = options
+        .chaos
+        .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));
+    let system = System::new();
+    let (log2, results2, chaos2) = (log.clone(), results.clone(), chaos.clone());
+    let report = system.block_on(async move {
+        let run = RunId::new();
+        let me = Sender {
+            agent: AgentId::new(),
+            role: Role::Supervisor,
+        };
+        let count = options.supervisor.workers.max(1);
+        let senders: Vec<Sender> = (0..count)
+            .map(|_| Sender {
+                agent: AgentId::new(),
+                role: Role::Worker,
+            })
+            .collect();
+        let ctx = Context::<SupervisorActor>::new();
+        let supervisor = ctx.address();
+        let reports: Recipient<ReportMsg> = match &chaos2 {
+            Some(c) => ChaosLink::new(supervisor.clone().recipient(), c.clone())
+                .start()
+                .recipient(),
+            None => supervisor.clone().recipient(),
+        };
+        let links = senders
+            .iter()
+            .map(|s| {
+                let (agents, tools) = parts();
+                let worker = WorkerActor::new(
+                    s.agent,
+                    options.worker.clone(),
+                    agents,
+                    tools,
+                    reports.clone(),
+                )
+                .start();
+                match &chaos2 {
+                    Some(c) => WorkerLink {
+                        assign: ChaosLink::new(worker.clone().recipient(), c.clone())
+                            .start()
+                            .recipient(),
+                        control: ChaosLink::new(worker.recipient(), c.clone())
+                            .start()
+                            .recipient(),
+                    },
+                    None => WorkerLink {
+                        assign: worker.clone().recipient(),
+                        control: worker.recipient(),
+                    },
+                }
+            })
+            .collect();
+        let mut core = SupervisorCore::new(run, plan, options.supervisor.clone(), me, senders);
+        for (node, texts) in options.evidence_text {
+            core.set_evidence_text(node, texts);
+        }
+        let (done, wait) = oneshot::channel();
+        ctx.run(SupervisorActor::new(
+            core, links, results2, log2, sink, done,
+        ));
+        wait.await.ok()
+    });
+    drop(system);
+    let report = report.ok_or(RunError::NoReport)?;
+    let trace_lines = match writer {
+        Some(w) => w.finish().map_err(|source| RunError::Trace {
+            path: options.trace.clone().unwrap_or_default(),
+            source,
+        })?,
+        None => 0,
+    };
+    let chaos = chaos
+        .map(|c| ChaosLink::<ReportMsg>::counts(&c))
+        .unwrap_or_default();
+    Ok(RunOutput {
+        report,
+        chaos,
+        trace_lines,
+        log,
+        results,
+    })
+}

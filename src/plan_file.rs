@@ -1,0 +1,284 @@
+//! The plan file: a TOML document with a `[run]` table and `[[tasks]]`.
+//!
+//! ```toml
+//! [run]
+//! topology = "star"                 # star (peer: see the README)
+//! workers = 2
+//! budget = { steps = 40, tool_calls = 6, tokens = 1000, cost = 100 }
+//! reserve = { steps = 4 }
+//! capabilities = ["db.read", "db.save"]
+//! deadline_ms = 10000
+//!
+//! [[tasks]]
+//! id = "load"
+//! capabilities = ["db.read"]
+//! budget = { steps = 8, tool_calls = 2 }
+//! script = [
+//!   { do = "call", tool = "db.read", params = { table = "orders" }, output = { rows = 3 } },
+//!   { do = "answer", value = { rows = 3 } },
+//! ]
+//! ```
+//!
+//! [`PlanFile::load`] reads and checks a file; every refusal is a [`PlanFileError`] naming the
+//! file and what was wrong.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use quorate_coordinator::{ApprovalPolicy, SupervisorConfig};
+use quorate_protocols::{
+    Acceptance, Budget, Capabilities, NodeId, NodeSpec, Plan, PlanError, PlanSpec, Precondition,
+};
+use quorate_workers::{Script, ScriptBook, ScriptError, WorkerConfig, World};
+use serde::{Deserialize, Serialize};
+
+/// How the participants are connected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topology {
+    /// A supervisor hub with workers.
+    #[default]
+    Star,
+    /// All-to-all peers without a supervisor.
+    Peer,
+}
+
+/// The `[run]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// `star` or `peer`.
+    #[serde(default)]
+    pub topology: Topology,
+    /// Number of workers (or peers).
+    #[serde(default = "default_workers")]
+    pub workers: usize,
+    /// Everything the run may spend.
+    #[serde(default)]
+    pub budget: Budget,
+    /// The coordination reserve, never delegated.
+    #[serde(default)]
+    pub reserve: Budget,
+    /// The run's authority; every task's capabilities must be a subset.
+    #[serde(default)]
+    pub capabilities: Capabilities,
+    /// Milliseconds after which the run stops with `deadline`.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// Identical (action, parameters, environment, error) repeats that count as no progress.
+    #[serde(default = "default_no_progress")]
+    pub no_progress_limit: u32,
+    /// Per-call timeout in milliseconds (after it the outcome is unknown).
+    #[serde(default = "default_call_timeout")]
+    pub call_timeout_ms: u64,
+    /// Milliseconds without an accepted reply after which an attempt is dispatched again.
+    #[serde(default = "default_attempt_timeout")]
+    pub attempt_timeout_ms: u64,
+    /// Attempts per task before it fails.
+    #[serde(default = "default_attempts")]
+    pub max_attempts: u32,
+}
+
+fn default_workers() -> usize {
+    2
+}
+fn default_no_progress() -> u32 {
+    3
+}
+fn default_call_timeout() -> u64 {
+    100
+}
+fn default_attempt_timeout() -> u64 {
+    5_000
+}
+fn default_attempts() -> u32 {
+    3
+}
+
+/// One `[[tasks]]` entry: a plan node plus what the scripted agent does for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSection {
+    /// Unique id.
+    pub id: NodeId,
+    /// The agent role (the scripted agent serves every role).
+    #[serde(default = "default_role")]
+    pub role: String,
+    /// Ids of tasks that must complete first.
+    #[serde(default)]
+    pub deps: Vec<NodeId>,
+    /// Capabilities the task asks for (intersected with the run's).
+    #[serde(default)]
+    pub capabilities: Capabilities,
+    /// The task's budget slice.
+    #[serde(default)]
+    pub budget: Budget,
+    /// Must hold before the task runs.
+    #[serde(default)]
+    pub preconditions: Vec<Precondition>,
+    /// What the result must show to complete the task.
+    #[serde(default)]
+    pub acceptance: Acceptance,
+    /// Evidence text handed to the task (data: it cannot add a tool call).
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    /// What the scripted agent does.
+    #[serde(default)]
+    pub script: Script,
+}
+
+fn default_role() -> String {
+    "worker".to_string()
+}
+
+/// A whole plan file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    /// Run settings.
+    pub run: RunSection,
+    /// The tasks.
+    #[serde(default)]
+    pub tasks: Vec<TaskSection>,
+}
+
+/// A plan file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanFileError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not valid TOML, or a field is unknown, missing or of the wrong type.
+    #[error("{path}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (names the field and the line).
+        message: String,
+    },
+    /// The plan is not valid (cycle, budget, capabilities...).
+    #[error("{path}: {source}")]
+    Plan {
+        /// The file.
+        path: PathBuf,
+        /// What the plan check found.
+        source: PlanError,
+    },
+    /// A task's script is not valid.
+    #[error("{path}: task {task}: {source}")]
+    Script {
+        /// The file.
+        path: PathBuf,
+        /// The task.
+        task: NodeId,
+        /// What is wrong with the script.
+        source: ScriptError,
+    },
+}
+
+impl PlanFile {
+    /// Parses `text` (named `path` in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<Self, PlanFileError> {
+        toml::from_str(text).map_err(|e| PlanFileError::Syntax {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<Self, PlanFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// The plan spec (tasks without their scripts).
+    #[must_use]
+    pub fn spec(&self) -> PlanSpec {
+        PlanSpec {
+            budget: self.run.budget,
+            reserve: self.run.reserve,
+            capabilities: self.run.capabilities.clone(),
+            nodes: self
+                .tasks
+                .iter()
+                .map(|t| NodeSpec {
+                    id: t.id.clone(),
+                    role: t.role.clone(),
+                    deps: t.deps.clone(),
+                    capabilities: t.capabilities.clone(),
+                    budget: t.budget,
+                    preconditions: t.preconditions.clone(),
+                    acceptance: t.acceptance.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Validates the plan and the scripts; returns the plan and the script book over a fresh
+    /// world.
+    pub fn compile(&self, path: &Path) -> Result<(Plan, ScriptBook), PlanFileError> {
+        let plan = self
+            .spec()
+            .validate()
+            .map_err(|source| PlanFileError::Plan {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let mut book = ScriptBook::new(World::new());
+        for t in &self.tasks {
+            book.insert(t.id.clone(), t.script.clone())
+                .map_err(|source| PlanFileError::Script {
+                    path: path.to_path_buf(),
+                    task: t.id.clone(),
+                    source,
+                })?;
+        }
+        book.tools().map_err(|source| PlanFileError::Script {
+            path: path.to_path_buf(),
+            task: self.tasks[0].id.clone(),
+            source,
+        })?;
+        Ok((plan, book))
+    }
+
+    /// The supervisor settings the file asks for, with the given approval policy.
+    #[must_use]
+    pub fn supervisor_config(&self, approvals: ApprovalPolicy) -> SupervisorConfig {
+        SupervisorConfig {
+            workers: self.run.workers.max(1),
+            deadline_ms: self.run.deadline_ms,
+            attempt_timeout_ms: self.run.attempt_timeout_ms,
+            max_attempts: self.run.max_attempts,
+            approvals,
+            cancel_after_steps: None,
+        }
+    }
+
+    /// The worker settings the file asks for.
+    #[must_use]
+    pub fn worker_config(&self) -> WorkerConfig {
+        WorkerConfig {
+            call_timeout: Duration::from_millis(self.run.call_timeout_ms),
+            no_progress_limit: self.run.no_progress_limit,
+        }
+    }
+
+    /// Evidence text by node index.
+    #[must_use]
+    pub fn evidence_text(&self) -> Vec<(u32, Vec<String>)> {
+        self.tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.evidence.is_empty())
+            .map(|(i, t)| (i as u32, t.evidence.clone()))
+            .collect()
+    }
+}

@@ -1,0 +1,122 @@
+//! Running a plan file end to end on the embedded default (in-memory store, actix, scripted
+//! agents), as `quorate run` does.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use quorate_coordinator::chaos::ChaosConfig;
+use quorate_coordinator::{run_star, ApprovalPolicy, RunError, RunOptions, RunOutput};
+use quorate_workers::{AgentRegistry, World};
+
+use crate::plan_file::{PlanFile, PlanFileError, Topology};
+
+/// How `--approve` answers approval requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Approve {
+    /// Not given: nothing is decided; the run stops with `waiting-approval`.
+    #[default]
+    Ask,
+    /// `all`.
+    All,
+    /// `none`: every request is rejected (the task is cancelled).
+    None,
+    /// `ID,...`: approve these tasks, reject the others.
+    Tasks(HashSet<String>),
+}
+
+impl FromStr for Approve {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "all" => Ok(Approve::All),
+            "none" => Ok(Approve::None),
+            "" => Err("--approve needs all, none or a comma-separated list of task ids".into()),
+            ids => Ok(Approve::Tasks(
+                ids.split(',').map(|i| i.trim().to_string()).collect(),
+            )),
+        }
+    }
+}
+
+impl From<Approve> for ApprovalPolicy {
+    fn from(a: Approve) -> Self {
+        match a {
+            Approve::Ask => ApprovalPolicy::Ask,
+            Approve::All => ApprovalPolicy::All,
+            Approve::None => ApprovalPolicy::None,
+            Approve::Tasks(ids) => ApprovalPolicy::Nodes(ids),
+        }
+    }
+}
+
+/// Everything `quorate run` takes besides the file.
+#[derive(Clone, Debug, Default)]
+pub struct RunArgs {
+    /// Chaos seed.
+    pub seed: u64,
+    /// Chaos settings.
+    pub chaos: Option<ChaosConfig>,
+    /// Approval answers.
+    pub approve: Approve,
+    /// Cancel after this many supervisor steps.
+    pub cancel_after_steps: Option<u64>,
+    /// JSONL trace path.
+    pub trace: Option<PathBuf>,
+}
+
+/// A plan file could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFileError {
+    /// The plan file was refused.
+    #[error(transparent)]
+    PlanFile(#[from] PlanFileError),
+    /// The plan asks for a topology this command cannot run.
+    #[error("{path}: topology {topology:?} is not supported by `quorate run` yet; use star")]
+    Topology {
+        /// The file.
+        path: PathBuf,
+        /// The topology.
+        topology: Topology,
+    },
+    /// The runtime failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// What a run of a plan file leaves: the runtime's output and the scripted tools' world.
+#[derive(Debug)]
+pub struct FileRun {
+    /// Report, log, results, chaos counters.
+    pub output: RunOutput,
+    /// Every effect the scripted tools committed.
+    pub world: World,
+}
+
+/// Loads, checks and runs `path`.
+pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
+    let file = PlanFile::load(path)?;
+    let (plan, book) = file.compile(path)?;
+    if file.run.topology != Topology::Star {
+        return Err(RunFileError::Topology {
+            path: path.to_path_buf(),
+            topology: file.run.topology,
+        });
+    }
+    let mut supervisor = file.supervisor_config(args.approve.clone().into());
+    supervisor.cancel_after_steps = args.cancel_after_steps;
+    let options = RunOptions {
+        supervisor,
+        worker: file.worker_config(),
+        chaos: args.chaos,
+        seed: args.seed,
+        trace: args.trace.clone(),
+        evidence_text: file.evidence_text(),
+    };
+    let world = book.world().clone();
+    let output = run_star(plan, options, || {
+        let tools = book.tools().expect("scripts were checked by compile");
+        (AgentRegistry::new().with_fallback(book.factory()), tools)
+    })?;
+    Ok(FileRun { output, world })
+}

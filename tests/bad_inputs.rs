@@ -1,0 +1,126 @@
+//! Every bad input the README lists gets the typed error (and message) the README shows.
+//! If one of these changes, update the README's "Bad inputs" table.
+
+use quorate::protocols::{
+    decode_envelope, encode_envelope, ActionId, AgentId, Budget, BudgetError, Component,
+    DecodeError, Envelope, Limits, NodeSpec, ParamDigest, PlanError, PlanSpec, Role, RunId, Sender,
+    TaskEvent, TaskId, TaskState, TaskTransitionError,
+};
+use quorate::state::{Begin, IdempotencyError, IdempotencyRegistry, MemoryStore};
+use serde_json::json;
+
+#[test]
+fn cyclic_plan() {
+    let spec = PlanSpec {
+        nodes: vec![
+            NodeSpec::named("fetch").after(&["review"]),
+            NodeSpec::named("analyse").after(&["fetch"]),
+            NodeSpec::named("review").after(&["analyse"]),
+        ],
+        ..PlanSpec::default()
+    };
+    let err = spec.validate().unwrap_err();
+    assert!(matches!(err, PlanError::Cycle { .. }));
+    assert_eq!(
+        err.to_string(),
+        "dependency cycle: fetch -> review -> analyse -> fetch"
+    );
+}
+
+#[test]
+fn budget_overflow() {
+    let err = Budget::new(0, 0, u64::MAX, 0)
+        .checked_add(&Budget::new(0, 0, 1, 0))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        BudgetError::Overflow {
+            component: Component::Tokens,
+            left: u64::MAX,
+            right: 1
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "budget overflow in tokens: 18446744073709551615 + 1 exceeds u64::MAX"
+    );
+}
+
+fn worker() -> Sender {
+    Sender {
+        agent: AgentId::from_u128(1),
+        role: Role::Worker,
+    }
+}
+
+#[test]
+fn oversized_envelope() {
+    let env = Envelope::new(
+        RunId::from_u128(1),
+        TaskId::from_u128(2),
+        worker(),
+        "x".repeat(70_000),
+    );
+    let bytes = encode_envelope(&env);
+    let err = decode_envelope::<String>(&bytes, &Limits::default(), worker()).unwrap_err();
+    assert!(matches!(err, DecodeError::TooLarge { max: 65_536, .. }));
+    assert_eq!(
+        err.to_string(),
+        format!("envelope is {} bytes; the limit is 65536", bytes.len())
+    );
+}
+
+#[test]
+fn unknown_field() {
+    let env = Envelope::new(RunId::from_u128(1), TaskId::from_u128(2), worker(), 1u32);
+    let mut value = serde_json::to_value(&env).unwrap();
+    value["grant_capability"] = json!("db.delete");
+    let err = decode_envelope::<u32>(
+        &serde_json::to_vec(&value).unwrap(),
+        &Limits::default(),
+        worker(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, DecodeError::Malformed { .. }));
+    assert!(
+        err.to_string().contains("unknown field `grant_capability`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn illegal_transition() {
+    let err = TaskState::Completed.on(TaskEvent::Dispatched).unwrap_err();
+    assert_eq!(
+        err,
+        TaskTransitionError::Terminal {
+            state: TaskState::Completed,
+            event: TaskEvent::Dispatched
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "task is terminal (completed); Dispatched is refused"
+    );
+}
+
+#[test]
+fn idempotency_key_reused_with_other_parameters() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let registry = IdempotencyRegistry::new(MemoryStore::new());
+        let action = ActionId::new(TaskId::from_u128(9), 1, 0);
+        let first = ParamDigest::of(&json!({"sku": 42, "qty": 1}));
+        assert_eq!(registry.begin(action, first).await.unwrap(), Begin::New);
+        let err = registry
+            .begin(action, ParamDigest::of(&json!({"sku": 42, "qty": 5})))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, IdempotencyError::DigestMismatch { .. }));
+        assert!(err
+            .to_string()
+            .starts_with(&format!("action {action} is bound to parameters ")));
+    });
+}

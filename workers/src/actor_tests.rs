@@ -1,0 +1,117 @@
+//! The real actor in an actix system, with scripted agents and a collector.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::prelude::*;
+use quorate_protocols::{ActionId, AgentId, Budget, Envelope, NodeId, ResultKind, RunId, TaskId};
+use serde_json::json;
+
+use super::*;
+use crate::messages::Outcome;
+use crate::scripted::{ScriptBook, World};
+use crate::testing::{script, supervisor, Driver};
+
+#[derive(Default)]
+struct Collector(Arc<Mutex<Vec<Envelope<Report>>>>);
+
+impl Actor for Collector {
+    type Context = Context<Self>;
+}
+
+impl Handler<ReportMsg> for Collector {
+    type Result = ();
+    fn handle(&mut self, msg: ReportMsg, _: &mut Context<Self>) {
+        self.0.lock().unwrap().push(msg.0);
+    }
+}
+
+async fn wait_for(replies: &Arc<Mutex<Vec<Envelope<Report>>>>, n: usize) -> Vec<Envelope<Report>> {
+    for _ in 0..200 {
+        if replies.lock().unwrap().len() >= n {
+            break;
+        }
+        actix::clock::sleep(Duration::from_millis(10)).await;
+    }
+    replies.lock().unwrap().clone()
+}
+
+#[actix::test]
+async fn worker_actor_recovers_a_timed_out_call_and_obeys_cancel() {
+    let world = World::new();
+    let mut book = ScriptBook::new(world.clone());
+    let save = NodeId::new("save").unwrap();
+    let ask = NodeId::new("ask").unwrap();
+    book.insert(
+        save.clone(),
+        script(json!([
+            { "do": "call", "tool": "db.save", "params": { "id": 7 },
+              "outcome": "timeout-after-commit", "output": "saved" },
+            { "do": "answer", "value": "saved once" },
+        ])),
+    )
+    .unwrap();
+    book.insert(
+        ask.clone(),
+        script(json!([{ "do": "call", "tool": "db.drop", "needs-approval": true }])),
+    )
+    .unwrap();
+    let replies = Arc::new(Mutex::new(Vec::new()));
+    let collector = Collector(replies.clone()).start();
+    let config = WorkerConfig {
+        call_timeout: Duration::from_millis(50),
+        no_progress_limit: 3,
+    };
+    let worker = WorkerActor::new(
+        AgentId::new(),
+        config,
+        AgentRegistry::new().with_fallback(book.factory()),
+        book.tools().unwrap(),
+        collector.recipient(),
+    )
+    .start();
+
+    let task = TaskId::new();
+    let mut assignment = Driver::assignment(&["db.save", "db.drop"], Budget::new(10, 5, 0, 0));
+    assignment.node = save;
+    let env = Envelope::new(RunId::new(), task, supervisor(), assignment.clone());
+    worker.send(AssignMsg(env.clone())).await.unwrap();
+    let got = wait_for(&replies, 1).await;
+    assert_eq!(got.len(), 1);
+    let reply = &got[0];
+    assert_eq!((reply.task, reply.correlation), (task, env.correlation));
+    assert_eq!(reply.result_kind, Some(ResultKind::VerifiedConclusion));
+    assert_eq!(reply.sender.role, quorate_protocols::Role::Worker);
+    assert!(
+        matches!(&reply.payload.outcome, Outcome::Answer { value, receipts }
+        if value == &json!("saved once") && receipts.len() == 1)
+    );
+    assert_eq!(reply.payload.actions.unknown, 1);
+    assert_eq!(reply.payload.actions.recovered, 1);
+    assert_eq!(world.effects_for(&ActionId::new(task, 0, 0)), 1);
+
+    // A parked call never starts once the task is cancelled.
+    let parked = TaskId::new();
+    assignment.node = ask;
+    let env = Envelope::new(RunId::new(), parked, supervisor(), assignment);
+    worker.send(AssignMsg(env.clone())).await.unwrap();
+    let got = wait_for(&replies, 2).await;
+    assert!(matches!(
+        got[1].payload.outcome,
+        Outcome::ApprovalRequested { .. }
+    ));
+    let cancel = env.map(|_| crate::Control::Cancel);
+    worker.send(ControlMsg(cancel.clone())).await.unwrap();
+    let action = ActionId::new(parked, 0, 0);
+    worker
+        .send(ControlMsg(
+            cancel.map(|_| crate::Control::Approve { action }),
+        ))
+        .await
+        .unwrap();
+    let got = wait_for(&replies, 3).await;
+    assert_eq!(got[2].payload.outcome, Outcome::Cancelled);
+    actix::clock::sleep(Duration::from_millis(30)).await;
+    assert_eq!(replies.lock().unwrap().len(), 3);
+    assert_eq!(world.effects_of("db.drop"), 0);
+}

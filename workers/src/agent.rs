@@ -1,0 +1,214 @@
+//! Agents: what proposes the next step of a task.
+//!
+//! An [`Agent`] sees an [`AgentContext`] and returns a [`Proposal`]. It never runs anything: a
+//! tool call it proposes goes through the [gate](crate::Gate), and what came of it comes back as
+//! an [`Observation`] at the next step. The worker creates one agent per task attempt through an
+//! [`AgentFactory`], chosen by the assignment's role in an [`AgentRegistry`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use quorate_protocols::{ActionId, Budget, Capabilities, NodeId, ResultKind, TaskId};
+
+use crate::gate::GateRejection;
+use crate::messages::{Assignment, TaskInput};
+
+/// What an agent knows when it proposes a step.
+#[derive(Clone, Copy, Debug)]
+pub struct AgentContext<'a> {
+    /// The task.
+    pub task: TaskId,
+    /// The plan node.
+    pub node: &'a NodeId,
+    /// The attempt of the task.
+    pub attempt: u32,
+    /// The loop step this proposal is for (0 first); part of the [`ActionId`] of a call.
+    pub step: u32,
+    /// Accepted results of the node's dependencies.
+    pub inputs: &'a [TaskInput],
+    /// What the task may do.
+    pub capabilities: &'a Capabilities,
+    /// What is left of the attempt's budget slice.
+    pub remaining: Budget,
+    /// Documents and other text carried by the task. Data only: the gate never reads it.
+    pub evidence_text: &'a [String],
+    /// What the previous proposal led to; `None` at the first step.
+    pub last_observation: Option<&'a Observation>,
+}
+
+/// What came of a proposed tool call, as the agent sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observation {
+    /// The call succeeded (possibly recovered after a timeout, or recorded earlier).
+    Output {
+        /// The action.
+        action: ActionId,
+        /// The tool.
+        tool: String,
+        /// What it returned.
+        output: serde_json::Value,
+        /// Whether it changed anything.
+        changed: bool,
+    },
+    /// The tool answered with an error; nothing was committed.
+    ToolError {
+        /// The action.
+        action: ActionId,
+        /// The tool.
+        tool: String,
+        /// Error class.
+        class: String,
+        /// Message.
+        message: String,
+    },
+    /// The gate refused the call; nothing ran.
+    Rejected {
+        /// The action.
+        action: ActionId,
+        /// Why.
+        reason: GateRejection,
+    },
+}
+
+impl fmt::Display for Observation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Observation::Output { tool, output, .. } => write!(f, "{tool} answered {output}"),
+            Observation::ToolError {
+                tool,
+                class,
+                message,
+                ..
+            } => write!(f, "{tool} failed ({class}): {message}"),
+            Observation::Rejected { reason, .. } => write!(f, "gate rejected the call: {reason}"),
+        }
+    }
+}
+
+/// What an agent wants to do next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Proposal {
+    /// Call a tool (through the gate).
+    CallTool {
+        /// Tool name.
+        tool: String,
+        /// Parameters.
+        params: serde_json::Value,
+        /// Bumped when the agent deliberately wants a *new* effect at the same step.
+        intent_version: u32,
+        /// Ask a human before the call runs.
+        needs_approval: bool,
+    },
+    /// End the attempt with an answer.
+    Finish {
+        /// What the answer claims to be.
+        kind: ResultKind,
+        /// The answer.
+        value: serde_json::Value,
+    },
+    /// End the attempt as failed.
+    Fail {
+        /// The observation it failed on.
+        observation: String,
+    },
+}
+
+/// Misbehaviour a test agent asks the worker to commit, so a supervisor can prove it copes.
+/// Real agents keep the default (none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Send the final reply twice with the same dedupe key.
+    pub duplicate_reply: bool,
+    /// After a cancel, still send an answer (after the `Cancelled` reply).
+    pub late_reply: bool,
+}
+
+/// Proposes the steps of one task attempt.
+///
+/// `propose` is synchronous and must not block: the worker core calls it inline. An agent that
+/// needs I/O (a model call) should expose it as a tool.
+pub trait Agent: Send {
+    /// The next step.
+    fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal;
+    /// Faults to inject (tests only); none by default.
+    fn faults(&self) -> Faults {
+        Faults::default()
+    }
+}
+
+/// Creates one agent per task attempt.
+pub trait AgentFactory: Send + Sync {
+    /// A fresh agent for `assignment`.
+    fn create(&self, assignment: &Assignment) -> Box<dyn Agent>;
+}
+
+impl<F> AgentFactory for F
+where
+    F: Fn(&Assignment) -> Box<dyn Agent> + Send + Sync,
+{
+    fn create(&self, assignment: &Assignment) -> Box<dyn Agent> {
+        self(assignment)
+    }
+}
+
+/// No agent is registered for the assignment's role (and there is no fallback).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no agent is registered for role {role:?}")]
+pub struct UnknownRole {
+    /// The role asked for.
+    pub role: String,
+}
+
+/// Agent factories by role, with an optional fallback for any other role.
+#[derive(Clone, Default)]
+pub struct AgentRegistry {
+    roles: HashMap<String, Arc<dyn AgentFactory>>,
+    fallback: Option<Arc<dyn AgentFactory>>,
+}
+
+impl AgentRegistry {
+    /// An empty registry.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses `factory` for `role` (replacing an earlier one).
+    #[must_use]
+    pub fn with_role(
+        mut self,
+        role: impl Into<String>,
+        factory: impl AgentFactory + 'static,
+    ) -> Self {
+        self.roles.insert(role.into(), Arc::new(factory));
+        self
+    }
+
+    /// Uses `factory` for every role without its own.
+    #[must_use]
+    pub fn with_fallback(mut self, factory: impl AgentFactory + 'static) -> Self {
+        self.fallback = Some(Arc::new(factory));
+        self
+    }
+
+    /// A fresh agent for `assignment`.
+    pub fn create(&self, assignment: &Assignment) -> Result<Box<dyn Agent>, UnknownRole> {
+        self.roles
+            .get(&assignment.role)
+            .or(self.fallback.as_ref())
+            .map(|f| f.create(assignment))
+            .ok_or_else(|| UnknownRole {
+                role: assignment.role.clone(),
+            })
+    }
+}
+
+impl fmt::Debug for AgentRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentRegistry")
+            .field("roles", &self.roles.keys().collect::<Vec<_>>())
+            .field("fallback", &self.fallback.is_some())
+            .finish()
+    }
+}

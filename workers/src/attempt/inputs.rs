@@ -1,0 +1,174 @@
+//! The attempt's input handlers: tool answers, timeouts, query answers, controls.
+
+use quorate_protocols::{ActionEvent, ActionId, Budget, ParamDigest, ResultKind};
+
+use super::{cost_of, Attempt, Deps, Phase};
+use crate::book::Resolved;
+use crate::core::{Effect, InputError};
+use crate::gate::CallRequest;
+use crate::messages::Outcome;
+use crate::tool::ToolAnswer;
+use quorate_state::ReservationId;
+
+impl Attempt {
+    pub(crate) fn on_answer(
+        &mut self,
+        d: &mut Deps<'_>,
+        action: ActionId,
+        answer: ToolAnswer,
+    ) -> Result<(), InputError> {
+        if d.book.resolve(action, &answer)? == Resolved::DuplicateEffect {
+            self.counts.duplicate_effects += 1;
+        }
+        let Phase::Calling { request, .. } = &self.phase else {
+            return Err(InputError::NotAwaited { action });
+        };
+        if request.action != action {
+            return Err(InputError::NotAwaited { action });
+        }
+        let Phase::Calling {
+            request,
+            reservation,
+        } = std::mem::replace(&mut self.phase, Phase::Idle)
+        else {
+            return Err(InputError::NotAwaited { action });
+        };
+        self.settle(d, Some(reservation), cost_of(&answer));
+        self.absorb(d, &request, answer);
+        self.run(d);
+        Ok(())
+    }
+
+    pub(crate) fn on_timeout(
+        &mut self,
+        d: &mut Deps<'_>,
+        action: ActionId,
+    ) -> Result<(), InputError> {
+        d.book.apply(action, ActionEvent::TimedOut)?;
+        let awaited =
+            matches!(&self.phase, Phase::Calling { request, .. } if request.action == action);
+        if !awaited {
+            return Err(InputError::NotAwaited { action });
+        }
+        let Phase::Calling {
+            request,
+            reservation,
+        } = std::mem::replace(&mut self.phase, Phase::Idle)
+        else {
+            return Err(InputError::NotAwaited { action });
+        };
+        self.counts.unknown += 1;
+        d.out.push_back(Effect::QueryTool {
+            task: self.envelope.task,
+            action,
+            tool: request.tool.clone(),
+            deadline: d.now + d.config.call_timeout,
+        });
+        self.phase = Phase::Querying {
+            request,
+            reservation: Some(reservation),
+        };
+        Ok(())
+    }
+
+    pub(crate) fn on_query_answer(
+        &mut self,
+        d: &mut Deps<'_>,
+        action: ActionId,
+        answer: Option<ToolAnswer>,
+    ) -> Result<(), InputError> {
+        match &answer {
+            Some(answer) => {
+                d.book.resolve(action, answer)?;
+            }
+            None => d.book.mark_absent(action),
+        }
+        let (request, reservation) = self.take_query(action)?;
+        match answer {
+            Some(answer) => {
+                if matches!(answer, ToolAnswer::Ok { .. }) {
+                    self.counts.recovered += 1;
+                }
+                self.settle(d, reservation, cost_of(&answer));
+                self.absorb(d, &request, answer);
+            }
+            None => {
+                // Nothing committed: the call counts as made; the gate decides about a retry
+                // (same id, same parameters, idempotent tools only). Approval, if any, was given.
+                self.settle(d, reservation, Budget::ZERO);
+                if !self.is_done() {
+                    self.submit(d, request, true);
+                }
+            }
+        }
+        self.run(d);
+        Ok(())
+    }
+
+    pub(crate) fn on_query_timeout(
+        &mut self,
+        d: &mut Deps<'_>,
+        action: ActionId,
+    ) -> Result<(), InputError> {
+        let (request, _) = self.take_query(action)?;
+        let observation = format!(
+            "outcome of action {action} on {:?} is unknown: the tool did not answer the query",
+            request.tool
+        );
+        self.finish(d, ResultKind::Suggestion, Outcome::Failed { observation });
+        Ok(())
+    }
+
+    fn take_query(
+        &mut self,
+        action: ActionId,
+    ) -> Result<(CallRequest, Option<ReservationId>), InputError> {
+        let awaited =
+            matches!(&self.phase, Phase::Querying { request, .. } if request.action == action);
+        if !awaited {
+            return Err(InputError::NotAwaited { action });
+        }
+        match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Querying {
+                request,
+                reservation,
+            } => Ok((request, reservation)),
+            _ => Err(InputError::NotAwaited { action }),
+        }
+    }
+
+    pub(crate) fn on_cancel(&mut self, d: &mut Deps<'_>) -> Result<(), InputError> {
+        if self.is_done() {
+            return Err(self.ended());
+        }
+        self.finish(d, ResultKind::Suggestion, Outcome::Cancelled);
+        Ok(())
+    }
+
+    pub(crate) fn on_approval(
+        &mut self,
+        d: &mut Deps<'_>,
+        action: ActionId,
+        approved: bool,
+    ) -> Result<(), InputError> {
+        let parked = matches!(&self.phase, Phase::Parked { request } if request.action == action);
+        if !parked {
+            return Err(InputError::NotParked { action });
+        }
+        let Phase::Parked { request } = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return Err(InputError::NotParked { action });
+        };
+        if approved {
+            self.submit(d, request, true);
+            self.run(d);
+        } else {
+            if d.book
+                .propose(action, &request.tool, ParamDigest::of(&request.params))
+            {
+                d.book.apply(action, ActionEvent::GateRejected)?;
+            }
+            self.finish(d, ResultKind::Suggestion, Outcome::Cancelled);
+        }
+        Ok(())
+    }
+}

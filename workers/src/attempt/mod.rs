@@ -1,0 +1,430 @@
+//! One task attempt: the agent loop. Private to the crate; [`crate::WorkerCore`] routes inputs
+//! here and drains the effects it pushes.
+
+mod inputs;
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use quorate_protocols::{
+    ActionEvent, ActionId, Budget, Component, Envelope, ParamDigest, ResultKind, Sender,
+};
+use quorate_state::{Account, AccountId, LedgerError, ReservationId};
+use serde_json::Value;
+
+use crate::agent::{Agent, AgentContext, Faults, Observation, Proposal};
+use crate::book::{ActionBook, BookError};
+use crate::core::{Effect, InputError, WorkerConfig};
+use crate::gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
+use crate::messages::{ActionCounts, Assignment, Outcome, ProgressSignature, Receipt, Report};
+use crate::progress::{ProgressDetector, ProgressVerdict};
+use crate::tool::{ToolAnswer, ToolRegistry};
+
+/// What an attempt needs from the core for one input.
+pub(crate) struct Deps<'a> {
+    pub(crate) now: Instant,
+    pub(crate) me: Sender,
+    pub(crate) config: &'a WorkerConfig,
+    pub(crate) tools: &'a ToolRegistry,
+    pub(crate) book: &'a mut ActionBook,
+    pub(crate) out: &'a mut VecDeque<Effect>,
+}
+
+enum Phase {
+    /// Ready to ask the agent.
+    Idle,
+    /// A call is in flight.
+    Calling {
+        request: CallRequest,
+        reservation: ReservationId,
+    },
+    /// The tool is being asked what became of `request.action`.
+    Querying {
+        request: CallRequest,
+        reservation: Option<ReservationId>,
+    },
+    /// Waiting for a human.
+    Parked { request: CallRequest },
+    /// The final reply went out.
+    Done,
+}
+
+pub(crate) struct Attempt {
+    envelope: Envelope<Assignment>,
+    agent: Box<dyn Agent>,
+    faults: Faults,
+    account: Account,
+    account_id: AccountId,
+    step: u32,
+    environment: u64,
+    observation: Option<Observation>,
+    last_output: Option<Value>,
+    receipts: Vec<Receipt>,
+    counts: ActionCounts,
+    progress: ProgressDetector,
+    phase: Phase,
+}
+
+impl Attempt {
+    pub(crate) fn new(
+        envelope: Envelope<Assignment>,
+        agent: Box<dyn Agent>,
+        config: &WorkerConfig,
+    ) -> Result<Self, LedgerError> {
+        let account = Account::open(None, envelope.payload.budget, Budget::ZERO)?;
+        Ok(Self {
+            account_id: AccountId::Task(envelope.task),
+            faults: agent.faults(),
+            envelope,
+            agent,
+            account,
+            step: 0,
+            environment: 0,
+            observation: None,
+            last_output: None,
+            receipts: Vec::new(),
+            counts: ActionCounts::default(),
+            progress: ProgressDetector::new(config.no_progress_limit),
+            phase: Phase::Idle,
+        })
+    }
+
+    pub(crate) fn number(&self) -> u32 {
+        self.envelope.attempt
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+    }
+
+    pub(crate) fn counts(&self) -> ActionCounts {
+        self.counts
+    }
+
+    fn ended(&self) -> InputError {
+        InputError::AttemptEnded {
+            task: self.envelope.task,
+            attempt: self.envelope.attempt,
+        }
+    }
+
+    /// Runs the loop until the attempt waits for something or ends. Every iteration charges
+    /// one step first, so the loop ends within the step budget.
+    pub(crate) fn run(&mut self, d: &mut Deps<'_>) {
+        while matches!(self.phase, Phase::Idle) {
+            if let Err(component) = self.charge_step() {
+                self.finish(
+                    d,
+                    ResultKind::Suggestion,
+                    Outcome::LimitReached { component },
+                );
+                return;
+            }
+            let step = self.step;
+            self.step += 1;
+            let observation = self.observation.take();
+            let payload = &self.envelope.payload;
+            let ctx = AgentContext {
+                task: self.envelope.task,
+                node: &payload.node,
+                attempt: self.envelope.attempt,
+                step,
+                inputs: &payload.inputs,
+                capabilities: &payload.capabilities,
+                remaining: self.account.headroom_for_self().unwrap_or_default(),
+                evidence_text: &payload.evidence_text,
+                last_observation: observation.as_ref(),
+            };
+            match self.agent.propose(&ctx) {
+                Proposal::Finish { kind, value } => {
+                    let receipts = self.receipts.clone();
+                    self.finish(d, kind, Outcome::Answer { value, receipts });
+                }
+                Proposal::Fail { observation } => {
+                    self.finish(d, ResultKind::Suggestion, Outcome::Failed { observation });
+                }
+                Proposal::CallTool {
+                    tool,
+                    params,
+                    intent_version,
+                    needs_approval,
+                } => {
+                    let action = ActionId::new(self.envelope.task, step, intent_version);
+                    let request = CallRequest {
+                        action,
+                        tool,
+                        params,
+                        needs_approval,
+                    };
+                    self.submit(d, request, false);
+                }
+            }
+        }
+    }
+
+    fn charge_step(&mut self) -> Result<(), Component> {
+        let one = Budget::steps(1);
+        let reservation = match self.account.reserve(self.account_id, one) {
+            Ok(r) => r,
+            Err(LedgerError::Insufficient { component, .. }) => return Err(component),
+            Err(_) => return Err(Component::Steps),
+        };
+        self.account
+            .settle(self.account_id, reservation, one)
+            .map(|_| ())
+            .map_err(|_| Component::Steps)
+    }
+
+    /// Puts `request` through the gate and carries out its decision.
+    fn submit(&mut self, d: &mut Deps<'_>, request: CallRequest, approved: bool) {
+        let ctx = GateContext {
+            tools: d.tools,
+            capabilities: &self.envelope.payload.capabilities,
+            book: d.book,
+            account: &mut self.account,
+            account_id: self.account_id,
+        };
+        let action = request.action;
+        match Gate::check(&request, ctx, approved) {
+            GateDecision::Execute {
+                reservation,
+                digest,
+                retry,
+            } => {
+                if let Err(e) = Self::start(d.book, &request, digest, retry) {
+                    let observation = e.to_string();
+                    self.finish(d, ResultKind::Suggestion, Outcome::Failed { observation });
+                    return;
+                }
+                self.counts.executed += 1;
+                d.out.push_back(Effect::CallTool {
+                    task: self.envelope.task,
+                    action,
+                    tool: request.tool.clone(),
+                    params: request.params.clone(),
+                    deadline: d.now + d.config.call_timeout,
+                });
+                self.phase = Phase::Calling {
+                    request,
+                    reservation,
+                };
+            }
+            GateDecision::ReturnRecorded { output } => {
+                self.absorb(d, &request, output_answer(output));
+            }
+            GateDecision::Reject { reason } => self.rejected(d, request, reason),
+            GateDecision::AwaitApproval { reason } => {
+                self.phase = Phase::Parked { request };
+                self.send(
+                    d,
+                    ResultKind::Suggestion,
+                    Outcome::ApprovalRequested { action, reason },
+                );
+            }
+            GateDecision::NeedInformation { query } => {
+                d.out.push_back(Effect::QueryTool {
+                    task: self.envelope.task,
+                    action: query,
+                    tool: request.tool.clone(),
+                    deadline: d.now + d.config.call_timeout,
+                });
+                self.phase = Phase::Querying {
+                    request,
+                    reservation: None,
+                };
+            }
+        }
+    }
+
+    fn start(
+        book: &mut ActionBook,
+        request: &CallRequest,
+        digest: ParamDigest,
+        retry: bool,
+    ) -> Result<(), BookError> {
+        let action = request.action;
+        if retry {
+            book.apply(action, ActionEvent::Retried)?;
+        } else {
+            book.propose(action, &request.tool, digest);
+            book.apply(action, ActionEvent::GatePassed)?;
+            book.apply(action, ActionEvent::Started)?;
+        }
+        Ok(())
+    }
+
+    fn rejected(&mut self, d: &mut Deps<'_>, request: CallRequest, reason: GateRejection) {
+        if let GateRejection::BudgetExhausted { component, .. } = reason {
+            self.finish(
+                d,
+                ResultKind::Suggestion,
+                Outcome::LimitReached { component },
+            );
+            return;
+        }
+        self.counts.rejected += 1;
+        let action = request.action;
+        let digest = ParamDigest::of(&request.params);
+        // Record the refusal; an id bound to other parameters keeps its original record. The
+        // state machine decides; a refused transition leaves the record as it was.
+        let _refused = if matches!(reason, GateRejection::NotIdempotent { .. }) {
+            d.book.apply(action, ActionEvent::FoundAbsent).err()
+        } else if d.book.propose(action, &request.tool, digest) {
+            d.book.apply(action, ActionEvent::GateRejected).err()
+        } else {
+            None
+        };
+        let signature = ProgressSignature {
+            tool: request.tool,
+            digest,
+            environment: self.environment,
+            error_class: Some(reason.class().to_owned()),
+        };
+        let observed = ParamDigest::of(&Value::String(reason.to_string()));
+        self.observation = Some(Observation::Rejected { action, reason });
+        self.check_progress(d, signature, observed);
+    }
+
+    /// Turns a tool's answer into receipts, an observation and a progress verdict.
+    fn absorb(&mut self, d: &mut Deps<'_>, request: &CallRequest, answer: ToolAnswer) {
+        let action = request.action;
+        let digest = ParamDigest::of(&request.params);
+        let tool = request.tool.clone();
+        let (signature, observed) = match answer {
+            ToolAnswer::Ok {
+                output, changed, ..
+            } => {
+                self.receipts.push(Receipt {
+                    action,
+                    tool: tool.clone(),
+                    digest,
+                    params: request.params.clone(),
+                    output: output.clone(),
+                    changed,
+                });
+                self.last_output = Some(output.clone());
+                let observed = ParamDigest::of(&output);
+                self.observation = Some(Observation::Output {
+                    action,
+                    tool: tool.clone(),
+                    output,
+                    changed,
+                });
+                if changed {
+                    self.environment += 1;
+                    self.progress.reset();
+                    return;
+                }
+                (None, observed)
+            }
+            ToolAnswer::Err { class, message } => {
+                let observed = ParamDigest::of(&Value::String(message.clone()));
+                self.observation = Some(Observation::ToolError {
+                    action,
+                    tool: tool.clone(),
+                    class: class.clone(),
+                    message,
+                });
+                (Some(class), observed)
+            }
+        };
+        let signature = ProgressSignature {
+            tool,
+            digest,
+            environment: self.environment,
+            error_class: signature,
+        };
+        self.check_progress(d, signature, observed);
+    }
+
+    fn check_progress(
+        &mut self,
+        d: &mut Deps<'_>,
+        signature: ProgressSignature,
+        observed: ParamDigest,
+    ) {
+        if let ProgressVerdict::Stop { signature, times } =
+            self.progress.observe(signature, observed)
+        {
+            self.finish(
+                d,
+                ResultKind::Suggestion,
+                Outcome::NoProgress { signature, times },
+            );
+        }
+    }
+
+    /// Settles a reservation with what the call cost (one tool call plus the tool's reported
+    /// cost). An overrun ends the attempt: the slice is exhausted in that component.
+    fn settle(&mut self, d: &mut Deps<'_>, reservation: Option<ReservationId>, cost: Budget) {
+        let Some(reservation) = reservation else {
+            return;
+        };
+        let actual = cost.saturating_add(&Budget::new(0, 1, 0, 0));
+        if let Ok(settlement) = self.account.settle(self.account_id, reservation, actual) {
+            if let Some(component) = settlement.overrun.first_excess(&Budget::ZERO) {
+                self.finish(
+                    d,
+                    ResultKind::Suggestion,
+                    Outcome::LimitReached { component },
+                );
+            }
+        }
+    }
+
+    fn report(&self, outcome: Outcome) -> Report {
+        Report {
+            outcome,
+            spent: self.account.spent().unwrap_or(self.account.limit),
+            actions: self.counts,
+        }
+    }
+
+    /// A non-final reply (an approval request).
+    fn send(&mut self, d: &mut Deps<'_>, kind: ResultKind, outcome: Outcome) {
+        let report = self.report(outcome);
+        d.out.push_back(Effect::Reply(Box::new(
+            self.envelope.reply(d.me, kind, report),
+        )));
+    }
+
+    /// The final reply: closes the account (open reservations are charged in full: an unknown
+    /// outcome is not free), then replies. Injected faults apply here.
+    fn finish(&mut self, d: &mut Deps<'_>, kind: ResultKind, outcome: Outcome) {
+        if self.is_done() {
+            return;
+        }
+        let _unused = self.account.close(self.account_id);
+        let cancelled = outcome == Outcome::Cancelled;
+        let reply = self.envelope.reply(d.me, kind, self.report(outcome));
+        if self.faults.duplicate_reply {
+            d.out.push_back(Effect::Reply(Box::new(reply.clone())));
+        }
+        d.out.push_back(Effect::Reply(Box::new(reply)));
+        if cancelled && self.faults.late_reply {
+            let value = self.last_output.clone().unwrap_or_default();
+            let receipts = self.receipts.clone();
+            let late = self.report(Outcome::Answer { value, receipts });
+            let late = self
+                .envelope
+                .reply(d.me, ResultKind::VerifiedConclusion, late);
+            d.out.push_back(Effect::Reply(Box::new(late)));
+        }
+        self.phase = Phase::Done;
+    }
+}
+
+fn output_answer(output: Value) -> ToolAnswer {
+    ToolAnswer::Ok {
+        output,
+        cost: Budget::ZERO,
+        changed: false,
+    }
+}
+
+fn cost_of(answer: &ToolAnswer) -> Budget {
+    match answer {
+        ToolAnswer::Ok { cost, .. } => *cost,
+        ToolAnswer::Err { .. } => Budget::ZERO,
+    }
+}

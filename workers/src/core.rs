@@ -1,0 +1,410 @@
+//! The worker core: a pure state machine for every task attempt a worker runs.
+//!
+//! No I/O, no clock, no actix. Methods come in three groups, in the order a driver uses them:
+//!
+//! * **handlers** feed one input each: [`WorkerCore::handle_assignment`],
+//!   [`WorkerCore::handle_control`], [`WorkerCore::handle_tool_answer`],
+//!   [`WorkerCore::handle_tool_timeout`], [`WorkerCore::handle_query_answer`],
+//!   [`WorkerCore::handle_query_timeout`]. Time comes in as `now`.
+//! * **polls**: after every handler, drain [`WorkerCore::poll_effect`] and carry out each
+//!   [`Effect`] (call a tool with a timeout at `deadline`, query a tool, send a reply).
+//! * **getters** for tests and metrics: [`WorkerCore::action`], [`WorkerCore::is_working`],
+//!   [`WorkerCore::counts`].
+//!
+//! A handler's `Err` ([`InputError`]) says the input did not fit (late, stale, duplicate);
+//! the state is then as before, except that a late tool answer is still recorded in the
+//! task's [`ActionBook`] (the effect happened whether or not anyone waits for it).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use quorate_protocols::{ActionId, AgentId, Budget, Envelope, ResultKind, Role, Sender, TaskId};
+
+use crate::agent::AgentRegistry;
+use crate::attempt::{Attempt, Deps};
+use crate::book::{ActionBook, ActionRecord, BookError};
+use crate::messages::{ActionCounts, Assignment, Control, Outcome, Report};
+use crate::tool::{ToolAnswer, ToolRegistry};
+
+/// Tunables of a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// How long one tool call (or query) may take before its outcome counts as unknown.
+    pub call_timeout: Duration,
+    /// Identical observations of one signature that count as no progress (`0`: never).
+    pub no_progress_limit: u32,
+}
+
+impl Default for WorkerConfig {
+    /// Two seconds per call, three repeats.
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(2),
+            no_progress_limit: 3,
+        }
+    }
+}
+
+/// Something the driver of a [`WorkerCore`] must do.
+#[must_use]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Run `tool` for `action`; feed the answer to [`WorkerCore::handle_tool_answer`], or call
+    /// [`WorkerCore::handle_tool_timeout`] if none came by `deadline`.
+    CallTool {
+        /// The task.
+        task: TaskId,
+        /// The action.
+        action: ActionId,
+        /// The tool.
+        tool: String,
+        /// Its parameters.
+        params: serde_json::Value,
+        /// When the outcome becomes unknown.
+        deadline: Instant,
+    },
+    /// Ask `tool` what became of `action`; feed the answer to
+    /// [`WorkerCore::handle_query_answer`] or call [`WorkerCore::handle_query_timeout`].
+    QueryTool {
+        /// The task.
+        task: TaskId,
+        /// The action.
+        action: ActionId,
+        /// The tool.
+        tool: String,
+        /// When to give up.
+        deadline: Instant,
+    },
+    /// Send this reply to the supervisor.
+    Reply(Box<Envelope<Report>>),
+}
+
+/// An input did not fit the worker's state. Nothing changed (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// No attempt of the task runs or ran here.
+    #[error("no attempt of task {task} is known here")]
+    UnknownTask {
+        /// The task.
+        task: TaskId,
+    },
+    /// The input names an older attempt than the current one; it is late.
+    #[error("task {task}: attempt {got} is not the current attempt {current}")]
+    StaleAttempt {
+        /// The task.
+        task: TaskId,
+        /// The current attempt.
+        current: u32,
+        /// The attempt the input named.
+        got: u32,
+    },
+    /// This attempt was assigned already (a duplicate assignment).
+    #[error("task {task}: attempt {attempt} was assigned already")]
+    DuplicateAssignment {
+        /// The task.
+        task: TaskId,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// The current attempt is not waiting for this action's answer (late or duplicate).
+    #[error("action {action} is not awaited (late or duplicate answer)")]
+    NotAwaited {
+        /// The action.
+        action: ActionId,
+    },
+    /// No call is parked for approval under this action.
+    #[error("no call is parked for approval under action {action}")]
+    NotParked {
+        /// The action.
+        action: ActionId,
+    },
+    /// The attempt has ended already.
+    #[error("task {task}: attempt {attempt} has ended")]
+    AttemptEnded {
+        /// The task.
+        task: TaskId,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// The action's state machine refused the input.
+    #[error(transparent)]
+    Book(#[from] BookError),
+}
+
+/// The worker's decision core: a pure state machine over every task attempt a worker runs.
+///
+/// No I/O, no clock, no actix. Feed one input per **handler** (`handle_*`, with `now`), then
+/// drain [`WorkerCore::poll_effect`] and carry out each [`Effect`] (call or query a tool with a
+/// timeout at its `deadline`, send a reply). **Getters** ([`WorkerCore::action`],
+/// [`WorkerCore::is_working`], [`WorkerCore::counts`]) are for tests and metrics. A handler's
+/// [`InputError`] says the input did not fit (late, stale, duplicate); the state is as before,
+/// except that a late tool answer is still recorded in the task's [`ActionBook`].
+///
+/// Every loop iteration charges one step before asking the agent, so an attempt ends within
+/// its step budget. Replies carry `result_kind = Some(kind)` for an answer (the kind the agent
+/// claimed) and `Some(Suggestion)` for every other outcome.
+///
+/// ```
+/// use std::time::Instant;
+/// use quorate_protocols::*;
+/// use quorate_workers::{AgentRegistry, Effect, Outcome, Proposal, ToolRegistry, WorkerConfig,
+///     WorkerCore, Assignment, Agent, AgentContext};
+///
+/// struct Answer42;
+/// impl Agent for Answer42 {
+///     fn propose(&mut self, _: &AgentContext<'_>) -> Proposal {
+///         Proposal::Finish { kind: ResultKind::Suggestion, value: 42.into() }
+///     }
+/// }
+/// let agents = AgentRegistry::new()
+///     .with_fallback(|_: &Assignment| Box::new(Answer42) as Box<dyn Agent>);
+/// let mut core = WorkerCore::new(AgentId::new(), WorkerConfig::default(), agents,
+///     ToolRegistry::new());
+/// let supervisor = Sender { agent: AgentId::new(), role: Role::Supervisor };
+/// let assignment = Assignment {
+///     node: NodeId::new("n1").unwrap(), role: "any".into(), inputs: vec![],
+///     capabilities: Capabilities::none(), budget: Budget::steps(3), evidence_text: vec![],
+/// };
+/// core.handle_assignment(Instant::now(), Envelope::new(RunId::new(), TaskId::new(),
+///     supervisor, assignment)).unwrap();
+/// let Some(Effect::Reply(reply)) = core.poll_effect() else { panic!() };
+/// assert!(matches!(reply.payload.outcome, Outcome::Answer { .. }));
+/// assert_eq!(reply.payload.spent, Budget::steps(1));
+/// ```
+pub struct WorkerCore {
+    me: Sender,
+    config: WorkerConfig,
+    agents: AgentRegistry,
+    tools: ToolRegistry,
+    attempts: HashMap<TaskId, Attempt>,
+    books: HashMap<TaskId, ActionBook>,
+    effects: VecDeque<Effect>,
+}
+
+impl WorkerCore {
+    /// A worker with id `agent` (replies are stamped `Sender { agent, role: Worker }`).
+    #[must_use]
+    pub fn new(
+        agent: AgentId,
+        config: WorkerConfig,
+        agents: AgentRegistry,
+        tools: ToolRegistry,
+    ) -> Self {
+        Self {
+            me: Sender {
+                agent,
+                role: Role::Worker,
+            },
+            config,
+            agents,
+            tools,
+            attempts: HashMap::new(),
+            books: HashMap::new(),
+            effects: VecDeque::new(),
+        }
+    }
+
+    // ----- getters
+
+    /// How this worker stamps its replies.
+    #[must_use]
+    pub fn sender(&self) -> Sender {
+        self.me
+    }
+
+    /// The tools (the driver runs them).
+    #[must_use]
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    /// What the task's book knows about `action`.
+    #[must_use]
+    pub fn action(&self, action: &ActionId) -> Option<&ActionRecord> {
+        self.books.get(&action.task)?.get(action)
+    }
+
+    /// `true` while the current attempt of `task` has not sent its final reply.
+    #[must_use]
+    pub fn is_working(&self, task: TaskId) -> bool {
+        self.attempts.get(&task).is_some_and(|a| !a.is_done())
+    }
+
+    /// What the gate did in the current attempt of `task`.
+    #[must_use]
+    pub fn counts(&self, task: TaskId) -> Option<ActionCounts> {
+        self.attempts.get(&task).map(Attempt::counts)
+    }
+
+    // ----- polls
+
+    /// The next effect to carry out, in order.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    // ----- handlers
+
+    /// Starts an attempt. A newer attempt of the same task replaces an older one (whose late
+    /// answers are still recorded, but wake nothing).
+    pub fn handle_assignment(
+        &mut self,
+        now: Instant,
+        envelope: Envelope<Assignment>,
+    ) -> Result<(), InputError> {
+        let task = envelope.task;
+        if let Some(current) = self.attempts.get(&task) {
+            let current = current.number();
+            if envelope.attempt < current {
+                return Err(InputError::StaleAttempt {
+                    task,
+                    current,
+                    got: envelope.attempt,
+                });
+            }
+            if envelope.attempt == current {
+                return Err(InputError::DuplicateAssignment {
+                    task,
+                    attempt: current,
+                });
+            }
+        }
+        let agent = self.agents.create(&envelope.payload);
+        let attempt = agent.map_err(|e| e.to_string()).and_then(|agent| {
+            Attempt::new(envelope.clone(), agent, &self.config).map_err(|e| e.to_string())
+        });
+        let mut attempt = match attempt {
+            Ok(attempt) => attempt,
+            Err(observation) => {
+                let report = Report {
+                    outcome: Outcome::Failed { observation },
+                    spent: Budget::ZERO,
+                    actions: ActionCounts::default(),
+                };
+                let reply = envelope.reply(self.me, ResultKind::Suggestion, report);
+                self.effects.push_back(Effect::Reply(Box::new(reply)));
+                return Ok(());
+            }
+        };
+        let book = self.books.entry(task).or_default();
+        book.forget_ended_without_effect();
+        let mut deps = Deps {
+            now,
+            me: self.me,
+            config: &self.config,
+            tools: &self.tools,
+            book,
+            out: &mut self.effects,
+        };
+        attempt.run(&mut deps);
+        self.attempts.insert(task, attempt);
+        Ok(())
+    }
+
+    /// A decision about a running attempt: cancel, approve or reject.
+    pub fn handle_control(
+        &mut self,
+        now: Instant,
+        envelope: Envelope<Control>,
+    ) -> Result<(), InputError> {
+        let task = envelope.task;
+        let got = envelope.attempt;
+        self.with_attempt(now, task, |attempt, deps| {
+            if attempt.number() != got {
+                return Err(InputError::StaleAttempt {
+                    task,
+                    current: attempt.number(),
+                    got,
+                });
+            }
+            match envelope.payload {
+                Control::Cancel => attempt.on_cancel(deps),
+                Control::Approve { action } => attempt.on_approval(deps, action, true),
+                Control::Reject { action } => attempt.on_approval(deps, action, false),
+            }
+        })
+    }
+
+    /// The tool answered the call for `action`.
+    pub fn handle_tool_answer(
+        &mut self,
+        now: Instant,
+        action: ActionId,
+        answer: ToolAnswer,
+    ) -> Result<(), InputError> {
+        self.with_attempt(now, action.task, |a, d| a.on_answer(d, action, answer))
+    }
+
+    /// The call for `action` did not answer by its deadline: its outcome is unknown.
+    pub fn handle_tool_timeout(
+        &mut self,
+        now: Instant,
+        action: ActionId,
+    ) -> Result<(), InputError> {
+        self.with_attempt(now, action.task, |a, d| a.on_timeout(d, action))
+    }
+
+    /// The tool answered a query about `action` (`None`: nothing committed).
+    pub fn handle_query_answer(
+        &mut self,
+        now: Instant,
+        action: ActionId,
+        answer: Option<ToolAnswer>,
+    ) -> Result<(), InputError> {
+        self.with_attempt(now, action.task, |a, d| {
+            a.on_query_answer(d, action, answer)
+        })
+    }
+
+    /// The query about `action` did not answer by its deadline; the attempt fails (the
+    /// action stays unknown, and a later attempt queries it again before anything else).
+    pub fn handle_query_timeout(
+        &mut self,
+        now: Instant,
+        action: ActionId,
+    ) -> Result<(), InputError> {
+        self.with_attempt(now, action.task, |a, d| a.on_query_timeout(d, action))
+    }
+
+    fn with_attempt(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
+    ) -> Result<(), InputError> {
+        let attempt = self
+            .attempts
+            .get_mut(&task)
+            .ok_or(InputError::UnknownTask { task })?;
+        let mut deps = Deps {
+            now,
+            me: self.me,
+            config: &self.config,
+            tools: &self.tools,
+            book: self.books.entry(task).or_default(),
+            out: &mut self.effects,
+        };
+        f(attempt, &mut deps)
+    }
+}
+
+impl std::fmt::Debug for WorkerCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerCore")
+            .field("me", &self.me)
+            .field("tools", &self.tools)
+            .field("attempts", &self.attempts.len())
+            .field("effects", &self.effects.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+mod tests;

@@ -1,0 +1,208 @@
+//! Gate decisions, one rule per test.
+
+use std::sync::Arc;
+
+use quorate_protocols::{ActionEvent, TaskId};
+use serde_json::json;
+
+use super::*;
+use crate::scripted::{ScriptedTool, World};
+use crate::tool::{SideEffect, Tool, ToolAnswer, ToolFuture};
+
+struct Strict;
+impl Tool for Strict {
+    fn name(&self) -> &str {
+        "db.strict"
+    }
+    fn capability(&self) -> quorate_protocols::Capability {
+        quorate_protocols::Capability::new("db.strict").unwrap()
+    }
+    fn side_effect(&self) -> SideEffect {
+        SideEffect::NonIdempotentWrite
+    }
+    fn validate(&self, params: &serde_json::Value) -> Result<(), String> {
+        params
+            .get("id")
+            .map(|_| ())
+            .ok_or_else(|| "missing id".to_owned())
+    }
+    fn call(&self, _: ActionId, _: serde_json::Value) -> ToolFuture<ToolAnswer> {
+        Box::pin(std::future::pending())
+    }
+}
+
+struct Fixture {
+    tools: ToolRegistry,
+    caps: Capabilities,
+    book: ActionBook,
+    account: Account,
+    task: TaskId,
+}
+
+impl Fixture {
+    fn new(budget: Budget) -> Self {
+        let mut tools = ToolRegistry::new();
+        let save = Capability::new("db.save").unwrap();
+        let drop = Capability::new("db.drop").unwrap();
+        for cap in [save, drop] {
+            let tool = ScriptedTool::new(cap, SideEffect::IdempotentWrite, World::new());
+            tools.register(Arc::new(tool)).unwrap();
+        }
+        tools.register(Arc::new(Strict)).unwrap();
+        Self {
+            tools,
+            caps: Capabilities::parse(["db.save", "db.strict"]).unwrap(),
+            book: ActionBook::default(),
+            account: Account::open(None, budget, Budget::ZERO).unwrap(),
+            task: TaskId::from_u128(1),
+        }
+    }
+
+    fn check(
+        &mut self,
+        tool: &str,
+        params: serde_json::Value,
+        approval: (bool, bool),
+    ) -> GateDecision {
+        let request = CallRequest {
+            action: ActionId::new(self.task, 0, 0),
+            tool: tool.into(),
+            params,
+            needs_approval: approval.0,
+        };
+        let ctx = GateContext {
+            tools: &self.tools,
+            capabilities: &self.caps,
+            book: &self.book,
+            account: &mut self.account,
+            account_id: AccountId::Task(self.task),
+        };
+        Gate::check(&request, ctx, approval.1)
+    }
+
+    fn record(&mut self, tool: &str, params: serde_json::Value, events: &[ActionEvent]) {
+        let action = ActionId::new(self.task, 0, 0);
+        self.book.propose(action, tool, ParamDigest::of(&params));
+        for e in events {
+            self.book.apply(action, *e).unwrap();
+        }
+    }
+}
+
+use quorate_protocols::Capability;
+
+fn rejected(d: &GateDecision) -> &GateRejection {
+    match d {
+        GateDecision::Reject { reason } => reason,
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+#[test]
+fn refuses_unknown_tools_missing_capabilities_and_bad_params_without_reserving() {
+    let mut f = Fixture::new(Budget::new(5, 5, 0, 0));
+    let d = f.check("db.nope", json!({}), (false, false));
+    assert!(matches!(rejected(&d), GateRejection::UnknownTool { tool } if tool == "db.nope"));
+    let d = f.check("db.drop", json!({}), (false, false));
+    assert!(matches!(rejected(&d),
+        GateRejection::MissingCapability { capability, .. } if capability == "db.drop"));
+    let d = f.check("db.strict", json!({}), (false, false));
+    assert!(matches!(rejected(&d),
+        GateRejection::InvalidParams { message, .. } if message == "missing id"));
+    assert!(f.account.reservations.is_empty());
+    assert!(f.book.iter().next().is_none());
+}
+
+#[test]
+fn executes_with_a_reservation_and_refuses_when_the_slice_is_empty() {
+    let mut f = Fixture::new(Budget::new(5, 1, 100, 0));
+    let d = f.check("db.save", json!({"id": 1}), (false, false));
+    assert!(matches!(d, GateDecision::Execute { retry: false, .. }));
+    assert_eq!(f.account.reserved_total, Budget::new(0, 1, 100, 0));
+    let d = f.check("db.save", json!({"id": 2}), (false, false));
+    assert_eq!(
+        rejected(&d),
+        &GateRejection::BudgetExhausted {
+            component: Component::ToolCalls,
+            requested: 1,
+            available: 0
+        }
+    );
+}
+
+#[test]
+fn same_action_with_different_params_is_refused() {
+    let mut f = Fixture::new(Budget::new(5, 5, 0, 0));
+    f.record(
+        "db.save",
+        json!({"id": 1}),
+        &[ActionEvent::GatePassed, ActionEvent::Started],
+    );
+    let d = f.check("db.save", json!({"id": 2}), (false, false));
+    assert!(
+        matches!(rejected(&d), GateRejection::ParamsChanged { recorded, proposed, .. }
+        if *recorded == ParamDigest::of(&json!({"id": 1}))
+            && *proposed == ParamDigest::of(&json!({"id": 2})))
+    );
+    // Same params while in flight: refused too, nothing reserved.
+    let d = f.check("db.save", json!({"id": 1}), (false, false));
+    assert!(matches!(rejected(&d), GateRejection::InFlight { .. }));
+    assert!(f.account.reservations.is_empty());
+}
+
+#[test]
+fn succeeded_actions_are_answered_from_the_record() {
+    let mut f = Fixture::new(Budget::new(5, 5, 0, 0));
+    f.record(
+        "db.save",
+        json!({"id": 1}),
+        &[ActionEvent::GatePassed, ActionEvent::Started],
+    );
+    let ok = ToolAnswer::Ok {
+        output: json!("row"),
+        cost: Budget::ZERO,
+        changed: true,
+    };
+    f.book.resolve(ActionId::new(f.task, 0, 0), &ok).unwrap();
+    let d = f.check("db.save", json!({"id": 1}), (true, false));
+    assert_eq!(
+        d,
+        GateDecision::ReturnRecorded {
+            output: json!("row")
+        }
+    );
+    assert!(f.account.reservations.is_empty());
+}
+
+#[test]
+fn unknown_outcomes_are_queried_first_and_retried_only_if_idempotent() {
+    let unknown = [
+        ActionEvent::GatePassed,
+        ActionEvent::Started,
+        ActionEvent::TimedOut,
+    ];
+    let mut f = Fixture::new(Budget::new(5, 5, 0, 0));
+    f.record("db.save", json!({"id": 1}), &unknown);
+    let action = ActionId::new(f.task, 0, 0);
+    let d = f.check("db.save", json!({"id": 1}), (false, false));
+    assert_eq!(d, GateDecision::NeedInformation { query: action });
+    f.book.mark_absent(action);
+    let d = f.check("db.save", json!({"id": 1}), (false, false));
+    assert!(matches!(d, GateDecision::Execute { retry: true, .. }));
+
+    let mut f = Fixture::new(Budget::new(5, 5, 0, 0));
+    f.record("db.strict", json!({"id": 1}), &unknown);
+    f.book.mark_absent(action);
+    let d = f.check("db.strict", json!({"id": 1}), (false, false));
+    assert!(matches!(rejected(&d), GateRejection::NotIdempotent { .. }));
+}
+
+#[test]
+fn approval_comes_before_any_reservation() {
+    let mut f = Fixture::new(Budget::new(5, 5, 0, 0));
+    let d = f.check("db.save", json!({}), (true, false));
+    assert!(matches!(d, GateDecision::AwaitApproval { .. }));
+    assert!(f.account.reservations.is_empty());
+    let d = f.check("db.save", json!({}), (true, true));
+    assert!(matches!(d, GateDecision::Execute { .. }));
+}

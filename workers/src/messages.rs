@@ -1,0 +1,151 @@
+//! What the supervisor (or a peer) and a worker say to each other. Each travels as the payload
+//! of an [`Envelope`](quorate_protocols::Envelope); the envelope carries the ids, attempt,
+//! version, result kind and dedupe key that the receiver checks first.
+
+use quorate_protocols::{
+    ActionId, Budget, Capabilities, Component, EvidenceRef, NodeId, ParamDigest,
+};
+use serde::{Deserialize, Serialize};
+
+/// The result of one dependency, handed to the task that needs it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskInput {
+    /// The dependency.
+    pub node: NodeId,
+    /// Its accepted result.
+    pub value: serde_json::Value,
+    /// The evidence it rested on.
+    pub evidence: Vec<EvidenceRef>,
+}
+
+/// Supervisor -> worker: work on a task.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// The plan node.
+    pub node: NodeId,
+    /// The role the node asked for (selects the agent).
+    pub role: String,
+    /// Accepted results of the node's dependencies.
+    pub inputs: Vec<TaskInput>,
+    /// Delegated capabilities: the intersection of the parent's and the node's.
+    pub capabilities: Capabilities,
+    /// The budget slice delegated to this attempt.
+    pub budget: Budget,
+    /// Extra text the task carries (documents, tool output...). Data only: nothing in it can add
+    /// a tool call, widen scope or change the goal.
+    pub evidence_text: Vec<String>,
+}
+
+/// Supervisor -> worker: a decision about a running task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Control {
+    /// A human approved the action the worker is waiting on.
+    Approve {
+        /// The action.
+        action: ActionId,
+    },
+    /// A human rejected it; the task is cancelled.
+    Reject {
+        /// The action.
+        action: ActionId,
+    },
+    /// Stop working on the task now; no tool call may start after this.
+    Cancel,
+}
+
+/// A confirmed side effect, issued by the runtime from the tool's answer (not by the agent).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// The action.
+    pub action: ActionId,
+    /// The tool that ran it.
+    pub tool: String,
+    /// Digest of its parameters.
+    pub digest: ParamDigest,
+    /// The parameters the call ran with.
+    pub params: serde_json::Value,
+    /// What the tool answered.
+    pub output: serde_json::Value,
+    /// Whether the tool reported that the call changed something (a save that changed nothing
+    /// is not a completed save).
+    pub changed: bool,
+}
+
+/// Counters of what the execution gate did during one attempt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionCounts {
+    /// Tool calls that ran.
+    pub executed: u64,
+    /// Proposals the gate refused.
+    pub rejected: u64,
+    /// Calls whose outcome became unknown (timeout after sending).
+    pub unknown: u64,
+    /// Unknown outcomes resolved by querying the tool.
+    pub recovered: u64,
+    /// Effects that happened more than once for one `ActionId` (must stay 0).
+    pub duplicate_effects: u64,
+}
+
+/// The (action, parameter digest, environment version, error class) signature used to detect
+/// no progress: the same signature repeated without new information.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProgressSignature {
+    /// Tool name.
+    pub tool: String,
+    /// Parameter digest.
+    pub digest: ParamDigest,
+    /// Version of the environment the call observed (e.g. the target's store version).
+    pub environment: u64,
+    /// Error class, or `None` for a success that changed nothing.
+    pub error_class: Option<String>,
+}
+
+/// Worker -> supervisor: how an attempt ended (or paused).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The agent's answer. The envelope's `result_kind` says what it claims to be; the supervisor
+    /// runs the acceptance check on it.
+    Answer {
+        /// The answer.
+        value: serde_json::Value,
+        /// Receipts of the effects it relies on.
+        receipts: Vec<Receipt>,
+    },
+    /// Parked until a human decides about `action`.
+    ApprovalRequested {
+        /// The action waiting for approval.
+        action: ActionId,
+        /// Why approval is needed.
+        reason: String,
+    },
+    /// The task failed; `observation` is the first failing observation.
+    Failed {
+        /// What was observed.
+        observation: String,
+    },
+    /// The same signature repeated `times` times without new information.
+    NoProgress {
+        /// The repeated signature.
+        signature: ProgressSignature,
+        /// How often.
+        times: u32,
+    },
+    /// The slice ran out in `component`.
+    LimitReached {
+        /// The exhausted component.
+        component: Component,
+    },
+    /// The attempt stopped because it was cancelled.
+    Cancelled,
+}
+
+/// Worker -> supervisor: the payload of every reply envelope.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// How the attempt ended.
+    pub outcome: Outcome,
+    /// What the attempt spent (settled reservations; the rest of the slice is unused).
+    pub spent: Budget,
+    /// What the gate did.
+    pub actions: ActionCounts,
+}

@@ -1,0 +1,170 @@
+use quorate_protocols::{ActionId, Budget, ResultKind, TaskId};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::*;
+use crate::testing::poll_once;
+use crate::tool::{Tool, ToolAnswer};
+
+#[derive(Deserialize)]
+struct Node {
+    script: Script,
+}
+
+const EXAMPLE: &str = r#"
+script = [
+  { do = "call", tool = "db.save", params = { id = 7 }, outcome = "timeout-after-commit", output = "saved", cost = { tokens = 10 }, needs-approval = true, repeat = 2, side-effect = "idempotent-write" },
+  { do = "call", tool = "db.read" },
+  { do = "answer", kind = "suggestion", value = { total = 3 } },
+  { do = "fail", observation = "unreachable" },
+  { do = "duplicate-reply" },
+  { do = "late-reply" },
+]
+"#;
+
+#[test]
+fn the_documented_toml_format_parses() {
+    let node: Node = toml::from_str(EXAMPLE).unwrap();
+    let steps = &node.script.steps;
+    assert_eq!(steps.len(), 6);
+    let Step::Call(call) = &steps[0] else {
+        panic!()
+    };
+    assert_eq!(call.tool, "db.save");
+    assert_eq!(call.params, json!({"id": 7}));
+    assert_eq!(call.outcome, CallOutcome::TimeoutAfterCommit);
+    assert_eq!(call.cost, Budget::new(0, 0, 10, 0));
+    assert!(call.needs_approval);
+    assert_eq!(call.repeat, 2);
+    let Step::Call(read) = &steps[1] else {
+        panic!()
+    };
+    assert_eq!(
+        (&read.params, read.outcome, read.repeat, &read.output),
+        (&json!({}), CallOutcome::Ok, 1, &serde_json::Value::Null)
+    );
+    assert_eq!(
+        steps[2],
+        Step::Answer(AnswerStep {
+            kind: ResultKind::Suggestion,
+            value: json!({"total": 3})
+        })
+    );
+    assert_eq!(steps[4], Step::DuplicateReply);
+    assert_eq!(steps[5], Step::LateReply);
+    let defaulted: Node = toml::from_str(r#"script = [{ do = "answer", value = 1 }]"#).unwrap();
+    assert!(
+        matches!(&defaulted.script.steps[0], Step::Answer(a) if a.kind == ResultKind::VerifiedConclusion)
+    );
+}
+
+#[test]
+fn long_steps_can_use_array_of_tables() {
+    let node: Node = toml::from_str(
+        r#"
+[[script]]
+do = "call"
+tool = "db.save"
+params = { id = 7 }
+outcome = "error"
+output = "conflict"
+
+[[script]]
+do = "answer"
+value = "done"
+"#,
+    )
+    .unwrap();
+    assert!(matches!(&node.script.steps[0], Step::Call(c) if c.outcome == CallOutcome::Error));
+}
+
+#[test]
+fn unknown_fields_and_steps_are_refused() {
+    let typo = r#"script = [{ do = "call", tool = "db.save", outcom = "ok" }]"#;
+    let err = toml::from_str::<Node>(typo).err().unwrap().to_string();
+    assert!(err.contains("outcom"), "{err}");
+    assert!(toml::from_str::<Node>(r#"script = [{ do = "dance" }]"#).is_err());
+    assert!(
+        toml::from_str::<Node>(r#"script = [{ do = "call", tool = "t", outcome = "maybe" }]"#)
+            .is_err()
+    );
+}
+
+#[test]
+fn script_checks_name_the_step_or_tool_at_fault() {
+    let bad: Node = toml::from_str(
+        r#"script = [{ do = "answer", value = 1 }, { do = "call", tool = "DB Save" }]"#,
+    )
+    .unwrap();
+    assert!(matches!(
+        bad.script.tools(),
+        Err(ScriptError::BadToolName { step: 1, .. })
+    ));
+    let zero: Node =
+        toml::from_str(r#"script = [{ do = "call", tool = "a", repeat = 0 }]"#).unwrap();
+    assert_eq!(
+        zero.script.tools(),
+        Err(ScriptError::ZeroRepeat { step: 0 })
+    );
+    let mut book = ScriptBook::new(World::new());
+    let a: Node = toml::from_str(r#"script = [{ do = "call", tool = "a" }]"#).unwrap();
+    let b: Node =
+        toml::from_str(r#"script = [{ do = "call", tool = "a", side-effect = "read-only" }]"#)
+            .unwrap();
+    book.insert(quorate_protocols::NodeId::new("a").unwrap(), a.script)
+        .unwrap();
+    book.insert(quorate_protocols::NodeId::new("b").unwrap(), b.script)
+        .unwrap();
+    assert!(matches!(
+        book.tools(),
+        Err(ScriptError::ConflictingSideEffect { .. })
+    ));
+}
+
+#[test]
+fn scripted_tool_follows_the_plan_and_records_effects_per_action() {
+    let world = World::new();
+    let cap = quorate_protocols::Capability::new("db.save").unwrap();
+    let tool = ScriptedTool::new(cap.clone(), SideEffect::IdempotentWrite, world.clone());
+    assert_eq!((tool.name(), tool.capability()), ("db.save", cap.clone()));
+    let a = ActionId::new(TaskId::from_u128(1), 0, 0);
+    world.plan(a, CallOutcome::TimeoutAfterCommit, json!("v"), Budget::ZERO);
+    assert_eq!(poll_once(tool.call(a, json!({}))), None, "never answers");
+    assert_eq!(world.effects_for(&a), 1);
+    let found = poll_once(tool.query(a)).unwrap();
+    assert!(matches!(found, Some(ToolAnswer::Ok { output, .. }) if output == json!("v")));
+    // A retry of an idempotent write answers ok and commits nothing more.
+    assert_eq!(
+        poll_once(tool.call(a, json!({}))),
+        Some(ToolAnswer::Ok {
+            output: json!("v"),
+            cost: Budget::ZERO,
+            changed: false
+        })
+    );
+    assert_eq!(world.effects_for(&a), 1);
+
+    let b = ActionId::new(TaskId::from_u128(1), 1, 0);
+    world.plan(b, CallOutcome::OkButUnchanged, json!("same"), Budget::ZERO);
+    assert_eq!(
+        poll_once(tool.call(b, json!({}))),
+        Some(ToolAnswer::Ok {
+            output: json!("same"),
+            cost: Budget::ZERO,
+            changed: false
+        })
+    );
+    assert_eq!(world.effects_for(&b), 0);
+    assert_eq!(poll_once(tool.query(b)), Some(None));
+
+    let loud = ScriptedTool::new(cap, SideEffect::NonIdempotentWrite, world.clone());
+    let c = ActionId::new(TaskId::from_u128(1), 2, 0);
+    for _ in 0..2 {
+        let _answer = poll_once(loud.call(c, json!({})));
+    }
+    assert_eq!(
+        world.effects_for(&c),
+        2,
+        "non-idempotent tools commit on every call"
+    );
+}

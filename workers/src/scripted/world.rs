@@ -1,0 +1,208 @@
+//! The simulated world scripted tools act on.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use quorate_protocols::{ActionId, Budget, Capability};
+use serde_json::Value;
+
+use super::CallOutcome;
+use crate::tool::{SideEffect, Tool, ToolAnswer, ToolFuture};
+
+/// One effect a scripted tool committed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommittedEffect {
+    /// The action it was committed under.
+    pub action: ActionId,
+    /// The tool.
+    pub tool: String,
+    /// The parameters.
+    pub params: Value,
+    /// What the tool answers for it.
+    pub output: Value,
+}
+
+#[derive(Clone, Debug)]
+struct Planned {
+    outcome: CallOutcome,
+    output: Value,
+    cost: Budget,
+    calls: u32,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    planned: HashMap<ActionId, Planned>,
+    effects: Vec<CommittedEffect>,
+}
+
+/// Shared, in-memory world: what scripted agents planned for each action and what scripted
+/// tools committed. Cloning shares it. The lock is never held across an `.await` (tools do
+/// their work before returning their future).
+#[derive(Clone, Debug, Default)]
+pub struct World {
+    state: Arc<Mutex<State>>,
+}
+
+impl World {
+    /// An empty world.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Plans how the tool answers the first call of `action`. The first plan for an id wins
+    /// (a later attempt replaying the same script plans the same thing).
+    pub fn plan(&self, action: ActionId, outcome: CallOutcome, output: Value, cost: Budget) {
+        self.lock().planned.entry(action).or_insert(Planned {
+            outcome,
+            output,
+            cost,
+            calls: 0,
+        });
+    }
+
+    /// Every committed effect, in commit order.
+    #[must_use]
+    pub fn effects(&self) -> Vec<CommittedEffect> {
+        self.lock().effects.clone()
+    }
+
+    /// How many effects were committed under `action` (more than one is a duplicate effect).
+    #[must_use]
+    pub fn effects_for(&self, action: &ActionId) -> usize {
+        self.lock()
+            .effects
+            .iter()
+            .filter(|e| e.action == *action)
+            .count()
+    }
+
+    /// How many effects `tool` committed.
+    #[must_use]
+    pub fn effects_of(&self, tool: &str) -> usize {
+        self.lock()
+            .effects
+            .iter()
+            .filter(|e| e.tool == tool)
+            .count()
+    }
+}
+
+/// A tool that answers as the script planned, committing effects to a [`World`].
+///
+/// Its capability is its name. First call of an action: as planned (unplanned: `ok` with a
+/// null output). Later calls of the same action (retries): `ok`; an idempotent tool commits
+/// nothing more, a non-idempotent one commits again (that is what the gate must prevent).
+/// Read-only tools never commit. [`Tool::query`] reports a committed effect by id.
+#[derive(Clone, Debug)]
+pub struct ScriptedTool {
+    name: Capability,
+    side_effect: SideEffect,
+    world: World,
+}
+
+impl ScriptedTool {
+    /// A scripted tool named (and needing capability) `name`.
+    #[must_use]
+    pub fn new(name: Capability, side_effect: SideEffect, world: World) -> Self {
+        Self {
+            name,
+            side_effect,
+            world,
+        }
+    }
+
+    fn answer_now(&self, action: ActionId, params: Value) -> Option<ToolAnswer> {
+        let mut state = self.world.lock();
+        let plan = state.planned.entry(action).or_insert(Planned {
+            outcome: CallOutcome::Ok,
+            output: Value::Null,
+            cost: Budget::ZERO,
+            calls: 0,
+        });
+        plan.calls += 1;
+        let outcome = if plan.calls == 1 {
+            plan.outcome
+        } else {
+            CallOutcome::Ok
+        };
+        let (output, cost) = (plan.output.clone(), plan.cost);
+        let committed_before = state.effects.iter().any(|e| e.action == action);
+        let commit = match outcome {
+            CallOutcome::Ok | CallOutcome::TimeoutAfterCommit => match self.side_effect {
+                SideEffect::ReadOnly => false,
+                SideEffect::IdempotentWrite => !committed_before,
+                SideEffect::NonIdempotentWrite => true,
+            },
+            _ => false,
+        };
+        if commit {
+            state.effects.push(CommittedEffect {
+                action,
+                tool: self.name.to_string(),
+                params,
+                output: output.clone(),
+            });
+        }
+        match outcome {
+            CallOutcome::Ok => Some(ToolAnswer::Ok {
+                output,
+                cost,
+                changed: commit,
+            }),
+            CallOutcome::OkButUnchanged => Some(ToolAnswer::Ok {
+                output,
+                cost,
+                changed: false,
+            }),
+            CallOutcome::Error => Some(ToolAnswer::Err {
+                class: "scripted".to_owned(),
+                message: match output {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                },
+            }),
+            CallOutcome::TimeoutAfterCommit | CallOutcome::TimeoutBeforeCommit => None,
+        }
+    }
+}
+
+impl Tool for ScriptedTool {
+    fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    fn capability(&self) -> Capability {
+        self.name.clone()
+    }
+
+    fn side_effect(&self) -> SideEffect {
+        self.side_effect
+    }
+
+    fn call(&self, action: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+        match self.answer_now(action, params) {
+            Some(answer) => Box::pin(std::future::ready(answer)),
+            None => Box::pin(std::future::pending()),
+        }
+    }
+
+    fn query(&self, action: ActionId) -> ToolFuture<Option<ToolAnswer>> {
+        let state = self.world.lock();
+        let found = state
+            .effects
+            .iter()
+            .find(|e| e.action == action)
+            .map(|e| ToolAnswer::Ok {
+                output: e.output.clone(),
+                cost: Budget::ZERO,
+                changed: true,
+            });
+        Box::pin(std::future::ready(found))
+    }
+}

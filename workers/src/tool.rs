@@ -1,0 +1,154 @@
+//! Tools: what an agent may ask the runtime to run.
+//!
+//! A [`Tool`] declares its name, the [`Capability`] a task needs to use it, and its
+//! [`SideEffect`] class (which decides whether a call whose outcome is unknown may be retried).
+//! The runtime, never the agent, calls it: only after the [gate](crate::Gate) said *execute*,
+//! with a per-call timeout applied by the worker actor. A timeout is not an error: the call may
+//! have committed, so the runtime asks [`Tool::query`] by [`ActionId`] before anything else.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use quorate_protocols::{ActionId, Budget, Capability};
+use serde::{Deserialize, Serialize};
+
+/// A boxed, sendable future, as returned by [`Tool::call`] and [`Tool::query`].
+pub type ToolFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What calling a tool does to the world.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SideEffect {
+    /// Changes nothing; always safe to call again.
+    ReadOnly,
+    /// Changes the world, but calling again with the same `ActionId` and parameters changes
+    /// nothing more.
+    #[default]
+    IdempotentWrite,
+    /// Every call may change the world again; never retried after an unknown outcome.
+    NonIdempotentWrite,
+}
+
+impl SideEffect {
+    /// `true` if a call with an unknown outcome that a query found absent may be sent again with
+    /// the same id and parameters.
+    #[must_use]
+    pub const fn may_retry(self) -> bool {
+        !matches!(self, SideEffect::NonIdempotentWrite)
+    }
+}
+
+/// A tool's answer to one call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ToolAnswer {
+    /// The call succeeded (and, for a write, committed).
+    Ok {
+        /// What the tool returned.
+        output: serde_json::Value,
+        /// What the call cost (tokens, money; steps and tool calls are counted by the runtime).
+        cost: Budget,
+        /// `false` if the call succeeded but changed nothing (no new information).
+        changed: bool,
+    },
+    /// The call failed and committed nothing.
+    Err {
+        /// A short, stable error class (used for no-progress detection).
+        class: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A tool the runtime can call on an agent's behalf.
+///
+/// ```
+/// use quorate_protocols::{ActionId, Capability, TaskId};
+/// use quorate_workers::{SideEffect, Tool, ToolAnswer, ToolFuture};
+///
+/// struct Clock;
+/// impl Tool for Clock {
+///     fn name(&self) -> &str { "clock.read" }
+///     fn capability(&self) -> Capability { Capability::new("clock.read").unwrap() }
+///     fn side_effect(&self) -> SideEffect { SideEffect::ReadOnly }
+///     fn call(&self, _: ActionId, _: serde_json::Value) -> ToolFuture<ToolAnswer> {
+///         Box::pin(async {
+///             ToolAnswer::Ok { output: 12.into(), cost: Default::default(), changed: false }
+///         })
+///     }
+/// }
+/// assert!(Clock.validate(&serde_json::json!({})).is_ok());
+/// ```
+pub trait Tool: Send + Sync {
+    /// The name agents use in proposals.
+    fn name(&self) -> &str;
+    /// The capability a task must hold to use the tool.
+    fn capability(&self) -> Capability;
+    /// What a call does to the world.
+    fn side_effect(&self) -> SideEffect;
+    /// Checks parameters before anything runs; the error says what is wrong.
+    fn validate(&self, params: &serde_json::Value) -> Result<(), String> {
+        let _ = params;
+        Ok(())
+    }
+    /// Runs the call. `action` identifies it; a tool that can should record it, so that
+    /// [`Tool::query`] can answer later.
+    fn call(&self, action: ActionId, params: serde_json::Value) -> ToolFuture<ToolAnswer>;
+    /// What became of an earlier call: `Some(answer)` if the tool knows it, `None` if nothing
+    /// was committed under `action` (or the tool cannot tell; the default).
+    fn query(&self, action: ActionId) -> ToolFuture<Option<ToolAnswer>> {
+        let _ = action;
+        Box::pin(std::future::ready(None))
+    }
+}
+
+/// A tool name was registered twice.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("tool {name:?} is registered already")]
+pub struct DuplicateTool {
+    /// The name.
+    pub name: String,
+}
+
+/// The tools a worker can run, by name. Cheap to clone (tools are shared).
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool under its [`Tool::name`].
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), DuplicateTool> {
+        let name = tool.name().to_owned();
+        if self.tools.contains_key(&name) {
+            return Err(DuplicateTool { name });
+        }
+        self.tools.insert(name, tool);
+        Ok(())
+    }
+
+    /// The tool called `name`.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// The registered names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+}
+
+impl fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.tools.keys()).finish()
+    }
+}
