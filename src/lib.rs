@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bench_dag;
 pub mod plan_file;
 pub mod runner;
 

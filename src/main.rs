@@ -51,10 +51,33 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
     },
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Check a plan file and print its tasks in dependency order.
     Check {
         /// The plan file (TOML).
         plan: PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Layered-DAG throughput through the full supervisor path, beside raw actix
+    /// request/response measured in the same run.
+    Dag {
+        /// Number of layers.
+        #[arg(long, default_value_t = 20)]
+        layers: usize,
+        /// Tasks per layer.
+        #[arg(long, default_value_t = 50)]
+        width: usize,
+        /// Workers.
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -66,6 +89,35 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { plan } => check(&plan),
+        Command::Bench(BenchCommand::Dag {
+            layers,
+            width,
+            workers,
+            json,
+        }) => {
+            if layers == 0 || width == 0 || workers == 0 {
+                eprintln!("quorate: --layers, --width and --workers must be at least 1");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+            match quorate::bench_dag::run(layers, width, workers) {
+                Ok(b) if json => {
+                    println!("{}", serde_json::to_string(&b).expect("serializes"));
+                    ExitCode::SUCCESS
+                }
+                Ok(b) => {
+                    println!("tasks {}  elapsed_s {:.3}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, stop: {})", b.tasks, b.elapsed_s, b.tasks_per_s, b.layers, b.width, b.workers, b.stop_reason);
+                    println!("baseline: raw actix request/response {:.0} round trips/s in the same process; ratio {:.3}", b.baseline_round_trips_per_s, b.ratio);
+                    if let Some(m) = b.peak_rss_bytes_per_task {
+                        println!("peak RSS growth per task: {m:.0} bytes");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("quorate: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Run {
             plan,
             json,

@@ -131,15 +131,32 @@ fn default_role() -> String {
     "worker".to_string()
 }
 
+/// The `[fallback]` table: the plan version to switch to, once, when a task's store
+/// precondition fails. It runs under the same `[run]` budget and capabilities (it cannot widen
+/// them); tasks with the same id as completed tasks are carried over, not re-run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackSection {
+    /// The new version's tasks.
+    #[serde(default)]
+    pub tasks: Vec<TaskSection>,
+}
+
 /// A whole plan file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanFile {
     /// Run settings.
     pub run: RunSection,
+    /// Keys written to the run's store before it starts (what store preconditions check).
+    #[serde(default)]
+    pub data: std::collections::BTreeMap<String, serde_json::Value>,
     /// The tasks.
     #[serde(default)]
     pub tasks: Vec<TaskSection>,
+    /// The plan to switch to when a store precondition fails.
+    #[serde(default)]
+    pub fallback: Option<FallbackSection>,
 }
 
 /// A plan file was refused.
@@ -202,12 +219,21 @@ impl PlanFile {
     /// The plan spec (tasks without their scripts).
     #[must_use]
     pub fn spec(&self) -> PlanSpec {
+        self.spec_of(&self.tasks)
+    }
+
+    /// The fallback plan spec, if the file has one.
+    #[must_use]
+    pub fn fallback_spec(&self) -> Option<PlanSpec> {
+        self.fallback.as_ref().map(|f| self.spec_of(&f.tasks))
+    }
+
+    fn spec_of(&self, tasks: &[TaskSection]) -> PlanSpec {
         PlanSpec {
             budget: self.run.budget,
             reserve: self.run.reserve,
             capabilities: self.run.capabilities.clone(),
-            nodes: self
-                .tasks
+            nodes: tasks
                 .iter()
                 .map(|t| NodeSpec {
                     id: t.id.clone(),
@@ -232,8 +258,19 @@ impl PlanFile {
                 path: path.to_path_buf(),
                 source,
             })?;
+        if let Some(fallback) = self.fallback_spec() {
+            fallback.validate().map_err(|source| PlanFileError::Plan {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
         let mut book = ScriptBook::new(World::new());
-        for t in &self.tasks {
+        let fallback_only = self
+            .fallback
+            .iter()
+            .flat_map(|f| &f.tasks)
+            .filter(|f| !self.tasks.iter().any(|t| t.id == f.id));
+        for t in self.tasks.iter().chain(fallback_only) {
             book.insert(t.id.clone(), t.script.clone())
                 .map_err(|source| PlanFileError::Script {
                     path: path.to_path_buf(),

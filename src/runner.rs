@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use quorate_coordinator::chaos::ChaosConfig;
-use quorate_coordinator::{run_star, ApprovalPolicy, RunError, RunOptions, RunOutput};
+use quorate_coordinator::{run_peer, run_star, ApprovalPolicy, RunError, RunOptions, RunOutput};
 use quorate_workers::{AgentRegistry, World};
 
 use crate::plan_file::{PlanFile, PlanFileError, Topology};
@@ -97,12 +97,6 @@ pub struct FileRun {
 pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
     let file = PlanFile::load(path)?;
     let (plan, book) = file.compile(path)?;
-    if file.run.topology != Topology::Star {
-        return Err(RunFileError::Topology {
-            path: path.to_path_buf(),
-            topology: file.run.topology,
-        });
-    }
     let mut supervisor = file.supervisor_config(args.approve.clone().into());
     supervisor.cancel_after_steps = args.cancel_after_steps;
     let options = RunOptions {
@@ -112,11 +106,21 @@ pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
         seed: args.seed,
         trace: args.trace.clone(),
         evidence_text: file.evidence_text(),
+        data: file
+            .data
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        fallback: file.fallback_spec(),
     };
     let world = book.world().clone();
-    let output = run_star(plan, options, || {
+    let parts = || {
         let tools = book.tools().expect("scripts were checked by compile");
         (AgentRegistry::new().with_fallback(book.factory()), tools)
-    })?;
+    };
+    let output = match file.run.topology {
+        Topology::Star => run_star(plan, options, parts)?,
+        Topology::Peer => run_peer(plan, options, parts)?,
+    };
     Ok(FileRun { output, world })
 }

@@ -105,6 +105,11 @@ impl SupervisorActor {
                         tracing::warn!(%key, existing = ?current.map(|c| c.version), "result already committed; kept");
                     }
                 }
+                Effect::CheckPreconditions { node, checks } => {
+                    let outcome = crate::precheck::check(&self.results, &checks);
+                    let now = self.now();
+                    self.core.handle_preconditions(now, node, outcome);
+                }
                 Effect::Record(event) => {
                     self.log.append_now(event.run_id, event.clone());
                     if let Some(trace) = &self.trace {

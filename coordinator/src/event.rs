@@ -42,9 +42,32 @@ pub enum EventKind {
         attempt: u32,
         /// Worker index.
         worker: usize,
+        /// The task's id (stable across attempts and across a resume: action ids derive from it).
+        task_id: quorate_protocols::TaskId,
+        /// The budget slice granted to the task.
+        granted: quorate_protocols::Budget,
+    },
+    /// A task's budget account was closed with what it spent; the rest returned to the root.
+    TaskClosed {
+        /// What the task spent.
+        spent: quorate_protocols::Budget,
+    },
+    /// The supervisor was rebuilt from the run log and continues the run.
+    RunResumed {
+        /// Events replayed.
+        replayed: u64,
+        /// Attempts in flight at the crash, dispatched again.
+        redispatched: usize,
     },
     /// A reply was accepted.
     ReplyAccepted,
+    /// The worker's execution gate refused a proposed call (nothing ran).
+    CallRejected {
+        /// The tool the agent asked for.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
     /// A reply was rejected.
     ReplyRejected {
         /// Why.
@@ -73,6 +96,18 @@ pub enum EventKind {
     BudgetRefused {
         /// The ledger's message.
         detail: String,
+    },
+    /// A new plan version replaced the old one.
+    Replanned {
+        /// The new version.
+        plan_version: u32,
+        /// Tasks in it.
+        tasks: usize,
+    },
+    /// A store precondition did not hold.
+    PreconditionFailed {
+        /// What was observed.
+        observation: String,
     },
     /// The run ended.
     RunStopped {

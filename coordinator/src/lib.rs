@@ -19,15 +19,21 @@ pub mod chaos;
 mod core;
 mod event;
 mod link;
+pub mod peer;
+pub mod precheck;
 mod report;
 mod run;
 mod stop;
 pub mod trace;
 
-pub use crate::core::{ApprovalPolicy, Effect, MessageCounts, SupervisorConfig, SupervisorCore};
+pub use crate::core::{
+    ApprovalPolicy, Effect, MessageCounts, ReplanError, ResumeError, SupervisorConfig,
+    SupervisorCore,
+};
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
 pub use event::{Event, EventKind, Rejection};
 pub use link::ChaosLink;
+pub use peer::{run_peer, PeerCore, PeerEffect, PeerMsg};
 pub use report::{BudgetRow, RunReport, TaskRow};
 pub use run::{run_star, RunError, RunOptions, RunOutput};
 pub use stop::StopReason;

@@ -30,6 +30,10 @@ pub struct RunOptions {
     pub trace: Option<PathBuf>,
     /// Evidence text handed to tasks, by node index (data only).
     pub evidence_text: Vec<(u32, Vec<String>)>,
+    /// Keys written to the run's store before it starts.
+    pub data: Vec<(String, serde_json::Value)>,
+    /// The plan version to switch to when a store precondition fails.
+    pub fallback: Option<quorate_protocols::PlanSpec>,
 }
 
 /// Everything a finished run leaves behind.
@@ -86,6 +90,10 @@ pub fn run_star(
     };
     let log = Arc::new(MemoryLog::new());
     let results = Arc::new(MemoryStore::new());
+    for (key, value) in &options.data {
+        // A fresh store: every key is absent, so each create commits.
+        let _ = results.cas_now(key, None, value.clone());
+    }
     let chaos = options
         .chaos
         .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));
@@ -143,6 +151,9 @@ pub fn run_star(
         let mut core = SupervisorCore::new(run, plan, options.supervisor.clone(), me, senders);
         for (node, texts) in options.evidence_text {
             core.set_evidence_text(node, texts);
+        }
+        if let Some(fallback) = options.fallback {
+            core.set_fallback_plan(fallback);
         }
         let (done, wait) = oneshot::channel();
         ctx.run(SupervisorActor::new(

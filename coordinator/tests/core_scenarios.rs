@@ -19,6 +19,9 @@ struct Harness {
     events: Vec<EventKind>,
     commits: Vec<String>,
     stops: Vec<StopReason>,
+    checks: Vec<u32>,
+    log: Vec<quorate_coordinator::Event>,
+    results: std::collections::HashMap<String, serde_json::Value>,
 }
 
 impl Harness {
@@ -49,6 +52,9 @@ impl Harness {
             events: vec![],
             commits: vec![],
             stops: vec![],
+            checks: vec![],
+            log: vec![],
+            results: Default::default(),
         };
         h.core.start(0);
         h.drain();
@@ -60,9 +66,16 @@ impl Harness {
             match e {
                 Effect::Dispatch { worker, envelope } => self.dispatched.push((worker, envelope)),
                 Effect::Control { worker, envelope } => self.controls.push((worker, envelope)),
-                Effect::CommitResult { key, .. } => self.commits.push(key),
-                Effect::Record(ev) => self.events.push(ev.kind),
+                Effect::CommitResult { key, value } => {
+                    self.results.insert(key.clone(), value);
+                    self.commits.push(key);
+                }
+                Effect::Record(ev) => {
+                    self.log.push(ev.clone());
+                    self.events.push(ev.kind);
+                }
                 Effect::Stop(r) => self.stops.push(r),
+                Effect::CheckPreconditions { node, .. } => self.checks.push(node),
             }
         }
     }
@@ -86,6 +99,7 @@ impl Harness {
                 outcome,
                 spent: Budget::steps(1),
                 actions: ActionCounts::default(),
+                rejected_calls: vec![],
             },
         )
     }
@@ -167,7 +181,8 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
     h.send(1, forged);
     h.send(2, good.clone());
     assert_eq!(h.state(0), TaskState::Completed);
-    // The same envelope again: the task is terminal now, so it is late (and changes nothing).
+    // The same envelope again: its dedupe key was seen, so it is a duplicate (and changes
+    // nothing), even though the task is terminal now.
     h.send(3, good);
     let mut late = h.answer("a", json!(2));
     late.dedupe = quorate_protocols::DedupeKey::new();
@@ -176,8 +191,9 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
     let m = h.core.snapshot().messages;
     assert_eq!(
         (m.rejected_stale, m.rejected_unauthorized, m.rejected_late),
-        (1, 1, 2)
+        (1, 1, 1)
     );
+    assert_eq!(m.rejected_duplicate, 1);
     // A duplicate of a live task's reply.
     let b = h.reply(
         "b",
@@ -258,6 +274,16 @@ fn a_failure_stops_the_run_and_cancels_running_tasks() {
     assert_eq!(h.state(1), TaskState::Cancelled);
     assert_eq!(h.state(2), TaskState::Cancelled);
     assert!(h.controls.iter().any(|(_, c)| c.payload == Control::Cancel));
+    assert!(h.stops.is_empty(), "waits for b's worker to acknowledge");
+    // b's answer arrives after the cancel: late, counted, nothing changes.
+    h.send(2, h.answer("b", json!("B")));
+    assert_eq!(h.state(1), TaskState::Cancelled);
+    assert_eq!(h.core.snapshot().messages.rejected_late, 1);
+    // The acknowledgement (also late) ends the drain; the run stops at the next tick.
+    h.send(3, h.reply("b", ResultKind::Suggestion, Outcome::Cancelled));
+    assert_eq!(h.core.poll_timeout(), Some(3));
+    h.core.handle_tick(3);
+    h.drain();
     assert_eq!(
         h.stops,
         vec![StopReason::Failed {
@@ -265,10 +291,7 @@ fn a_failure_stops_the_run_and_cancels_running_tasks() {
             observation: "input missing: orders.csv".into()
         }]
     );
-    // b's answer arrives after the cancel: late, counted, nothing changes.
-    h.send(2, h.answer("b", json!("B")));
-    assert_eq!(h.state(1), TaskState::Cancelled);
-    assert_eq!(h.core.snapshot().messages.rejected_late, 1);
+    assert_eq!(h.core.snapshot().messages.rejected_late, 2);
     assert_eq!(h.stops.len(), 1, "exactly one stop reason");
 }
 
@@ -288,6 +311,13 @@ fn approval_rejected_cancels_and_unanswered_waits() {
         ),
     );
     assert_eq!(h.state(0), TaskState::Cancelled);
+    assert!(
+        h.stops.is_empty(),
+        "waits for the worker to acknowledge the rejection"
+    );
+    h.send(2, h.reply("a", ResultKind::Suggestion, Outcome::Cancelled));
+    h.core.handle_tick(2);
+    h.drain();
     assert_eq!(h.stops, vec![StopReason::Cancelled]);
 
     let cfg = SupervisorConfig {
@@ -344,6 +374,14 @@ fn deadline_and_limits_stop_the_run() {
     let mut h = Harness::new(vec![node("a", &[]), node("b", &["a"])], cfg);
     h.core.handle_tick(50);
     h.drain();
+    // a was running: its worker never acknowledges the cancel, so the drain ends at its bound.
+    assert!(h.stops.is_empty());
+    assert_eq!(h.core.poll_timeout(), Some(1_050));
+    h.core.handle_tick(1_049);
+    h.drain();
+    assert!(h.stops.is_empty());
+    h.core.handle_tick(1_050);
+    h.drain();
     assert_eq!(h.stops, vec![StopReason::Deadline]);
     assert!(h
         .core
@@ -399,4 +437,216 @@ fn cancel_after_steps_cancels_everything_once() {
         .events
         .iter()
         .any(|e| matches!(e, EventKind::CancelRequested)));
+}
+
+#[test]
+fn an_empty_input_fails_the_dependent_and_names_the_input() {
+    let mut b = node("b", &["a"]);
+    b.preconditions = vec![quorate_protocols::Precondition::InputsNonEmpty];
+    let mut h = Harness::new(vec![node("a", &[]), b], SupervisorConfig::default());
+    h.send(1, h.answer("a", json!([])));
+    assert_eq!(h.state(0), TaskState::Completed);
+    assert_eq!(h.state(1), TaskState::Failed);
+    assert_eq!(h.core.snapshot().tasks[1].attempts, 0, "never dispatched");
+    assert_eq!(
+        h.stops,
+        vec![StopReason::Failed {
+            node: "b".into(),
+            observation: "precondition does not hold: empty input from a".into()
+        }]
+    );
+}
+
+fn spec_of(nodes: Vec<NodeSpec>) -> PlanSpec {
+    PlanSpec {
+        budget: Budget::new(100, 20, 1000, 100),
+        reserve: Budget::steps(4),
+        nodes,
+        ..PlanSpec::default()
+    }
+}
+
+#[test]
+fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_completed_tasks() {
+    use quorate_protocols::Precondition;
+    let mut publish = node("publish", &["load"]);
+    publish.preconditions = vec![Precondition::KeyExists {
+        key: "config/channel".into(),
+    }];
+    let mut h = Harness::new(
+        vec![node("load", &[]), publish],
+        SupervisorConfig::default(),
+    );
+    // Fallback: same load, and a draft instead of publish.
+    h.core
+        .set_fallback_plan(spec_of(vec![node("load", &[]), node("draft", &["load"])]));
+    h.send(1, h.answer("load", json!("rows")));
+    assert_eq!(
+        h.checks,
+        vec![1],
+        "publish's store precondition goes to the shell"
+    );
+    assert_eq!(h.state(1), TaskState::Pending, "not ready until checked");
+    h.core
+        .handle_preconditions(2, 1, Err("config/channel does not exist".into()));
+    h.drain();
+    let report = h.core.snapshot();
+    assert_eq!(report.plan_version, 2);
+    let ids: Vec<_> = report
+        .tasks
+        .iter()
+        .map(|t| (t.id.as_str(), t.state))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            ("load", TaskState::Completed),
+            ("draft", TaskState::Running)
+        ]
+    );
+    assert_eq!(
+        h.dispatched
+            .iter()
+            .filter(|(_, e)| e.payload.node.as_str() == "load")
+            .count(),
+        1,
+        "load is not re-run"
+    );
+    let (_, draft) = h.assignment("draft");
+    assert_eq!(
+        draft.payload.inputs.len(),
+        1,
+        "the carried-over result is the draft's input"
+    );
+    assert!(h.events.iter().any(|e| matches!(
+        e,
+        EventKind::Replanned {
+            plan_version: 2,
+            ..
+        }
+    )));
+    h.send(3, h.answer("draft", json!("draft")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+}
+
+#[test]
+fn replanning_cannot_widen_authority_and_cancels_dropped_tasks() {
+    use quorate_coordinator::ReplanError;
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
+    let mut wider = spec_of(vec![node("a", &[])]);
+    wider.budget.steps = 101;
+    assert!(matches!(
+        h.core.handle_replan(1, wider),
+        Err(ReplanError::WidensBudget {
+            old: 100,
+            new: 101,
+            ..
+        })
+    ));
+    let mut caps = spec_of(vec![node("a", &[])]);
+    caps.capabilities = quorate_protocols::Capabilities::parse(["db.delete"]).unwrap();
+    assert!(matches!(
+        h.core.handle_replan(1, caps),
+        Err(ReplanError::WidensCapabilities { .. })
+    ));
+    assert_eq!(
+        h.core.snapshot().plan_version,
+        1,
+        "refused replans change nothing"
+    );
+    let old_b = h.answer("b", json!("late"));
+    h.core
+        .handle_replan(2, spec_of(vec![node("a", &[])]))
+        .unwrap();
+    h.drain();
+    assert!(
+        h.controls.iter().any(|(_, c)| c.payload == Control::Cancel),
+        "running b is told to stop"
+    );
+    h.send(3, old_b);
+    assert_eq!(
+        h.core.snapshot().messages.rejected_late,
+        1,
+        "b's reply is late after the replan"
+    );
+    h.send(4, h.answer("a", json!(1)));
+    // The run waits (bounded) for b's worker to acknowledge the cancel, then stops.
+    h.core.handle_tick(10_000);
+    h.drain();
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+}
+
+#[test]
+fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() {
+    let nodes = || vec![node("a", &[]), node("b", &[]), node("c", &["a", "b"])];
+    let mut h = Harness::new(nodes(), SupervisorConfig::default());
+    h.send(1, h.answer("a", json!("A")));
+    let b_old = h.answer("b", json!("B-late"));
+    let b_task = h.core.task_id(1);
+    // Crash: only the log, the result store and the workers survive.
+    let log = h.log.clone();
+    let results = h.results.clone();
+    let plan = PlanSpec {
+        budget: Budget::new(100, 20, 1000, 100),
+        reserve: Budget::steps(4),
+        nodes: nodes(),
+        ..PlanSpec::default()
+    }
+    .validate()
+    .unwrap();
+    let me = Sender {
+        agent: AgentId::from_u128(1),
+        role: Role::Supervisor,
+    };
+    let core = SupervisorCore::resume(
+        RunId::from_u128(7),
+        plan,
+        SupervisorConfig::default(),
+        me,
+        h.workers.clone(),
+        &log,
+        |k| results.get(k).cloned(),
+    )
+    .unwrap();
+    h.core = core;
+    h.dispatched.clear();
+    h.core.start_resumed(10);
+    h.drain();
+    // b was in flight: dispatched again, same task id, same worker, new attempt. a is not re-run.
+    assert_eq!(h.dispatched.len(), 1);
+    let (w, again) = h.dispatched[0].clone();
+    assert_eq!(
+        (again.payload.node.as_str(), again.task, again.attempt),
+        ("b", b_task, 2)
+    );
+    assert_eq!(w, 1);
+    assert!(
+        h.log
+            .last()
+            .is_some_and(|e| e.seq > log.last().unwrap().seq),
+        "seq keeps increasing"
+    );
+    // The reply of the attempt from before the crash is late now.
+    h.send(11, b_old);
+    assert_eq!(h.core.snapshot().messages.rejected_late, 1);
+    h.send(12, h.answer("b", json!("B")));
+    let (_, c) = h.assignment("c");
+    assert_eq!(
+        c.payload.inputs[0].value,
+        json!("A"),
+        "a's result is read back from the store"
+    );
+    h.send(13, h.answer("c", json!("C")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    let r = h.core.snapshot();
+    assert!(r.tasks.iter().all(|t| t.state == TaskState::Completed));
+    assert_eq!(r.tasks[0].attempts, 1);
+    assert_eq!(
+        r.budget.granted,
+        Budget::new(30, 6, 300, 30),
+        "slices are not granted twice"
+    );
 }

@@ -286,6 +286,7 @@ impl WorkerCore {
                     outcome: Outcome::Failed { observation },
                     spent: Budget::ZERO,
                     actions: ActionCounts::default(),
+                    rejected_calls: Vec::new(),
                 };
                 let reply = envelope.reply(self.me, ResultKind::Suggestion, report);
                 self.effects.push_back(Effect::Reply(Box::new(reply)));

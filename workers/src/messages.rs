@@ -139,6 +139,15 @@ pub enum Outcome {
     Cancelled,
 }
 
+/// A proposal the execution gate refused: nothing ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedCall {
+    /// The tool the agent asked for.
+    pub tool: String,
+    /// Why the gate refused it.
+    pub reason: String,
+}
+
 /// Worker -> supervisor: the payload of every reply envelope.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -148,4 +157,7 @@ pub struct Report {
     pub spent: Budget,
     /// What the gate did.
     pub actions: ActionCounts,
+    /// Every proposal the gate refused during the attempt, so the supervisor can log them.
+    #[serde(default)]
+    pub rejected_calls: Vec<RejectedCall>,
 }

@@ -7,8 +7,13 @@
 //! order, draining effects after each, until [`stop_reason`](SupervisorCore::stop_reason) is
 //! `Some`.
 
+mod replan;
 mod reply;
+mod resume;
 mod task;
+
+pub use replan::ReplanError;
+pub use resume::ResumeError;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -95,6 +100,14 @@ pub enum Effect {
         /// The result.
         value: serde_json::Value,
     },
+    /// Check node `node`'s store preconditions and answer with
+    /// [`SupervisorCore::handle_preconditions`].
+    CheckPreconditions {
+        /// Node index.
+        node: u32,
+        /// What must hold.
+        checks: Vec<Precondition>,
+    },
     /// Append to the run log and the trace.
     Record(Event),
     /// The run is over.
@@ -132,6 +145,15 @@ pub struct SupervisorCore {
     evidence_text: Vec<Vec<String>>,
     by_id: HashMap<TaskId, u32>,
     ready: VecDeque<u32>,
+    /// Ids of tasks dropped by a replan: their replies are late.
+    retired: HashSet<TaskId>,
+    /// The plan to switch to when a store precondition fails.
+    fallback: Option<quorate_protocols::PlanSpec>,
+    /// `(deadline, task, attempt)` in dispatch order; entries of attempts that ended are
+    /// skipped lazily. Attempt timeouts are uniform, so the front is the earliest.
+    timeouts: VecDeque<(u64, TaskId, u32)>,
+    /// Number of tasks in each state (indexed by [`state_index`]).
+    counts: [usize; 8],
     root: Account,
     granted_total: Budget,
     stop: Option<StopReason>,
@@ -141,6 +163,14 @@ pub struct SupervisorCore {
     steps: u64,
     messages: MessageCounts,
     actions: quorate_workers::messages::ActionCounts,
+    /// Tasks told to stop (cancel or rejected approval) whose worker has not acknowledged yet.
+    /// The run's report waits for them (up to `attempt_timeout_ms`), so their actions and any
+    /// reply that follows them are counted.
+    awaiting_ack: HashSet<u32>,
+    /// While draining: the time at which the run stops regardless.
+    drain_until: Option<u64>,
+    /// The drain is over; the run may stop.
+    drained: bool,
 }
 
 impl SupervisorCore {
@@ -162,6 +192,7 @@ impl SupervisorCore {
         let spec = plan.spec();
         let root = Account::open(None, spec.budget, spec.reserve)
             .expect("a validated plan's reserve fits its budget");
+        let n = plan.len();
         let tasks = (0..plan.len() as u32)
             .map(|i| TaskSlot::new(TaskId::new(), plan.deps(i).len()))
             .collect::<Vec<_>>();
@@ -182,6 +213,14 @@ impl SupervisorCore {
             tasks,
             by_id,
             ready: VecDeque::new(),
+            retired: HashSet::new(),
+            fallback: None,
+            timeouts: VecDeque::new(),
+            counts: {
+                let mut c = [0; 8];
+                c[state_index(TaskState::Pending)] = n;
+                c
+            },
             root,
             granted_total: Budget::ZERO,
             stop: None,
@@ -191,6 +230,9 @@ impl SupervisorCore {
             steps: 0,
             messages: MessageCounts::default(),
             actions: Default::default(),
+            awaiting_ack: HashSet::new(),
+            drain_until: None,
+            drained: false,
         }
     }
 
@@ -270,12 +312,11 @@ impl SupervisorCore {
         if self.stop.is_some() {
             return None;
         }
-        let attempts = self
-            .tasks
-            .iter()
-            .filter(|t| t.state == TaskState::Running)
-            .map(|t| t.dispatched_at + self.config.attempt_timeout_ms);
-        attempts.chain(self.config.deadline_ms).min()
+        if self.drain_until.is_some() {
+            return self.drain_until;
+        }
+        let attempt = self.timeouts.front().map(|&(at, _, _)| at);
+        attempt.into_iter().chain(self.config.deadline_ms).min()
     }
 
     // ----- handlers -----
@@ -303,7 +344,12 @@ impl SupervisorCore {
     pub fn handle_report(&mut self, now: u64, reply: Envelope<Report>) {
         self.messages.delivered += 1;
         let Some(&i) = self.by_id.get(&reply.task) else {
-            self.reject(now, None, Rejection::Unauthorized);
+            let reason = if self.retired.contains(&reply.task) {
+                Rejection::Late
+            } else {
+                Rejection::Unauthorized
+            };
+            self.reject(now, None, reason);
             return;
         };
         let slot = &self.tasks[i as usize];
@@ -315,14 +361,40 @@ impl SupervisorCore {
             assigned: slot.worker.map(|w| self.workers[w].agent),
             seen: &slot.seen,
         };
+        // The worker's final reply to a cancel or a rejected approval: the task is terminal, so
+        // the reply is rejected (late) like any other, but its action counts are kept.
+        let acknowledges = self.awaiting_ack.contains(&i)
+            && reply.run == self.run
+            && reply.attempt == slot.attempt
+            && Some(reply.sender.agent) == guard.assigned
+            && !slot.seen.contains(&reply.dedupe)
+            && matches!(reply.payload.outcome, Outcome::Cancelled);
         if let Err(reason) = judge(&guard, &reply) {
+            if acknowledges {
+                self.awaiting_ack.remove(&i);
+                self.tasks[i as usize].seen.insert(reply.dedupe);
+                self.add_actions(reply.payload.actions);
+            }
             self.reject(now, Some(i), reason);
+            if acknowledges {
+                self.settle_run(now);
+            }
             return;
         }
         self.steps += 1;
         self.tasks[i as usize].seen.insert(reply.dedupe);
         self.record(now, Some(i), EventKind::ReplyAccepted);
         let report = reply.payload;
+        for call in &report.rejected_calls {
+            self.record(
+                now,
+                Some(i),
+                EventKind::CallRejected {
+                    tool: call.tool.clone(),
+                    reason: call.reason.clone(),
+                },
+            );
+        }
         self.tasks[i as usize].spent = report.spent;
         self.add_actions(report.actions);
         match report.outcome {
@@ -394,16 +466,25 @@ impl SupervisorCore {
         if self.stop.is_some() {
             return;
         }
+        if let Some(until) = self.drain_until {
+            if now >= until {
+                self.drained = true;
+                self.settle_run(now);
+            }
+            return;
+        }
         if self.config.deadline_ms.is_some_and(|d| now >= d) {
             self.begin_stop(now, StopReason::Deadline);
             self.settle_run(now);
             return;
         }
-        for i in 0..self.tasks.len() as u32 {
-            let t = &self.tasks[i as usize];
-            if t.state == TaskState::Running
-                && now >= t.dispatched_at + self.config.attempt_timeout_ms
-            {
+        while let Some(&(at, id, attempt)) = self.timeouts.front() {
+            if at > now {
+                break;
+            }
+            self.timeouts.pop_front();
+            if let Some(i) = self.live_attempt(id, attempt) {
+                let t = &self.tasks[i as usize];
                 if t.attempt >= self.config.max_attempts {
                     let n = t.attempt;
                     self.fail(now, i, format!("no reply after {n} attempts"));
@@ -418,7 +499,21 @@ impl SupervisorCore {
 
     // ----- internals -----
 
+    /// The node index of task `id` if it is running `attempt`.
+    fn live_attempt(&self, id: TaskId, attempt: u32) -> Option<u32> {
+        let &i = self.by_id.get(&id)?;
+        let t = &self.tasks[i as usize];
+        (t.state == TaskState::Running && t.attempt == attempt).then_some(i)
+    }
+
     fn after_input(&mut self, now: u64) {
+        // Forget timeouts of attempts that already ended.
+        while let Some(&(_, id, attempt)) = self.timeouts.front() {
+            if self.live_attempt(id, attempt).is_some() {
+                break;
+            }
+            self.timeouts.pop_front();
+        }
         if let Some(k) = self.config.cancel_after_steps {
             if self.steps >= k && self.pending_stop.is_none() && self.stop.is_none() {
                 self.record(now, None, EventKind::CancelRequested);
@@ -456,6 +551,8 @@ impl SupervisorCore {
         match from.on(event) {
             Ok(to) => {
                 self.tasks[i as usize].state = to;
+                self.counts[state_index(from)] -= 1;
+                self.counts[state_index(to)] += 1;
                 self.record(now, Some(i), EventKind::Transition { from, to });
                 true
             }
@@ -464,13 +561,37 @@ impl SupervisorCore {
     }
 
     fn make_ready(&mut self, now: u64, i: u32) {
+        if self.preconditions_hold(i) {
+            let checks = self.store_preconditions(i);
+            if !checks.is_empty() {
+                self.tasks[i as usize].checking = true;
+                self.effects
+                    .push_back(Effect::CheckPreconditions { node: i, checks });
+                return;
+            }
+        }
         if self.preconditions_hold(i) && self.transition(now, i, TaskEvent::DependenciesMet) {
             self.ready.push_back(i);
         } else if !self.preconditions_hold(i) {
+            let empty: Vec<String> = self
+                .plan
+                .deps(i)
+                .iter()
+                .filter(|&&d| {
+                    self.tasks[d as usize]
+                        .result
+                        .as_ref()
+                        .is_none_or(|(v, _)| is_empty(v))
+                })
+                .map(|&d| self.plan.node(d).id.to_string())
+                .collect();
             self.fail(
                 now,
                 i,
-                "precondition does not hold: an input is empty".to_string(),
+                format!(
+                    "precondition does not hold: empty input from {}",
+                    empty.join(", ")
+                ),
             );
         }
     }
@@ -570,8 +691,23 @@ impl SupervisorCore {
             envelope.attempt = slot.attempt;
             envelope.state_version = Version::new(slot.version);
             let attempt = slot.attempt;
+            self.timeouts.push_back((
+                now + self.config.attempt_timeout_ms,
+                self.tasks[i as usize].id,
+                attempt,
+            ));
             self.transition(now, i, TaskEvent::Dispatched);
-            self.record(now, Some(i), EventKind::Dispatched { attempt, worker });
+            let (task_id, granted) = (self.tasks[i as usize].id, self.tasks[i as usize].granted);
+            self.record(
+                now,
+                Some(i),
+                EventKind::Dispatched {
+                    attempt,
+                    worker,
+                    task_id,
+                    granted,
+                },
+            );
             self.messages.sent += 1;
             self.steps += 1;
             self.effects
@@ -586,7 +722,7 @@ impl SupervisorCore {
         value: serde_json::Value,
         evidence: Vec<quorate_protocols::EvidenceRef>,
     ) {
-        let key = format!("result/{}/{}", self.run, self.plan.node(i).id);
+        let key = self.result_key(i);
         self.effects.push_back(Effect::CommitResult {
             key,
             value: value.clone(),
@@ -624,8 +760,8 @@ impl SupervisorCore {
             };
             slot.spent = spent;
             let _ = self.root.child_closed(AccountId::Task(slot.id), spent);
+            self.record(now, Some(i), EventKind::TaskClosed { spent });
         }
-        self.ready.retain(|&r| r != i);
     }
 
     fn decide_approval(&mut self, now: u64, i: u32, approved: bool) {
@@ -647,6 +783,9 @@ impl SupervisorCore {
     fn send_control(&mut self, i: u32, control: Control) {
         let slot = &self.tasks[i as usize];
         let Some(worker) = slot.worker else { return };
+        if matches!(control, Control::Cancel | Control::Reject { .. }) {
+            self.awaiting_ack.insert(i);
+        }
         let mut envelope = Envelope::new(self.run, slot.id, self.me, control);
         envelope.attempt = slot.attempt;
         envelope.state_version = Version::new(slot.version);
@@ -676,18 +815,40 @@ impl SupervisorCore {
         if self.stop.is_some() {
             return;
         }
-        let all_terminal = self.tasks.iter().all(|t| t.state.is_terminal());
+        let live = |s: TaskState| self.counts[state_index(s)];
+        let all_terminal = [
+            TaskState::Pending,
+            TaskState::Ready,
+            TaskState::Running,
+            TaskState::WaitingApproval,
+        ]
+        .into_iter()
+        .all(|s| live(s) == 0);
+        if all_terminal && !self.drained {
+            if !self.awaiting_ack.is_empty() {
+                // Wait for the workers to acknowledge the cancel (bounded).
+                self.drain_until
+                    .get_or_insert(now + self.config.attempt_timeout_ms);
+                return;
+            }
+            if self.drain_until.is_some() {
+                // Every acknowledgement is in; stop at the next tick, after the replies already
+                // on their way (a late answer right behind an acknowledgement) are counted.
+                self.drain_until = Some(now);
+                return;
+            }
+        }
         let reason = if all_terminal {
             Some(self.pending_stop.clone().unwrap_or(StopReason::Completed))
         } else {
-            let waiting = self
-                .tasks
-                .iter()
-                .position(|t| t.state == TaskState::WaitingApproval);
-            let busy = self
-                .tasks
-                .iter()
-                .any(|t| matches!(t.state, TaskState::Running | TaskState::Ready));
+            let busy = live(TaskState::Running) + live(TaskState::Ready) > 0;
+            let waiting = if live(TaskState::WaitingApproval) > 0 && !busy {
+                self.tasks
+                    .iter()
+                    .position(|t| t.state == TaskState::WaitingApproval)
+            } else {
+                None
+            };
             match waiting {
                 Some(w) if !busy => Some(StopReason::WaitingApproval {
                     node: self.plan.node(w as u32).id.to_string(),
@@ -724,5 +885,19 @@ fn is_empty(v: &serde_json::Value) -> bool {
         serde_json::Value::Array(a) => a.is_empty(),
         serde_json::Value::Object(o) => o.is_empty(),
         _ => false,
+    }
+}
+
+/// Position of a state in [`SupervisorCore`]'s per-state counters.
+const fn state_index(state: TaskState) -> usize {
+    match state {
+        TaskState::Pending => 0,
+        TaskState::Ready => 1,
+        TaskState::Running => 2,
+        TaskState::WaitingApproval => 3,
+        TaskState::Completed => 4,
+        TaskState::Failed => 5,
+        TaskState::StoppedLimit => 6,
+        TaskState::Cancelled => 7,
     }
 }

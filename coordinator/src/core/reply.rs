@@ -18,19 +18,20 @@ pub(crate) struct ReplyGuard<'a> {
     pub(crate) seen: &'a HashSet<DedupeKey>,
 }
 
-/// Accept a reply only if it is for this run, the task is live, its dedupe key is new, it names
+/// Accept a reply only if it is for this run, its dedupe key is new, the task is live, it names
 /// the current attempt and state version, and it comes from the worker the attempt was
-/// assigned to. The checks run in that order, so a reply to a terminal task is *late* even if it
-/// is also a duplicate.
+/// assigned to. The checks run in that order, so a second copy of a reply that was accepted (or
+/// acknowledged) is a *duplicate* even after it made the task terminal; a new reply to a
+/// terminal task is *late*.
 pub(crate) fn judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Result<(), Rejection> {
     if reply.run != guard.run {
         return Err(Rejection::Unauthorized);
     }
-    if guard.state.is_terminal() {
-        return Err(Rejection::Late);
-    }
     if guard.seen.contains(&reply.dedupe) {
         return Err(Rejection::Duplicate);
+    }
+    if guard.state.is_terminal() {
+        return Err(Rejection::Late);
     }
     if reply.attempt != guard.attempt {
         return Err(Rejection::Late);
@@ -117,5 +118,26 @@ mod tests {
             seen: &seen,
         };
         assert_eq!(judge(&guard, &ok), Err(Rejection::Duplicate));
+    }
+
+    #[test]
+    fn a_copy_of_the_final_reply_is_a_duplicate_not_late() {
+        let (run, agent, mut seen) = setup();
+        let accepted = reply(run, agent, 1, 5);
+        seen.insert(accepted.dedupe);
+        let guard = ReplyGuard {
+            run,
+            state: TaskState::Completed,
+            attempt: 1,
+            version: Version::new(5),
+            assigned: Some(agent),
+            seen: &seen,
+        };
+        assert_eq!(judge(&guard, &accepted), Err(Rejection::Duplicate));
+        assert_eq!(
+            judge(&guard, &reply(run, agent, 1, 5)),
+            Err(Rejection::Late),
+            "a new reply to a terminal task is late"
+        );
     }
 }

@@ -19,6 +19,8 @@ pub(crate) struct TaskSlot {
     pub(crate) spent: Budget,
     pub(crate) dispatched_at: u64,
     pub(crate) pending_approval: Option<ActionId>,
+    /// Waiting for the shell to check store preconditions.
+    pub(crate) checking: bool,
 }
 
 impl TaskSlot {
@@ -37,6 +39,7 @@ impl TaskSlot {
             spent: Budget::ZERO,
             dispatched_at: 0,
             pending_approval: None,
+            checking: false,
         }
     }
 

@@ -61,6 +61,7 @@ pub(crate) struct Attempt {
     last_output: Option<Value>,
     receipts: Vec<Receipt>,
     counts: ActionCounts,
+    rejected_calls: Vec<crate::messages::RejectedCall>,
     progress: ProgressDetector,
     phase: Phase,
 }
@@ -84,6 +85,7 @@ impl Attempt {
             last_output: None,
             receipts: Vec::new(),
             counts: ActionCounts::default(),
+            rejected_calls: Vec::new(),
             progress: ProgressDetector::new(config.no_progress_limit),
             phase: Phase::Idle,
         })
@@ -263,6 +265,10 @@ impl Attempt {
             return;
         }
         self.counts.rejected += 1;
+        self.rejected_calls.push(crate::messages::RejectedCall {
+            tool: request.tool.clone(),
+            reason: reason.to_string(),
+        });
         let action = request.action;
         let digest = ParamDigest::of(&request.params);
         // Record the refusal; an id bound to other parameters keeps its original record. The
@@ -377,6 +383,7 @@ impl Attempt {
             outcome,
             spent: self.account.spent().unwrap_or(self.account.limit),
             actions: self.counts,
+            rejected_calls: self.rejected_calls.clone(),
         }
     }
 

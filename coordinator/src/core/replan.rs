@@ -1,0 +1,215 @@
+//! Replanning: a new plan version for a running run.
+//!
+//! Completed tasks carry over with their results and are never scheduled again; tasks of the old
+//! version that are not in the new plan are cancelled (running ones are told so); a new version
+//! can neither widen the run's capabilities nor raise its budget. Replies for dropped tasks are
+//! late from then on.
+
+use quorate_protocols::{
+    Component, NodeId, PlanError, PlanSpec, Precondition, TaskEvent, TaskId, TaskState,
+};
+use quorate_workers::messages::Control;
+
+use super::task::TaskSlot;
+use super::SupervisorCore;
+use crate::event::EventKind;
+
+/// A new plan version was refused; the run goes on with the old one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplanError {
+    /// The new plan is not valid.
+    #[error("new plan is invalid: {0}")]
+    Invalid(#[from] PlanError),
+    /// The new plan asks for capabilities the run does not hold.
+    #[error("new plan widens the run's capabilities by {missing:?}")]
+    WidensCapabilities {
+        /// What it asked for beyond the old set.
+        missing: quorate_protocols::Capabilities,
+    },
+    /// The new plan's budget is larger than the run's.
+    #[error("new plan raises the budget's {component} from {old} to {new}")]
+    WidensBudget {
+        /// The component.
+        component: Component,
+        /// The run's limit.
+        old: u64,
+        /// The new plan's.
+        new: u64,
+    },
+    /// A carried-over task changed its dependencies, so its completed result would no longer
+    /// mean the same.
+    #[error("task {node} is completed; a new plan cannot change it")]
+    CompletedTaskChanged {
+        /// The task.
+        node: NodeId,
+    },
+    /// The run already stopped.
+    #[error("the run has stopped; there is nothing to replan")]
+    Stopped,
+}
+
+impl SupervisorCore {
+    /// Replaces the plan with `spec` as a new version (see the module docs).
+    pub fn handle_replan(&mut self, now: u64, spec: PlanSpec) -> Result<(), ReplanError> {
+        if self.stop.is_some() || self.pending_stop.is_some() {
+            return Err(ReplanError::Stopped);
+        }
+        let old = self.plan.spec();
+        let missing = old.capabilities.missing(&spec.capabilities);
+        if !missing.is_empty() {
+            return Err(ReplanError::WidensCapabilities { missing });
+        }
+        if let Some(component) = spec.budget.first_excess(&old.budget) {
+            return Err(ReplanError::WidensBudget {
+                component,
+                old: old.budget.get(component),
+                new: spec.budget.get(component),
+            });
+        }
+        let plan = spec.validate()?;
+        // Completed tasks must keep their meaning: same dependencies.
+        for (i, slot) in self.tasks.iter().enumerate() {
+            if slot.state != TaskState::Completed {
+                continue;
+            }
+            let node = self.plan.node(i as u32);
+            if let Some(j) = plan.index_of(&node.id) {
+                if plan.node(j).deps != node.deps {
+                    return Err(ReplanError::CompletedTaskChanged {
+                        node: node.id.clone(),
+                    });
+                }
+            }
+        }
+        // Cancel live tasks the new plan drops.
+        for i in 0..self.tasks.len() as u32 {
+            let id = self.plan.node(i).id.clone();
+            let state = self.tasks[i as usize].state;
+            if plan.index_of(&id).is_none() && !state.is_terminal() {
+                if matches!(state, TaskState::Running | TaskState::WaitingApproval) {
+                    self.send_control(i, Control::Cancel);
+                }
+                self.end_task(now, i, TaskEvent::Cancelled);
+            }
+        }
+        // Move slots over by node id; new nodes get fresh slots.
+        let mut old_slots: Vec<Option<TaskSlot>> = std::mem::take(&mut self.tasks)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut tasks = Vec::with_capacity(plan.len());
+        let mut counts = [0usize; 8];
+        for j in 0..plan.len() as u32 {
+            let id = &plan.node(j).id;
+            let slot = match self.plan.index_of(id) {
+                Some(i) => old_slots[i as usize]
+                    .take()
+                    .expect("each old slot moves once"),
+                None => TaskSlot::new(TaskId::new(), 0),
+            };
+            counts[super::state_index(slot.state)] += 1;
+            tasks.push(slot);
+        }
+        for slot in old_slots.into_iter().flatten() {
+            self.retired.insert(slot.id);
+            self.by_id.remove(&slot.id);
+        }
+        // Recount dependencies against completed tasks; live tasks keep their state.
+        for j in 0..plan.len() as u32 {
+            let left = plan
+                .deps(j)
+                .iter()
+                .filter(|&&d| tasks[d as usize].state != TaskState::Completed)
+                .count();
+            tasks[j as usize].deps_left = left;
+        }
+        self.by_id = tasks
+            .iter()
+            .enumerate()
+            .map(|(j, t)| (t.id, j as u32))
+            .collect();
+        self.evidence_text.resize(plan.len(), Vec::new());
+        self.tasks = tasks;
+        self.counts = counts;
+        self.plan = plan;
+        self.plan_version += 1;
+        self.root.limit = self.plan.spec().budget;
+        self.ready.clear();
+        self.record(
+            now,
+            None,
+            EventKind::Replanned {
+                plan_version: self.plan_version,
+                tasks: self.plan.len(),
+            },
+        );
+        for j in 0..self.plan.len() as u32 {
+            let slot = &self.tasks[j as usize];
+            if slot.state == TaskState::Ready {
+                self.ready.push_back(j);
+            } else if slot.state == TaskState::Pending && slot.deps_left == 0 && !slot.checking {
+                self.make_ready(now, j);
+            }
+        }
+        self.after_input(now);
+        Ok(())
+    }
+
+    /// The shell checked node `node`'s store preconditions: `Ok` or the first failing
+    /// observation. A failure switches to the fallback plan if there is one (once), otherwise the
+    /// task fails.
+    pub fn handle_preconditions(&mut self, now: u64, node: u32, outcome: Result<(), String>) {
+        let Some(slot) = self.tasks.get_mut(node as usize) else {
+            return;
+        };
+        if !slot.checking {
+            return;
+        }
+        slot.checking = false;
+        match outcome {
+            Ok(()) => {
+                if self.transition(now, node, TaskEvent::DependenciesMet) {
+                    self.ready.push_back(node);
+                }
+            }
+            Err(observation) => {
+                self.record(
+                    now,
+                    Some(node),
+                    EventKind::PreconditionFailed {
+                        observation: observation.clone(),
+                    },
+                );
+                match self.fallback.take() {
+                    Some(fallback) => {
+                        if let Err(e) = self.handle_replan(now, fallback) {
+                            self.fail(
+                                now,
+                                node,
+                                format!("precondition: {observation}; replan refused: {e}"),
+                            );
+                        }
+                    }
+                    None => self.fail(now, node, format!("precondition: {observation}")),
+                }
+            }
+        }
+        self.after_input(now);
+    }
+
+    /// A plan to switch to (once) when a store precondition fails.
+    pub fn set_fallback_plan(&mut self, spec: PlanSpec) {
+        self.fallback = Some(spec);
+    }
+
+    /// The preconditions of node `i` that need the store.
+    pub(crate) fn store_preconditions(&self, i: u32) -> Vec<Precondition> {
+        self.plan
+            .node(i)
+            .preconditions
+            .iter()
+            .filter(|p| !matches!(p, Precondition::InputsNonEmpty))
+            .cloned()
+            .collect()
+    }
+}

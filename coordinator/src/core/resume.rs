@@ -1,0 +1,219 @@
+//! Resuming a run from its log after the supervisor crashed.
+//!
+//! The run log holds every decision ([`Event`]): which task was dispatched with which id, slice
+//! and attempt, every state change, every closed budget account. [`SupervisorCore::resume`]
+//! replays it into a fresh core; results of completed tasks are read back from the result store.
+//! [`SupervisorCore::start_resumed`] then continues: completed tasks are never run again, attempts
+//! that were in flight at the crash are dispatched again as new attempts to the same worker and
+//! with the same task id, so the worker's action records (idempotency by `ActionId`) see the same
+//! actions and no effect repeats. Message counters start again from zero (they count this
+//! incarnation's traffic); `seq` continues, so the trace stays strictly increasing.
+
+use quorate_protocols::{Plan, RunId, Sender, TaskState};
+use quorate_state::AccountId;
+
+use super::SupervisorCore;
+use crate::event::{Event, EventKind};
+use crate::SupervisorConfig;
+
+/// The log could not be replayed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeError {
+    /// An event names a task that is not in the plan.
+    #[error("event {seq} names task {task:?}, which is not in the plan")]
+    UnknownTask {
+        /// The event.
+        seq: u64,
+        /// The task name.
+        task: String,
+    },
+    /// An event belongs to another run.
+    #[error("event {seq} belongs to run {found}, not {expected}")]
+    WrongRun {
+        /// The event.
+        seq: u64,
+        /// The run being resumed.
+        expected: RunId,
+        /// The event's run.
+        found: RunId,
+    },
+    /// The run was replanned; resuming a replanned run needs the plan versions, which the log
+    /// does not hold yet.
+    #[error("the run was replanned (event {seq}); resuming replanned runs is not supported")]
+    Replanned {
+        /// The event.
+        seq: u64,
+    },
+    /// A completed task's result is missing from the store.
+    #[error("task {task} completed but its result {key} is not in the store")]
+    MissingResult {
+        /// The task.
+        task: String,
+        /// The store key.
+        key: String,
+    },
+    /// The run had already stopped.
+    #[error("the run already stopped (event {seq})")]
+    AlreadyStopped {
+        /// The event.
+        seq: u64,
+    },
+}
+
+impl SupervisorCore {
+    /// Rebuilds a core for `run` from its log `events` (in order) and `result(key)` lookups of
+    /// the result store. Call [`start_resumed`](Self::start_resumed) next, not `start`.
+    pub fn resume(
+        run: RunId,
+        plan: Plan,
+        config: SupervisorConfig,
+        me: Sender,
+        workers: Vec<Sender>,
+        events: &[Event],
+        result: impl Fn(&str) -> Option<serde_json::Value>,
+    ) -> Result<Self, ResumeError> {
+        let mut core = SupervisorCore::new(run, plan, config, me, workers);
+        for e in events {
+            if e.run_id != run {
+                return Err(ResumeError::WrongRun {
+                    seq: e.seq,
+                    expected: run,
+                    found: e.run_id,
+                });
+            }
+            core.seq = core.seq.max(e.seq + 1);
+            let node = match &e.task {
+                Some(name) => {
+                    Some(
+                        core.index_of_name(name)
+                            .ok_or_else(|| ResumeError::UnknownTask {
+                                seq: e.seq,
+                                task: name.clone(),
+                            })?,
+                    )
+                }
+                None => None,
+            };
+            match (&e.kind, node) {
+                (EventKind::Replanned { .. }, _) => {
+                    return Err(ResumeError::Replanned { seq: e.seq })
+                }
+                (EventKind::RunStopped { .. }, _) => {
+                    return Err(ResumeError::AlreadyStopped { seq: e.seq })
+                }
+                (
+                    EventKind::Dispatched {
+                        attempt,
+                        worker,
+                        task_id,
+                        granted,
+                    },
+                    Some(i),
+                ) => {
+                    let old = core.tasks[i as usize].id;
+                    core.by_id.remove(&old);
+                    core.by_id.insert(*task_id, i);
+                    let slot = &mut core.tasks[i as usize];
+                    slot.id = *task_id;
+                    slot.attempt = *attempt;
+                    slot.version += 1;
+                    slot.worker = Some(*worker);
+                    if !slot.allocated {
+                        slot.allocated = true;
+                        slot.granted = *granted;
+                        let _ = core.root.allocate(
+                            AccountId::Root,
+                            AccountId::Task(*task_id),
+                            *granted,
+                        );
+                        core.granted_total = core.granted_total.saturating_add(granted);
+                    }
+                }
+                (EventKind::Transition { from, to }, Some(i)) => {
+                    let slot = &mut core.tasks[i as usize];
+                    if slot.state == *from {
+                        slot.state = *to;
+                        core.counts[super::state_index(*from)] -= 1;
+                        core.counts[super::state_index(*to)] += 1;
+                    }
+                }
+                (EventKind::TaskClosed { spent }, Some(i)) => {
+                    let slot = &mut core.tasks[i as usize];
+                    slot.spent = *spent;
+                    let _ = core.root.child_closed(AccountId::Task(slot.id), *spent);
+                }
+                _ => {}
+            }
+        }
+        // Dependencies and results of completed tasks.
+        for i in 0..core.plan.len() as u32 {
+            if core.tasks[i as usize].state == TaskState::Completed {
+                let key = core.result_key(i);
+                let value = result(&key).ok_or_else(|| ResumeError::MissingResult {
+                    task: core.plan.node(i).id.to_string(),
+                    key: key.clone(),
+                })?;
+                core.tasks[i as usize].result = Some((value, Vec::new()));
+            }
+        }
+        for i in 0..core.plan.len() as u32 {
+            let left = core
+                .plan
+                .deps(i)
+                .iter()
+                .filter(|&&d| core.tasks[d as usize].state != TaskState::Completed)
+                .count();
+            core.tasks[i as usize].deps_left = left;
+        }
+        Ok(core)
+    }
+
+    /// Continues a resumed run: re-dispatches attempts that were in flight, makes ready what
+    /// became ready, and stops if nothing is left.
+    pub fn start_resumed(&mut self, now: u64) {
+        let replayed = self.seq;
+        let mut redispatched = 0;
+        for i in 0..self.tasks.len() as u32 {
+            match self.tasks[i as usize].state {
+                TaskState::Running | TaskState::WaitingApproval => {
+                    // Back to ready for a new attempt (the old attempt's replies become late).
+                    self.force_state(i, TaskState::Ready);
+                    self.ready.push_back(i);
+                    redispatched += 1;
+                }
+                TaskState::Ready => self.ready.push_back(i),
+                TaskState::Pending if self.tasks[i as usize].deps_left == 0 => {
+                    self.make_ready(now, i)
+                }
+                _ => {}
+            }
+        }
+        self.record(
+            now,
+            None,
+            EventKind::RunResumed {
+                replayed,
+                redispatched,
+            },
+        );
+        self.after_input(now);
+    }
+
+    fn force_state(&mut self, i: u32, to: TaskState) {
+        let from = self.tasks[i as usize].state;
+        self.tasks[i as usize].state = to;
+        self.counts[super::state_index(from)] -= 1;
+        self.counts[super::state_index(to)] += 1;
+        self.record(0, Some(i), EventKind::Transition { from, to });
+    }
+
+    fn index_of_name(&self, name: &str) -> Option<u32> {
+        let id = quorate_protocols::NodeId::new(name).ok()?;
+        self.plan.index_of(&id)
+    }
+
+    /// The store key of node `i`'s result.
+    pub fn result_key(&self, i: u32) -> String {
+        format!("result/{}/{}", self.run, self.plan.node(i).id)
+    }
+}

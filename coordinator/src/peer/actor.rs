@@ -1,0 +1,305 @@
+//! The actix shell around [`PeerCore`]: it carries out the core's effects on the shared stores,
+//! its own worker and the links to the other peers, and feeds outcomes back. No domain decisions.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use quorate_protocols::{Budget, Envelope, RunId};
+use quorate_state::{Account, AccountId, CasOutcome, LedgerError, MemoryLog, MemoryStore};
+use quorate_workers::{AssignMsg, ControlMsg, ReportMsg};
+use tokio::sync::oneshot;
+
+use super::{PeerCore, PeerEffect, PeerMsg, Terminal};
+use crate::trace::TraceSink;
+use crate::{Event, MessageCounts, StopReason};
+
+/// CAS retries on the shared budget account before giving up.
+const BUDGET_CAS_RETRIES: usize = 256;
+
+/// Peer -> peer: a broadcast.
+#[derive(Clone, Debug, Message)]
+#[rtype(result = "()")]
+pub struct PeerMsgEnvelope(pub Envelope<PeerMsg>);
+
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+struct Tick;
+
+/// The stores every peer of a run shares.
+#[derive(Clone, Debug)]
+pub struct PeerStores {
+    /// `claim/<run>/<node>` -> index of the peer that claimed the task (written once).
+    pub claims: Arc<MemoryStore<usize>>,
+    /// `state/<run>/<node>` -> the task's terminal record (written once).
+    pub states: Arc<MemoryStore<Terminal>>,
+    /// `budget/<run>/root` -> the run's root account.
+    pub budget: Arc<MemoryStore<Account>>,
+    /// `result/<run>/<node>` -> accepted results.
+    pub results: Arc<MemoryStore<serde_json::Value>>,
+    /// The run log.
+    pub log: Arc<MemoryLog<Event>>,
+    /// Run-wide event sequence (events of all peers are numbered in one sequence).
+    pub seq: Arc<AtomicU64>,
+}
+
+impl PeerStores {
+    /// Fresh, empty stores.
+    pub fn new() -> Self {
+        Self {
+            claims: Arc::new(MemoryStore::new()),
+            states: Arc::new(MemoryStore::new()),
+            budget: Arc::new(MemoryStore::new()),
+            results: Arc::new(MemoryStore::new()),
+            log: Arc::new(MemoryLog::new()),
+            seq: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Key of node `node`'s claim.
+    pub fn claim_key(run: RunId, node: &str) -> String {
+        format!("claim/{run}/{node}")
+    }
+
+    /// Key of node `node`'s terminal record.
+    pub fn state_key(run: RunId, node: &str) -> String {
+        format!("state/{run}/{node}")
+    }
+
+    /// Key of the run's root account.
+    pub fn budget_key(run: RunId) -> String {
+        format!("budget/{run}/root")
+    }
+
+    /// Applies `f` to the root account by CAS, re-reading on conflict.
+    fn update_root<T>(
+        &self,
+        run: RunId,
+        mut f: impl FnMut(&mut Account) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let key = Self::budget_key(run);
+        for _ in 0..BUDGET_CAS_RETRIES {
+            let Some(current) = self.budget.get_now(&key) else {
+                return Err(LedgerError::UnknownAccount {
+                    account: AccountId::Root,
+                });
+            };
+            let mut account = current.value.clone();
+            let out = f(&mut account)?;
+            if self
+                .budget
+                .cas_now(&key, Some(current.version), account)
+                .is_committed()
+            {
+                return Ok(out);
+            }
+        }
+        Err(LedgerError::UnknownAccount {
+            account: AccountId::Root,
+        })
+    }
+}
+
+impl Default for PeerStores {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a peer leaves when it is done.
+#[derive(Clone, Debug)]
+pub(crate) struct PeerSummary {
+    pub(crate) reason: StopReason,
+    pub(crate) messages: MessageCounts,
+    pub(crate) actions: quorate_workers::messages::ActionCounts,
+    /// `(attempts, granted, spent)` per node this peer ran.
+    pub(crate) executions: Vec<Option<(u32, Budget, Budget)>>,
+}
+
+/// One peer.
+pub struct PeerActor {
+    core: PeerCore,
+    others: Vec<Recipient<PeerMsgEnvelope>>,
+    assign: Recipient<AssignMsg>,
+    control: Recipient<ControlMsg>,
+    stores: PeerStores,
+    trace: Option<TraceSink>,
+    started: Instant,
+    timer: Option<SpawnHandle>,
+    done: Option<oneshot::Sender<PeerSummary>>,
+}
+
+impl std::fmt::Debug for PeerActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerActor")
+            .field("run", &self.core.run())
+            .field("index", &self.core.index())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PeerActor {
+    /// A peer driving `core`, broadcasting to `others`, running tasks on its own worker
+    /// (`assign`/`control`), sharing `stores`; `started` is the run's common start instant.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        core: PeerCore,
+        others: Vec<Recipient<PeerMsgEnvelope>>,
+        assign: Recipient<AssignMsg>,
+        control: Recipient<ControlMsg>,
+        stores: PeerStores,
+        trace: Option<TraceSink>,
+        started: Instant,
+        done: oneshot::Sender<PeerSummary>,
+    ) -> Self {
+        Self {
+            core,
+            others,
+            assign,
+            control,
+            stores,
+            trace,
+            started,
+            timer: None,
+            done: Some(done),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn node_id(&self, node: u32) -> String {
+        self.core.plan().node(node).id.to_string()
+    }
+
+    fn drive(&mut self, ctx: &mut Context<Self>) {
+        let run = self.core.run();
+        while let Some(effect) = self.core.poll_effect() {
+            let now = self.now();
+            match effect {
+                PeerEffect::TryClaim { node } => {
+                    let key = PeerStores::claim_key(run, &self.node_id(node));
+                    let won = self
+                        .stores
+                        .claims
+                        .cas_now(&key, None, self.core.index())
+                        .is_committed();
+                    self.core.handle_claim_result(now, node, won);
+                }
+                PeerEffect::Allocate { node, task, slice } => {
+                    let outcome = self.stores.update_root(run, |root| {
+                        root.allocate(AccountId::Root, AccountId::Task(task), slice)
+                            .map(|_| ())
+                    });
+                    self.core.handle_allocation(now, node, outcome);
+                }
+                PeerEffect::CloseSlice { task, spent } => {
+                    let closed = self
+                        .stores
+                        .update_root(run, |root| root.child_closed(AccountId::Task(task), spent));
+                    if let Err(error) = closed {
+                        tracing::warn!(%error, "closing a task's slice failed");
+                    }
+                }
+                PeerEffect::Execute(envelope) => self.assign.do_send(AssignMsg(*envelope)),
+                PeerEffect::Control(envelope) => self.control.do_send(ControlMsg(envelope)),
+                PeerEffect::CommitTerminal(record) => {
+                    let id = self.node_id(record.node);
+                    let key = PeerStores::state_key(run, &id);
+                    match self.stores.states.cas_now(&key, None, record.clone()) {
+                        CasOutcome::Committed(version) => {
+                            if let Some(value) = record.result.clone() {
+                                let rkey = format!("result/{run}/{id}");
+                                let _ = self.stores.results.cas_now(&rkey, None, value);
+                            }
+                            self.core.handle_commit(now, record, version.raw(), true);
+                        }
+                        CasOutcome::Conflict {
+                            current: Some(current),
+                        } => {
+                            let version = current.version.raw();
+                            self.core.handle_commit(now, current.value, version, false);
+                        }
+                        CasOutcome::Conflict { current: None } => {
+                            tracing::error!(%key, "terminal record vanished");
+                        }
+                    }
+                }
+                PeerEffect::Broadcast(envelope) => {
+                    for other in &self.others {
+                        other.do_send(PeerMsgEnvelope((*envelope).clone()));
+                    }
+                }
+                PeerEffect::Record(mut event) => {
+                    event.seq = self.stores.seq.fetch_add(1, Ordering::Relaxed);
+                    self.stores.log.append_now(event.run_id, event.clone());
+                    if let Some(trace) = &self.trace {
+                        trace.send(event);
+                    }
+                }
+                PeerEffect::Done(reason) => {
+                    tracing::info!(run = %run, peer = self.core.index(), %reason, "peer done");
+                    self.trace = None;
+                    if let Some(done) = self.done.take() {
+                        let n = self.core.plan().len() as u32;
+                        let _ = done.send(PeerSummary {
+                            reason,
+                            messages: self.core.messages(),
+                            actions: self.core.actions(),
+                            executions: (0..n).map(|i| self.core.execution(i)).collect(),
+                        });
+                    }
+                    ctx.stop();
+                    return;
+                }
+            }
+        }
+        if let Some(handle) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        if let Some(at) = self.core.poll_timeout() {
+            let wait = Duration::from_millis(at.saturating_sub(self.now()));
+            self.timer = Some(ctx.notify_later(Tick, wait));
+        }
+    }
+}
+
+impl Actor for PeerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let now = self.now();
+        self.core.start(now);
+        self.drive(ctx);
+    }
+}
+
+impl Handler<PeerMsgEnvelope> for PeerActor {
+    type Result = ();
+    fn handle(&mut self, msg: PeerMsgEnvelope, ctx: &mut Self::Context) {
+        let now = self.now();
+        self.core.handle_broadcast(now, msg.0);
+        self.drive(ctx);
+    }
+}
+
+impl Handler<ReportMsg> for PeerActor {
+    type Result = ();
+    fn handle(&mut self, msg: ReportMsg, ctx: &mut Self::Context) {
+        let now = self.now();
+        self.core.handle_worker_reply(now, msg.0);
+        self.drive(ctx);
+    }
+}
+
+impl Handler<Tick> for PeerActor {
+    type Result = ();
+    fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
+        self.timer = None;
+        let now = self.now();
+        self.core.handle_tick(now);
+        self.drive(ctx);
+    }
+}

@@ -1,0 +1,510 @@
+//! The peer core: one peer's pure state machine over a run.
+//!
+//! Call order: [`PeerCore::start`] once, then any `handle_*` in any order, draining
+//! [`PeerCore::poll_effect`] after each (the shell feeds the outcome of `TryClaim`, `Allocate`
+//! and `CommitTerminal` back through the matching handler), until [`PeerCore::done`] is `Some`.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use quorate_protocols::{
+    Capabilities, DedupeKey, Envelope, Plan, Precondition, RunId, Sender, TaskId, TaskState,
+    Version,
+};
+use quorate_state::{LedgerError, MemoryStore};
+use quorate_workers::messages::{ActionCounts, Assignment, Control, TaskInput};
+
+mod terminal;
+mod worker;
+
+use super::slot::PeerTask;
+use super::{AllocationResult, PeerEffect, Terminal};
+use crate::event::{Event, EventKind, Rejection};
+use crate::{MessageCounts, StopReason, SupervisorConfig};
+
+/// One peer's pure core. See the module docs for the call order.
+#[derive(Debug)]
+pub struct PeerCore {
+    run: RunId,
+    plan: Plan,
+    config: SupervisorConfig,
+    index: usize,
+    peers: Vec<Sender>,
+    worker: Sender,
+    tasks: Vec<PeerTask>,
+    by_id: HashMap<TaskId, u32>,
+    evidence_text: Vec<Vec<String>>,
+    seen: HashSet<DedupeKey>,
+    /// Tasks this peer claims or runs right now (it runs one at a time).
+    busy: bool,
+    stopping: bool,
+    done: Option<StopReason>,
+    effects: VecDeque<PeerEffect>,
+    seq: u64,
+    steps: u64,
+    messages: MessageCounts,
+    actions: ActionCounts,
+}
+
+impl PeerCore {
+    /// The core of peer `index` among `peers` (every peer's stamped identity, in index order),
+    /// whose own worker is `worker`. `tasks` are the run-wide task ids, in plan order; all
+    /// peers must get the same ones.
+    ///
+    /// # Panics
+    /// If `index` is not a peer or `tasks` does not match the plan.
+    pub fn new(
+        run: RunId,
+        plan: Plan,
+        config: SupervisorConfig,
+        index: usize,
+        peers: Vec<Sender>,
+        worker: Sender,
+        tasks: Vec<TaskId>,
+    ) -> Self {
+        assert!(index < peers.len(), "peer {index} is not among the peers");
+        assert_eq!(tasks.len(), plan.len(), "one task id per plan node");
+        let slots: Vec<PeerTask> = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| PeerTask::new(id, plan.deps(i as u32).len()))
+            .collect();
+        let by_id = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| (t, i as u32))
+            .collect();
+        Self {
+            run,
+            evidence_text: vec![Vec::new(); plan.len()],
+            plan,
+            config,
+            index,
+            peers,
+            worker,
+            tasks: slots,
+            by_id,
+            seen: HashSet::new(),
+            busy: false,
+            stopping: false,
+            done: None,
+            effects: VecDeque::new(),
+            seq: 0,
+            steps: 0,
+            messages: MessageCounts::default(),
+            actions: ActionCounts::default(),
+        }
+    }
+
+    /// Opens the run's shared root account in `store` under `key` (once per run, before start).
+    pub fn open_root(plan: &Plan, store: &MemoryStore<quorate_state::Account>, key: &str) {
+        let spec = plan.spec();
+        let root = quorate_state::Account::open(None, spec.budget, spec.reserve)
+            .expect("a validated plan's reserve fits its budget");
+        let _ = store.cas_now(key, None, root);
+    }
+
+    /// Evidence text handed to node `node` with its assignment (data only).
+    pub fn set_evidence_text(&mut self, node: u32, texts: Vec<String>) {
+        if let Some(slot) = self.evidence_text.get_mut(node as usize) {
+            *slot = texts;
+        }
+    }
+
+    // ----- getters -----
+
+    /// The run.
+    pub fn run(&self) -> RunId {
+        self.run
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// This peer's index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Why this peer is done, once it is.
+    pub fn done(&self) -> Option<&StopReason> {
+        self.done.as_ref()
+    }
+
+    /// State of node `i` in this peer's view.
+    pub fn task_state(&self, i: u32) -> TaskState {
+        self.tasks[i as usize].state
+    }
+
+    /// The accepted result of node `i`, as known here.
+    pub fn result(&self, i: u32) -> Option<&serde_json::Value> {
+        self.tasks[i as usize].result.as_ref().map(|(v, _)| v)
+    }
+
+    /// `true` if this peer won node `i`'s claim.
+    pub fn claimed(&self, i: u32) -> bool {
+        self.tasks[i as usize].mine
+    }
+
+    /// `(attempts, granted, spent)` of node `i` if this peer ran it.
+    pub fn execution(
+        &self,
+        i: u32,
+    ) -> Option<(u32, quorate_protocols::Budget, quorate_protocols::Budget)> {
+        let t = &self.tasks[i as usize];
+        t.mine.then_some((t.attempt, t.granted, t.spent))
+    }
+
+    /// This peer's message counters (broadcasts sent count `n - 1` each).
+    pub fn messages(&self) -> MessageCounts {
+        self.messages
+    }
+
+    /// What this peer's worker did, summed over accepted replies.
+    pub fn actions(&self) -> ActionCounts {
+        self.actions
+    }
+
+    /// The next effect to carry out, in order.
+    pub fn poll_effect(&mut self) -> Option<PeerEffect> {
+        self.effects.pop_front()
+    }
+
+    /// The earliest time at which [`handle_tick`](Self::handle_tick) has something to do.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.done.is_some() || self.stopping {
+            return None;
+        }
+        self.config.deadline_ms
+    }
+
+    // ----- handlers -----
+
+    /// Starts this peer: tasks without dependencies become ready and it tries to claim one.
+    pub fn start(&mut self, now: u64) {
+        let tasks = self.plan.len();
+        self.record(
+            now,
+            None,
+            EventKind::RunStarted {
+                tasks,
+                plan_version: 1,
+            },
+        );
+        for i in 0..tasks as u32 {
+            if self.tasks[i as usize].deps_left == 0 {
+                self.make_ready(now, i);
+            }
+        }
+        self.after_input(now);
+    }
+
+    /// The outcome of this peer's claim of `node`.
+    pub fn handle_claim_result(&mut self, now: u64, node: u32, won: bool) {
+        self.busy = won;
+        let t = &self.tasks[node as usize];
+        let ending = t.settled() || t.committing || self.stopping;
+        if !won {
+            if t.state == TaskState::Ready {
+                self.set_state(now, node, TaskState::Running);
+            }
+        } else {
+            self.tasks[node as usize].mine = true;
+            if ending {
+                // Won a task that is ending anyway: nothing to run.
+                self.busy = false;
+            } else {
+                self.steps += 1;
+                let task = self.tasks[node as usize].id;
+                let slice = self.plan.node(node).budget;
+                self.effects
+                    .push_back(PeerEffect::Allocate { node, task, slice });
+            }
+        }
+        self.after_input(now);
+    }
+
+    /// The outcome of allocating `node`'s slice from the shared root account.
+    pub fn handle_allocation(&mut self, now: u64, node: u32, outcome: AllocationResult) {
+        let i = node;
+        match outcome {
+            Err(e) => {
+                let component = match &e {
+                    LedgerError::Insufficient { component, .. } => *component,
+                    _ => quorate_protocols::Component::Steps,
+                };
+                let detail = e.to_string();
+                self.record(now, Some(i), EventKind::BudgetRefused { detail });
+                self.busy = false;
+                let cause = StopReason::StoppedLimit { component };
+                self.propose(i, TaskState::StoppedLimit, None, Some(cause));
+            }
+            Ok(()) => {
+                let t = &mut self.tasks[i as usize];
+                t.allocated = true;
+                t.granted = self.plan.node(i).budget;
+                if t.settled() || t.committing || self.stopping {
+                    self.busy = false;
+                    self.close_slice(now, i);
+                } else {
+                    self.execute(now, i);
+                }
+            }
+        }
+        self.after_input(now);
+    }
+
+    /// Time passed: enforce the deadline.
+    pub fn handle_tick(&mut self, now: u64) {
+        if self.done.is_none() && self.config.deadline_ms.is_some_and(|d| now >= d) {
+            self.begin_stop(StopReason::Deadline);
+        }
+        self.after_input(now);
+    }
+
+    /// Cancels the run from this peer.
+    pub fn handle_cancel(&mut self, now: u64) {
+        if self.done.is_none() && !self.stopping {
+            self.record(now, None, EventKind::CancelRequested);
+            self.begin_stop(StopReason::Cancelled);
+        }
+        self.after_input(now);
+    }
+
+    // ----- internals -----
+
+    fn after_input(&mut self, now: u64) {
+        if self.done.is_some() {
+            return;
+        }
+        if let Some(k) = self.config.cancel_after_steps {
+            if self.steps >= k && !self.stopping {
+                self.record(now, None, EventKind::CancelRequested);
+                self.begin_stop(StopReason::Cancelled);
+            }
+        }
+        self.claim_next();
+        self.check_done(now);
+    }
+
+    /// Tries to claim one ready task (starting at this peer's offset, to spread the work).
+    fn claim_next(&mut self) {
+        if self.busy || self.stopping {
+            return;
+        }
+        let n = self.tasks.len();
+        let next = (0..n).map(|k| ((k + self.index) % n) as u32).find(|&i| {
+            let t = &self.tasks[i as usize];
+            t.state == TaskState::Ready && !t.claim_tried && !t.settled() && !t.committing
+        });
+        if let Some(node) = next {
+            self.busy = true;
+            self.tasks[node as usize].claim_tried = true;
+            self.effects.push_back(PeerEffect::TryClaim { node });
+        }
+    }
+
+    fn execute(&mut self, now: u64, i: u32) {
+        let node = self.plan.node(i);
+        let capabilities: Capabilities = self.plan.spec().capabilities.delegate(&node.capabilities);
+        let inputs = self
+            .plan
+            .deps(i)
+            .iter()
+            .filter_map(|&d| {
+                let (value, evidence) = self.tasks[d as usize].result.as_ref()?;
+                Some(TaskInput {
+                    node: self.plan.node(d).id.clone(),
+                    value: value.clone(),
+                    evidence: evidence.clone(),
+                })
+            })
+            .collect();
+        let assignment = Assignment {
+            node: node.id.clone(),
+            role: node.role.clone(),
+            inputs,
+            capabilities,
+            budget: node.budget,
+            evidence_text: self.evidence_text[i as usize].clone(),
+        };
+        let t = &mut self.tasks[i as usize];
+        t.attempt += 1;
+        t.version += 1;
+        t.worker_live = true;
+        let mut env = Envelope::new(self.run, t.id, self.peers[self.index], assignment);
+        env.attempt = t.attempt;
+        env.state_version = Version::new(t.version);
+        let attempt = t.attempt;
+        if self.tasks[i as usize].state != TaskState::Running {
+            self.set_state(now, i, TaskState::Running);
+        }
+        let (worker, task_id) = (self.index, self.tasks[i as usize].id);
+        let granted = self.plan.node(i).budget;
+        let kind = EventKind::Dispatched {
+            attempt,
+            worker,
+            task_id,
+            granted,
+        };
+        self.record(now, Some(i), kind);
+        self.effects.push_back(PeerEffect::Execute(Box::new(env)));
+    }
+
+    fn control(&mut self, i: u32, control: Control) {
+        let t = &self.tasks[i as usize];
+        let mut env = Envelope::new(self.run, t.id, self.peers[self.index], control);
+        env.attempt = t.attempt;
+        env.state_version = Version::new(t.version);
+        self.effects.push_back(PeerEffect::Control(env));
+    }
+
+    /// Proposes `state` as node `i`'s terminal record (the store decides).
+    fn propose(
+        &mut self,
+        i: u32,
+        state: TaskState,
+        evidence: Option<Vec<quorate_protocols::EvidenceRef>>,
+        cause: Option<StopReason>,
+    ) {
+        let t = &mut self.tasks[i as usize];
+        if t.settled() || t.committing {
+            return;
+        }
+        t.committing = true;
+        let (result, ev) = match (&t.result, state) {
+            (Some((v, e)), TaskState::Completed) => (Some(v.clone()), e.clone()),
+            _ => (None, evidence.unwrap_or_default()),
+        };
+        let record = Terminal {
+            node: i,
+            state,
+            result,
+            evidence: ev,
+            cause,
+            by: self.index,
+        };
+        self.effects.push_back(PeerEffect::CommitTerminal(record));
+    }
+
+    fn close_slice(&mut self, now: u64, i: u32) {
+        let t = &mut self.tasks[i as usize];
+        if t.allocated && !t.closed {
+            t.closed = true;
+            // A task that never reported is charged its whole slice: its calls may have spent it.
+            t.spent = if t.reported() {
+                t.spent.min(&t.granted)
+            } else {
+                t.granted
+            };
+            let (task, spent) = (t.id, t.spent);
+            self.effects
+                .push_back(PeerEffect::CloseSlice { task, spent });
+            self.record(now, Some(i), EventKind::TaskClosed { spent });
+        }
+    }
+
+    fn make_ready(&mut self, now: u64, i: u32) {
+        if self.preconditions_hold(i) {
+            self.set_state(now, i, TaskState::Ready);
+        } else {
+            let node = self.plan.node(i).id.to_string();
+            let observation = "precondition does not hold: an input is empty".to_string();
+            let cause = StopReason::Failed { node, observation };
+            self.propose(i, TaskState::Failed, None, Some(cause));
+        }
+    }
+
+    fn preconditions_hold(&self, i: u32) -> bool {
+        self.plan.node(i).preconditions.iter().all(|p| match p {
+            Precondition::InputsNonEmpty => self.plan.deps(i).iter().all(|&d| {
+                self.tasks[d as usize]
+                    .result
+                    .as_ref()
+                    .is_some_and(|(v, _)| !is_empty(v))
+            }),
+            _ => true,
+        })
+    }
+
+    /// Stops claiming and proposes `cancelled` for every task not yet settled.
+    fn begin_stop(&mut self, cause: StopReason) {
+        let first = !self.stopping;
+        self.stopping = true;
+        if !first {
+            return;
+        }
+        for i in 0..self.tasks.len() as u32 {
+            let t = &self.tasks[i as usize];
+            if t.settled() || t.committing {
+                continue;
+            }
+            if t.worker_live {
+                self.tasks[i as usize].worker_live = false;
+                self.control(i, Control::Cancel);
+            }
+            self.propose(i, TaskState::Cancelled, None, Some(cause.clone()));
+        }
+    }
+
+    fn check_done(&mut self, now: u64) {
+        if self.done.is_some() || !self.tasks.iter().all(PeerTask::settled) {
+            return;
+        }
+        let reason = self
+            .tasks
+            .iter()
+            .filter_map(|t| t.terminal.as_ref())
+            .filter(|(r, _)| r.state != TaskState::Completed)
+            .min_by_key(|(_, v)| *v)
+            .map_or(StopReason::Completed, |(r, _)| {
+                r.cause.clone().unwrap_or(StopReason::Cancelled)
+            });
+        let stop_reason = reason.name().to_string();
+        self.record(now, None, EventKind::RunStopped { stop_reason });
+        self.done = Some(reason.clone());
+        self.effects.push_back(PeerEffect::Done(reason));
+    }
+
+    fn set_state(&mut self, now: u64, i: u32, to: TaskState) {
+        let from = self.tasks[i as usize].state;
+        if from.is_terminal() || from == to {
+            return;
+        }
+        self.tasks[i as usize].state = to;
+        self.record(now, Some(i), EventKind::Transition { from, to });
+    }
+
+    fn record(&mut self, now: u64, task: Option<u32>, kind: EventKind) {
+        let event = Event {
+            seq: self.seq,
+            run_id: self.run,
+            task: task.map(|i| self.plan.node(i).id.to_string()),
+            at_ms: now,
+            kind,
+        };
+        self.seq += 1;
+        self.effects.push_back(PeerEffect::Record(event));
+    }
+
+    fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {
+        match reason {
+            Rejection::Duplicate => self.messages.rejected_duplicate += 1,
+            Rejection::Late => self.messages.rejected_late += 1,
+            Rejection::Stale => self.messages.rejected_stale += 1,
+            Rejection::Unauthorized => self.messages.rejected_unauthorized += 1,
+        }
+        self.record(now, task, EventKind::ReplyRejected { reason });
+    }
+}
+
+fn is_empty(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => true,
+        serde_json::Value::String(s) => s.is_empty(),
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}

@@ -1,0 +1,116 @@
+//! Terminal records: this peer's own commits (won or adopted), other peers' broadcasts (with the
+//! envelope checks), and applying a record to the local view (never reactivating a task).
+
+use quorate_protocols::{Envelope, Role, TaskState, Version};
+use quorate_workers::messages::Control;
+
+use super::PeerCore;
+use crate::event::{EventKind, Rejection};
+use crate::peer::{PeerEffect, PeerMsg, Terminal};
+use crate::StopReason;
+
+impl PeerCore {
+    /// What `state/<run>/<node>` holds after this peer's commit: `won` if its own record was
+    /// written, otherwise the record that was there first (adopted, never overwritten).
+    pub fn handle_commit(&mut self, now: u64, record: Terminal, version: u64, won: bool) {
+        let i = record.node;
+        self.tasks[i as usize].committing = false;
+        if !self.tasks[i as usize].settled() {
+            if won {
+                let mut env = Envelope::new(
+                    self.run,
+                    self.tasks[i as usize].id,
+                    self.peers[self.index],
+                    PeerMsg::Terminal {
+                        record: record.clone(),
+                        version,
+                    },
+                );
+                env.state_version = Version::new(version);
+                self.messages.sent += (self.peers.len() - 1) as u64;
+                self.effects.push_back(PeerEffect::Broadcast(Box::new(env)));
+            }
+            self.apply(now, record, version);
+        }
+        self.after_input(now);
+    }
+
+    /// A broadcast from another peer.
+    pub fn handle_broadcast(&mut self, now: u64, env: Envelope<PeerMsg>) {
+        self.messages.delivered += 1;
+        if env.run != self.run
+            || env.sender.role != Role::Peer
+            || env.sender == self.peers[self.index]
+            || !self.peers.contains(&env.sender)
+        {
+            self.reject(now, None, Rejection::Unauthorized);
+            return;
+        }
+        if self.seen.contains(&env.dedupe) {
+            let task = self.by_id.get(&env.task).copied();
+            self.reject(now, task, Rejection::Duplicate);
+            return;
+        }
+        self.seen.insert(env.dedupe);
+        let PeerMsg::Terminal { record, version } = env.payload;
+        let i = record.node;
+        if self.tasks.get(i as usize).map(|t| t.id) != Some(env.task) {
+            self.reject(now, None, Rejection::Unauthorized);
+            return;
+        }
+        if let Some((known, _)) = &self.tasks[i as usize].terminal {
+            if known.state != record.state {
+                self.reject(now, Some(i), Rejection::Late);
+            }
+            return;
+        }
+        if self.tasks[i as usize].state.is_terminal() {
+            self.reject(now, Some(i), Rejection::Late);
+            return;
+        }
+        self.record(now, Some(i), EventKind::ReplyAccepted);
+        self.apply(now, record, version);
+        self.after_input(now);
+    }
+
+    /// Node `i`'s terminal record is known: adopt it, release what this peer held, and move on.
+    fn apply(&mut self, now: u64, record: Terminal, version: u64) {
+        let i = record.node;
+        if self.tasks[i as usize].worker_live {
+            self.tasks[i as usize].worker_live = false;
+            self.busy = false;
+            if record.state != TaskState::WaitingApproval {
+                self.control(i, Control::Cancel);
+            }
+        }
+        if self.tasks[i as usize].state != record.state {
+            self.set_state(now, i, record.state);
+        }
+        if record.state == TaskState::Completed {
+            let value = record.result.clone().unwrap_or(serde_json::Value::Null);
+            self.tasks[i as usize].result = Some((value, record.evidence.clone()));
+            if record.by == self.index {
+                self.record(now, Some(i), EventKind::ResultCommitted);
+            }
+        }
+        if record.state != TaskState::Completed {
+            self.tasks[i as usize].result = None;
+        }
+        let (state, cause) = (record.state, record.cause.clone());
+        self.tasks[i as usize].terminal = Some((record, version));
+        if state != TaskState::WaitingApproval {
+            self.close_slice(now, i);
+        }
+        if state == TaskState::Completed {
+            for d in self.plan.dependents(i).to_vec() {
+                let t = &mut self.tasks[d as usize];
+                t.deps_left -= 1;
+                if t.deps_left == 0 && !self.stopping {
+                    self.make_ready(now, d);
+                }
+            }
+        } else {
+            self.begin_stop(cause.unwrap_or(StopReason::Cancelled));
+        }
+    }
+}

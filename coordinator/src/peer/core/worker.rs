@@ -1,0 +1,108 @@
+//! How a peer takes the replies of its own worker: the star's reply rules, the acceptance
+//! check, and the approval policy; each outcome becomes a proposed terminal record.
+
+use quorate_protocols::{Envelope, TaskState};
+use quorate_workers::messages::{Control, Outcome, Report};
+
+use super::PeerCore;
+use crate::event::{EventKind, Rejection};
+use crate::peer::slot::judge_reply;
+use crate::{acceptance, ApprovalPolicy, StopReason};
+
+impl PeerCore {
+    /// A reply from this peer's own worker.
+    pub fn handle_worker_reply(&mut self, now: u64, reply: Envelope<Report>) {
+        let Some(&i) = self.by_id.get(&reply.task) else {
+            self.reject(now, None, Rejection::Unauthorized);
+            return;
+        };
+        if let Err(reason) = judge_reply(self.run, self.worker, &self.tasks[i as usize], &reply) {
+            self.reject(now, Some(i), reason);
+            return;
+        }
+        self.steps += 1;
+        self.record(now, Some(i), EventKind::ReplyAccepted);
+        let t = &mut self.tasks[i as usize];
+        t.seen.insert(reply.dedupe);
+        t.spent = reply.payload.spent;
+        let a = reply.payload.actions;
+        self.actions.executed += a.executed;
+        self.actions.rejected += a.rejected;
+        self.actions.unknown += a.unknown;
+        self.actions.recovered += a.recovered;
+        self.actions.duplicate_effects += a.duplicate_effects;
+        let node = self.plan.node(i).id.to_string();
+        if !matches!(reply.payload.outcome, Outcome::ApprovalRequested { .. }) {
+            self.tasks[i as usize].worker_live = false;
+            self.busy = false;
+        }
+        match reply.payload.outcome {
+            Outcome::Answer { value, receipts } => {
+                let spec = &self.plan.node(i).acceptance;
+                match acceptance::check(spec, reply.result_kind, &value, &receipts) {
+                    Ok(()) => {
+                        self.tasks[i as usize].result = Some((value, reply.evidence));
+                        self.propose(i, TaskState::Completed, None, None);
+                    }
+                    Err(observation) => {
+                        let kind = EventKind::AcceptanceFailed {
+                            observation: observation.clone(),
+                        };
+                        self.record(now, Some(i), kind);
+                        let observation = format!("acceptance check: {observation}");
+                        let cause = StopReason::Failed { node, observation };
+                        self.propose(i, TaskState::Failed, None, Some(cause));
+                    }
+                }
+            }
+            Outcome::ApprovalRequested { action, reason } => {
+                self.set_state(now, i, TaskState::WaitingApproval);
+                self.record(now, Some(i), EventKind::ApprovalRequested { reason });
+                let decision = match &self.config.approvals {
+                    ApprovalPolicy::All => Some(true),
+                    ApprovalPolicy::None => Some(false),
+                    ApprovalPolicy::Nodes(nodes) => Some(nodes.contains(&node)),
+                    ApprovalPolicy::Ask => None,
+                };
+                match decision {
+                    Some(approved) => {
+                        self.record(now, Some(i), EventKind::ApprovalDecided { approved });
+                        if approved {
+                            self.set_state(now, i, TaskState::Running);
+                            self.control(i, Control::Approve { action });
+                        } else {
+                            self.control(i, Control::Reject { action });
+                            self.tasks[i as usize].worker_live = false;
+                            self.busy = false;
+                            let cause = Some(StopReason::Cancelled);
+                            self.propose(i, TaskState::Cancelled, None, cause);
+                        }
+                    }
+                    None => {
+                        // Parked for a human: settled as waiting-approval; the run stops.
+                        self.tasks[i as usize].pending_approval = Some(action);
+                        self.busy = false;
+                        let cause = Some(StopReason::WaitingApproval { node });
+                        self.propose(i, TaskState::WaitingApproval, None, cause);
+                    }
+                }
+            }
+            Outcome::Failed { observation } => {
+                let cause = StopReason::Failed { node, observation };
+                self.propose(i, TaskState::Failed, None, Some(cause));
+            }
+            Outcome::NoProgress { .. } => {
+                let cause = StopReason::NoProgress { node };
+                self.propose(i, TaskState::Failed, None, Some(cause));
+            }
+            Outcome::LimitReached { component } => {
+                let cause = StopReason::StoppedLimit { component };
+                self.propose(i, TaskState::StoppedLimit, None, Some(cause));
+            }
+            Outcome::Cancelled => {
+                self.propose(i, TaskState::Cancelled, None, Some(StopReason::Cancelled));
+            }
+        }
+        self.after_input(now);
+    }
+}

@@ -1,0 +1,210 @@
+//! Running a plan in peer mode on actix: `n` peers, each with its own worker, all-to-all links
+//! (chaos links when asked), shared CAS stores for claims, terminal states and the budget.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use actix::prelude::*;
+use quorate_protocols::{AgentId, Budget, Plan, Role, RunId, Sender, TaskId, TaskState};
+use quorate_workers::{AgentRegistry, ReportMsg, ToolRegistry, WorkerActor};
+use tokio::sync::oneshot;
+
+use super::actor::{PeerActor, PeerMsgEnvelope, PeerStores, PeerSummary};
+use super::PeerCore;
+use crate::chaos::Chaos;
+use crate::trace::TraceWriter;
+use crate::{
+    BudgetRow, ChaosLink, MessageCounts, RunError, RunOptions, RunOutput, RunReport, StopReason,
+    TaskRow,
+};
+
+/// Runs `plan` in peer mode: `max(2, options.supervisor.workers)` peers, each with one worker
+/// built from `parts()` (called once per peer), on a fresh actix system. Deadline, approval
+/// policy and `cancel_after_steps` (per peer) come from `options.supervisor`; chaos applies to
+/// every peer -> peer link. Blocks until every peer is done.
+pub fn run_peer(
+    plan: Plan,
+    options: RunOptions,
+    parts: impl Fn() -> (AgentRegistry, ToolRegistry),
+) -> Result<RunOutput, RunError> {
+    let (writer, sink) = match &options.trace {
+        Some(path) => {
+            let (w, s) = TraceWriter::create(path).map_err(|source| RunError::Trace {
+                path: path.clone(),
+                source,
+            })?;
+            (Some(w), Some(s))
+        }
+        None => (None, None),
+    };
+    let stores = PeerStores::new();
+    let chaos = options
+        .chaos
+        .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));
+    let run = RunId::new();
+    let task_ids: Vec<TaskId> = (0..plan.len()).map(|_| TaskId::new()).collect();
+    PeerCore::open_root(&plan, &stores.budget, &PeerStores::budget_key(run));
+    let system = System::new();
+    let (stores2, chaos2, plan2, ids2) = (
+        stores.clone(),
+        chaos.clone(),
+        plan.clone(),
+        task_ids.clone(),
+    );
+    let summaries = system.block_on(async move {
+        let count = options.supervisor.workers.max(2);
+        let peers: Vec<Sender> = (0..count)
+            .map(|_| Sender {
+                agent: AgentId::new(),
+                role: Role::Peer,
+            })
+            .collect();
+        let contexts: Vec<Context<PeerActor>> = (0..count).map(|_| Context::new()).collect();
+        let addrs: Vec<Addr<PeerActor>> = contexts.iter().map(Context::address).collect();
+        let started = Instant::now();
+        let mut waits = Vec::with_capacity(count);
+        for (i, ctx) in contexts.into_iter().enumerate() {
+            let others = addrs
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, a)| -> Recipient<PeerMsgEnvelope> {
+                    match &chaos2 {
+                        Some(c) => ChaosLink::new(a.clone().recipient(), c.clone())
+                            .start()
+                            .recipient(),
+                        None => a.clone().recipient(),
+                    }
+                })
+                .collect();
+            let (agents, tools) = parts();
+            let worker_id = AgentId::new();
+            let reports: Recipient<ReportMsg> = addrs[i].clone().recipient();
+            let worker =
+                WorkerActor::new(worker_id, options.worker.clone(), agents, tools, reports).start();
+            let worker_sender = Sender {
+                agent: worker_id,
+                role: Role::Worker,
+            };
+            let mut core = PeerCore::new(
+                run,
+                plan2.clone(),
+                options.supervisor.clone(),
+                i,
+                peers.clone(),
+                worker_sender,
+                ids2.clone(),
+            );
+            for (node, texts) in &options.evidence_text {
+                core.set_evidence_text(*node, texts.clone());
+            }
+            let (done, wait) = oneshot::channel();
+            waits.push(wait);
+            let actor = PeerActor::new(
+                core,
+                others,
+                worker.clone().recipient(),
+                worker.recipient(),
+                stores2.clone(),
+                sink.clone(),
+                started,
+                done,
+            );
+            ctx.run(actor);
+        }
+        drop(sink);
+        let mut out = Vec::with_capacity(count);
+        for wait in waits {
+            out.push(wait.await.ok()?);
+        }
+        Some(out)
+    });
+    drop(system);
+    let summaries = summaries.ok_or(RunError::NoReport)?;
+    let trace_lines = match writer {
+        Some(w) => w.finish().map_err(|source| RunError::Trace {
+            path: options.trace.clone().unwrap_or_default(),
+            source,
+        })?,
+        None => 0,
+    };
+    let chaos = chaos
+        .map(|c| ChaosLink::<ReportMsg>::counts(&c))
+        .unwrap_or_default();
+    let report = build_report(&plan, run, &stores, &summaries);
+    Ok(RunOutput {
+        report,
+        chaos,
+        trace_lines,
+        log: stores.log,
+        results: stores.results,
+    })
+}
+
+/// The star's report shape, from the committed records, the shared root account and every
+/// peer's counters (summed).
+fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSummary]) -> RunReport {
+    let reason: Option<StopReason> = peers.first().map(|p| p.reason.clone());
+    debug_assert!(peers.iter().all(|p| Some(&p.reason) == reason.as_ref()));
+    let mut granted_total = Budget::ZERO;
+    let tasks = (0..plan.len() as u32)
+        .map(|i| {
+            let id = plan.node(i).id.to_string();
+            let state = stores
+                .states
+                .get_now(&PeerStores::state_key(run, &id))
+                .map_or(TaskState::Pending, |v| v.value.state);
+            let (attempts, granted, spent) = peers
+                .iter()
+                .find_map(|p| p.executions[i as usize])
+                .unwrap_or((0, Budget::ZERO, Budget::ZERO));
+            granted_total = granted_total.saturating_add(&granted);
+            TaskRow {
+                id,
+                state,
+                attempts,
+                granted,
+                spent,
+            }
+        })
+        .collect();
+    let root = stores
+        .budget
+        .get_now(&PeerStores::budget_key(run))
+        .map(|v| v.value)
+        .expect("the root account was opened");
+    let mut messages = MessageCounts::default();
+    let mut actions = quorate_workers::messages::ActionCounts::default();
+    for p in peers {
+        let m = p.messages;
+        messages.sent += m.sent;
+        messages.delivered += m.delivered;
+        messages.rejected_duplicate += m.rejected_duplicate;
+        messages.rejected_late += m.rejected_late;
+        messages.rejected_stale += m.rejected_stale;
+        messages.rejected_unauthorized += m.rejected_unauthorized;
+        let a = p.actions;
+        actions.executed += a.executed;
+        actions.rejected += a.rejected;
+        actions.unknown += a.unknown;
+        actions.recovered += a.recovered;
+        actions.duplicate_effects += a.duplicate_effects;
+    }
+    RunReport {
+        run_id: run,
+        stop_reason: reason.as_ref().map(|s| s.name().to_string()),
+        stop_detail: reason.as_ref().map(ToString::to_string),
+        plan_version: 1,
+        tasks,
+        budget: BudgetRow {
+            limit: root.limit,
+            reserve: root.reserve,
+            granted: granted_total,
+            spent: root.spent().unwrap_or(root.limit),
+            returned: root.returned,
+        },
+        messages,
+        actions,
+        stop_code: reason.map_or(1, |s| u8::try_from(s.exit_code()).unwrap_or(1)),
+    }
+}

@@ -1,0 +1,104 @@
+//! One peer's record of one task, and which replies of its own worker it accepts.
+
+use std::collections::HashSet;
+
+use quorate_protocols::{
+    ActionId, Budget, DedupeKey, Envelope, EvidenceRef, Role, RunId, Sender, TaskId, TaskState,
+};
+
+use crate::event::Rejection;
+use crate::peer::Terminal;
+
+/// A peer's view of one task.
+#[derive(Debug)]
+pub(crate) struct PeerTask {
+    pub(crate) id: TaskId,
+    /// The state in this peer's view (`running` also for tasks another peer claimed).
+    pub(crate) state: TaskState,
+    pub(crate) deps_left: usize,
+    /// This peer tried to claim the task (a claim is tried once: the key is written once).
+    pub(crate) claim_tried: bool,
+    /// This peer won the claim.
+    pub(crate) mine: bool,
+    /// This peer's worker is working on the current attempt.
+    pub(crate) worker_live: bool,
+    /// A terminal record for the task is being committed by this peer.
+    pub(crate) committing: bool,
+    /// The committed record and its store version, once known.
+    pub(crate) terminal: Option<(Terminal, u64)>,
+    pub(crate) attempt: u32,
+    pub(crate) version: u64,
+    pub(crate) seen: HashSet<DedupeKey>,
+    pub(crate) result: Option<(serde_json::Value, Vec<EvidenceRef>)>,
+    pub(crate) allocated: bool,
+    pub(crate) closed: bool,
+    pub(crate) granted: Budget,
+    pub(crate) spent: Budget,
+    pub(crate) pending_approval: Option<ActionId>,
+}
+
+impl PeerTask {
+    pub(crate) fn new(id: TaskId, deps: usize) -> Self {
+        Self {
+            id,
+            state: TaskState::Pending,
+            deps_left: deps,
+            claim_tried: false,
+            mine: false,
+            worker_live: false,
+            committing: false,
+            terminal: None,
+            attempt: 0,
+            version: 0,
+            seen: HashSet::new(),
+            result: None,
+            allocated: false,
+            closed: false,
+            granted: Budget::ZERO,
+            spent: Budget::ZERO,
+            pending_approval: None,
+        }
+    }
+
+    /// `true` once the task's terminal record is known here.
+    pub(crate) fn settled(&self) -> bool {
+        self.terminal.is_some()
+    }
+
+    /// `true` once an accepted reply arrived for the task.
+    pub(crate) fn reported(&self) -> bool {
+        !self.seen.is_empty()
+    }
+}
+
+/// The star's reply rules, applied to a peer's own worker: same run, task not settled, dedupe key
+/// new, current attempt, sent by this peer's worker, current state version, attempt live.
+pub(crate) fn judge_reply<P>(
+    run: RunId,
+    worker: Sender,
+    task: &PeerTask,
+    reply: &Envelope<P>,
+) -> Result<(), Rejection> {
+    if reply.run != run {
+        return Err(Rejection::Unauthorized);
+    }
+    if task.settled() || task.state.is_terminal() {
+        return Err(Rejection::Late);
+    }
+    if task.seen.contains(&reply.dedupe) {
+        return Err(Rejection::Duplicate);
+    }
+    if reply.attempt != task.attempt {
+        return Err(Rejection::Late);
+    }
+    if reply.sender.role != Role::Worker || reply.sender != worker || !task.mine {
+        return Err(Rejection::Unauthorized);
+    }
+    if reply.state_version.raw() != task.version {
+        return Err(Rejection::Stale);
+    }
+    if !matches!(task.state, TaskState::Running | TaskState::WaitingApproval) {
+        return Err(Rejection::Late);
+    }
+    Ok(())
+}

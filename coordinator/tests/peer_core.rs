@@ -1,0 +1,356 @@
+//! Peer cores wired by a tiny deterministic driver: claims contend through a shared CAS store,
+//! only one peer executes each task, terminal records reach every peer, duplicate and late
+//! broadcasts are rejected, a terminal task is never reactivated, and all peers agree on the
+//! stop reason.
+
+use std::collections::VecDeque;
+
+use quorate_coordinator::peer::{PeerEffect, PeerMsg, Terminal};
+use quorate_coordinator::{PeerCore, StopReason, SupervisorConfig};
+use quorate_protocols::{
+    AgentId, Budget, Envelope, NodeSpec, PlanSpec, ResultKind, Role, RunId, Sender, TaskId,
+    TaskState,
+};
+use quorate_state::{Account, AccountId, MemoryStore};
+use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
+use serde_json::json;
+
+const ROOT: &str = "budget/root";
+
+struct Net {
+    cores: Vec<PeerCore>,
+    workers: Vec<Sender>,
+    claims: MemoryStore<usize>,
+    states: MemoryStore<Terminal>,
+    budget: MemoryStore<Account>,
+    /// Broadcasts in flight: (to, envelope).
+    inbox: VecDeque<(usize, Envelope<PeerMsg>)>,
+    /// Every broadcast ever sent (for replays).
+    sent: Vec<Envelope<PeerMsg>>,
+    /// Assignments handed to each peer's worker, not yet answered.
+    running: Vec<(usize, Envelope<Assignment>)>,
+    executed: Vec<(usize, String)>,
+    done: Vec<Option<StopReason>>,
+}
+
+fn node(id: &str, deps: &[&str]) -> NodeSpec {
+    NodeSpec::named(id)
+        .after(deps)
+        .with_budget(Budget::new(10, 2, 100, 10))
+}
+
+impl Net {
+    /// `n` peers on `nodes`; `root` overrides the shared root account's limit (e.g. another
+    /// run already drew on it).
+    fn new(n: usize, nodes: Vec<NodeSpec>, root: Option<Budget>) -> Self {
+        let spec = PlanSpec {
+            budget: Budget::new(100, 20, 1000, 100),
+            reserve: Budget::steps(4),
+            nodes,
+            ..PlanSpec::default()
+        };
+        let plan = spec.validate().expect("valid plan");
+        let run = RunId::from_u128(7);
+        let peers: Vec<Sender> = (0..n)
+            .map(|i| Sender {
+                agent: AgentId::from_u128(10 + i as u128),
+                role: Role::Peer,
+            })
+            .collect();
+        let workers: Vec<Sender> = (0..n)
+            .map(|i| Sender {
+                agent: AgentId::from_u128(100 + i as u128),
+                role: Role::Worker,
+            })
+            .collect();
+        let ids: Vec<TaskId> = (0..plan.len())
+            .map(|i| TaskId::from_u128(1000 + i as u128))
+            .collect();
+        let budget = MemoryStore::new();
+        PeerCore::open_root(&plan, &budget, ROOT);
+        if let Some(limit) = root {
+            let cur = budget.get_now(ROOT).expect("root");
+            let acc = Account::open(None, limit, Budget::steps(4)).expect("account");
+            assert!(budget.cas_now(ROOT, Some(cur.version), acc).is_committed());
+        }
+        let cores = (0..n)
+            .map(|i| {
+                PeerCore::new(
+                    run,
+                    plan.clone(),
+                    SupervisorConfig::default(),
+                    i,
+                    peers.clone(),
+                    workers[i],
+                    ids.clone(),
+                )
+            })
+            .collect();
+        let mut net = Self {
+            cores,
+            workers,
+            claims: MemoryStore::new(),
+            states: MemoryStore::new(),
+            budget,
+            inbox: VecDeque::new(),
+            sent: vec![],
+            running: vec![],
+            executed: vec![],
+            done: vec![None; n],
+        };
+        for p in 0..n {
+            net.cores[p].start(0);
+            net.drain(p);
+        }
+        net
+    }
+
+    fn drain(&mut self, p: usize) {
+        while let Some(effect) = self.cores[p].poll_effect() {
+            match effect {
+                PeerEffect::TryClaim { node } => {
+                    let won = self
+                        .claims
+                        .cas_now(&format!("claim/{node}"), None, p)
+                        .is_committed();
+                    self.cores[p].handle_claim_result(0, node, won);
+                }
+                PeerEffect::Allocate { node, task, slice } => {
+                    let cur = self.budget.get_now(ROOT).expect("root");
+                    let mut acc = cur.value.clone();
+                    let out = acc
+                        .allocate(AccountId::Root, AccountId::Task(task), slice)
+                        .map(|_| ());
+                    if out.is_ok() {
+                        assert!(self
+                            .budget
+                            .cas_now(ROOT, Some(cur.version), acc)
+                            .is_committed());
+                    }
+                    self.cores[p].handle_allocation(0, node, out);
+                }
+                PeerEffect::CloseSlice { task, spent } => {
+                    let cur = self.budget.get_now(ROOT).expect("root");
+                    let mut acc = cur.value.clone();
+                    assert_eq!(acc.child_closed(AccountId::Task(task), spent), Ok(true));
+                    assert!(self
+                        .budget
+                        .cas_now(ROOT, Some(cur.version), acc)
+                        .is_committed());
+                }
+                PeerEffect::Execute(env) => {
+                    self.executed.push((p, env.payload.node.to_string()));
+                    self.running.push((p, *env));
+                }
+                PeerEffect::Control(_) => {}
+                PeerEffect::CommitTerminal(record) => {
+                    let key = format!("state/{}", record.node);
+                    match self.states.cas_now(&key, None, record.clone()) {
+                        quorate_state::CasOutcome::Committed(v) => {
+                            self.cores[p].handle_commit(0, record, v.raw(), true)
+                        }
+                        quorate_state::CasOutcome::Conflict { current: Some(c) } => {
+                            self.cores[p].handle_commit(0, c.value, c.version.raw(), false)
+                        }
+                        other => panic!("{other:?}"),
+                    }
+                }
+                PeerEffect::Broadcast(env) => {
+                    self.sent.push((*env).clone());
+                    for q in (0..self.cores.len()).filter(|&q| q != p) {
+                        self.inbox.push_back((q, (*env).clone()));
+                    }
+                }
+                PeerEffect::Record(_) => {}
+                PeerEffect::Done(reason) => {
+                    assert!(self.done[p].is_none(), "a peer is done once");
+                    self.done[p] = Some(reason);
+                }
+            }
+        }
+        let acc = self.budget.get_now(ROOT).expect("root").value;
+        assert!(
+            acc.invariant_holds(),
+            "reserve + children <= limit: {acc:?}"
+        );
+    }
+
+    /// Answers the oldest running assignment of `node` with `outcome`.
+    fn answer(&mut self, node: &str, outcome: Outcome) {
+        let k = self
+            .running
+            .iter()
+            .position(|(_, e)| e.payload.node.as_str() == node)
+            .expect("running");
+        let (p, env) = self.running.remove(k);
+        let reply = env.reply(
+            self.workers[p],
+            ResultKind::VerifiedConclusion,
+            Report {
+                outcome,
+                spent: Budget::steps(1),
+                actions: ActionCounts::default(),
+                rejected_calls: vec![],
+            },
+        );
+        self.cores[p].handle_worker_reply(0, reply);
+        self.drain(p);
+    }
+
+    fn ok(&mut self, node: &str) {
+        let value = json!({ "from": node });
+        self.answer(
+            node,
+            Outcome::Answer {
+                value,
+                receipts: vec![],
+            },
+        );
+    }
+
+    fn deliver_all(&mut self) {
+        while let Some((q, env)) = self.inbox.pop_front() {
+            self.cores[q].handle_broadcast(0, env);
+            self.drain(q);
+        }
+    }
+
+    fn deliver(&mut self, q: usize, env: Envelope<PeerMsg>) {
+        self.cores[q].handle_broadcast(0, env);
+        self.drain(q);
+    }
+
+    fn running_nodes(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .running
+            .iter()
+            .map(|(_, e)| e.payload.node.to_string())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn diamond() -> Vec<NodeSpec> {
+    vec![
+        node("a", &[]),
+        node("b", &[]),
+        node("c", &["a", "b"]),
+        node("d", &["c"]),
+    ]
+}
+
+#[test]
+fn claims_contend_and_each_task_runs_on_exactly_one_peer() {
+    let mut net = Net::new(3, diamond(), None);
+    // Peers run one task at a time: a and b are claimed by different peers.
+    assert_eq!(net.running_nodes(), ["a", "b"]);
+    let owners: Vec<usize> = net.executed.iter().map(|(p, _)| *p).collect();
+    assert_ne!(owners[0], owners[1]);
+    net.ok("a");
+    net.ok("b");
+    net.deliver_all();
+    assert_eq!(net.running_nodes(), ["c"]);
+    net.ok("c");
+    net.deliver_all();
+    net.ok("d");
+    net.deliver_all();
+    let mut ran: Vec<&str> = net.executed.iter().map(|(_, n)| n.as_str()).collect();
+    ran.sort_unstable();
+    assert_eq!(ran, ["a", "b", "c", "d"], "each task executed exactly once");
+    for (p, core) in net.cores.iter().enumerate() {
+        assert_eq!(net.done[p], Some(StopReason::Completed), "peer {p}");
+        for i in 0..4 {
+            assert_eq!(core.task_state(i), TaskState::Completed);
+            assert!(core.result(i).is_some(), "peer {p} knows result {i}");
+        }
+        for i in 0..4u32 {
+            let claimed = net.cores.iter().filter(|c| c.claimed(i)).count();
+            assert_eq!(claimed, 1, "node {i} claimed by one peer");
+        }
+    }
+    // One broadcast per task, n - 1 messages each; all delivered, none rejected.
+    let sent: u64 = net.cores.iter().map(|c| c.messages().sent).sum();
+    let delivered: u64 = net.cores.iter().map(|c| c.messages().delivered).sum();
+    assert_eq!((sent, delivered), (8, 8));
+    let root = net.budget.get_now(ROOT).unwrap().value;
+    assert!(root.children.is_empty(), "every slice closed");
+    assert_eq!(root.spent().unwrap(), Budget::steps(4));
+}
+
+#[test]
+fn duplicate_forged_and_late_broadcasts_are_rejected_and_never_reactivate() {
+    let mut net = Net::new(2, vec![node("a", &[]), node("b", &[])], None);
+    net.ok("a");
+    let env = net.sent[0].clone();
+    let receiver = 1 - net.executed[0].0;
+    net.deliver_all();
+    // The same envelope again: duplicate.
+    net.deliver(receiver, env.clone());
+    assert_eq!(net.cores[receiver].messages().rejected_duplicate, 1);
+    // A fresh envelope claiming another terminal state for a completed task: late, no change.
+    let mut forged = env.clone();
+    forged.dedupe = quorate_protocols::DedupeKey::new();
+    let PeerMsg::Terminal { record, .. } = &mut forged.payload;
+    record.state = TaskState::Failed;
+    record.cause = Some(StopReason::Cancelled);
+    net.deliver(receiver, forged.clone());
+    assert_eq!(net.cores[receiver].messages().rejected_late, 1);
+    assert_eq!(net.cores[receiver].task_state(0), TaskState::Completed);
+    // From someone who is not a peer: unauthorized.
+    let mut stranger = forged;
+    stranger.dedupe = quorate_protocols::DedupeKey::new();
+    stranger.sender.agent = AgentId::from_u128(999);
+    net.deliver(receiver, stranger);
+    assert_eq!(net.cores[receiver].messages().rejected_unauthorized, 1);
+    net.ok("b");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+}
+
+#[test]
+fn a_failure_stops_every_peer_with_the_same_reason() {
+    let mut net = Net::new(3, diamond(), None);
+    net.ok("a");
+    net.answer(
+        "b",
+        Outcome::Failed {
+            observation: "boom".into(),
+        },
+    );
+    net.deliver_all();
+    // The late answer of the cancelled attempt, if any, changes nothing; every peer agrees.
+    let want = StopReason::Failed {
+        node: "b".into(),
+        observation: "boom".into(),
+    };
+    assert_eq!(net.done, vec![Some(want); 3]);
+    for core in &net.cores {
+        assert_eq!(core.task_state(0), TaskState::Completed);
+        assert_eq!(core.task_state(1), TaskState::Failed);
+        assert_eq!(core.task_state(2), TaskState::Cancelled);
+        assert_eq!(core.task_state(3), TaskState::Cancelled);
+    }
+    assert_eq!(net.executed.len(), 2, "nothing runs after the failure");
+    let root = net.budget.get_now(ROOT).unwrap().value;
+    assert!(root.children.is_empty());
+}
+
+#[test]
+fn a_budget_that_cannot_cover_a_slice_stops_with_stopped_limit() {
+    // Room for one 10-step slice after the 4-step reserve, not two.
+    let mut net = Net::new(
+        2,
+        vec![node("a", &[]), node("b", &[])],
+        Some(Budget::new(20, 20, 1000, 100)),
+    );
+    net.deliver_all();
+    assert_eq!(net.executed.len(), 1);
+    net.ok(&net.executed[0].1.clone());
+    net.deliver_all();
+    for d in &net.done {
+        assert!(matches!(d, Some(StopReason::StoppedLimit { .. })), "{d:?}");
+    }
+    let root = net.budget.get_now(ROOT).unwrap().value;
+    assert!(root.invariant_holds() && root.children.is_empty());
+}

@@ -1,0 +1,167 @@
+//! `quorate bench dag`: layered-DAG throughput through the full supervisor path, beside a raw
+//! actix request/response baseline measured in the same process.
+//!
+//! The DAG has `layers` x `width` tasks; node `i` of layer `l` depends on nodes `i` and
+//! `(i + 1) mod width` of layer `l - 1`. Every task goes through the whole path: plan validation,
+//! budget slice from the root account, an envelope with fresh ids, the worker core (agent loop,
+//! step charged on the task's own account), a reply envelope, the reply rules (dedupe, attempt,
+//! version, sender), the acceptance check, a CAS commit of the result, and trace events into the
+//! run log. The agent is trivial (it answers at once), so the figure is the runtime's overhead.
+
+use std::time::Instant;
+
+use actix::prelude::*;
+use quorate_coordinator::{run_star, ApprovalPolicy, RunOptions, SupervisorConfig};
+use quorate_protocols::{Budget, NodeId, NodeSpec, PlanSpec, ResultKind};
+use quorate_workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry, WorkerConfig};
+use serde::Serialize;
+
+/// Result of one `bench dag` run.
+#[derive(Clone, Debug, Serialize)]
+pub struct DagBench {
+    /// Layers.
+    pub layers: usize,
+    /// Width.
+    pub width: usize,
+    /// Workers.
+    pub workers: usize,
+    /// Tasks run.
+    pub tasks: usize,
+    /// Stop reason of the run (must be completed).
+    pub stop_reason: String,
+    /// Wall time of the run (actors started to report), seconds.
+    pub elapsed_s: f64,
+    /// Tasks per second.
+    pub tasks_per_s: f64,
+    /// Raw actix request/response round trips per second, same process, same run.
+    pub baseline_round_trips_per_s: f64,
+    /// `tasks_per_s / baseline_round_trips_per_s`.
+    pub ratio: f64,
+    /// Peak resident memory growth during the run divided by tasks (Linux `VmHWM`), bytes.
+    pub peak_rss_bytes_per_task: Option<f64>,
+}
+
+struct Answer;
+
+impl Agent for Answer {
+    fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
+        Proposal::Finish {
+            kind: ResultKind::VerifiedConclusion,
+            value: serde_json::Value::from(ctx.inputs.len()),
+        }
+    }
+}
+
+/// The layered plan.
+pub fn layered_plan(layers: usize, width: usize) -> PlanSpec {
+    let per_task = Budget::steps(2);
+    let mut nodes = Vec::with_capacity(layers * width);
+    for l in 0..layers {
+        for i in 0..width {
+            let mut n = NodeSpec::named(&format!("l{l}n{i}")).with_budget(per_task);
+            if l > 0 {
+                let mut deps = vec![NodeId::new(format!("l{}n{i}", l - 1)).expect("valid id")];
+                let j = (i + 1) % width;
+                if j != i {
+                    deps.push(NodeId::new(format!("l{}n{j}", l - 1)).expect("valid id"));
+                }
+                n.deps = deps;
+            }
+            nodes.push(n);
+        }
+    }
+    let total = (layers * width) as u64 * 2 + 1;
+    PlanSpec {
+        budget: Budget::steps(total),
+        reserve: Budget::steps(1),
+        nodes,
+        ..PlanSpec::default()
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "u64")]
+struct Ping(u64);
+
+struct Pong;
+
+impl Actor for Pong {
+    type Context = Context<Self>;
+}
+
+impl Handler<Ping> for Pong {
+    type Result = u64;
+    fn handle(&mut self, msg: Ping, _: &mut Self::Context) -> u64 {
+        msg.0 + 1
+    }
+}
+
+/// Raw actix request/response: one actor awaits `send` to another, `n` times, on one arbiter.
+pub fn actix_round_trips_per_s(n: u64) -> f64 {
+    let system = System::new();
+    system.block_on(async move {
+        let pong = Pong.start();
+        let start = Instant::now();
+        let mut acc = 0u64;
+        for i in 0..n {
+            acc = acc.wrapping_add(pong.send(Ping(i)).await.expect("pong answers"));
+        }
+        let s = start.elapsed().as_secs_f64();
+        std::hint::black_box(acc);
+        n as f64 / s
+    })
+}
+
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Runs the benchmark.
+pub fn run(layers: usize, width: usize, workers: usize) -> Result<DagBench, String> {
+    let spec = layered_plan(layers, width);
+    let tasks = spec.nodes.len();
+    let baseline = actix_round_trips_per_s(200_000);
+    let plan = spec.validate().map_err(|e| e.to_string())?;
+    let rss_before = peak_rss_bytes();
+    let options = RunOptions {
+        supervisor: SupervisorConfig {
+            workers,
+            attempt_timeout_ms: 600_000,
+            approvals: ApprovalPolicy::None,
+            ..SupervisorConfig::default()
+        },
+        worker: WorkerConfig::default(),
+        ..RunOptions::default()
+    };
+    let start = Instant::now();
+    let out = run_star(plan, options, || {
+        (
+            AgentRegistry::new().with_fallback(
+                |_: &quorate_workers::Assignment| -> Box<dyn Agent> { Box::new(Answer) },
+            ),
+            ToolRegistry::new(),
+        )
+    })
+    .map_err(|e| e.to_string())?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let rss_after = peak_rss_bytes();
+    let tasks_per_s = tasks as f64 / elapsed;
+    Ok(DagBench {
+        layers,
+        width,
+        workers,
+        tasks,
+        stop_reason: out.report.stop_reason.clone().unwrap_or_default(),
+        elapsed_s: elapsed,
+        tasks_per_s,
+        baseline_round_trips_per_s: baseline,
+        ratio: tasks_per_s / baseline,
+        peak_rss_bytes_per_task: match (rss_before, rss_after) {
+            (Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / tasks as f64),
+            _ => None,
+        },
+    })
+}

@@ -1,0 +1,79 @@
+//! Runs the logic of the Rust examples (`examples/supervisor_pipeline.rs`,
+//! `examples/react_loop.rs`) and checks that they end as their docs say.
+//!
+//! The example files are compiled into this test with `#[path]`, so the test runs exactly the
+//! code a user copies; each example's `main` calls the same `run`.
+//! The modules are `pub` so that the examples' public items stay reachable (the workspace
+//! warns on unreachable `pub`), and `dead_code` is allowed for each example's `main`.
+
+#[allow(dead_code)]
+#[path = "../examples/supervisor_pipeline.rs"]
+pub mod supervisor_pipeline;
+
+#[allow(dead_code)]
+#[path = "../examples/react_loop.rs"]
+pub mod react_loop;
+
+use quorate::coordinator::ApprovalPolicy;
+use quorate::protocols::{Budget, TaskState};
+
+#[test]
+fn supervisor_pipeline_completes_and_publishes_once() {
+    let outcome = supervisor_pipeline::run().expect("the pipeline runs");
+    let report = &outcome.report;
+    assert_eq!(report.stop_reason.as_deref(), Some("completed"));
+    assert_eq!(report.stop_exit_code(), 0);
+    let ids: Vec<&str> = report.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["gather-a", "gather-b", "analyse", "merge", "review"]);
+    for task in &report.tasks {
+        assert_eq!(task.state, TaskState::Completed, "task {}", task.id);
+        assert_eq!(task.attempts, 1, "task {}", task.id);
+        assert!(task.spent.steps >= 1 && task.spent.steps <= task.granted.steps);
+    }
+    assert_eq!(outcome.publish_effects, 1);
+    // Two reads and one publish went through the gate; nothing was refused or doubled.
+    assert_eq!(report.actions.executed, 3);
+    assert_eq!(report.actions.rejected, 0);
+    assert_eq!(report.actions.duplicate_effects, 0);
+    let body = outcome.published.expect("the report was published");
+    assert!(body.contains("Supervisors restart failed actors. [source-a, source-b]"));
+    assert!(body.contains("Mailboxes are bounded. [source-a]"));
+}
+
+#[test]
+fn supervisor_pipeline_without_approval_cancels_and_publishes_nothing() {
+    let outcome = supervisor_pipeline::run_with(ApprovalPolicy::None).expect("the pipeline runs");
+    let report = &outcome.report;
+    assert_eq!(report.stop_reason.as_deref(), Some("cancelled"));
+    let states: Vec<TaskState> = report.tasks.iter().map(|t| t.state).collect();
+    use TaskState::{Cancelled, Completed};
+    assert_eq!(
+        states,
+        [Completed, Completed, Completed, Completed, Cancelled]
+    );
+    assert_eq!(outcome.publish_effects, 0);
+    assert!(outcome.published.is_none());
+}
+
+#[test]
+fn react_loop_answers_the_short_chain_and_stops_at_the_step_limit_on_the_long_one() {
+    let (short, long) = react_loop::run().expect("both runs run");
+
+    assert_eq!(short.stop_reason.as_deref(), Some("completed"));
+    let task = &short.tasks[0];
+    assert_eq!(task.state, TaskState::Completed);
+    // Three searches and the finishing step.
+    assert_eq!(task.spent, Budget::new(4, 3, 0, 0));
+
+    assert_eq!(long.stop_reason.as_deref(), Some("stopped-limit"));
+    assert_eq!(long.stop_detail.as_deref(), Some("stopped-limit (steps)"));
+    assert_eq!(long.stop_exit_code(), 3);
+    let task = &long.tasks[0];
+    assert_eq!(task.state, TaskState::StoppedLimit);
+    assert_eq!(task.attempts, 1, "a limit is not retried");
+    // Every step of the slice was used, one search per step; the 6th iteration was refused.
+    assert_eq!(
+        task.spent,
+        Budget::new(react_loop::STEPS, react_loop::STEPS, 0, 0)
+    );
+}

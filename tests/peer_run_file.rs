@@ -1,0 +1,98 @@
+//! Peer mode end to end: `examples/plans/all_inputs.toml` with `topology = "peer"` and three
+//! peers, through `quorate::runner::run_file`, with and without message chaos.
+
+use std::path::{Path, PathBuf};
+
+use quorate::coordinator::chaos::ChaosConfig;
+use quorate::protocols::TaskState;
+use quorate::runner::{run_file, FileRun, RunArgs};
+
+const CHAOS: &str = "dup=0.2,reorder=0.2,drop=0.1,delay=5";
+
+/// A copy of `all_inputs.toml` switched to peer mode with `peers` peers.
+fn peer_plan(tag: &str, peers: usize) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plans/all_inputs.toml");
+    let text = std::fs::read_to_string(&src).expect("example plan");
+    let text = text
+        .replace("topology = \"star\"", "topology = \"peer\"")
+        .replace("workers = 2", &format!("workers = {peers}"));
+    assert!(text.contains("topology = \"peer\""));
+    let dir = std::env::temp_dir().join(format!("quorate-peer-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("all_inputs_peer.toml");
+    std::fs::write(&path, text).expect("write plan");
+    path
+}
+
+#[track_caller]
+fn assert_completed_once(run: &FileRun, peers: u64) {
+    let r = &run.output.report;
+    assert_eq!(r.stop_reason.as_deref(), Some("completed"), "{r:#?}");
+    assert_eq!(r.stop_exit_code(), 0);
+    assert_eq!(r.tasks.len(), 4);
+    for t in &r.tasks {
+        assert_eq!(t.state, TaskState::Completed, "{}", t.id);
+        assert_eq!(t.attempts, 1, "{} ran once, on one peer", t.id);
+        assert!(t.spent.fits_within(&t.granted), "{}", t.id);
+    }
+    assert_eq!(r.actions.executed, 3, "two reads and one save");
+    assert_eq!(r.actions.duplicate_effects, 0);
+    assert_eq!(run.world.effects_of("db.save"), 1);
+    assert_eq!(run.world.effects().len(), 1);
+    for e in run.world.effects() {
+        assert_eq!(run.world.effects_for(&e.action), 1);
+    }
+    // One broadcast per task, to every other peer.
+    assert_eq!(r.messages.sent, 4 * (peers - 1), "{:?}", r.messages);
+    assert!(r.budget.spent.fits_within(&r.budget.limit));
+    assert_eq!(
+        r.budget.granted,
+        r.tasks
+            .iter()
+            .fold(quorate::protocols::Budget::ZERO, |acc, t| acc
+                .saturating_add(&t.granted),)
+    );
+    let prefix = format!("result/{}/", r.run_id);
+    assert_eq!(run.output.results.scan_now(&prefix).len(), 4);
+}
+
+#[test]
+fn all_inputs_in_peer_mode_completes() {
+    let run = run_file(&peer_plan("plain", 3), &RunArgs::default()).expect("runs");
+    assert_completed_once(&run, 3);
+    let m = run.output.report.messages;
+    assert_eq!(
+        m.delivered, m.sent,
+        "no chaos: every broadcast arrives once"
+    );
+    assert_eq!(
+        m.rejected_duplicate + m.rejected_late + m.rejected_unauthorized,
+        0
+    );
+    println!("peer messages (3 peers): {m:?}");
+    let star = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plans/all_inputs.toml");
+    let star = run_file(&star, &RunArgs::default()).expect("star runs");
+    println!(
+        "star messages (2 workers): {:?}",
+        star.output.report.messages
+    );
+    let two = run_file(&peer_plan("two", 2), &RunArgs::default()).expect("runs");
+    assert_completed_once(&two, 2);
+    println!("peer messages (2 peers): {:?}", two.output.report.messages);
+}
+
+#[test]
+fn all_inputs_in_peer_mode_under_chaos() {
+    let path = peer_plan("chaos", 3);
+    for seed in 1..=3 {
+        let args = RunArgs {
+            seed,
+            chaos: Some(CHAOS.parse::<ChaosConfig>().expect("chaos")),
+            ..RunArgs::default()
+        };
+        let run = run_file(&path, &args).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_completed_once(&run, 3);
+        let m = run.output.report.messages;
+        println!("seed {seed}: {m:?} chaos {:?}", run.output.chaos);
+    }
+}

@@ -1,0 +1,65 @@
+//! Precondition failure -> replan, end to end through `quorate run`'s runner.
+
+use std::path::Path;
+
+use quorate::coordinator::chaos::ChaosConfig;
+use quorate::protocols::TaskState;
+use quorate::runner::{run_file, RunArgs};
+
+fn check(args: &RunArgs) {
+    let run =
+        run_file(Path::new("examples/plans/precondition_replan.toml"), args).expect("plan runs");
+    let r = &run.output.report;
+    assert_eq!(r.stop_reason.as_deref(), Some("completed"), "{r:?}");
+    assert_eq!(r.plan_version, 2);
+    let states: Vec<(&str, TaskState)> = r.tasks.iter().map(|t| (t.id.as_str(), t.state)).collect();
+    assert_eq!(
+        states,
+        vec![
+            ("load", TaskState::Completed),
+            ("draft", TaskState::Completed)
+        ]
+    );
+    assert_eq!(r.tasks[0].attempts, 1, "load is carried over, not re-run");
+    assert_eq!(run.world.effects_of("mail.send"), 0, "publish never ran");
+    assert_eq!(run.world.effects_of("docs.write"), 1);
+    let events = run
+        .output
+        .log
+        .read_now(r.run_id, quorate::state::Seq(0), usize::MAX);
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|(_, e)| {
+            serde_json::to_value(e).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let failed = kinds
+        .iter()
+        .position(|k| k == "precondition-failed")
+        .expect("precondition-failed event");
+    let replanned = kinds
+        .iter()
+        .position(|k| k == "replanned")
+        .expect("replanned event");
+    assert!(failed < replanned);
+}
+
+#[test]
+fn precondition_failure_replans_and_keeps_completed_work() {
+    check(&RunArgs::default());
+}
+
+#[test]
+fn precondition_failure_replans_under_chaos() {
+    for seed in 1..=3 {
+        let chaos: ChaosConfig = "dup=0.2,reorder=0.2,drop=0.1,delay=5".parse().unwrap();
+        check(&RunArgs {
+            seed,
+            chaos: Some(chaos),
+            ..RunArgs::default()
+        });
+    }
+}
