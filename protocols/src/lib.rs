@@ -28,6 +28,8 @@ mod decode;
 mod envelope;
 mod ids;
 mod lifecycle;
+#[cfg(feature = "mutants")]
+pub mod mutant;
 mod plan;
 mod record;
 mod version;

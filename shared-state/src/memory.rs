@@ -66,6 +66,16 @@ impl<V: Clone> MemoryStore<V> {
     pub fn cas_now(&self, key: &str, expected: Option<Version>, value: V) -> CasOutcome<V> {
         match expected {
             Some(expected) => match self.map.get_mut(key) {
+                #[cfg(feature = "mutants")]
+                Some(mut slot)
+                    if quorate_protocols::mutant::is(
+                        quorate_protocols::mutant::Mutant::CasIgnoresVersion,
+                    ) =>
+                {
+                    let version = self.next_version();
+                    *slot = Versioned { value, version };
+                    CasOutcome::Committed(version)
+                }
                 Some(mut slot) if slot.version == expected => {
                     let version = self.next_version();
                     *slot = Versioned { value, version };

@@ -69,6 +69,44 @@ pub enum Observation {
         /// Why.
         reason: GateRejection,
     },
+    /// Every delegated sub-task ended; here is how.
+    Delegated {
+        /// One entry per sub-task, in the order they were proposed.
+        results: Vec<SubtaskResult>,
+    },
+    /// The delegation was refused; no sub-task started.
+    DelegationRefused {
+        /// Why (a sub-task asked for more budget than the slice holds, or for a capability the
+        /// task does not have).
+        reason: crate::delegate::DelegationError,
+    },
+}
+
+/// A sub-task an agent delegates. Its budget is carved out of the delegating task's own slice;
+/// its capabilities must be a subset of the task's (delegation only narrows).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubtaskSpec {
+    /// Name, unique among the siblings; the sub-task's node id is `<parent node>.<name>`.
+    pub name: String,
+    /// Role (selects the agent).
+    pub role: String,
+    /// What it may do.
+    pub capabilities: quorate_protocols::Capabilities,
+    /// Its slice.
+    pub budget: quorate_protocols::Budget,
+    /// Handed to the sub-task as its input.
+    pub input: serde_json::Value,
+}
+
+/// How one delegated sub-task ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubtaskResult {
+    /// The sub-task's name.
+    pub name: String,
+    /// Its answer, or why it did not give one.
+    pub outcome: Result<serde_json::Value, String>,
+    /// What it spent (charged to the delegating task).
+    pub spent: quorate_protocols::Budget,
 }
 
 impl fmt::Display for Observation {
@@ -82,6 +120,11 @@ impl fmt::Display for Observation {
                 ..
             } => write!(f, "{tool} failed ({class}): {message}"),
             Observation::Rejected { reason, .. } => write!(f, "gate rejected the call: {reason}"),
+            Observation::Delegated { results } => {
+                let ok = results.iter().filter(|r| r.outcome.is_ok()).count();
+                write!(f, "{ok} of {} sub-tasks answered", results.len())
+            }
+            Observation::DelegationRefused { reason } => write!(f, "delegation refused: {reason}"),
         }
     }
 }
@@ -111,6 +154,12 @@ pub enum Proposal {
     Fail {
         /// The observation it failed on.
         observation: String,
+    },
+    /// Delegate sub-tasks and wait for all of them; their results come back as
+    /// [`Observation::Delegated`]. Works at any depth: a sub-task's agent may delegate too.
+    Delegate {
+        /// The sub-tasks.
+        subtasks: Vec<SubtaskSpec>,
     },
 }
 

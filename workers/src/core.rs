@@ -178,6 +178,8 @@ pub struct WorkerCore {
     tools: ToolRegistry,
     attempts: HashMap<TaskId, Attempt>,
     books: HashMap<TaskId, ActionBook>,
+    /// Delegated sub-task -> the task that delegated it.
+    parents: HashMap<TaskId, TaskId>,
     effects: VecDeque<Effect>,
 }
 
@@ -200,6 +202,7 @@ impl WorkerCore {
             tools,
             attempts: HashMap::new(),
             books: HashMap::new(),
+            parents: HashMap::new(),
             effects: VecDeque::new(),
         }
     }
@@ -293,8 +296,13 @@ impl WorkerCore {
                 return Ok(());
             }
         };
+        #[cfg(feature = "mutants")]
+        if quorate_protocols::mutant::is(quorate_protocols::mutant::Mutant::IdempotencyPerAttempt) {
+            self.books.remove(&task);
+        }
         let book = self.books.entry(task).or_default();
         book.forget_ended_without_effect();
+        let mut spawn = Vec::new();
         let mut deps = Deps {
             now,
             me: self.me,
@@ -302,10 +310,118 @@ impl WorkerCore {
             tools: &self.tools,
             book,
             out: &mut self.effects,
+            spawn: &mut spawn,
         };
         attempt.run(&mut deps);
         self.attempts.insert(task, attempt);
+        self.settle_delegations(now, spawn);
         Ok(())
+    }
+
+    /// Starts delegated sub-tasks and hands every sub-task's final reply to its parent (which
+    /// may delegate again, at any depth), until nothing is left to route.
+    fn settle_delegations(&mut self, now: Instant, mut spawn: Vec<Envelope<Assignment>>) {
+        loop {
+            for child in std::mem::take(&mut spawn) {
+                let task = child.task;
+                if let Some(parent) = child.parent {
+                    self.parents.insert(task, parent);
+                }
+                let agent = self
+                    .agents
+                    .create(&child.payload)
+                    .map_err(|e| e.to_string());
+                let attempt = agent.and_then(|agent| {
+                    Attempt::new(child.clone(), agent, &self.config).map_err(|e| e.to_string())
+                });
+                match attempt {
+                    Ok(mut attempt) => {
+                        let mut deps = Deps {
+                            now,
+                            me: self.me,
+                            config: &self.config,
+                            tools: &self.tools,
+                            book: self.books.entry(task).or_default(),
+                            out: &mut self.effects,
+                            spawn: &mut spawn,
+                        };
+                        attempt.run(&mut deps);
+                        self.attempts.insert(task, attempt);
+                    }
+                    Err(observation) => {
+                        let report = Report {
+                            outcome: Outcome::Failed { observation },
+                            spent: Budget::ZERO,
+                            actions: ActionCounts::default(),
+                            rejected_calls: Vec::new(),
+                        };
+                        let reply = child.reply(self.me, ResultKind::Suggestion, report);
+                        self.effects.push_back(Effect::Reply(Box::new(reply)));
+                    }
+                }
+            }
+            // Route sub-task replies to their parents instead of out of the worker.
+            let Some(pos) = self
+                .effects
+                .iter()
+                .position(|e| matches!(e, Effect::Reply(r) if self.parents.contains_key(&r.task)))
+            else {
+                if spawn.is_empty() {
+                    return;
+                }
+                continue;
+            };
+            let Some(Effect::Reply(reply)) = self.effects.remove(pos) else {
+                continue;
+            };
+            let child = reply.task;
+            let parent = self.parents[&child];
+            if matches!(reply.payload.outcome, Outcome::ApprovalRequested { .. }) {
+                // A sub-task cannot park for a human: cancel it; the parent sees why.
+                let _ = self.with_attempt_spawning(now, child, &mut spawn, |a, d| a.on_cancel(d));
+            }
+            let _ = self.with_attempt_spawning(now, parent, &mut spawn, |a, d| {
+                a.on_child_done(d, child, reply.payload)
+            });
+        }
+    }
+
+    fn with_attempt_spawning(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        spawn: &mut Vec<Envelope<Assignment>>,
+        f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
+    ) -> Result<(), InputError> {
+        let attempt = self
+            .attempts
+            .get_mut(&task)
+            .ok_or(InputError::UnknownTask { task })?;
+        let mut deps = Deps {
+            now,
+            me: self.me,
+            config: &self.config,
+            tools: &self.tools,
+            book: self.books.entry(task).or_default(),
+            out: &mut self.effects,
+            spawn,
+        };
+        f(attempt, &mut deps)
+    }
+
+    /// Every sub-task below `task`, deepest last.
+    fn descendants(&self, task: TaskId) -> Vec<TaskId> {
+        let mut out = Vec::new();
+        let mut frontier = vec![task];
+        while let Some(t) = frontier.pop() {
+            if let Some(a) = self.attempts.get(&t) {
+                for c in a.open_children() {
+                    out.push(c);
+                    frontier.push(c);
+                }
+            }
+        }
+        out
     }
 
     /// A decision about a running attempt: cancel, approve or reject.
@@ -316,7 +432,9 @@ impl WorkerCore {
     ) -> Result<(), InputError> {
         let task = envelope.task;
         let got = envelope.attempt;
-        self.with_attempt(now, task, |attempt, deps| {
+        let mut cancel_tree = false;
+        let below = self.descendants(task);
+        let result = self.with_attempt(now, task, |attempt, deps| {
             if attempt.number() != got {
                 return Err(InputError::StaleAttempt {
                     task,
@@ -325,11 +443,21 @@ impl WorkerCore {
                 });
             }
             match envelope.payload {
-                Control::Cancel => attempt.on_cancel(deps),
+                Control::Cancel => {
+                    cancel_tree = true;
+                    attempt.on_cancel(deps)
+                }
                 Control::Approve { action } => attempt.on_approval(deps, action, true),
                 Control::Reject { action } => attempt.on_approval(deps, action, false),
             }
-        })
+        });
+        if cancel_tree {
+            // A cancel reaches every sub-task below the task; nothing starts after it.
+            for child in below {
+                let _ = self.with_attempt(now, child, |a, d| a.on_cancel(d));
+            }
+        }
+        result
     }
 
     /// The tool answered the call for `action`.
@@ -379,19 +507,10 @@ impl WorkerCore {
         task: TaskId,
         f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
     ) -> Result<(), InputError> {
-        let attempt = self
-            .attempts
-            .get_mut(&task)
-            .ok_or(InputError::UnknownTask { task })?;
-        let mut deps = Deps {
-            now,
-            me: self.me,
-            config: &self.config,
-            tools: &self.tools,
-            book: self.books.entry(task).or_default(),
-            out: &mut self.effects,
-        };
-        f(attempt, &mut deps)
+        let mut spawn = Vec::new();
+        let result = self.with_attempt_spawning(now, task, &mut spawn, f);
+        self.settle_delegations(now, spawn);
+        result
     }
 }
 

@@ -369,3 +369,70 @@ fn unknown_role_fails_the_assignment_with_a_reply() {
         tool: String::new(),
     };
 }
+
+#[test]
+fn a_cancel_reaches_delegated_sub_tasks() {
+    let mut d = Driver::new(
+        script(json!([
+            { "do": "delegate", "subtasks": [
+                { "name": "child", "capabilities": ["db.save"], "budget": { "steps": 4, "tool_calls": 2 },
+                  "script": [
+                    { "do": "call", "tool": "db.save", "params": { "id": 1 } },
+                    { "do": "call", "tool": "db.save", "params": { "id": 2 } }
+                  ] }
+            ] },
+        ])),
+        vec![],
+    );
+    d.assign(0, Driver::assignment(&["db.save"], budget()));
+    // The child's first call is in flight; it belongs to the child task, not the parent.
+    let Some(crate::Effect::CallTool { action, task, .. }) = d.core.poll_effect() else {
+        panic!("expected the child's call")
+    };
+    assert_ne!(task, d.task, "the call is the sub-task's");
+    d.control(Control::Cancel).unwrap();
+    let answer = crate::ToolAnswer::Ok {
+        output: json!(1),
+        cost: Budget::ZERO,
+        changed: true,
+    };
+    assert_eq!(
+        d.core.handle_tool_answer(d.now, action, answer),
+        Err(InputError::NotAwaited { action })
+    );
+    d.drive();
+    assert!(
+        d.calls.is_empty(),
+        "no call started after the cancel, at any depth"
+    );
+    assert_eq!(
+        d.replies.len(),
+        1,
+        "only the delegating task replies to the supervisor"
+    );
+    assert_eq!(d.last().outcome, Outcome::Cancelled);
+    assert!(d.last().spent.tool_calls <= 2);
+}
+
+#[test]
+fn a_sub_task_cannot_widen_capabilities() {
+    let mut d = Driver::new(
+        script(json!([
+            { "do": "delegate", "subtasks": [
+                { "name": "child", "capabilities": ["db.delete"], "budget": { "steps": 2 },
+                  "script": [ { "do": "call", "tool": "db.delete", "params": {} } ] }
+            ] },
+        ])),
+        vec![],
+    );
+    d.assign(0, Driver::assignment(&["db.save"], budget()));
+    d.drive();
+    assert!(d.calls.is_empty());
+    match &d.last().outcome {
+        Outcome::Failed { observation } => {
+            assert!(observation.contains("db.delete"), "{observation}")
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    assert_eq!(d.last().actions.rejected, 1);
+}

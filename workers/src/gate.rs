@@ -275,6 +275,15 @@ impl Gate {
                 reason: format!("tool {:?} asks for human approval", request.tool),
             };
         }
+        #[cfg(feature = "mutants")]
+        if quorate_protocols::mutant::is(quorate_protocols::mutant::Mutant::ChargeAfterCall) {
+            let reservation = ReservationId(u64::MAX);
+            return GateDecision::Execute {
+                reservation,
+                digest,
+                retry,
+            };
+        }
         let headroom = match ctx.account.headroom_for_self() {
             Ok(h) => h,
             Err(e) => return reject(GateRejection::Ledger(e)),

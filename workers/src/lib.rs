@@ -39,6 +39,7 @@ mod agent;
 mod attempt;
 mod book;
 mod core;
+mod delegate;
 mod gate;
 pub mod messages;
 mod progress;
@@ -50,10 +51,12 @@ mod testing;
 
 pub use actor::{AssignMsg, ControlMsg, ReportMsg, WorkerActor};
 pub use agent::{
-    Agent, AgentContext, AgentFactory, AgentRegistry, Faults, Observation, Proposal, UnknownRole,
+    Agent, AgentContext, AgentFactory, AgentRegistry, Faults, Observation, Proposal, SubtaskResult,
+    SubtaskSpec, UnknownRole,
 };
 pub use book::{ActionBook, ActionRecord, BookError, Resolved};
 pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
+pub use delegate::DelegationError;
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
 pub use messages::{
     ActionCounts, Assignment, Control, Outcome, ProgressSignature, Receipt, Report, TaskInput,

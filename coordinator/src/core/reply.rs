@@ -24,6 +24,10 @@ pub(crate) struct ReplyGuard<'a> {
 /// acknowledged) is a *duplicate* even after it made the task terminal; a new reply to a
 /// terminal task is *late*.
 pub(crate) fn judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Result<(), Rejection> {
+    #[cfg(feature = "mutants")]
+    if let Some(verdict) = mutant_judge(guard, reply) {
+        return verdict;
+    }
     if reply.run != guard.run {
         return Err(Rejection::Unauthorized);
     }
@@ -46,6 +50,26 @@ pub(crate) fn judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Result<()
         return Err(Rejection::Late);
     }
     Ok(())
+}
+
+/// Seeded bugs (feature `mutants`): the reply rule without its terminal guard, or without its
+/// attempt and version checks. `None` when no reply-rule mutant is active.
+#[cfg(feature = "mutants")]
+fn mutant_judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Option<Result<(), Rejection>> {
+    use quorate_protocols::mutant::{is, Mutant};
+    let authentic = reply.run == guard.run
+        && !guard.seen.contains(&reply.dedupe)
+        && reply.sender.role == Role::Worker
+        && Some(reply.sender.agent) == guard.assigned;
+    let current = reply.attempt == guard.attempt && reply.state_version == guard.version;
+    let live = matches!(guard.state, TaskState::Running | TaskState::WaitingApproval);
+    if is(Mutant::NoTerminalGuard) && authentic && current {
+        return Some(Ok(()));
+    }
+    if is(Mutant::AcceptStale) && authentic && live {
+        return Some(Ok(()));
+    }
+    None
 }
 
 #[cfg(test)]

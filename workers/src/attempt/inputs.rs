@@ -8,7 +8,9 @@ use crate::core::{Effect, InputError};
 use crate::gate::CallRequest;
 use crate::messages::Outcome;
 use crate::tool::ToolAnswer;
-use quorate_state::ReservationId;
+use quorate_state::{AccountId, ReservationId};
+
+use crate::agent::{Observation, SubtaskResult};
 
 impl Attempt {
     pub(crate) fn on_answer(
@@ -135,6 +137,77 @@ impl Attempt {
             } => Ok((request, reservation)),
             _ => Err(InputError::NotAwaited { action }),
         }
+    }
+
+    /// Sub-tasks this attempt is waiting for.
+    pub(crate) fn open_children(&self) -> Vec<quorate_protocols::TaskId> {
+        match &self.phase {
+            Phase::Delegating { children } => children
+                .iter()
+                .filter(|(_, _, r)| r.is_none())
+                .map(|(t, _, _)| *t)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A delegated sub-task ended with `report`. When the last one ends, the agent sees all
+    /// results as one observation and the loop goes on.
+    pub(crate) fn on_child_done(
+        &mut self,
+        d: &mut Deps<'_>,
+        child: quorate_protocols::TaskId,
+        report: crate::messages::Report,
+    ) -> Result<(), InputError> {
+        let Phase::Delegating { children } = &mut self.phase else {
+            return Err(self.ended());
+        };
+        let Some(entry) = children
+            .iter_mut()
+            .find(|(t, _, r)| *t == child && r.is_none())
+        else {
+            return Err(InputError::UnknownTask { task: child });
+        };
+        let slice = self
+            .account
+            .children
+            .get(&AccountId::Task(child))
+            .copied()
+            .unwrap_or_default();
+        let spent = report.spent.min(&slice);
+        let outcome = match report.outcome {
+            crate::messages::Outcome::Answer { value, receipts } => {
+                self.receipts.extend(receipts);
+                Ok(value)
+            }
+            crate::messages::Outcome::ApprovalRequested { reason, .. } => Err(format!(
+                "sub-task asked for approval ({reason}); delegated sub-tasks cannot park for a human"
+            )),
+            other => Err(format!("{other:?}")),
+        };
+        entry.2 = Some(SubtaskResult {
+            name: entry.1.clone(),
+            outcome,
+            spent,
+        });
+        let _ = self.account.child_closed(AccountId::Task(child), spent);
+        let a = report.actions;
+        self.counts.executed += a.executed;
+        self.counts.rejected += a.rejected;
+        self.counts.unknown += a.unknown;
+        self.counts.recovered += a.recovered;
+        self.counts.duplicate_effects += a.duplicate_effects;
+        self.rejected_calls.extend(report.rejected_calls);
+        if children.iter().all(|(_, _, r)| r.is_some()) {
+            let Phase::Delegating { children } = std::mem::replace(&mut self.phase, Phase::Idle)
+            else {
+                return Ok(());
+            };
+            let results = children.into_iter().filter_map(|(_, _, r)| r).collect();
+            self.observation = Some(Observation::Delegated { results });
+            self.run(d);
+        }
+        Ok(())
     }
 
     pub(crate) fn on_cancel(&mut self, d: &mut Deps<'_>) -> Result<(), InputError> {

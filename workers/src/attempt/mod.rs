@@ -12,7 +12,7 @@ use quorate_protocols::{
 use quorate_state::{Account, AccountId, LedgerError, ReservationId};
 use serde_json::Value;
 
-use crate::agent::{Agent, AgentContext, Faults, Observation, Proposal};
+use crate::agent::{Agent, AgentContext, Faults, Observation, Proposal, SubtaskResult};
 use crate::book::{ActionBook, BookError};
 use crate::core::{Effect, InputError, WorkerConfig};
 use crate::gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
@@ -28,6 +28,8 @@ pub(crate) struct Deps<'a> {
     pub(crate) tools: &'a ToolRegistry,
     pub(crate) book: &'a mut ActionBook,
     pub(crate) out: &'a mut VecDeque<Effect>,
+    /// Sub-task assignments to start (the core runs them as attempts of their own).
+    pub(crate) spawn: &'a mut Vec<Envelope<Assignment>>,
 }
 
 enum Phase {
@@ -45,6 +47,10 @@ enum Phase {
     },
     /// Waiting for a human.
     Parked { request: CallRequest },
+    /// Waiting for delegated sub-tasks: `(task, name, result)` in proposal order.
+    Delegating {
+        children: Vec<(quorate_protocols::TaskId, String, Option<SubtaskResult>)>,
+    },
     /// The final reply went out.
     Done,
 }
@@ -144,6 +150,31 @@ impl Attempt {
                 }
                 Proposal::Fail { observation } => {
                     self.finish(d, ResultKind::Suggestion, Outcome::Failed { observation });
+                }
+                Proposal::Delegate { subtasks } => {
+                    match crate::delegate::plan(
+                        &self.envelope,
+                        &mut self.account,
+                        self.account_id,
+                        &subtasks,
+                    ) {
+                        Ok(children) => {
+                            let mut list = Vec::with_capacity(children.len());
+                            for child in children {
+                                list.push((child.envelope.task, child.name, None));
+                                d.spawn.push(child.envelope);
+                            }
+                            self.phase = Phase::Delegating { children: list };
+                        }
+                        Err(reason) => {
+                            self.counts.rejected += 1;
+                            self.rejected_calls.push(crate::messages::RejectedCall {
+                                tool: "delegate".to_string(),
+                                reason: reason.to_string(),
+                            });
+                            self.observation = Some(Observation::DelegationRefused { reason });
+                        }
+                    }
                 }
                 Proposal::CallTool {
                     tool,
@@ -400,6 +431,16 @@ impl Attempt {
     fn finish(&mut self, d: &mut Deps<'_>, kind: ResultKind, outcome: Outcome) {
         if self.is_done() {
             return;
+        }
+        // Sub-tasks still open are charged their whole slice (their calls may have spent it).
+        let open: Vec<(AccountId, Budget)> = self
+            .account
+            .children
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        for (child, slice) in open {
+            let _ = self.account.child_closed(child, slice);
         }
         let _unused = self.account.close(self.account_id);
         let cancelled = outcome == Outcome::Cancelled;

@@ -13,6 +13,7 @@ use crate::tool::{SideEffect, ToolRegistry};
 
 enum Item {
     Call(CallStep),
+    Delegate(Vec<crate::agent::SubtaskSpec>),
     Finish { kind: ResultKind, value: Value },
     Fail(String),
 }
@@ -45,6 +46,18 @@ impl ScriptedAgent {
                     value: a.value.clone(),
                 }),
                 Step::Fail(f) => items.push(Item::Fail(f.observation.clone())),
+                Step::Delegate(d) => items.push(Item::Delegate(
+                    d.subtasks
+                        .iter()
+                        .map(|s| crate::agent::SubtaskSpec {
+                            name: s.name.clone(),
+                            role: s.role.clone(),
+                            capabilities: s.capabilities.clone(),
+                            budget: s.budget,
+                            input: s.input.clone(),
+                        })
+                        .collect(),
+                )),
                 Step::DuplicateReply => faults.duplicate_reply = true,
                 Step::LateReply => faults.late_reply = true,
             }
@@ -66,6 +79,24 @@ impl Agent for ScriptedAgent {
             Some(Observation::Output { output, .. }) => {
                 self.last_output = Some(output.clone());
                 self.last_error = None;
+            }
+            Some(Observation::Delegated { results }) => {
+                match results
+                    .iter()
+                    .find_map(|r| r.outcome.as_ref().err().map(|e| (r, e)))
+                {
+                    Some((r, e)) => self.last_error = Some(format!("sub-task {}: {e}", r.name)),
+                    None => {
+                        let answers: serde_json::Map<String, Value> = results
+                            .iter()
+                            .filter_map(|r| {
+                                r.outcome.as_ref().ok().map(|v| (r.name.clone(), v.clone()))
+                            })
+                            .collect();
+                        self.last_output = Some(Value::Object(answers));
+                        self.last_error = None;
+                    }
+                }
             }
             Some(other) => self.last_error = Some(other.to_string()),
             None => {}
@@ -103,6 +134,9 @@ impl Agent for ScriptedAgent {
             },
             Item::Fail(observation) => Proposal::Fail {
                 observation: observation.clone(),
+            },
+            Item::Delegate(subtasks) => Proposal::Delegate {
+                subtasks: subtasks.clone(),
             },
         }
     }
@@ -153,8 +187,22 @@ impl ScriptBook {
     }
 
     /// Adds (or replaces) the script of `node` after checking it.
+    ///
+    /// The scripts of delegated sub-tasks are registered too, under `<node>.<name>`.
     pub fn insert(&mut self, node: NodeId, script: Script) -> Result<(), ScriptError> {
         script.tools()?;
+        for step in &script.steps {
+            if let Step::Delegate(d) = step {
+                for sub in &d.subtasks {
+                    let child = NodeId::new(format!("{node}.{}", sub.name)).map_err(|_| {
+                        ScriptError::BadSubtaskName {
+                            name: sub.name.clone(),
+                        }
+                    })?;
+                    self.insert(child, sub.script.clone())?;
+                }
+            }
+        }
         self.scripts.insert(node, script);
         Ok(())
     }

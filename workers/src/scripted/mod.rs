@@ -83,6 +83,8 @@ pub enum Step {
     Answer(AnswerStep),
     /// Fail.
     Fail(FailStep),
+    /// Delegate sub-tasks (each with its own script) and wait for all of them.
+    Delegate(DelegateStep),
     /// Fault: send the final reply twice with the same dedupe key.
     DuplicateReply,
     /// Fault: after a cancel, still send an answer.
@@ -146,6 +148,41 @@ pub struct AnswerStep {
     pub value: serde_json::Value,
 }
 
+/// A `delegate` step: sub-tasks carved from this task's slice, each played by its own script.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DelegateStep {
+    /// The sub-tasks.
+    pub subtasks: Vec<ScriptedSubtask>,
+}
+
+/// One sub-task of a `delegate` step. Its node id is `<parent node>.<name>`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ScriptedSubtask {
+    /// Unique among its siblings.
+    pub name: String,
+    /// Role (the scripted agent serves every role).
+    #[serde(default = "default_role")]
+    pub role: String,
+    /// Capabilities it asks for (must be within the parent task's).
+    #[serde(default)]
+    pub capabilities: quorate_protocols::Capabilities,
+    /// Its slice, carved out of the parent task's.
+    #[serde(default)]
+    pub budget: Budget,
+    /// Its input.
+    #[serde(default)]
+    pub input: serde_json::Value,
+    /// What its agent does.
+    #[serde(default)]
+    pub script: Script,
+}
+
+fn default_role() -> String {
+    "worker".to_string()
+}
+
 /// A `fail` step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -169,6 +206,12 @@ const fn verified() -> ResultKind {
 /// A script is not usable. The variants name the step (0-based) or tool at fault.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScriptError {
+    /// A delegated sub-task's name does not make a valid node id.
+    #[error("sub-task name {name:?} does not make a valid node id (A-Z a-z 0-9 _ - .)")]
+    BadSubtaskName {
+        /// The name.
+        name: String,
+    },
     /// A tool name is not a valid capability name.
     #[error("step {step}: tool name {tool:?} is not a valid capability name: {source}")]
     BadToolName {
@@ -207,6 +250,15 @@ impl Script {
     /// Checks tool names and repeats, and returns each tool with its side-effect class.
     pub fn tools(&self) -> Result<Vec<(Capability, SideEffect)>, ScriptError> {
         let mut tools: Vec<(Capability, SideEffect)> = Vec::new();
+        for s in &self.steps {
+            if let Step::Delegate(d) = s {
+                for sub in &d.subtasks {
+                    for (name, side_effect) in sub.script.tools()? {
+                        merge_tool(&mut tools, name, side_effect)?;
+                    }
+                }
+            }
+        }
         for (step, s) in self.steps.iter().enumerate() {
             let Step::Call(call) = s else { continue };
             if call.repeat == 0 {

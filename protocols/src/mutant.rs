@@ -1,0 +1,49 @@
+//! Seeded bugs for the reliability simulator (feature `mutants`, off by default).
+//!
+//! One process-wide switch says which bug is active; every crate reads it through [`is`].
+//! With the feature off this module does not exist and no code path changes. With the feature
+//! on and the switch at [`Mutant::None`] (the default) every hook is inert.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// A deliberately seeded bug the simulator must catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Mutant {
+    /// No bug.
+    None = 0,
+    /// The supervisor's reply rule skips the terminal-task check (and the live-state check).
+    NoTerminalGuard = 1,
+    /// The reply rule skips the attempt and state-version checks (accepts stale replies).
+    AcceptStale = 2,
+    /// The execution gate skips the budget reservation before a call (so nothing is charged).
+    ChargeAfterCall = 3,
+    /// `MemoryStore::cas_now` ignores the expected version of an existing key.
+    CasIgnoresVersion = 4,
+    /// The worker forgets its action records on every new attempt (idempotency per attempt).
+    IdempotencyPerAttempt = 5,
+}
+
+impl Mutant {
+    /// Every real mutant (not [`Mutant::None`]).
+    pub const ALL: [Mutant; 5] = [
+        Mutant::NoTerminalGuard,
+        Mutant::AcceptStale,
+        Mutant::ChargeAfterCall,
+        Mutant::CasIgnoresVersion,
+        Mutant::IdempotencyPerAttempt,
+    ];
+}
+
+static ACTIVE: AtomicU8 = AtomicU8::new(Mutant::None as u8);
+
+/// Activates `mutant` for the whole process (`Mutant::None` switches every bug off).
+pub fn set(mutant: Mutant) {
+    ACTIVE.store(mutant as u8, Ordering::SeqCst);
+}
+
+/// `true` if `mutant` is the active bug.
+#[must_use]
+pub fn is(mutant: Mutant) -> bool {
+    ACTIVE.load(Ordering::Relaxed) == mutant as u8
+}
