@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench_dag;
+pub mod experiment;
 pub mod plan_file;
 pub mod runner;
 

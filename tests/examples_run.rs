@@ -14,6 +14,10 @@ pub mod supervisor_pipeline;
 #[path = "../examples/react_loop.rs"]
 pub mod react_loop;
 
+#[allow(dead_code)]
+#[path = "../examples/peer_pipeline.rs"]
+pub mod peer_pipeline;
+
 use quorate::coordinator::ApprovalPolicy;
 use quorate::protocols::{Budget, TaskState};
 
@@ -76,4 +80,27 @@ fn react_loop_answers_the_short_chain_and_stops_at_the_step_limit_on_the_long_on
         task.spent,
         Budget::new(react_loop::STEPS, react_loop::STEPS, 0, 0)
     );
+}
+
+#[test]
+fn peer_pipeline_sums_and_sends_n_minus_one_messages_per_result() {
+    for peers in [2usize, 3, 4] {
+        let out = peer_pipeline::run(peers).expect("the peer pipeline runs");
+        let r = &out.report;
+        assert_eq!(r.stop_reason.as_deref(), Some("completed"));
+        assert_eq!(
+            out.result("total"),
+            Some(serde_json::json!((0..30).sum::<i64>()))
+        );
+        assert_eq!(
+            r.messages.sent,
+            ((peers - 1) * 4) as u64,
+            "every result goes to the n-1 others"
+        );
+        assert_eq!(r.actions.executed, 3, "each shard ran once, on one peer");
+        assert!(r
+            .tasks
+            .iter()
+            .all(|t| t.state == TaskState::Completed && t.attempts == 1));
+    }
 }

@@ -48,7 +48,8 @@ pub struct SupervisorActor {
     log: Arc<MemoryLog<Event>>,
     trace: Option<TraceSink>,
     started: Instant,
-    timer: Option<SpawnHandle>,
+    /// The armed timer and the core time it fires at.
+    timer: Option<(SpawnHandle, u64)>,
     done: Option<oneshot::Sender<RunReport>>,
 }
 
@@ -111,6 +112,8 @@ impl SupervisorActor {
                     self.core.handle_preconditions(now, node, outcome);
                 }
                 Effect::Record(event) => {
+                    metrics::counter!("quorate_supervisor_events", "kind" => event.kind.name())
+                        .increment(1);
                     self.log.append_now(event.run_id, event.clone());
                     if let Some(trace) = &self.trace {
                         trace.send(event);
@@ -128,12 +131,19 @@ impl SupervisorActor {
                 }
             }
         }
-        if let Some(handle) = self.timer.take() {
-            ctx.cancel_future(handle);
-        }
-        if let Some(at) = self.core.poll_timeout() {
-            let wait = Duration::from_millis(at.saturating_sub(self.now()));
-            self.timer = Some(ctx.notify_later(Tick, wait));
+        // Re-arm only when the next deadline moved earlier: a timer that fires early just
+        // ticks the core for nothing, and cancelling timers costs more than that.
+        match (self.timer, self.core.poll_timeout()) {
+            (Some((_, armed)), Some(at)) if armed <= at => {}
+            (old, next) => {
+                if let Some((handle, _)) = old {
+                    ctx.cancel_future(handle);
+                }
+                self.timer = next.map(|at| {
+                    let wait = Duration::from_millis(at.saturating_sub(self.now()));
+                    (ctx.notify_later(Tick, wait), at)
+                });
+            }
         }
     }
 }
@@ -151,6 +161,9 @@ impl Actor for SupervisorActor {
 impl Handler<ReportMsg> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, msg: ReportMsg, ctx: &mut Self::Context) {
+        let _span =
+            tracing::debug_span!("supervisor.reply", run = %self.core.run(), task = %msg.0.task)
+                .entered();
         let now = self.now();
         self.core.handle_report(now, msg.0);
         self.drive(ctx);
@@ -160,6 +173,7 @@ impl Handler<ReportMsg> for SupervisorActor {
 impl Handler<Tick> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
+        let _span = tracing::debug_span!("supervisor.tick", run = %self.core.run()).entered();
         self.timer = None;
         let now = self.now();
         self.core.handle_tick(now);

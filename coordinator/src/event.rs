@@ -109,11 +109,44 @@ pub enum EventKind {
         /// What was observed.
         observation: String,
     },
+    /// The run is stopping for `reason`: live tasks are being cancelled; `run-stopped` follows
+    /// once they are all terminal.
+    StopRequested {
+        /// Why.
+        reason: crate::StopReason,
+    },
     /// The run ended.
     RunStopped {
         /// Why.
         stop_reason: String,
     },
+}
+
+impl EventKind {
+    /// The `kind` name as written in the trace.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::RunStarted { .. } => "run-started",
+            EventKind::Transition { .. } => "transition",
+            EventKind::Dispatched { .. } => "dispatched",
+            EventKind::TaskClosed { .. } => "task-closed",
+            EventKind::RunResumed { .. } => "run-resumed",
+            EventKind::ReplyAccepted => "reply-accepted",
+            EventKind::CallRejected { .. } => "call-rejected",
+            EventKind::ReplyRejected { .. } => "reply-rejected",
+            EventKind::AcceptanceFailed { .. } => "acceptance-failed",
+            EventKind::ResultCommitted => "result-committed",
+            EventKind::ApprovalRequested { .. } => "approval-requested",
+            EventKind::ApprovalDecided { .. } => "approval-decided",
+            EventKind::CancelRequested => "cancel-requested",
+            EventKind::BudgetRefused { .. } => "budget-refused",
+            EventKind::Replanned { .. } => "replanned",
+            EventKind::PreconditionFailed { .. } => "precondition-failed",
+            EventKind::StopRequested { .. } => "stop-requested",
+            EventKind::RunStopped { .. } => "run-stopped",
+        }
+    }
 }
 
 /// One line of the trace (JSONL) and one entry of the run log.
@@ -124,7 +157,7 @@ pub struct Event {
     /// The run.
     pub run_id: RunId,
     /// The task's node id, or `None` for run-level events.
-    pub task: Option<String>,
+    pub task: Option<std::sync::Arc<str>>,
     /// Milliseconds since the run started (virtual in simulations).
     pub at_ms: u64,
     /// What happened.

@@ -58,6 +58,9 @@ pub struct RunReport {
     /// Exit code of the stop reason.
     #[serde(skip)]
     pub stop_code: u8,
+    /// The typed stop reason (the JSON carries it as `stop_reason` + `stop_detail`).
+    #[serde(skip)]
+    pub stop: Option<crate::StopReason>,
 }
 
 impl RunReport {
@@ -100,6 +103,7 @@ impl RunReport {
             stop_code: core
                 .stop_reason()
                 .map_or(1, |s| u8::try_from(s.exit_code()).unwrap_or(1)),
+            stop: core.stop_reason().cloned(),
         }
     }
 }

@@ -51,6 +51,15 @@ pub struct RunOutput {
     pub results: Arc<MemoryStore<serde_json::Value>>,
 }
 
+impl RunOutput {
+    /// The accepted result of task `node`, if it completed.
+    #[must_use]
+    pub fn result(&self, node: &str) -> Option<serde_json::Value> {
+        let key = format!("result/{}/{node}", self.report.run_id);
+        self.results.get_now(&key).map(|v| v.value)
+    }
+}
+
 /// A run could not be carried out.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -73,6 +82,10 @@ pub enum RunError {
 /// Runs `plan` in star topology: one supervisor, `options.supervisor.workers` workers built from
 /// `parts()` (agents and tools; called once per worker), on a fresh actix system. Blocks until
 /// the run stops.
+///
+/// `parts()` runs once per worker: state that tools must share across workers (the system they
+/// act on, an effect log) has to be created outside and cloned in (an `Arc`), or each worker
+/// gets its own copy.
 pub fn run_star(
     plan: Plan,
     options: RunOptions,

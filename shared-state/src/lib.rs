@@ -16,6 +16,7 @@
 
 pub mod conformance;
 mod ledger;
+pub mod linearizability;
 mod log;
 mod memory;
 mod retry;

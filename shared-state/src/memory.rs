@@ -157,9 +157,49 @@ impl<V: Clone + Send + Sync> Store<V> for MemoryStore<V> {
 }
 
 /// In-memory [`RunLog`]: one vector per run behind its own lock.
+///
+/// A run's entries are kept in fixed-size chunks, so a long log grows without ever copying what
+/// it already holds.
 #[derive(Debug)]
 pub struct MemoryLog<E> {
-    runs: DashMap<RunId, Arc<Mutex<Vec<E>>>>,
+    runs: DashMap<RunId, Arc<Mutex<Chunks<E>>>>,
+}
+
+/// Entries per chunk.
+const CHUNK: usize = 4096;
+
+#[derive(Debug)]
+struct Chunks<E> {
+    chunks: Vec<Vec<E>>,
+    len: usize,
+}
+
+impl<E> Default for Chunks<E> {
+    fn default() -> Self {
+        Self {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<E> Chunks<E> {
+    fn push(&mut self, entry: E) -> usize {
+        if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            last.push(entry);
+        }
+        self.len += 1;
+        self.len - 1
+    }
+
+    fn iter_from(&self, start: usize) -> impl Iterator<Item = &E> {
+        let first = start / CHUNK;
+        let skip = start % CHUNK;
+        self.chunks.iter().skip(first).flatten().skip(skip)
+    }
 }
 
 impl<E: Clone> Default for MemoryLog<E> {
@@ -177,16 +217,15 @@ impl<E: Clone> MemoryLog<E> {
         }
     }
 
-    fn run(&self, run: RunId) -> Arc<Mutex<Vec<E>>> {
+    fn run(&self, run: RunId) -> Arc<Mutex<Chunks<E>>> {
         self.runs.entry(run).or_default().clone()
     }
 
     /// [`RunLog::append`], synchronously.
     pub fn append_now(&self, run: RunId, entry: E) -> Seq {
         let log = self.run(run);
-        let mut entries = log.lock();
-        entries.push(entry);
-        Seq(entries.len() as u64 - 1)
+        let seq = log.lock().push(entry);
+        Seq(seq as u64)
     }
 
     /// [`RunLog::read`], synchronously.
@@ -197,9 +236,9 @@ impl<E: Clone> MemoryLog<E> {
         let entries = log.lock();
         let start = usize::try_from(from.0)
             .unwrap_or(usize::MAX)
-            .min(entries.len());
-        entries[start..]
-            .iter()
+            .min(entries.len);
+        entries
+            .iter_from(start)
             .take(limit)
             .enumerate()
             .map(|(i, e)| (Seq((start + i) as u64), e.clone()))
@@ -208,7 +247,7 @@ impl<E: Clone> MemoryLog<E> {
 
     /// Number of entries in `run`'s log.
     pub fn len(&self, run: RunId) -> usize {
-        self.runs.get(&run).map_or(0, |l| l.lock().len())
+        self.runs.get(&run).map_or(0, |l| l.lock().len)
     }
 }
 
@@ -219,5 +258,30 @@ impl<E: Clone + Send + Sync> RunLog<E> for MemoryLog<E> {
 
     async fn read(&self, run: RunId, from: Seq, limit: usize) -> Result<Vec<(Seq, E)>, StoreError> {
         Ok(self.read_now(run, from, limit))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_reads_across_chunk_boundaries() {
+        let log = MemoryLog::new();
+        let run = RunId::from_u128(1);
+        for i in 0..(2 * CHUNK as u64 + 10) {
+            assert_eq!(log.append_now(run, i), Seq(i));
+        }
+        let got = log.read_now(run, Seq(CHUNK as u64 - 3), 6);
+        let want: Vec<(Seq, u64)> = (CHUNK as u64 - 3..CHUNK as u64 + 3)
+            .map(|i| (Seq(i), i))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            log.read_now(run, Seq(2 * CHUNK as u64 + 9), 5),
+            vec![(Seq(2 * CHUNK as u64 + 9), 2 * CHUNK as u64 + 9)]
+        );
+        assert!(log.read_now(run, Seq(10 * CHUNK as u64), 5).is_empty());
+        assert_eq!(log.len(run), 2 * CHUNK + 10);
     }
 }

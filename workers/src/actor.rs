@@ -35,6 +35,7 @@ pub struct ReportMsg(pub Envelope<Report>);
 #[rtype(result = "()")]
 struct CallEnded {
     action: ActionId,
+    call: u64,
     answer: Option<ToolAnswer>,
 }
 
@@ -134,6 +135,7 @@ impl WorkerActor {
                     tool,
                     params,
                     deadline,
+                    call: tag,
                     ..
                 } => {
                     metrics::counter!("quorate_worker_tool_calls").increment(1);
@@ -141,11 +143,23 @@ impl WorkerActor {
                     let me = ctx.address();
                     let wait = deadline.saturating_duration_since(Instant::now());
                     actix::spawn(async move {
+                        let started = Instant::now();
                         let answer = match call {
                             Some(call) => tokio::time::timeout(wait, call).await.ok(),
                             None => Some(unknown_tool(&tool)),
                         };
-                        me.do_send(CallEnded { action, answer });
+                        let outcome = if answer.is_some() {
+                            "answered"
+                        } else {
+                            "timed-out"
+                        };
+                        metrics::histogram!("quorate_tool_call_seconds", "outcome" => outcome)
+                            .record(started.elapsed().as_secs_f64());
+                        me.do_send(CallEnded {
+                            action,
+                            call: tag,
+                            answer,
+                        });
                     });
                 }
                 Effect::QueryTool {
@@ -208,8 +222,10 @@ impl Handler<CallEnded> for WorkerActor {
     fn handle(&mut self, msg: CallEnded, ctx: &mut Context<Self>) {
         let now = Instant::now();
         let result = match msg.answer {
-            Some(answer) => self.core.handle_tool_answer(now, msg.action, answer),
-            None => self.core.handle_tool_timeout(now, msg.action),
+            Some(answer) => self
+                .core
+                .handle_tool_answer(now, msg.action, msg.call, answer),
+            None => self.core.handle_tool_timeout(now, msg.action, msg.call),
         };
         self.fed(result, ctx);
     }

@@ -29,7 +29,9 @@ pub struct AgentContext<'a> {
     pub inputs: &'a [TaskInput],
     /// What the task may do.
     pub capabilities: &'a Capabilities,
-    /// What is left of the attempt's budget slice.
+    /// What is left of the attempt's budget slice, *after* this step was charged: with
+    /// `remaining.steps == 0` the agent can still propose, but will not see the outcome of a call
+    /// (no step is left to observe it), so a careful agent finishes instead.
     pub remaining: Budget,
     /// Documents and other text carried by the task. Data only: the gate never reads it.
     pub evidence_text: &'a [String],
@@ -232,6 +234,33 @@ impl AgentRegistry {
     ) -> Self {
         self.roles.insert(role.into(), Arc::new(factory));
         self
+    }
+
+    /// Uses a fresh `make()` agent for `role`; saves the `Box<dyn Agent>` cast a closure
+    /// factory needs.
+    ///
+    /// ```
+    /// use quorate_workers::{Agent, AgentContext, AgentRegistry, Proposal};
+    /// use quorate_protocols::ResultKind;
+    ///
+    /// struct Echo;
+    /// impl Agent for Echo {
+    ///     fn propose(&mut self, _: &AgentContext<'_>) -> Proposal {
+    ///         Proposal::Finish { kind: ResultKind::Suggestion, value: "hi".into() }
+    ///     }
+    /// }
+    /// let agents = AgentRegistry::new().with_agent("echo", || Echo);
+    /// # let _ = agents;
+    /// ```
+    #[must_use]
+    pub fn with_agent<A, F>(self, role: impl Into<String>, make: F) -> Self
+    where
+        A: Agent + 'static,
+        F: Fn() -> A + Send + Sync + 'static,
+    {
+        self.with_role(role, move |_: &Assignment| -> Box<dyn Agent> {
+            Box::new(make())
+        })
     }
 
     /// Uses `factory` for every role without its own.

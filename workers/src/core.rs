@@ -15,7 +15,7 @@
 //! the state is then as before, except that a late tool answer is still recorded in the
 //! task's [`ActionBook`] (the effect happened whether or not anyone waits for it).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use quorate_protocols::{ActionId, AgentId, Budget, Envelope, ResultKind, Role, Sender, TaskId};
@@ -62,6 +62,9 @@ pub enum Effect {
         params: serde_json::Value,
         /// When the outcome becomes unknown.
         deadline: Instant,
+        /// Tags this call; hand it back with the answer or the timeout. A retry of an action is a
+        /// new call, so a late answer of an earlier call is told apart from the retry's.
+        call: u64,
     },
     /// Ask `tool` what became of `action`; feed the answer to
     /// [`WorkerCore::handle_query_answer`] or call [`WorkerCore::handle_query_timeout`].
@@ -176,10 +179,15 @@ pub struct WorkerCore {
     config: WorkerConfig,
     agents: AgentRegistry,
     tools: ToolRegistry,
-    attempts: HashMap<TaskId, Attempt>,
-    books: HashMap<TaskId, ActionBook>,
+    attempts: ahash::AHashMap<TaskId, Attempt>,
+    books: ahash::AHashMap<TaskId, ActionBook>,
     /// Delegated sub-task -> the task that delegated it.
-    parents: HashMap<TaskId, TaskId>,
+    parents: ahash::AHashMap<TaskId, TaskId>,
+    /// Ended attempts, reaped from `attempts`: the last attempt number and its counters. Keeps
+    /// memory per finished task small while still refusing a stale or duplicate assignment.
+    finished: ahash::AHashMap<TaskId, (u32, ActionCounts)>,
+    /// Tool calls sent (tags them; see [`Effect::CallTool`]).
+    calls: u64,
     effects: VecDeque<Effect>,
 }
 
@@ -200,9 +208,11 @@ impl WorkerCore {
             config,
             agents,
             tools,
-            attempts: HashMap::new(),
-            books: HashMap::new(),
-            parents: HashMap::new(),
+            attempts: ahash::AHashMap::new(),
+            books: ahash::AHashMap::new(),
+            parents: ahash::AHashMap::new(),
+            finished: ahash::AHashMap::new(),
+            calls: 0,
             effects: VecDeque::new(),
         }
     }
@@ -242,7 +252,10 @@ impl WorkerCore {
     /// What the gate did in the current attempt of `task`.
     #[must_use]
     pub fn counts(&self, task: TaskId) -> Option<ActionCounts> {
-        self.attempts.get(&task).map(Attempt::counts)
+        self.attempts
+            .get(&task)
+            .map(Attempt::counts)
+            .or_else(|| self.finished.get(&task).map(|(_, c)| *c))
     }
 
     // ----- polls
@@ -262,8 +275,12 @@ impl WorkerCore {
         envelope: Envelope<Assignment>,
     ) -> Result<(), InputError> {
         let task = envelope.task;
-        if let Some(current) = self.attempts.get(&task) {
-            let current = current.number();
+        let current = self
+            .attempts
+            .get(&task)
+            .map(Attempt::number)
+            .or_else(|| self.finished.get(&task).map(|(n, _)| *n));
+        if let Some(current) = current {
             if envelope.attempt < current {
                 return Err(InputError::StaleAttempt {
                     task,
@@ -311,11 +328,51 @@ impl WorkerCore {
             book,
             out: &mut self.effects,
             spawn: &mut spawn,
+            calls: &mut self.calls,
         };
         attempt.run(&mut deps);
         self.attempts.insert(task, attempt);
+        self.finished.remove(&task);
         self.settle_delegations(now, spawn);
+        self.reap(task);
         Ok(())
+    }
+
+    /// An answer for an attempt that already ended (and was reaped): it wakes nothing, but the
+    /// task's action record still learns what happened, so a later attempt never repeats it.
+    fn late_answer(
+        &mut self,
+        action: ActionId,
+        answer: Option<&ToolAnswer>,
+    ) -> Result<(), InputError> {
+        let task = action.task;
+        let Some(book) = self.books.get_mut(&task) else {
+            return Err(InputError::UnknownTask { task });
+        };
+        match answer {
+            Some(answer) => {
+                if book.resolve(action, answer)? == crate::book::Resolved::DuplicateEffect {
+                    if let Some((_, counts)) = self.finished.get_mut(&task) {
+                        counts.duplicate_effects += 1;
+                    }
+                }
+            }
+            None => book.mark_absent(action),
+        }
+        Err(InputError::NotAwaited { action })
+    }
+
+    /// Moves an ended attempt (with no sub-task still running) out of `attempts`.
+    fn reap(&mut self, task: TaskId) {
+        let done = self
+            .attempts
+            .get(&task)
+            .is_some_and(|a| a.is_done() && a.open_children().is_empty());
+        if done {
+            if let Some(a) = self.attempts.remove(&task) {
+                self.finished.insert(task, (a.number(), a.counts()));
+            }
+        }
     }
 
     /// Starts delegated sub-tasks and hands every sub-task's final reply to its parent (which
@@ -344,6 +401,7 @@ impl WorkerCore {
                             book: self.books.entry(task).or_default(),
                             out: &mut self.effects,
                             spawn: &mut spawn,
+                            calls: &mut self.calls,
                         };
                         attempt.run(&mut deps);
                         self.attempts.insert(task, attempt);
@@ -383,6 +441,8 @@ impl WorkerCore {
             let _ = self.with_attempt_spawning(now, parent, &mut spawn, |a, d| {
                 a.on_child_done(d, child, reply.payload)
             });
+            self.reap(child);
+            self.reap(parent);
         }
     }
 
@@ -393,10 +453,11 @@ impl WorkerCore {
         spawn: &mut Vec<Envelope<Assignment>>,
         f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
     ) -> Result<(), InputError> {
-        let attempt = self
-            .attempts
-            .get_mut(&task)
-            .ok_or(InputError::UnknownTask { task })?;
+        let finished = self.finished.get(&task).map(|(n, _)| *n);
+        let attempt = self.attempts.get_mut(&task).ok_or(match finished {
+            Some(attempt) => InputError::AttemptEnded { task, attempt },
+            None => InputError::UnknownTask { task },
+        })?;
         let mut deps = Deps {
             now,
             me: self.me,
@@ -405,6 +466,7 @@ impl WorkerCore {
             book: self.books.entry(task).or_default(),
             out: &mut self.effects,
             spawn,
+            calls: &mut self.calls,
         };
         f(attempt, &mut deps)
     }
@@ -465,9 +527,15 @@ impl WorkerCore {
         &mut self,
         now: Instant,
         action: ActionId,
+        call: u64,
         answer: ToolAnswer,
     ) -> Result<(), InputError> {
-        self.with_attempt(now, action.task, |a, d| a.on_answer(d, action, answer))
+        if !self.attempts.contains_key(&action.task) {
+            return self.late_answer(action, Some(&answer));
+        }
+        self.with_attempt(now, action.task, |a, d| {
+            a.on_answer(d, action, call, answer)
+        })
     }
 
     /// The call for `action` did not answer by its deadline: its outcome is unknown.
@@ -475,8 +543,9 @@ impl WorkerCore {
         &mut self,
         now: Instant,
         action: ActionId,
+        call: u64,
     ) -> Result<(), InputError> {
-        self.with_attempt(now, action.task, |a, d| a.on_timeout(d, action))
+        self.with_attempt(now, action.task, |a, d| a.on_timeout(d, action, call))
     }
 
     /// The tool answered a query about `action` (`None`: nothing committed).
@@ -486,6 +555,9 @@ impl WorkerCore {
         action: ActionId,
         answer: Option<ToolAnswer>,
     ) -> Result<(), InputError> {
+        if !self.attempts.contains_key(&action.task) {
+            return self.late_answer(action, answer.as_ref());
+        }
         self.with_attempt(now, action.task, |a, d| {
             a.on_query_answer(d, action, answer)
         })
@@ -510,6 +582,7 @@ impl WorkerCore {
         let mut spawn = Vec::new();
         let result = self.with_attempt_spawning(now, task, &mut spawn, f);
         self.settle_delegations(now, spawn);
+        self.reap(task);
         result
     }
 }

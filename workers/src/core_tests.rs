@@ -125,7 +125,7 @@ fn cancel_stops_further_calls() {
     );
     d.assign(0, Driver::assignment(&["db.save"], budget()));
     // The first call is in flight; cancel arrives before its answer.
-    let Some(crate::Effect::CallTool { action, .. }) = d.core.poll_effect() else {
+    let Some(crate::Effect::CallTool { action, call, .. }) = d.core.poll_effect() else {
         panic!("expected a call")
     };
     d.control(Control::Cancel).unwrap();
@@ -135,7 +135,7 @@ fn cancel_stops_further_calls() {
         changed: true,
     };
     assert_eq!(
-        d.core.handle_tool_answer(d.now, action, answer),
+        d.core.handle_tool_answer(d.now, action, call, answer),
         Err(InputError::NotAwaited { action })
     );
     d.drive();
@@ -386,7 +386,10 @@ fn a_cancel_reaches_delegated_sub_tasks() {
     );
     d.assign(0, Driver::assignment(&["db.save"], budget()));
     // The child's first call is in flight; it belongs to the child task, not the parent.
-    let Some(crate::Effect::CallTool { action, task, .. }) = d.core.poll_effect() else {
+    let Some(crate::Effect::CallTool {
+        action, task, call, ..
+    }) = d.core.poll_effect()
+    else {
         panic!("expected the child's call")
     };
     assert_ne!(task, d.task, "the call is the sub-task's");
@@ -397,7 +400,7 @@ fn a_cancel_reaches_delegated_sub_tasks() {
         changed: true,
     };
     assert_eq!(
-        d.core.handle_tool_answer(d.now, action, answer),
+        d.core.handle_tool_answer(d.now, action, call, answer),
         Err(InputError::NotAwaited { action })
     );
     d.drive();
@@ -435,4 +438,70 @@ fn a_sub_task_cannot_widen_capabilities() {
         other => panic!("expected a failure, got {other:?}"),
     }
     assert_eq!(d.last().actions.rejected, 1);
+}
+
+#[test]
+fn a_late_answer_of_an_earlier_call_does_not_settle_the_retry() {
+    let mut d = Driver::new(
+        script(json!([
+            { "do": "call", "tool": "db.save", "params": { "id": 1 }, "outcome": "timeout-before-commit" },
+            { "do": "answer", "value": "saved" },
+        ])),
+        vec![],
+    );
+    d.assign(0, Driver::assignment(&["db.save"], budget()));
+    let Some(crate::Effect::CallTool {
+        action,
+        call: first,
+        ..
+    }) = d.core.poll_effect()
+    else {
+        panic!("expected a call")
+    };
+    d.core.handle_tool_timeout(d.now, action, first).unwrap();
+    let Some(crate::Effect::QueryTool { .. }) = d.core.poll_effect() else {
+        panic!("expected a query")
+    };
+    d.core.handle_query_answer(d.now, action, None).unwrap();
+    let Some(crate::Effect::CallTool {
+        action: again,
+        call: second,
+        ..
+    }) = d.core.poll_effect()
+    else {
+        panic!("expected the retry")
+    };
+    assert_eq!(
+        (again, second > first),
+        (action, true),
+        "same action, new call"
+    );
+    // The first call's error finally arrives: it must not fail the retry in flight.
+    let late = crate::ToolAnswer::Err {
+        class: "io".into(),
+        message: "connection reset".into(),
+    };
+    assert_eq!(
+        d.core.handle_tool_answer(d.now, action, first, late),
+        Err(InputError::NotAwaited { action })
+    );
+    assert!(d.core.poll_effect().is_none(), "nothing moved");
+    let ok = crate::ToolAnswer::Ok {
+        output: json!("saved"),
+        cost: Budget::ZERO,
+        changed: true,
+    };
+    d.core
+        .handle_tool_answer(d.now, action, second, ok)
+        .unwrap();
+    d.drive();
+    assert!(
+        matches!(d.last().outcome, Outcome::Answer { .. }),
+        "{:?}",
+        d.last().outcome
+    );
+    assert_eq!(
+        d.core.action(&action).unwrap().state,
+        ActionState::Succeeded
+    );
 }

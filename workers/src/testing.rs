@@ -133,15 +133,16 @@ impl Driver {
                 tool,
                 params,
                 deadline,
+                call,
                 ..
             } => {
                 self.calls.push((action, tool.clone()));
                 let fut = self.core.tools().get(&tool).unwrap().call(action, params);
                 let result = match poll_once(fut) {
-                    Some(answer) => self.core.handle_tool_answer(self.now, action, answer),
+                    Some(answer) => self.core.handle_tool_answer(self.now, action, call, answer),
                     None => {
                         self.now = deadline;
-                        self.core.handle_tool_timeout(self.now, action)
+                        self.core.handle_tool_timeout(self.now, action, call)
                     }
                 };
                 let _late_or_stale = result;

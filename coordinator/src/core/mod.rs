@@ -7,22 +7,24 @@
 //! order, draining effects after each, until [`stop_reason`](SupervisorCore::stop_reason) is
 //! `Some`.
 
+mod approval;
+mod dispatch;
 mod replan;
 mod reply;
 mod resume;
+mod stop;
 mod task;
 
 pub use replan::ReplanError;
 pub use resume::ResumeError;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
 use quorate_protocols::{
-    Budget, Capabilities, Envelope, Plan, Precondition, RunId, Sender, TaskEvent, TaskId,
-    TaskState, Version,
+    Budget, Envelope, Plan, Precondition, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
 };
-use quorate_state::{Account, AccountId, LedgerError};
-use quorate_workers::messages::{Assignment, Control, Outcome, Report, TaskInput};
+use quorate_state::{Account, LedgerError};
+use quorate_workers::messages::{Assignment, Control, Outcome, Report};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventKind, Rejection};
@@ -142,8 +144,11 @@ pub struct SupervisorCore {
     workers: Vec<Sender>,
     next_worker: usize,
     tasks: Vec<TaskSlot>,
+    /// Node ids as shared strings, for events (one allocation per node, not per event).
+    names: Vec<std::sync::Arc<str>>,
     evidence_text: Vec<Vec<String>>,
-    by_id: HashMap<TaskId, u32>,
+    /// Task id -> node index. Keys arrive in untrusted replies: a randomly keyed fast hash.
+    by_id: ahash::AHashMap<TaskId, u32>,
     ready: VecDeque<u32>,
     /// Ids of tasks dropped by a replan: their replies are late.
     retired: HashSet<TaskId>,
@@ -193,6 +198,7 @@ impl SupervisorCore {
         let root = Account::open(None, spec.budget, spec.reserve)
             .expect("a validated plan's reserve fits its budget");
         let n = plan.len();
+        let names = node_names(&plan);
         let tasks = (0..plan.len() as u32)
             .map(|i| TaskSlot::new(TaskId::new(), plan.deps(i).len()))
             .collect::<Vec<_>>();
@@ -210,6 +216,7 @@ impl SupervisorCore {
             workers,
             next_worker: 0,
             evidence_text: vec![Vec::new(); tasks.len()],
+            names,
             tasks,
             by_id,
             ready: VecDeque::new(),
@@ -432,12 +439,11 @@ impl SupervisorCore {
             Outcome::Failed { observation } => self.fail(now, i, observation),
             Outcome::NoProgress { .. } => {
                 let node = self.plan.node(i).id.to_string();
-                self.end_task(now, i, TaskEvent::Failed);
-                self.begin_stop(now, StopReason::NoProgress { node });
+                self.stop_with(now, i, TaskEvent::Failed, StopReason::NoProgress { node });
             }
             Outcome::LimitReached { component } => {
-                self.end_task(now, i, TaskEvent::LimitReached);
-                self.begin_stop(now, StopReason::StoppedLimit { component });
+                let reason = StopReason::StoppedLimit { component };
+                self.stop_with(now, i, TaskEvent::LimitReached, reason);
             }
             Outcome::Cancelled => self.end_task(now, i, TaskEvent::Cancelled),
         }
@@ -528,7 +534,7 @@ impl SupervisorCore {
         let event = Event {
             seq: self.seq,
             run_id: self.run,
-            task: task.map(|i| self.plan.node(i).id.to_string()),
+            task: task.map(|i| self.names[i as usize].clone()),
             at_ms: now,
             kind,
         };
@@ -557,315 +563,6 @@ impl SupervisorCore {
                 true
             }
             Err(_) => false,
-        }
-    }
-
-    fn make_ready(&mut self, now: u64, i: u32) {
-        if self.preconditions_hold(i) {
-            let checks = self.store_preconditions(i);
-            if !checks.is_empty() {
-                self.tasks[i as usize].checking = true;
-                self.effects
-                    .push_back(Effect::CheckPreconditions { node: i, checks });
-                return;
-            }
-        }
-        if self.preconditions_hold(i) && self.transition(now, i, TaskEvent::DependenciesMet) {
-            self.ready.push_back(i);
-        } else if !self.preconditions_hold(i) {
-            let empty: Vec<String> = self
-                .plan
-                .deps(i)
-                .iter()
-                .filter(|&&d| {
-                    self.tasks[d as usize]
-                        .result
-                        .as_ref()
-                        .is_none_or(|(v, _)| is_empty(v))
-                })
-                .map(|&d| self.plan.node(d).id.to_string())
-                .collect();
-            self.fail(
-                now,
-                i,
-                format!(
-                    "precondition does not hold: empty input from {}",
-                    empty.join(", ")
-                ),
-            );
-        }
-    }
-
-    fn preconditions_hold(&self, i: u32) -> bool {
-        self.plan.node(i).preconditions.iter().all(|p| match p {
-            Precondition::InputsNonEmpty => self.plan.deps(i).iter().all(|&d| {
-                self.tasks[d as usize]
-                    .result
-                    .as_ref()
-                    .is_some_and(|(v, _)| !is_empty(v))
-            }),
-            // Store-backed preconditions are checked by the execution gate before writes.
-            _ => true,
-        })
-    }
-
-    fn dispatch_ready(&mut self, now: u64) {
-        if self.stop.is_some() || self.pending_stop.is_some() {
-            return;
-        }
-        while let Some(i) = self.ready.pop_front() {
-            if self.tasks[i as usize].state != TaskState::Ready {
-                continue;
-            }
-            let node = self.plan.node(i);
-            let slice = node.budget;
-            let id = self.tasks[i as usize].id;
-            if !self.tasks[i as usize].allocated {
-                match self
-                    .root
-                    .allocate(AccountId::Root, AccountId::Task(id), slice)
-                {
-                    Ok(_) => {
-                        self.tasks[i as usize].allocated = true;
-                        self.tasks[i as usize].granted = slice;
-                        self.granted_total = self.granted_total.saturating_add(&slice);
-                    }
-                    Err(e) => {
-                        let component = match &e {
-                            LedgerError::Insufficient { component, .. } => *component,
-                            _ => quorate_protocols::Component::Steps,
-                        };
-                        self.record(
-                            now,
-                            Some(i),
-                            EventKind::BudgetRefused {
-                                detail: e.to_string(),
-                            },
-                        );
-                        self.end_task(now, i, TaskEvent::LimitReached);
-                        self.begin_stop(now, StopReason::StoppedLimit { component });
-                        return;
-                    }
-                }
-            }
-            // A new attempt goes to the worker that had the task, so its record of the task's
-            // actions (idempotency) is at hand.
-            let worker = match self.tasks[i as usize].worker {
-                Some(w) => w,
-                None => {
-                    self.next_worker += 1;
-                    (self.next_worker - 1) % self.workers.len()
-                }
-            };
-            let capabilities: Capabilities =
-                self.plan.spec().capabilities.delegate(&node.capabilities);
-            let inputs = self
-                .plan
-                .deps(i)
-                .iter()
-                .filter_map(|&d| {
-                    self.tasks[d as usize]
-                        .result
-                        .as_ref()
-                        .map(|(value, evidence)| TaskInput {
-                            node: self.plan.node(d).id.clone(),
-                            value: value.clone(),
-                            evidence: evidence.clone(),
-                        })
-                })
-                .collect();
-            let assignment = Assignment {
-                node: node.id.clone(),
-                role: node.role.clone(),
-                inputs,
-                capabilities,
-                budget: slice,
-                evidence_text: self.evidence_text[i as usize].clone(),
-            };
-            let slot = &mut self.tasks[i as usize];
-            slot.attempt += 1;
-            slot.version += 1;
-            slot.worker = Some(worker);
-            slot.dispatched_at = now;
-            let mut envelope = Envelope::new(self.run, slot.id, self.me, assignment);
-            envelope.attempt = slot.attempt;
-            envelope.state_version = Version::new(slot.version);
-            let attempt = slot.attempt;
-            self.timeouts.push_back((
-                now + self.config.attempt_timeout_ms,
-                self.tasks[i as usize].id,
-                attempt,
-            ));
-            self.transition(now, i, TaskEvent::Dispatched);
-            let (task_id, granted) = (self.tasks[i as usize].id, self.tasks[i as usize].granted);
-            self.record(
-                now,
-                Some(i),
-                EventKind::Dispatched {
-                    attempt,
-                    worker,
-                    task_id,
-                    granted,
-                },
-            );
-            self.messages.sent += 1;
-            self.steps += 1;
-            self.effects
-                .push_back(Effect::Dispatch { worker, envelope });
-        }
-    }
-
-    fn complete(
-        &mut self,
-        now: u64,
-        i: u32,
-        value: serde_json::Value,
-        evidence: Vec<quorate_protocols::EvidenceRef>,
-    ) {
-        let key = self.result_key(i);
-        self.effects.push_back(Effect::CommitResult {
-            key,
-            value: value.clone(),
-        });
-        self.record(now, Some(i), EventKind::ResultCommitted);
-        self.tasks[i as usize].result = Some((value, evidence));
-        self.end_task(now, i, TaskEvent::AcceptancePassed);
-        for &d in self.plan.dependents(i).to_vec().iter() {
-            let slot = &mut self.tasks[d as usize];
-            slot.deps_left -= 1;
-            if slot.deps_left == 0 && self.pending_stop.is_none() {
-                self.make_ready(now, d);
-            }
-        }
-    }
-
-    fn fail(&mut self, now: u64, i: u32, observation: String) {
-        let node = self.plan.node(i).id.to_string();
-        self.end_task(now, i, TaskEvent::Failed);
-        self.begin_stop(now, StopReason::Failed { node, observation });
-    }
-
-    /// Moves task `i` to a terminal state and returns its unused budget to the root.
-    fn end_task(&mut self, now: u64, i: u32, event: TaskEvent) {
-        if !self.transition(now, i, event) {
-            return;
-        }
-        let slot = &mut self.tasks[i as usize];
-        if slot.allocated {
-            // A task that never reported is charged its whole slice: its calls may have spent it.
-            let spent = if slot.reported() {
-                slot.spent.min(&slot.granted)
-            } else {
-                slot.granted
-            };
-            slot.spent = spent;
-            let _ = self.root.child_closed(AccountId::Task(slot.id), spent);
-            self.record(now, Some(i), EventKind::TaskClosed { spent });
-        }
-    }
-
-    fn decide_approval(&mut self, now: u64, i: u32, approved: bool) {
-        self.record(now, Some(i), EventKind::ApprovalDecided { approved });
-        let Some(action) = self.tasks[i as usize].pending_approval.take() else {
-            return;
-        };
-        let control = if approved {
-            self.transition(now, i, TaskEvent::Approved);
-            Control::Approve { action }
-        } else {
-            self.end_task(now, i, TaskEvent::Cancelled);
-            self.begin_stop(now, StopReason::Cancelled);
-            Control::Reject { action }
-        };
-        self.send_control(i, control);
-    }
-
-    fn send_control(&mut self, i: u32, control: Control) {
-        let slot = &self.tasks[i as usize];
-        let Some(worker) = slot.worker else { return };
-        if matches!(control, Control::Cancel | Control::Reject { .. }) {
-            self.awaiting_ack.insert(i);
-        }
-        let mut envelope = Envelope::new(self.run, slot.id, self.me, control);
-        envelope.attempt = slot.attempt;
-        envelope.state_version = Version::new(slot.version);
-        self.messages.sent += 1;
-        self.effects.push_back(Effect::Control { worker, envelope });
-    }
-
-    /// Records the first stop cause and cancels every live task.
-    fn begin_stop(&mut self, now: u64, reason: StopReason) {
-        if self.pending_stop.is_none() {
-            self.pending_stop = Some(reason);
-        }
-        for i in 0..self.tasks.len() as u32 {
-            let state = self.tasks[i as usize].state;
-            if state.is_terminal() {
-                continue;
-            }
-            if matches!(state, TaskState::Running | TaskState::WaitingApproval) {
-                self.send_control(i, Control::Cancel);
-            }
-            self.end_task(now, i, TaskEvent::Cancelled);
-        }
-    }
-
-    /// Ends the run once every task is terminal, or nothing can proceed without a human.
-    fn settle_run(&mut self, now: u64) {
-        if self.stop.is_some() {
-            return;
-        }
-        let live = |s: TaskState| self.counts[state_index(s)];
-        let all_terminal = [
-            TaskState::Pending,
-            TaskState::Ready,
-            TaskState::Running,
-            TaskState::WaitingApproval,
-        ]
-        .into_iter()
-        .all(|s| live(s) == 0);
-        if all_terminal && !self.drained {
-            if !self.awaiting_ack.is_empty() {
-                // Wait for the workers to acknowledge the cancel (bounded).
-                self.drain_until
-                    .get_or_insert(now + self.config.attempt_timeout_ms);
-                return;
-            }
-            if self.drain_until.is_some() {
-                // Every acknowledgement is in; stop at the next tick, after the replies already
-                // on their way (a late answer right behind an acknowledgement) are counted.
-                self.drain_until = Some(now);
-                return;
-            }
-        }
-        let reason = if all_terminal {
-            Some(self.pending_stop.clone().unwrap_or(StopReason::Completed))
-        } else {
-            let busy = live(TaskState::Running) + live(TaskState::Ready) > 0;
-            let waiting = if live(TaskState::WaitingApproval) > 0 && !busy {
-                self.tasks
-                    .iter()
-                    .position(|t| t.state == TaskState::WaitingApproval)
-            } else {
-                None
-            };
-            match waiting {
-                Some(w) if !busy => Some(StopReason::WaitingApproval {
-                    node: self.plan.node(w as u32).id.to_string(),
-                }),
-                _ => None,
-            }
-        };
-        if let Some(reason) = reason {
-            self.record(
-                now,
-                None,
-                EventKind::RunStopped {
-                    stop_reason: reason.name().to_string(),
-                },
-            );
-            self.stop = Some(reason.clone());
-            self.effects.push_back(Effect::Stop(reason));
         }
     }
 
@@ -900,4 +597,11 @@ const fn state_index(state: TaskState) -> usize {
         TaskState::StoppedLimit => 6,
         TaskState::Cancelled => 7,
     }
+}
+
+/// Node ids of `plan` as shared strings, in node order.
+fn node_names(plan: &Plan) -> Vec<std::sync::Arc<str>> {
+    (0..plan.len() as u32)
+        .map(|i| std::sync::Arc::from(plan.node(i).id.as_str()))
+        .collect()
 }

@@ -131,6 +131,7 @@ impl SupervisorCore {
         self.evidence_text.resize(plan.len(), Vec::new());
         self.tasks = tasks;
         self.counts = counts;
+        self.names = super::node_names(&plan);
         self.plan = plan;
         self.plan_version += 1;
         self.root.limit = self.plan.spec().budget;

@@ -88,7 +88,7 @@ impl SupervisorCore {
                         core.index_of_name(name)
                             .ok_or_else(|| ResumeError::UnknownTask {
                                 seq: e.seq,
-                                task: name.clone(),
+                                task: name.to_string(),
                             })?,
                     )
                 }
@@ -137,6 +137,9 @@ impl SupervisorCore {
                         core.counts[super::state_index(*to)] += 1;
                     }
                 }
+                (EventKind::StopRequested { reason }, _) if core.pending_stop.is_none() => {
+                    core.pending_stop = Some(reason.clone());
+                }
                 (EventKind::TaskClosed { spent }, Some(i)) => {
                     let slot = &mut core.tasks[i as usize];
                     slot.spent = *spent;
@@ -172,6 +175,21 @@ impl SupervisorCore {
     /// became ready, and stops if nothing is left.
     pub fn start_resumed(&mut self, now: u64) {
         let replayed = self.seq;
+        if let Some(reason) = self.pending_stop.clone() {
+            // The crash came in the middle of a stop: finish it (cancel what is still live)
+            // instead of dispatching anything again.
+            self.record(
+                now,
+                None,
+                EventKind::RunResumed {
+                    replayed,
+                    redispatched: 0,
+                },
+            );
+            self.begin_stop(now, reason);
+            self.after_input(now);
+            return;
+        }
         let mut redispatched = 0;
         for i in 0..self.tasks.len() as u32 {
             match self.tasks[i as usize].state {

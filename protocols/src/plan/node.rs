@@ -148,4 +148,32 @@ impl NodeSpec {
         self.budget = budget;
         self
     }
+
+    /// The same node handled by agents of `role`.
+    #[must_use]
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.role = role.into();
+        self
+    }
+
+    /// The same node asking for `capabilities`.
+    #[must_use]
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// The same node with acceptance check `acceptance`.
+    #[must_use]
+    pub fn with_acceptance(mut self, acceptance: Acceptance) -> Self {
+        self.acceptance = acceptance;
+        self
+    }
+
+    /// The same node with `preconditions`.
+    #[must_use]
+    pub fn with_preconditions(mut self, preconditions: Vec<Precondition>) -> Self {
+        self.preconditions = preconditions;
+        self
+    }
 }

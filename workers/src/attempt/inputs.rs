@@ -17,8 +17,14 @@ impl Attempt {
         &mut self,
         d: &mut Deps<'_>,
         action: ActionId,
+        call: u64,
         answer: ToolAnswer,
     ) -> Result<(), InputError> {
+        if self.newer_call_in_flight(action, call) {
+            // An earlier call of this action (timed out, then retried) answers late: the retry
+            // in flight settles the action, not this answer.
+            return Err(InputError::NotAwaited { action });
+        }
         if d.book.resolve(action, &answer)? == Resolved::DuplicateEffect {
             self.counts.duplicate_effects += 1;
         }
@@ -31,6 +37,7 @@ impl Attempt {
         let Phase::Calling {
             request,
             reservation,
+            ..
         } = std::mem::replace(&mut self.phase, Phase::Idle)
         else {
             return Err(InputError::NotAwaited { action });
@@ -45,7 +52,11 @@ impl Attempt {
         &mut self,
         d: &mut Deps<'_>,
         action: ActionId,
+        call: u64,
     ) -> Result<(), InputError> {
+        if self.newer_call_in_flight(action, call) {
+            return Err(InputError::NotAwaited { action });
+        }
         d.book.apply(action, ActionEvent::TimedOut)?;
         let awaited =
             matches!(&self.phase, Phase::Calling { request, .. } if request.action == action);
@@ -55,6 +66,7 @@ impl Attempt {
         let Phase::Calling {
             request,
             reservation,
+            ..
         } = std::mem::replace(&mut self.phase, Phase::Idle)
         else {
             return Err(InputError::NotAwaited { action });
@@ -137,6 +149,12 @@ impl Attempt {
             } => Ok((request, reservation)),
             _ => Err(InputError::NotAwaited { action }),
         }
+    }
+
+    /// `true` if a later call of `action` than `call` is in flight.
+    fn newer_call_in_flight(&self, action: ActionId, call: u64) -> bool {
+        matches!(&self.phase, Phase::Calling { request, call: current, .. }
+            if request.action == action && *current != call)
     }
 
     /// Sub-tasks this attempt is waiting for.

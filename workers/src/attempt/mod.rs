@@ -30,6 +30,9 @@ pub(crate) struct Deps<'a> {
     pub(crate) out: &'a mut VecDeque<Effect>,
     /// Sub-task assignments to start (the core runs them as attempts of their own).
     pub(crate) spawn: &'a mut Vec<Envelope<Assignment>>,
+    /// The worker's call counter: tags are unique across attempts, so a late answer of an
+    /// earlier attempt's call is never mistaken for the answer of a later one.
+    pub(crate) calls: &'a mut u64,
 }
 
 enum Phase {
@@ -39,6 +42,8 @@ enum Phase {
     Calling {
         request: CallRequest,
         reservation: ReservationId,
+        /// The call's tag (see [`Effect::CallTool`]).
+        call: u64,
     },
     /// The tool is being asked what became of `request.action`.
     Querying {
@@ -230,16 +235,20 @@ impl Attempt {
                     return;
                 }
                 self.counts.executed += 1;
+                *d.calls += 1;
+                let call = *d.calls;
                 d.out.push_back(Effect::CallTool {
                     task: self.envelope.task,
                     action,
                     tool: request.tool.clone(),
                     params: request.params.clone(),
                     deadline: d.now + d.config.call_timeout,
+                    call,
                 });
                 self.phase = Phase::Calling {
                     request,
                     reservation,
+                    call,
                 };
             }
             GateDecision::ReturnRecorded { output } => {

@@ -480,7 +480,7 @@ impl PeerCore {
         let event = Event {
             seq: self.seq,
             run_id: self.run,
-            task: task.map(|i| self.plan.node(i).id.to_string()),
+            task: task.map(|i| std::sync::Arc::from(self.plan.node(i).id.as_str())),
             at_ms: now,
             kind,
         };

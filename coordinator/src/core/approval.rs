@@ -1,0 +1,40 @@
+//! Approval decisions and control messages to workers.
+
+use super::*;
+use crate::event::EventKind;
+use crate::StopReason;
+
+impl SupervisorCore {
+    pub(super) fn decide_approval(&mut self, now: u64, i: u32, approved: bool) {
+        self.record(now, Some(i), EventKind::ApprovalDecided { approved });
+        let Some(action) = self.tasks[i as usize].pending_approval.take() else {
+            return;
+        };
+        let control = if approved {
+            self.transition(now, i, TaskEvent::Approved);
+            // The attempt runs again: arm its timeout anew, so a lost approval or a lost final
+            // reply still leads to a new attempt.
+            let slot = &self.tasks[i as usize];
+            self.timeouts
+                .push_back((now + self.config.attempt_timeout_ms, slot.id, slot.attempt));
+            Control::Approve { action }
+        } else {
+            self.stop_with(now, i, TaskEvent::Cancelled, StopReason::Cancelled);
+            Control::Reject { action }
+        };
+        self.send_control(i, control);
+    }
+
+    pub(super) fn send_control(&mut self, i: u32, control: Control) {
+        let slot = &self.tasks[i as usize];
+        let Some(worker) = slot.worker else { return };
+        if matches!(control, Control::Cancel | Control::Reject { .. }) {
+            self.awaiting_ack.insert(i);
+        }
+        let mut envelope = Envelope::new(self.run, slot.id, self.me, control);
+        envelope.attempt = slot.attempt;
+        envelope.state_version = Version::new(slot.version);
+        self.messages.sent += 1;
+        self.effects.push_back(Effect::Control { worker, envelope });
+    }
+}

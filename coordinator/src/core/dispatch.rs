@@ -1,0 +1,167 @@
+//! Making tasks ready and dispatching them: preconditions, budget slices, assignments.
+
+use quorate_state::AccountId;
+
+use quorate_protocols::Capabilities;
+use quorate_workers::messages::TaskInput;
+
+use super::*;
+use crate::event::EventKind;
+use crate::StopReason;
+
+impl SupervisorCore {
+    pub(super) fn make_ready(&mut self, now: u64, i: u32) {
+        if self.preconditions_hold(i) {
+            let checks = self.store_preconditions(i);
+            if !checks.is_empty() {
+                self.tasks[i as usize].checking = true;
+                self.effects
+                    .push_back(Effect::CheckPreconditions { node: i, checks });
+                return;
+            }
+        }
+        if self.preconditions_hold(i) && self.transition(now, i, TaskEvent::DependenciesMet) {
+            self.ready.push_back(i);
+        } else if !self.preconditions_hold(i) {
+            let empty: Vec<String> = self
+                .plan
+                .deps(i)
+                .iter()
+                .filter(|&&d| {
+                    self.tasks[d as usize]
+                        .result
+                        .as_ref()
+                        .is_none_or(|(v, _)| is_empty(v))
+                })
+                .map(|&d| self.plan.node(d).id.to_string())
+                .collect();
+            self.fail(
+                now,
+                i,
+                format!(
+                    "precondition does not hold: empty input from {}",
+                    empty.join(", ")
+                ),
+            );
+        }
+    }
+
+    pub(super) fn preconditions_hold(&self, i: u32) -> bool {
+        self.plan.node(i).preconditions.iter().all(|p| match p {
+            Precondition::InputsNonEmpty => self.plan.deps(i).iter().all(|&d| {
+                self.tasks[d as usize]
+                    .result
+                    .as_ref()
+                    .is_some_and(|(v, _)| !is_empty(v))
+            }),
+            // Store-backed preconditions are checked by the execution gate before writes.
+            _ => true,
+        })
+    }
+
+    pub(super) fn dispatch_ready(&mut self, now: u64) {
+        if self.stop.is_some() || self.pending_stop.is_some() {
+            return;
+        }
+        while let Some(i) = self.ready.pop_front() {
+            if self.tasks[i as usize].state != TaskState::Ready {
+                continue;
+            }
+            let node = self.plan.node(i);
+            let slice = node.budget;
+            let id = self.tasks[i as usize].id;
+            if !self.tasks[i as usize].allocated {
+                match self
+                    .root
+                    .allocate(AccountId::Root, AccountId::Task(id), slice)
+                {
+                    Ok(_) => {
+                        self.tasks[i as usize].allocated = true;
+                        self.tasks[i as usize].granted = slice;
+                        self.granted_total = self.granted_total.saturating_add(&slice);
+                    }
+                    Err(e) => {
+                        let component = match &e {
+                            LedgerError::Insufficient { component, .. } => *component,
+                            _ => quorate_protocols::Component::Steps,
+                        };
+                        self.record(
+                            now,
+                            Some(i),
+                            EventKind::BudgetRefused {
+                                detail: e.to_string(),
+                            },
+                        );
+                        let reason = StopReason::StoppedLimit { component };
+                        self.stop_with(now, i, TaskEvent::LimitReached, reason);
+                        return;
+                    }
+                }
+            }
+            // A new attempt goes to the worker that had the task, so its record of the task's
+            // actions (idempotency) is at hand.
+            let worker = match self.tasks[i as usize].worker {
+                Some(w) => w,
+                None => {
+                    self.next_worker += 1;
+                    (self.next_worker - 1) % self.workers.len()
+                }
+            };
+            let capabilities: Capabilities =
+                self.plan.spec().capabilities.delegate(&node.capabilities);
+            let inputs = self
+                .plan
+                .deps(i)
+                .iter()
+                .filter_map(|&d| {
+                    self.tasks[d as usize]
+                        .result
+                        .as_ref()
+                        .map(|(value, evidence)| TaskInput {
+                            node: self.plan.node(d).id.clone(),
+                            value: value.clone(),
+                            evidence: evidence.clone(),
+                        })
+                })
+                .collect();
+            let assignment = Assignment {
+                node: node.id.clone(),
+                role: node.role.clone(),
+                inputs,
+                capabilities,
+                budget: slice,
+                evidence_text: self.evidence_text[i as usize].clone(),
+            };
+            let slot = &mut self.tasks[i as usize];
+            slot.attempt += 1;
+            slot.version += 1;
+            slot.worker = Some(worker);
+            slot.dispatched_at = now;
+            let mut envelope = Envelope::new(self.run, slot.id, self.me, assignment);
+            envelope.attempt = slot.attempt;
+            envelope.state_version = Version::new(slot.version);
+            let attempt = slot.attempt;
+            self.timeouts.push_back((
+                now + self.config.attempt_timeout_ms,
+                self.tasks[i as usize].id,
+                attempt,
+            ));
+            self.transition(now, i, TaskEvent::Dispatched);
+            let (task_id, granted) = (self.tasks[i as usize].id, self.tasks[i as usize].granted);
+            self.record(
+                now,
+                Some(i),
+                EventKind::Dispatched {
+                    attempt,
+                    worker,
+                    task_id,
+                    granted,
+                },
+            );
+            self.messages.sent += 1;
+            self.steps += 1;
+            self.effects
+                .push_back(Effect::Dispatch { worker, envelope });
+        }
+    }
+}

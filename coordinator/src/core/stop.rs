@@ -1,0 +1,165 @@
+//! Ending tasks and the run: completion, failure, cancellation of live tasks, the single stop reason.
+
+use quorate_state::AccountId;
+
+use super::*;
+use crate::event::EventKind;
+use crate::StopReason;
+
+impl SupervisorCore {
+    pub(super) fn complete(
+        &mut self,
+        now: u64,
+        i: u32,
+        value: serde_json::Value,
+        evidence: Vec<quorate_protocols::EvidenceRef>,
+    ) {
+        let key = self.result_key(i);
+        self.effects.push_back(Effect::CommitResult {
+            key,
+            value: value.clone(),
+        });
+        self.record(now, Some(i), EventKind::ResultCommitted);
+        self.tasks[i as usize].result = Some((value, evidence));
+        self.end_task(now, i, TaskEvent::AcceptancePassed);
+        for &d in self.plan.dependents(i).to_vec().iter() {
+            let slot = &mut self.tasks[d as usize];
+            slot.deps_left -= 1;
+            if slot.deps_left == 0 && self.pending_stop.is_none() {
+                self.make_ready(now, d);
+            }
+        }
+    }
+
+    pub(super) fn fail(&mut self, now: u64, i: u32, observation: String) {
+        let node = self.plan.node(i).id.to_string();
+        self.stop_with(
+            now,
+            i,
+            TaskEvent::Failed,
+            StopReason::Failed { node, observation },
+        );
+    }
+
+    /// Task `i` ends with `event`, which stops the run for `reason`. The stop is logged
+    /// *before* the task's terminal transition, so a supervisor resumed from a log cut anywhere
+    /// in between still knows the run is stopping, and why.
+    pub(super) fn stop_with(&mut self, now: u64, i: u32, event: TaskEvent, reason: StopReason) {
+        self.note_stop(now, reason);
+        self.end_task(now, i, event);
+        self.cancel_live(now);
+    }
+
+    /// Records the first stop cause (later ones are ignored).
+    fn note_stop(&mut self, now: u64, reason: StopReason) {
+        if self.pending_stop.is_none() {
+            // Logged so that a supervisor resumed from the log finishes the same stop.
+            self.record(
+                now,
+                None,
+                EventKind::StopRequested {
+                    reason: reason.clone(),
+                },
+            );
+            self.pending_stop = Some(reason);
+        }
+    }
+
+    /// Moves task `i` to a terminal state and returns its unused budget to the root.
+    pub(super) fn end_task(&mut self, now: u64, i: u32, event: TaskEvent) {
+        if !self.transition(now, i, event) {
+            return;
+        }
+        let slot = &mut self.tasks[i as usize];
+        if slot.allocated {
+            // A task that never reported is charged its whole slice: its calls may have spent it.
+            let spent = if slot.reported() {
+                slot.spent.min(&slot.granted)
+            } else {
+                slot.granted
+            };
+            slot.spent = spent;
+            let _ = self.root.child_closed(AccountId::Task(slot.id), spent);
+            self.record(now, Some(i), EventKind::TaskClosed { spent });
+        }
+    }
+
+    /// Records the first stop cause and cancels every live task.
+    pub(super) fn begin_stop(&mut self, now: u64, reason: StopReason) {
+        self.note_stop(now, reason);
+        self.cancel_live(now);
+    }
+
+    /// Cancels every live task, telling the workers of running ones.
+    fn cancel_live(&mut self, now: u64) {
+        for i in 0..self.tasks.len() as u32 {
+            let state = self.tasks[i as usize].state;
+            if state.is_terminal() {
+                continue;
+            }
+            if matches!(state, TaskState::Running | TaskState::WaitingApproval) {
+                self.send_control(i, Control::Cancel);
+            }
+            self.end_task(now, i, TaskEvent::Cancelled);
+        }
+    }
+
+    /// Ends the run once every task is terminal, or nothing can proceed without a human.
+    pub(super) fn settle_run(&mut self, now: u64) {
+        if self.stop.is_some() {
+            return;
+        }
+        let live = |s: TaskState| self.counts[state_index(s)];
+        let all_terminal = [
+            TaskState::Pending,
+            TaskState::Ready,
+            TaskState::Running,
+            TaskState::WaitingApproval,
+        ]
+        .into_iter()
+        .all(|s| live(s) == 0);
+        if all_terminal && !self.drained {
+            if !self.awaiting_ack.is_empty() {
+                // Wait for the workers to acknowledge the cancel (bounded).
+                self.drain_until
+                    .get_or_insert(now + self.config.attempt_timeout_ms);
+                return;
+            }
+            if self.drain_until.is_some() {
+                // Every acknowledgement is in; stop at the next tick, after the replies already
+                // on their way (a late answer right behind an acknowledgement) are counted.
+                self.drain_until = Some(now);
+                return;
+            }
+        }
+        let reason = if all_terminal {
+            Some(self.pending_stop.clone().unwrap_or(StopReason::Completed))
+        } else {
+            let busy = live(TaskState::Running) + live(TaskState::Ready) > 0;
+            let waiting = if live(TaskState::WaitingApproval) > 0 && !busy {
+                self.tasks
+                    .iter()
+                    .position(|t| t.state == TaskState::WaitingApproval)
+            } else {
+                None
+            };
+            match waiting {
+                Some(w) if !busy => Some(StopReason::WaitingApproval {
+                    node: self.plan.node(w as u32).id.to_string(),
+                }),
+                _ => None,
+            }
+        };
+        if let Some(reason) = reason {
+            self.record(
+                now,
+                None,
+                EventKind::RunStopped {
+                    stop_reason: reason.name().to_string(),
+                },
+            );
+            self.stop = Some(reason.clone());
+            self.effects.push_back(Effect::Stop(reason));
+        }
+    }
+}

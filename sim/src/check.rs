@@ -1,0 +1,259 @@
+//! The invariants, observed from the outside: the supervisor's recorded events, its snapshot,
+//! the replies the simulator delivered, and the world's effects per `ActionId`.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use quorate_coordinator::{Event, EventKind, RunReport};
+use quorate_protocols::{Budget, Plan, TaskId, TaskState, Version};
+
+/// Which guarantee broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Invariant {
+    /// A terminal task changed state.
+    TerminalChanged,
+    /// A reply to a terminal task was accepted.
+    ReplyToTerminalAccepted,
+    /// A reply naming a stale attempt or state version was accepted.
+    StaleReplyAccepted,
+    /// A budget bound was broken (reserve + outstanding children <= limit, spent <= granted,
+    /// calls per attempt <= the slice's tool calls).
+    Budget,
+    /// A confirmed result was lost or would have been overwritten.
+    ResultLost,
+    /// One `ActionId` produced more than one side effect.
+    DuplicateEffect,
+    /// The run did not end within its step bound (or got stuck without a stop reason).
+    StepBound,
+    /// The run did not end with exactly one (consistent) stop reason.
+    StopReason,
+    /// Liveness mode: not every task was terminal by heal time + delta.
+    Liveness,
+    /// The coordinator could not resume from its log.
+    Resume,
+    /// A core panicked.
+    Panic,
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which one.
+    pub invariant: Invariant,
+    /// Virtual time (ms).
+    pub at_ms: u64,
+    /// What was observed.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} at {} ms: {}",
+            self.invariant, self.at_ms, self.detail
+        )
+    }
+}
+
+/// The reply being delivered to the supervisor right now.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Delivering {
+    pub(crate) task: TaskId,
+    pub(crate) attempt: u32,
+    pub(crate) version: Version,
+}
+
+/// Shadow state built from the supervisor's events only.
+#[derive(Debug)]
+pub(crate) struct Checker {
+    names: HashMap<String, usize>,
+    pub(crate) state: Vec<TaskState>,
+    version: Vec<u64>,
+    attempt: Vec<u32>,
+    task_id: Vec<Option<TaskId>>,
+    pub(crate) granted: Vec<Budget>,
+    /// A `-> completed` transition was recorded: the result is confirmed.
+    pub(crate) confirmed: Vec<bool>,
+    pub(crate) delivering: Option<Delivering>,
+    pub(crate) stops: Vec<(u64, String)>,
+    pub(crate) approvals_requested: Vec<usize>,
+    /// The state each task was in before its last transition.
+    pub(crate) previous: Vec<TaskState>,
+    pub(crate) violation: Option<Violation>,
+}
+
+impl Checker {
+    pub(crate) fn new(plan: &Plan) -> Self {
+        let n = plan.len();
+        Self {
+            names: (0..n)
+                .map(|i| (plan.node(i as u32).id.to_string(), i))
+                .collect(),
+            state: vec![TaskState::Pending; n],
+            version: vec![0; n],
+            attempt: vec![0; n],
+            task_id: vec![None; n],
+            granted: vec![Budget::ZERO; n],
+            confirmed: vec![false; n],
+            delivering: None,
+            stops: Vec::new(),
+            approvals_requested: Vec::new(),
+            previous: vec![TaskState::Pending; n],
+            violation: None,
+        }
+    }
+
+    pub(crate) fn fail(&mut self, invariant: Invariant, at_ms: u64, detail: String) {
+        if self.violation.is_none() {
+            self.violation = Some(Violation {
+                invariant,
+                at_ms,
+                detail,
+            });
+        }
+    }
+
+    /// One recorded event, in order.
+    pub(crate) fn on_event(&mut self, now: u64, e: &Event) {
+        let node = e.task.as_ref().and_then(|n| self.names.get(&**n).copied());
+        match (&e.kind, node) {
+            (EventKind::Transition { from, to }, Some(i)) => {
+                if from.is_terminal() || self.state[i].is_terminal() {
+                    self.fail(
+                        Invariant::TerminalChanged,
+                        now,
+                        format!("task {i}: {} -> {to} (shadow {from})", self.state[i]),
+                    );
+                }
+                self.previous[i] = self.state[i];
+                self.state[i] = *to;
+                if *to == TaskState::Completed {
+                    self.confirmed[i] = true;
+                }
+            }
+            (
+                EventKind::Dispatched {
+                    attempt,
+                    task_id,
+                    granted,
+                    ..
+                },
+                Some(i),
+            ) => {
+                self.version[i] += 1;
+                self.attempt[i] = *attempt;
+                self.task_id[i] = Some(*task_id);
+                self.granted[i] = *granted;
+            }
+            (EventKind::ReplyAccepted, Some(i)) => {
+                if self.state[i].is_terminal() {
+                    self.fail(
+                        Invariant::ReplyToTerminalAccepted,
+                        now,
+                        format!("task {i} is {} and accepted a reply", self.state[i]),
+                    );
+                }
+                match self.delivering {
+                    Some(d)
+                        if Some(d.task) == self.task_id[i]
+                            && d.attempt == self.attempt[i]
+                            && d.version == Version::new(self.version[i]) => {}
+                    Some(d) => self.fail(
+                        Invariant::StaleReplyAccepted,
+                        now,
+                        format!(
+                            "task {i} accepted attempt {} version {} while at attempt {} version {}",
+                            d.attempt,
+                            d.version.raw(),
+                            self.attempt[i],
+                            self.version[i]
+                        ),
+                    ),
+                    None => {}
+                }
+            }
+            (EventKind::ApprovalRequested { .. }, Some(i)) => self.approvals_requested.push(i),
+            (EventKind::RunStopped { stop_reason }, _) => {
+                self.stops.push((now, stop_reason.clone()));
+            }
+            _ => {}
+        }
+    }
+
+    /// Checks the snapshot after a step: terminal tasks stayed terminal, confirmed results are
+    /// still completed, and the run's budget bounds hold.
+    pub(crate) fn on_snapshot(&mut self, now: u64, report: &RunReport) {
+        let mut used = report.budget.reserve;
+        for (i, row) in report.tasks.iter().enumerate() {
+            if self.state[i].is_terminal() && row.state != self.state[i] {
+                self.fail(
+                    Invariant::TerminalChanged,
+                    now,
+                    format!("task {i} was {} and is now {}", self.state[i], row.state),
+                );
+            }
+            if self.confirmed[i] && row.state != TaskState::Completed {
+                self.fail(
+                    Invariant::ResultLost,
+                    now,
+                    format!("task {i} completed but is now {}", row.state),
+                );
+            }
+            if !row.spent.fits_within(&row.granted) {
+                self.fail(
+                    Invariant::Budget,
+                    now,
+                    format!("task {i} spent {} of {}", row.spent, row.granted),
+                );
+            }
+            let held = if row.state.is_terminal() {
+                row.spent
+            } else {
+                row.granted
+            };
+            used = used.saturating_add(&held);
+        }
+        if !used.fits_within(&report.budget.limit) {
+            self.fail(
+                Invariant::Budget,
+                now,
+                format!(
+                    "reserve + outstanding slices + spent = {used} > limit {}",
+                    report.budget.limit
+                ),
+            );
+        }
+    }
+}
+
+/// The variant name and the deterministic fields of an event (ids drawn at random are left out),
+/// for the trace hash.
+pub(crate) fn canonical(e: &Event) -> String {
+    let kind = match &e.kind {
+        EventKind::Transition { from, to } => format!("transition {from} {to}"),
+        EventKind::Dispatched {
+            attempt,
+            worker,
+            granted,
+            ..
+        } => format!("dispatched {attempt} {worker} {granted}"),
+        EventKind::TaskClosed { spent } => format!("closed {spent}"),
+        EventKind::ReplyRejected { reason } => format!("rejected {reason:?}"),
+        EventKind::ApprovalDecided { approved } => format!("approval {approved}"),
+        EventKind::RunStopped { stop_reason } => format!("stopped {stop_reason}"),
+        EventKind::RunResumed {
+            replayed,
+            redispatched,
+        } => format!("resumed {replayed} {redispatched}"),
+        other => {
+            let debug = format!("{other:?}");
+            debug
+                .split([' ', '{', '('])
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        }
+    };
+    format!("{}|{:?}|{}|{kind}\n", e.seq, e.task, e.at_ms)
+}

@@ -1,0 +1,196 @@
+//! Scenarios drawn from a seed: a small random plan DAG, one script per node, the supervisor's
+//! settings and the fault schedule.
+
+use quorate_coordinator::{ApprovalPolicy, SupervisorConfig};
+use quorate_protocols::{Budget, Capabilities, NodeId, NodeSpec, Plan, PlanSpec};
+use quorate_workers::scripted::{AnswerStep, CallOutcome, CallStep, FailStep, Step};
+use quorate_workers::{Script, ScriptBook, SideEffect, World};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde_json::json;
+
+/// The tools every scenario knows, with their side-effect class.
+pub const TOOLS: [(&str, SideEffect); 3] = [
+    ("t.idem", SideEffect::IdempotentWrite),
+    ("t.once", SideEffect::NonIdempotentWrite),
+    ("t.read", SideEffect::ReadOnly),
+];
+
+/// Probabilities of the network and process faults of one schedule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FaultPlan {
+    /// An envelope is lost.
+    pub drop: f64,
+    /// An envelope is delivered twice.
+    pub dup: f64,
+    /// An envelope is held back by a short extra delay.
+    pub delay: f64,
+    /// An envelope is held back long enough to be overtaken (past the attempt timeout).
+    pub reorder: f64,
+    /// A tool answer arrives only after its call timed out.
+    pub late_answer: f64,
+    /// A query by action id gets no answer.
+    pub query_timeout: f64,
+    /// Times (ms) at which a worker crashes, with the worker index.
+    pub worker_crashes: [Option<(u64, usize)>; 2],
+    /// Times (ms) at which the coordinator crashes (and resumes from the log).
+    pub coordinator_crashes: [Option<u64>; 2],
+    /// Time (ms) at which the user cancels the run.
+    pub cancel_at: Option<u64>,
+}
+
+/// Everything one schedule runs: generated from its seed alone.
+#[derive(Debug)]
+pub struct Scenario {
+    /// The plan.
+    pub plan: Plan,
+    /// The scripts per node (sharing `world`).
+    pub book: ScriptBook,
+    /// The world the scripted tools commit to.
+    pub world: World,
+    /// Supervisor settings.
+    pub config: SupervisorConfig,
+    /// Faults.
+    pub faults: FaultPlan,
+}
+
+/// Draws a scenario. `liveness_heal` (ms) confines every fault to before that time.
+pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
+    let n = rng.gen_range(2..=8usize);
+    let world = World::new();
+    let mut book = ScriptBook::new(world.clone());
+    let run_caps = Capabilities::parse(TOOLS.iter().map(|(t, _)| *t)).expect("valid names");
+    let mut nodes = Vec::with_capacity(n);
+    let mut total = Budget::ZERO;
+    for i in 0..n {
+        let name = format!("n{i}");
+        let mut deps = Vec::new();
+        for d in 0..i {
+            if deps.len() < 2 && rng.gen_bool(0.3) {
+                deps.push(format!("n{d}"));
+            }
+        }
+        let (script, calls) = script(rng, i);
+        let tight = rng.gen_bool(0.15);
+        let tool_calls = if tight {
+            calls.saturating_sub(1)
+        } else {
+            2 * calls + 2
+        };
+        let budget = Budget::new(calls + 6, tool_calls, 100, 10);
+        total = total.saturating_add(&budget);
+        let dep_refs: Vec<&str> = deps.iter().map(String::as_str).collect();
+        let mut node = NodeSpec::named(&name).after(&dep_refs).with_budget(budget);
+        node.capabilities = run_caps.clone();
+        book.insert(NodeId::new(&name).expect("valid id"), script)
+            .expect("generated scripts are valid");
+        nodes.push(node);
+    }
+    let reserve = Budget::steps(4);
+    let spec = PlanSpec {
+        budget: total.saturating_add(&reserve),
+        reserve,
+        capabilities: run_caps,
+        nodes,
+    };
+    let plan = spec.validate().expect("generated plans are valid");
+    let approvals = match (liveness_heal.is_some(), rng.gen_range(0..4)) {
+        (_, 0) => ApprovalPolicy::All,
+        (_, 1) => ApprovalPolicy::None,
+        (true, _) | (false, 2) => ApprovalPolicy::Nodes(
+            (0..n)
+                .filter(|_| rng.gen_bool(0.5))
+                .map(|i| format!("n{i}"))
+                .collect(),
+        ),
+        (false, _) => ApprovalPolicy::Ask,
+    };
+    let config = SupervisorConfig {
+        workers: rng.gen_range(1..=3),
+        deadline_ms: rng.gen_bool(0.1).then(|| rng.gen_range(300..3_000)),
+        attempt_timeout_ms: 1_000,
+        max_attempts: rng.gen_range(3..=6),
+        approvals,
+        cancel_after_steps: None,
+    };
+    let horizon = liveness_heal.unwrap_or(4_000);
+    let at = |rng: &mut ChaCha8Rng, p: f64| rng.gen_bool(p).then(|| rng.gen_range(0..horizon));
+    let workers = config.workers;
+    let crash1 = at(rng, 0.3).map(|t| (t, rng.gen_range(0..workers)));
+    let crash2 = at(rng, 0.1).map(|t| (t, rng.gen_range(0..workers)));
+    let coord1 = at(rng, 0.25);
+    let coord2 = at(rng, 0.08);
+    let cancel_at = if liveness_heal.is_some() {
+        None
+    } else {
+        at(rng, 0.1)
+    };
+    let mut p = |hi: f64| {
+        if rng.gen_bool(0.8) {
+            rng.gen_range(0.0..hi)
+        } else {
+            0.0
+        }
+    };
+    let faults = FaultPlan {
+        drop: p(0.15),
+        dup: p(0.2),
+        delay: p(0.3),
+        reorder: p(0.15),
+        late_answer: p(0.1),
+        query_timeout: p(0.1),
+        worker_crashes: [crash1, crash2],
+        coordinator_crashes: [coord1, coord2],
+        cancel_at,
+    };
+    Scenario {
+        plan,
+        book,
+        world,
+        config,
+        faults,
+    }
+}
+
+/// A script for node `i` and the number of tool calls it proposes.
+fn script(rng: &mut ChaCha8Rng, i: usize) -> (Script, u64) {
+    let calls = rng.gen_range(0..=3u64);
+    let mut steps = Vec::new();
+    for s in 0..calls {
+        let (tool, side_effect) = TOOLS[rng.gen_range(0..TOOLS.len())];
+        let outcome = match rng.gen_range(0..100) {
+            0..=49 => CallOutcome::Ok,
+            50..=59 => CallOutcome::Error,
+            60..=74 => CallOutcome::TimeoutAfterCommit,
+            75..=89 => CallOutcome::TimeoutBeforeCommit,
+            _ => CallOutcome::OkButUnchanged,
+        };
+        steps.push(Step::Call(CallStep {
+            tool: tool.to_owned(),
+            params: json!({ "node": i, "step": s }),
+            outcome,
+            output: json!({ "out": format!("n{i}s{s}") }),
+            cost: Budget::ZERO,
+            needs_approval: rng.gen_bool(0.1),
+            repeat: 1,
+            side_effect,
+        }));
+    }
+    match rng.gen_range(0..100) {
+        0..=84 => steps.push(Step::Answer(AnswerStep {
+            kind: quorate_protocols::ResultKind::VerifiedConclusion,
+            value: json!({ "node": i }),
+        })),
+        85..=89 => steps.push(Step::Fail(FailStep {
+            observation: format!("n{i} gives up"),
+        })),
+        _ => {}
+    }
+    if rng.gen_bool(0.1) {
+        steps.push(Step::DuplicateReply);
+    }
+    if rng.gen_bool(0.1) {
+        steps.push(Step::LateReply);
+    }
+    (Script::new(steps), calls)
+}

@@ -1,0 +1,617 @@
+//! One schedule: the supervisor core, the worker cores, the result store, the scripted world and
+//! a network of in-flight envelopes, driven in a single thread on a virtual clock.
+//!
+//! The loop takes the earliest of (the next queued delivery, the supervisor's
+//! [`poll_timeout`](quorate_coordinator::SupervisorCore::poll_timeout)), feeds it to its core,
+//! carries out the effects (which may queue more deliveries, drawn from the seeded RNG) and checks
+//! the invariants. Ties go to the item queued first, so a seed fixes the whole schedule.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use quorate_coordinator::{
+    ApprovalPolicy, Effect as SupEffect, Event, EventKind, ResumeError, SupervisorConfig,
+    SupervisorCore,
+};
+use quorate_protocols::{
+    ActionId, AgentId, Envelope, Plan, Role, RunId, Sender, TaskId, TaskState,
+};
+use quorate_state::{CasOutcome, MemoryStore};
+use quorate_workers::messages::{Assignment, Control, Report};
+use quorate_workers::{ScriptBook, ToolAnswer, WorkerCore, World};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::check::{canonical, Checker, Delivering, Invariant, Violation};
+use crate::fault::{Fault, FaultCounts};
+use crate::gen::{scenario, FaultPlan};
+
+mod worker;
+
+use worker::{describe, worker_core};
+
+/// How a crashed worker comes back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Persistence {
+    /// The worker's action records (and attempt state) are durable, as with an
+    /// `IdempotencyRegistry` in the store: a crash loses in-flight calls, queries and messages;
+    /// their outcomes become unknown.
+    #[default]
+    DurableBook,
+    /// The worker restarts empty: its in-memory `ActionBook` is lost.
+    Volatile,
+}
+
+/// Settings of a schedule besides its seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Liveness mode: faults stop at `heal_ms`; every task must be terminal by
+    /// `heal_ms + delta_ms`.
+    pub liveness: Option<(u64, u64)>,
+    /// Worker persistence model.
+    pub persistence: Persistence,
+    /// Deliveries after which the run counts as not terminating.
+    pub step_bound: u64,
+    /// Print every event and delivery to stderr (debugging one seed).
+    pub trace: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            liveness: None,
+            persistence: Persistence::DurableBook,
+            step_bound: 50_000,
+            trace: false,
+        }
+    }
+}
+
+/// What one schedule did.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The seed.
+    pub seed: u64,
+    /// The first broken invariant, if any.
+    pub violation: Option<Violation>,
+    /// Faults that happened.
+    pub faults: FaultCounts,
+    /// SHA-256 of the canonical event stream.
+    pub trace_hash: [u8; 32],
+    /// Deliveries and ticks handled.
+    pub steps: u64,
+    /// The stop reason, if the run stopped.
+    pub stop: Option<String>,
+    /// Tasks in the plan.
+    pub tasks: usize,
+    /// Some task's attempts together made more tool calls than the task's slice.
+    pub slice_reused: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Msg {
+    Assign(usize, Box<Envelope<Assignment>>),
+    Control(usize, Box<Envelope<Control>>),
+    Report(Box<Envelope<Report>>),
+    /// (worker, incarnation, sim call id, the core's call tag, action, answer)
+    ToolAnswer(usize, u32, u64, u64, ActionId, ToolAnswer),
+    ToolTimeout(usize, u32, u64, u64, ActionId),
+    QueryAnswer(usize, u32, ActionId, Option<ToolAnswer>),
+    QueryTimeout(usize, u32, ActionId),
+    WorkerCrash(usize),
+    CoordinatorCrash,
+    Cancel,
+    Approval(u32, bool),
+}
+
+struct WorkerSlot {
+    core: WorkerCore,
+    incarnation: u32,
+    down_until: u64,
+    /// Current attempt and its tool-call slice, per task (from delivered assignments).
+    current: HashMap<TaskId, (u32, u64)>,
+    calls: HashMap<(TaskId, u32), u64>,
+}
+
+struct OpenCall {
+    worker: usize,
+    incarnation: u32,
+    action: ActionId,
+    /// The worker core's tag of this call.
+    tag: u64,
+    answered: bool,
+}
+
+/// One schedule in progress.
+pub struct Sim {
+    seed: u64,
+    rng: ChaCha8Rng,
+    opts: Options,
+    now: u64,
+    seq: u64,
+    queue: BTreeMap<(u64, u64), Msg>,
+    base: Instant,
+    run: RunId,
+    plan: Plan,
+    config: SupervisorConfig,
+    me: Sender,
+    senders: Vec<Sender>,
+    core: SupervisorCore,
+    log: Vec<Event>,
+    results: MemoryStore<Value>,
+    workers: Vec<WorkerSlot>,
+    book: ScriptBook,
+    world: World,
+    faults: FaultPlan,
+    counts: FaultCounts,
+    checker: Checker,
+    calls: BTreeMap<u64, OpenCall>,
+    next_call: u64,
+    crash_armed: bool,
+    stopped: bool,
+    hasher: Sha256,
+    steps: u64,
+    /// Tool calls per task over all attempts and workers.
+    task_calls: HashMap<TaskId, u64>,
+    slice_reused: bool,
+    /// Actions that received an answer after their call had timed out.
+    late_answered: std::collections::HashSet<ActionId>,
+}
+
+impl Sim {
+    /// Builds schedule `seed` (the scenario and every fault come from the seed).
+    #[must_use]
+    pub fn new(seed: u64, opts: Options) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let sc = scenario(&mut rng, opts.liveness.map(|(heal, _)| heal));
+        let run = RunId::from_u128(u128::from(seed) + 1);
+        let me = Sender {
+            agent: AgentId::from_u128(1),
+            role: Role::Supervisor,
+        };
+        let senders: Vec<Sender> = (0..sc.config.workers)
+            .map(|i| Sender {
+                agent: AgentId::from_u128(100 + i as u128),
+                role: Role::Worker,
+            })
+            .collect();
+        let workers = senders
+            .iter()
+            .map(|s| WorkerSlot {
+                core: worker_core(s.agent, &sc.book),
+                incarnation: 0,
+                down_until: 0,
+                current: HashMap::new(),
+                calls: HashMap::new(),
+            })
+            .collect();
+        let core =
+            SupervisorCore::new(run, sc.plan.clone(), sc.config.clone(), me, senders.clone());
+        let mut sim = Self {
+            seed,
+            rng,
+            opts,
+            now: 0,
+            seq: 0,
+            queue: BTreeMap::new(),
+            base: Instant::now(),
+            run,
+            checker: Checker::new(&sc.plan),
+            plan: sc.plan,
+            config: sc.config,
+            me,
+            senders,
+            core,
+            log: Vec::new(),
+            results: MemoryStore::new(),
+            workers,
+            book: sc.book,
+            world: sc.world,
+            faults: sc.faults,
+            counts: FaultCounts::default(),
+            calls: BTreeMap::new(),
+            next_call: 0,
+            crash_armed: false,
+            stopped: false,
+            hasher: Sha256::new(),
+            steps: 0,
+            task_calls: HashMap::new(),
+            slice_reused: false,
+            late_answered: std::collections::HashSet::new(),
+        };
+        let f = sim.faults;
+        for (at, w) in f.worker_crashes.into_iter().flatten() {
+            sim.schedule(at, Msg::WorkerCrash(w));
+        }
+        for at in f.coordinator_crashes.into_iter().flatten() {
+            sim.schedule(at, Msg::CoordinatorCrash);
+        }
+        if let Some(at) = f.cancel_at {
+            sim.schedule(at, Msg::Cancel);
+        }
+        sim
+    }
+
+    /// Runs the schedule to its end and checks the end-of-run invariants.
+    pub fn run(mut self) -> Outcome {
+        self.core.start(0);
+        self.drain_supervisor();
+        while self.checker.violation.is_none() {
+            self.steps += 1;
+            if self.steps > self.opts.step_bound {
+                self.fail(
+                    Invariant::StepBound,
+                    format!("no end after {} steps", self.opts.step_bound),
+                );
+                break;
+            }
+            let next = self.queue.keys().next().map(|&(t, _)| t);
+            let tick = if self.stopped {
+                None
+            } else {
+                self.core.poll_timeout()
+            };
+            match (next, tick) {
+                (None, None) => {
+                    if !self.stopped {
+                        let c = &self.checker;
+                        let after_approval: Vec<usize> = (0..c.state.len())
+                            .filter(|&i| {
+                                c.state[i] == TaskState::Running
+                                    && c.previous[i] == TaskState::WaitingApproval
+                            })
+                            .collect();
+                        let detail = format!(
+                            "stuck: nothing in flight, no timer, no stop reason; tasks {:?}; \
+                             running again after an approval: {after_approval:?}",
+                            c.state
+                        );
+                        self.fail(Invariant::StepBound, detail);
+                    }
+                    break;
+                }
+                (Some(q), Some(t)) if t < q => self.tick(t),
+                (None, Some(t)) => self.tick(t),
+                _ => {
+                    let ((at, _), msg) = self.queue.pop_first().expect("non-empty");
+                    self.now = self.now.max(at);
+                    if self.opts.trace {
+                        eprintln!("{at} ms: {}", describe(&msg));
+                    }
+                    self.deliver(msg);
+                }
+            }
+            self.after_step();
+        }
+        self.finish()
+    }
+
+    fn healed(&self) -> bool {
+        self.opts.liveness.is_some_and(|(heal, _)| self.now >= heal)
+    }
+
+    fn fail(&mut self, invariant: Invariant, detail: String) {
+        self.checker.fail(invariant, self.now, detail);
+    }
+
+    fn schedule(&mut self, at: u64, msg: Msg) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), msg);
+    }
+
+    /// Puts an envelope on the network: latency, then drop / delay / reorder / duplicate.
+    fn send(&mut self, msg: Msg) {
+        let latency = self.rng.gen_range(1..=20);
+        if self.healed() {
+            self.schedule(self.now + latency, msg);
+            return;
+        }
+        let f = self.faults;
+        if self.rng.gen_bool(f.drop) {
+            self.counts.bump(Fault::Drop);
+            return;
+        }
+        let mut extra = 0;
+        if self.rng.gen_bool(f.delay) {
+            self.counts.bump(Fault::Delay);
+            extra += self.rng.gen_range(50..400);
+        }
+        if self.rng.gen_bool(f.reorder) {
+            self.counts.bump(Fault::Reorder);
+            extra += self.rng.gen_range(1_000..3_000);
+        }
+        if self.rng.gen_bool(f.dup) {
+            self.counts.bump(Fault::Duplicate);
+            let again = self.rng.gen_range(1..1_500);
+            self.schedule(self.now + again, msg.clone());
+        }
+        self.schedule(self.now + latency + extra, msg);
+    }
+
+    fn instant(&self) -> Instant {
+        self.base + Duration::from_millis(self.now)
+    }
+
+    fn ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.base).as_millis() as u64
+    }
+
+    fn tick(&mut self, at: u64) {
+        self.now = self.now.max(at);
+        if self.opts.trace {
+            eprintln!("{at} ms: supervisor tick");
+        }
+        self.core.handle_tick(self.now);
+        self.drain_supervisor();
+    }
+
+    fn deliver(&mut self, msg: Msg) {
+        let now = self.instant();
+        match msg {
+            Msg::Report(env) => {
+                if let Some(granted) = self.granted_of(env.task) {
+                    if !env.payload.spent.fits_within(&granted) {
+                        let detail = format!(
+                            "a worker reported spending {} of a {granted} slice",
+                            env.payload.spent
+                        );
+                        self.fail(Invariant::Budget, detail);
+                    }
+                }
+                self.checker.delivering = Some(Delivering {
+                    task: env.task,
+                    attempt: env.attempt,
+                    version: env.state_version,
+                });
+                self.core.handle_report(self.now, *env);
+                self.drain_supervisor();
+                self.checker.delivering = None;
+            }
+            Msg::Assign(w, env) => {
+                if self.now < self.workers[w].down_until {
+                    return;
+                }
+                let (task, attempt, slice) = (env.task, env.attempt, env.payload.budget.tool_calls);
+                if self.workers[w].core.handle_assignment(now, *env).is_ok() {
+                    self.workers[w].current.insert(task, (attempt, slice));
+                }
+                self.drain_worker(w);
+            }
+            Msg::Control(w, env) => {
+                if self.now < self.workers[w].down_until {
+                    return;
+                }
+                let _late_or_stale = self.workers[w].core.handle_control(now, *env);
+                self.drain_worker(w);
+            }
+            Msg::ToolAnswer(w, inc, call, tag, action, answer) => {
+                if inc != self.workers[w].incarnation {
+                    return;
+                }
+                match self.calls.get_mut(&call) {
+                    Some(c) => c.answered = true,
+                    None => {
+                        self.late_answered.insert(action);
+                    }
+                }
+                let _late = self.workers[w]
+                    .core
+                    .handle_tool_answer(now, action, tag, answer);
+                self.drain_worker(w);
+            }
+            Msg::ToolTimeout(w, inc, call, tag, action) => {
+                if inc != self.workers[w].incarnation {
+                    return;
+                }
+                if self.calls.remove(&call).is_some_and(|c| c.answered) {
+                    return;
+                }
+                if self.world.effects_for(&action) > 0 {
+                    self.counts.bump(Fault::TimeoutAfterCommit);
+                } else {
+                    self.counts.bump(Fault::TimeoutBeforeCommit);
+                }
+                let _late = self.workers[w].core.handle_tool_timeout(now, action, tag);
+                self.drain_worker(w);
+            }
+            Msg::QueryAnswer(w, inc, action, answer) => {
+                if inc == self.workers[w].incarnation {
+                    let _late = self.workers[w]
+                        .core
+                        .handle_query_answer(now, action, answer);
+                    self.drain_worker(w);
+                }
+            }
+            Msg::QueryTimeout(w, inc, action) => {
+                if inc == self.workers[w].incarnation {
+                    let _late = self.workers[w].core.handle_query_timeout(now, action);
+                    self.drain_worker(w);
+                }
+            }
+            Msg::WorkerCrash(w) => self.crash_worker(w),
+            Msg::CoordinatorCrash => {
+                if !self.stopped {
+                    self.crash_armed = true;
+                }
+            }
+            Msg::Cancel => {
+                if !self.stopped {
+                    self.counts.bump(Fault::Cancel);
+                    self.core.handle_cancel(self.now);
+                    self.drain_supervisor();
+                }
+            }
+            Msg::Approval(node, approved) => {
+                if !self.stopped && self.core.task_state(node) == TaskState::WaitingApproval {
+                    self.counts.bump(Fault::Approval);
+                    self.core.handle_approval(self.now, node, approved);
+                    self.drain_supervisor();
+                }
+            }
+        }
+    }
+
+    fn granted_of(&self, task: TaskId) -> Option<quorate_protocols::Budget> {
+        (0..self.plan.len() as u32)
+            .find(|&i| self.core.task_id(i) == task)
+            .map(|i| self.checker.granted[i as usize])
+    }
+
+    fn drain_supervisor(&mut self) {
+        let mut effects = Vec::new();
+        while let Some(e) = self.core.poll_effect() {
+            effects.push(e);
+        }
+        let crash = std::mem::take(&mut self.crash_armed) && !self.stopped && !self.healed();
+        let keep = if crash {
+            self.rng.gen_range(0..=effects.len())
+        } else {
+            effects.len()
+        };
+        for effect in effects.into_iter().take(keep) {
+            self.carry_out(effect);
+        }
+        if crash && !self.stopped {
+            self.resume();
+        }
+    }
+
+    fn carry_out(&mut self, effect: SupEffect) {
+        match effect {
+            SupEffect::Dispatch { worker, envelope } => {
+                self.send(Msg::Assign(worker, Box::new(envelope)));
+            }
+            SupEffect::Control { worker, envelope } => {
+                self.send(Msg::Control(worker, Box::new(envelope)));
+            }
+            SupEffect::CommitResult { key, value } => {
+                if let CasOutcome::Conflict { current } =
+                    self.results.cas_now(&key, None, value.clone())
+                {
+                    if current.is_some_and(|c| c.value != value) {
+                        let detail = format!("result {key} would be overwritten");
+                        self.fail(Invariant::ResultLost, detail);
+                    }
+                }
+            }
+            SupEffect::CheckPreconditions { .. } => {}
+            SupEffect::Record(event) => {
+                let line = canonical(&event);
+                if self.opts.trace {
+                    eprint!("  event {line}");
+                }
+                self.hasher.update(line.as_bytes());
+                self.checker.on_event(self.now, &event);
+                if let EventKind::ApprovalRequested { .. } = event.kind {
+                    if self.config.approvals == ApprovalPolicy::Ask {
+                        let node = *self
+                            .checker
+                            .approvals_requested
+                            .last()
+                            .expect("just pushed");
+                        let at = self.now + self.rng.gen_range(10..500);
+                        let approved = self.rng.gen_bool(0.7);
+                        self.schedule(at, Msg::Approval(node as u32, approved));
+                    }
+                }
+                if matches!(event.kind, EventKind::RunStopped { .. }) {
+                    self.stopped = true;
+                }
+                self.log.push(event);
+            }
+            SupEffect::Stop(_) => self.stopped = true,
+        }
+    }
+
+    /// The coordinator crashed: rebuild it from the log and the result store.
+    fn resume(&mut self) {
+        self.counts.bump(Fault::CoordinatorCrash);
+        if self.opts.trace {
+            eprintln!(
+                "{} ms: coordinator crash, resume from {} events",
+                self.now,
+                self.log.len()
+            );
+        }
+        let results = &self.results;
+        let resumed = SupervisorCore::resume(
+            self.run,
+            self.plan.clone(),
+            self.config.clone(),
+            self.me,
+            self.senders.clone(),
+            &self.log,
+            |key| results.get_now(key).map(|v| v.value),
+        );
+        match resumed {
+            Ok(core) => {
+                self.core = core;
+                self.core.start_resumed(self.now);
+                self.drain_supervisor();
+            }
+            Err(ResumeError::AlreadyStopped { .. }) => self.stopped = true,
+            Err(e) => self.fail(Invariant::Resume, e.to_string()),
+        }
+    }
+
+    fn after_step(&mut self) {
+        let report = self.core.snapshot();
+        self.checker.on_snapshot(self.now, &report);
+    }
+
+    fn finish(mut self) -> Outcome {
+        if self.checker.violation.is_none() {
+            self.end_checks();
+        }
+        Outcome {
+            seed: self.seed,
+            violation: self.checker.violation.take(),
+            faults: self.counts,
+            trace_hash: self.hasher.finalize().into(),
+            steps: self.steps,
+            stop: self.checker.stops.first().map(|(_, r)| r.clone()),
+            tasks: self.plan.len(),
+            slice_reused: self.slice_reused,
+        }
+    }
+
+    fn end_checks(&mut self) {
+        let stops = self.checker.stops.clone();
+        if stops.len() != 1 {
+            let detail = format!("{} stop reasons: {stops:?}", stops.len());
+            self.fail(Invariant::StopReason, detail);
+            return;
+        }
+        let (stopped_at, reason) = &stops[0];
+        let states = self.checker.state.clone();
+        if reason == "completed" && states.iter().any(|s| *s != TaskState::Completed) {
+            self.fail(
+                Invariant::StopReason,
+                format!("stopped `completed` with tasks {states:?}"),
+            );
+        }
+        for i in 0..self.plan.len() as u32 {
+            if self.checker.confirmed[i as usize] {
+                let key = self.core.result_key(i);
+                if self.results.get_now(&key).is_none() {
+                    self.fail(Invariant::ResultLost, format!("result {key} is missing"));
+                }
+            }
+        }
+        if let Some((heal, delta)) = self.opts.liveness {
+            let live: Vec<usize> = (0..states.len())
+                .filter(|&i| !states[i].is_terminal())
+                .collect();
+            if *stopped_at > heal + delta || !live.is_empty() {
+                self.fail(
+                    Invariant::Liveness,
+                    format!(
+                        "healed at {heal} ms; stopped `{reason}` at {stopped_at} ms; live tasks {live:?}"
+                    ),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! The worker side of a schedule: tool calls and queries on the virtual clock, worker crashes.
+
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use quorate_protocols::{ActionId, AgentId};
+use quorate_workers::{
+    AgentRegistry, Effect as WorkEffect, ScriptBook, ToolFuture, WorkerConfig, WorkerCore,
+};
+use rand::Rng;
+
+use super::{Msg, OpenCall, Persistence, Sim};
+use crate::check::Invariant;
+use crate::fault::Fault;
+
+pub(super) fn worker_core(agent: AgentId, book: &ScriptBook) -> WorkerCore {
+    let agents = AgentRegistry::new().with_fallback(book.factory());
+    let tools = book.tools().expect("generated tools are valid");
+    let config = WorkerConfig {
+        call_timeout: Duration::from_millis(200),
+        no_progress_limit: 3,
+    };
+    WorkerCore::new(agent, config, agents, tools)
+}
+
+fn poll_once<T>(mut fut: ToolFuture<T>) -> Option<T> {
+    let mut cx = Context::from_waker(Waker::noop());
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(v) => Some(v),
+        Poll::Pending => None,
+    }
+}
+
+impl Sim {
+    pub(super) fn crash_worker(&mut self, w: usize) {
+        self.counts.bump(Fault::WorkerCrash);
+        let now = self.instant();
+        let slot = &mut self.workers[w];
+        match self.opts.persistence {
+            Persistence::DurableBook => {
+                // In-flight calls lose their answers: their outcomes become unknown.
+                let open: Vec<(ActionId, u64)> = self
+                    .calls
+                    .values()
+                    .filter(|c| c.worker == w && c.incarnation == slot.incarnation && !c.answered)
+                    .map(|c| (c.action, c.tag))
+                    .collect();
+                for (action, tag) in open {
+                    let _late = slot.core.handle_tool_timeout(now, action, tag);
+                }
+                while slot.core.poll_effect().is_some() {}
+            }
+            Persistence::Volatile => {
+                slot.core = worker_core(self.senders[w].agent, &self.book);
+                slot.current.clear();
+            }
+        }
+        slot.incarnation += 1;
+        slot.down_until = self.now + self.rng.gen_range(50..500);
+    }
+
+    pub(super) fn drain_worker(&mut self, w: usize) {
+        while let Some(effect) = self.workers[w].core.poll_effect() {
+            match effect {
+                call @ WorkEffect::CallTool { .. } => self.call_tool(w, call),
+                WorkEffect::QueryTool {
+                    action,
+                    tool,
+                    deadline,
+                    ..
+                } => {
+                    let slot = &self.workers[w];
+                    let inc = slot.incarnation;
+                    let tool = slot.core.tools().get(&tool).expect("known tool").clone();
+                    let answer = poll_once(tool.query(action)).flatten();
+                    let deadline = self.ms(deadline);
+                    if !self.healed() && self.rng.gen_bool(self.faults.query_timeout) {
+                        self.counts.bump(Fault::QueryTimeout);
+                        self.schedule(deadline, Msg::QueryTimeout(w, inc, action));
+                    } else {
+                        let at = self.rng.gen_range(self.now..deadline.max(self.now + 1));
+                        self.schedule(at, Msg::QueryAnswer(w, inc, action, answer));
+                    }
+                }
+                WorkEffect::Reply(reply) => self.send(Msg::Report(reply)),
+            }
+        }
+    }
+
+    /// Carries out a `CallTool` effect of worker `w` (other effects are ignored).
+    fn call_tool(&mut self, w: usize, effect: WorkEffect) {
+        let WorkEffect::CallTool {
+            task,
+            action,
+            tool,
+            params,
+            deadline,
+            call: tag,
+        } = effect
+        else {
+            return;
+        };
+        let tool = tool.as_str();
+        let slot = &mut self.workers[w];
+        let (attempt, slice) = slot.current.get(&task).copied().unwrap_or((0, u64::MAX));
+        let made = slot.calls.entry((task, attempt)).or_default();
+        *made += 1;
+        if *made > slice {
+            let detail =
+                format!("attempt {attempt} made {made} tool calls with a slice of {slice}");
+            self.fail(Invariant::Budget, detail);
+        }
+        let total = self.task_calls.entry(task).or_default();
+        *total += 1;
+        if *total > slice {
+            self.slice_reused = true;
+        }
+        let inc = self.workers[w].incarnation;
+        let tool = self.workers[w]
+            .core
+            .tools()
+            .get(tool)
+            .expect("known tool")
+            .clone();
+        let answer = poll_once(tool.call(action, params));
+        let effects = self.world.effects_for(&action);
+        if effects > 1 {
+            self.fail(
+                Invariant::DuplicateEffect,
+                format!(
+                    "action {action} committed {effects} effects{}",
+                    if self.late_answered.contains(&action) {
+                        " (after a late answer of an earlier call)"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        let call = self.next_call;
+        self.next_call += 1;
+        self.calls.insert(
+            call,
+            OpenCall {
+                worker: w,
+                incarnation: inc,
+                action,
+                tag,
+                answered: false,
+            },
+        );
+        let deadline = self.ms(deadline);
+        self.schedule(deadline, Msg::ToolTimeout(w, inc, call, tag, action));
+        if let Some(answer) = answer {
+            let at = if !self.healed() && self.rng.gen_bool(self.faults.late_answer) {
+                self.counts.bump(Fault::LateToolAnswer);
+                deadline + self.rng.gen_range(1..300)
+            } else {
+                self.rng.gen_range(self.now..deadline.max(self.now + 1))
+            };
+            self.schedule(at, Msg::ToolAnswer(w, inc, call, tag, action, answer));
+        }
+    }
+}
+
+pub(super) fn describe(msg: &Msg) -> String {
+    match msg {
+        Msg::Assign(w, e) => format!(
+            "assign {} attempt {} -> worker {w}",
+            e.payload.node, e.attempt
+        ),
+        Msg::Control(w, e) => format!(
+            "control {:?} attempt {} -> worker {w}",
+            e.payload, e.attempt
+        ),
+        Msg::Report(e) => format!(
+            "report attempt {} v{} {:?}",
+            e.attempt,
+            e.state_version.raw(),
+            e.payload.outcome
+        ),
+        Msg::ToolAnswer(w, inc, _, _, a, ans) => {
+            format!("tool answer w{w}/{inc} step {} {ans:?}", a.step)
+        }
+        Msg::ToolTimeout(w, inc, _, _, a) => format!("tool timeout w{w}/{inc} step {}", a.step),
+        Msg::QueryAnswer(w, inc, a, ans) => {
+            format!("query answer w{w}/{inc} step {} {ans:?}", a.step)
+        }
+        Msg::QueryTimeout(w, inc, a) => format!("query timeout w{w}/{inc} step {}", a.step),
+        Msg::WorkerCrash(w) => format!("worker {w} crashes"),
+        Msg::CoordinatorCrash => "coordinator crash armed".to_owned(),
+        Msg::Cancel => "cancel".to_owned(),
+        Msg::Approval(n, a) => format!("approval n{n} {a}"),
+    }
+}

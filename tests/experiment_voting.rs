@@ -1,0 +1,133 @@
+//! Experiment 2: majority voting, Monte Carlo beside the exact closed forms.
+
+use quorate::experiment::models::Model;
+use quorate::experiment::voting::{run_voting, VotingConfig, VotingError};
+
+fn config(
+    model: Model,
+    voters: Vec<usize>,
+    rhos: Vec<f64>,
+    trials: u64,
+    runtime: u64,
+) -> VotingConfig {
+    VotingConfig {
+        voters,
+        p: 0.8,
+        rhos,
+        trials,
+        model,
+        blocs: Vec::new(),
+        seed: 7,
+        runtime_trials: runtime,
+    }
+}
+
+#[test]
+fn common_shock_three_voters_cover_the_closed_forms() {
+    let c = config(Model::CommonShock, vec![3], vec![0.0, 1.0], 4000, 0);
+    let report = run_voting(&c, |_, _| {}).unwrap();
+    let at = |rho: f64| report.cells.iter().find(|c| c.rho == Some(rho)).unwrap();
+    let independent = at(0.0);
+    assert!((independent.naive_closed_form - 0.896).abs() < 1e-12);
+    assert!(
+        independent.naive_ci.0 <= 0.896 && 0.896 <= independent.naive_ci.1,
+        "{independent:?}"
+    );
+    let shared = at(1.0);
+    assert!((shared.naive_closed_form - 0.8).abs() < 1e-12);
+    assert!(
+        shared.naive_ci.0 <= 0.8 && 0.8 <= shared.naive_ci.1,
+        "{shared:?}"
+    );
+    assert!((shared.measured_correlation.unwrap() - 1.0).abs() < 1e-9);
+    assert!(independent.measured_correlation.unwrap().abs() < 0.06);
+}
+
+#[test]
+fn monte_carlo_agrees_with_every_closed_form() {
+    let models = [
+        (Model::CommonShock, vec![0.0, 0.3]),
+        (Model::BetaBinomial, vec![0.0, 0.2, 1.0]),
+        (Model::Bahadur, vec![0.0, 0.05]),
+        (
+            Model::DifficultyMix {
+                alpha: 0.7,
+                p1: 0.95,
+                p2: 0.45,
+            },
+            vec![0.0],
+        ),
+    ];
+    let trials = 3000;
+    for (model, rhos) in models {
+        let c = config(model.clone(), vec![1, 4, 5], rhos, trials, 0);
+        let report = run_voting(&c, |_, _| {}).unwrap();
+        for c in &report.cells {
+            let sd = (c.naive_closed_form * (1.0 - c.naive_closed_form) / trials as f64).sqrt();
+            assert!(
+                (c.naive_accuracy - c.naive_closed_form).abs() <= 4.0 * sd + 1e-9,
+                "{model:?} {c:?}"
+            );
+            assert_eq!(c.dedup_closed_form, c.naive_closed_form);
+        }
+    }
+}
+
+#[test]
+fn shared_evidence_dedup_counts_sources() {
+    let mut c = config(Model::SharedEvidence, vec![], vec![0.0], 3000, 0);
+    c.blocs = vec![vec![3, 1, 1], vec![1, 1, 1]];
+    let report = run_voting(&c, |_, _| {}).unwrap();
+    let bloc = &report.cells[0];
+    assert_eq!(bloc.n, 5);
+    assert!(
+        (bloc.naive_closed_form - 0.8).abs() < 1e-12,
+        "the bloc of three decides"
+    );
+    assert!(
+        (bloc.dedup_closed_form - 0.896).abs() < 1e-12,
+        "three sources, one vote each"
+    );
+    // Monte Carlo within four standard errors of the exact values.
+    let sd = |x: f64| 4.0 * (x * (1.0 - x) / 3000.0).sqrt();
+    assert!((bloc.dedup_accuracy - 0.896).abs() <= sd(0.896), "{bloc:?}");
+    assert!((bloc.naive_accuracy - 0.8).abs() <= sd(0.8), "{bloc:?}");
+    assert!((bloc.implied_correlation - 0.3).abs() < 1e-12);
+}
+
+#[test]
+fn runtime_path_agrees_with_the_direct_vote() {
+    let mut c = config(Model::CommonShock, vec![2, 3], vec![0.5], 60, 25);
+    c.seed = 3;
+    let report = run_voting(&c, |_, _| {}).unwrap();
+    for cell in &report.cells {
+        assert_eq!(cell.runtime_trials, 25);
+        assert_eq!(cell.direct_trials, 35);
+        assert_eq!(cell.runtime_mismatches, 0, "{cell:?}");
+    }
+    let mut s = config(Model::SharedEvidence, vec![], vec![0.0], 30, 30);
+    s.blocs = vec![vec![2, 1, 1]];
+    let report = run_voting(&s, |_, _| {}).unwrap();
+    assert_eq!(report.cells[0].runtime_mismatches, 0);
+}
+
+#[test]
+fn same_seed_same_numbers() {
+    let c = config(Model::BetaBinomial, vec![3, 5], vec![0.1, 0.4], 500, 5);
+    let a = serde_json::to_string(&run_voting(&c, |_, _| {}).unwrap()).unwrap();
+    let b = serde_json::to_string(&run_voting(&c, |_, _| {}).unwrap()).unwrap();
+    assert_eq!(a, b);
+    let mut other = c.clone();
+    other.seed = 8;
+    let c2 = serde_json::to_string(&run_voting(&other, |_, _| {}).unwrap()).unwrap();
+    assert_ne!(a, c2);
+}
+
+#[test]
+fn invalid_bahadur_is_refused_with_the_range() {
+    let c = config(Model::Bahadur, vec![5], vec![0.5], 10, 0);
+    let err = run_voting(&c, |_, _| {}).unwrap_err();
+    assert!(matches!(err, VotingError::Model(_)));
+    let text = err.to_string();
+    assert!(text.contains("valid range is ["), "{text}");
+}
