@@ -54,6 +54,9 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Research experiments: topology costs, voting under correlated errors, critical paths.
+    #[command(subcommand)]
+    Experiment(quorate::experiment::cli::ExperimentCommand),
     /// Check a plan file and print its tasks in dependency order.
     Check {
         /// The plan file (TOML).
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { plan } => check(&plan),
+        Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
         Command::Bench(BenchCommand::Dag {
             layers,
             width,

@@ -66,7 +66,7 @@ impl Attempt {
         let Phase::Calling {
             request,
             reservation,
-            ..
+            call,
         } = std::mem::replace(&mut self.phase, Phase::Idle)
         else {
             return Err(InputError::NotAwaited { action });
@@ -81,6 +81,7 @@ impl Attempt {
         self.phase = Phase::Querying {
             request,
             reservation: Some(reservation),
+            call: Some(call),
         };
         Ok(())
     }
@@ -146,15 +147,29 @@ impl Attempt {
             Phase::Querying {
                 request,
                 reservation,
+                ..
             } => Ok((request, reservation)),
             _ => Err(InputError::NotAwaited { action }),
         }
     }
 
-    /// `true` if a later call of `action` than `call` is in flight.
+    /// `true` if the attempt is busy with another call of `action` than `call` (calling it
+    /// again, or querying after that call timed out): then `call`'s answer or timeout is stale
+    /// and must not settle the action.
     fn newer_call_in_flight(&self, action: ActionId, call: u64) -> bool {
-        matches!(&self.phase, Phase::Calling { request, call: current, .. }
-            if request.action == action && *current != call)
+        match &self.phase {
+            Phase::Calling {
+                request,
+                call: current,
+                ..
+            } => request.action == action && *current != call,
+            Phase::Querying {
+                request,
+                call: current,
+                ..
+            } => request.action == action && *current != Some(call),
+            _ => false,
+        }
     }
 
     /// Sub-tasks this attempt is waiting for.

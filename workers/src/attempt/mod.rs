@@ -49,6 +49,9 @@ enum Phase {
     Querying {
         request: CallRequest,
         reservation: Option<ReservationId>,
+        /// The call of this attempt that timed out, if any; answers of any other call of the
+        /// action are stale (the query settles it).
+        call: Option<u64>,
     },
     /// Waiting for a human.
     Parked { request: CallRequest },
@@ -273,6 +276,7 @@ impl Attempt {
                 self.phase = Phase::Querying {
                     request,
                     reservation: None,
+                    call: None,
                 };
             }
         }

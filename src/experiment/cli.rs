@@ -1,0 +1,285 @@
+//! The `quorate experiment ...` subcommands.
+//!
+//! Wire into `main.rs` with a variant `Experiment(ExperimentCommand)` marked
+//! `#[command(subcommand)]` and `Command::Experiment(cmd) => quorate::experiment::cli::run(cmd)`.
+//!
+//! Exit codes: 0 done (and every counted value matched its formula), 1 a check failed,
+//! 2 bad input or an output file could not be written.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::critical_path::{builtin, evaluate, Dag, ScheduleRow};
+use super::models::Model;
+use super::output::progress;
+use super::present::{bad, critical_path_outputs, topology_outputs, voting_outputs};
+use super::topology::{run_topology, TokenMode, TopologyConfig};
+use super::voting::{run_voting, VotingConfig};
+
+/// Correlation models of `experiment voting`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelName {
+    /// With probability rho all voters share one draw.
+    CommonShock,
+    /// Question difficulty q ~ Beta(a, b) with mean p and correlation rho.
+    BetaBinomial,
+    /// Second-order Bahadur correlation c = rho.
+    Bahadur,
+    /// A fraction alpha of easy questions (accuracy p1), the rest hard (p2).
+    DifficultyMix,
+    /// Voters copy K evidence sources in blocs (--blocs).
+    SharedEvidence,
+}
+
+/// Research experiments (issue 4).
+#[derive(clap::Subcommand, Debug)]
+pub enum ExperimentCommand {
+    /// Star vs all-to-all: counted messages, bytes and context tokens beside the formulas.
+    Topology {
+        /// Participant counts.
+        #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32")]
+        agents: Vec<u64>,
+        /// Rounds.
+        #[arg(long, default_value_t = 5)]
+        rounds: u64,
+        /// Tokens per message.
+        #[arg(long, default_value_t = 100)]
+        msg_tokens: u64,
+        /// Token model: full history, delta only, or previous-round artifact.
+        #[arg(long, value_enum, default_value_t = TokenMode::Full)]
+        mode: TokenMode,
+        /// Seed of the message text.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print one JSON object instead of the table, or with FILE write it there.
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        json: Option<Option<PathBuf>>,
+        /// Write the rows as CSV.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Write an SVG plot of messages and tokens against n.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+    },
+    /// Majority voting under correlated errors: Monte Carlo beside the exact closed form.
+    Voting {
+        /// Voter counts.
+        #[arg(long, value_delimiter = ',', default_value = "1,3,5,7,9,11,13,15")]
+        voters: Vec<usize>,
+        /// Marginal accuracy of one voter.
+        #[arg(long, default_value_t = 0.8)]
+        p: f64,
+        /// Correlations to sweep.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1"
+        )]
+        rho: Vec<f64>,
+        /// Questions per cell.
+        #[arg(long, default_value_t = 20_000)]
+        trials: u64,
+        /// Correlation model.
+        #[arg(long, value_enum, default_value_t = ModelName::CommonShock)]
+        model: ModelName,
+        /// difficulty-mix: share of easy questions.
+        #[arg(long, default_value_t = 0.7)]
+        alpha: f64,
+        /// difficulty-mix: accuracy on easy questions.
+        #[arg(long, default_value_t = 0.95)]
+        p1: f64,
+        /// difficulty-mix: accuracy on hard questions.
+        #[arg(long, default_value_t = 0.45)]
+        p2: f64,
+        /// shared-evidence: voters per source, e.g. 3,1,1 (repeat the flag for more rows).
+        #[arg(long)]
+        blocs: Vec<String>,
+        /// Questions per cell that run through worker actors (the rest call the vote directly).
+        #[arg(long, default_value_t = 50)]
+        runtime_trials: u64,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print one JSON object instead of the table, or with FILE write it there.
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        json: Option<Option<PathBuf>>,
+        /// Write the cells as CSV.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Write an SVG plot of accuracy against n per rho.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+    },
+    /// Makespan of DAGs under a list scheduler on a virtual clock, beside the lower bound.
+    CriticalPath {
+        /// A DAG file (TOML or JSON) instead of the built-in set.
+        #[arg(long, value_name = "FILE")]
+        dag: Option<PathBuf>,
+        /// Worker counts.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+        workers: Vec<usize>,
+        /// Include each schedule in the JSON output.
+        #[arg(long)]
+        schedule: bool,
+        /// Print one JSON object instead of the table, or with FILE write it there.
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        json: Option<Option<PathBuf>>,
+        /// Write the rows as CSV.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Write an SVG plot of makespan / lower bound against W per DAG.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+    },
+}
+
+/// Runs an experiment subcommand.
+pub fn run(cmd: ExperimentCommand) -> ExitCode {
+    match cmd {
+        ExperimentCommand::Topology {
+            agents,
+            rounds,
+            msg_tokens,
+            mode,
+            seed,
+            json,
+            csv,
+            plot,
+        } => {
+            let config = TopologyConfig {
+                agents,
+                rounds,
+                msg_tokens,
+                mode,
+                seed,
+            };
+            let bar = progress(2 * config.agents.len() as u64, "topology");
+            let report = match run_topology(&config, |done, _| bar.set_position(done)) {
+                Ok(report) => report,
+                Err(e) => return bad(e),
+            };
+            bar.finish_and_clear();
+            match topology_outputs(&report, json, csv.as_deref(), plot.as_deref()) {
+                Ok(()) => {}
+                Err(code) => return code,
+            }
+            let ok = report
+                .rows
+                .iter()
+                .all(|r| r.messages_match && r.tokens_match);
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        ExperimentCommand::Voting {
+            voters,
+            p,
+            rho,
+            trials,
+            model,
+            alpha,
+            p1,
+            p2,
+            blocs,
+            runtime_trials,
+            seed,
+            json,
+            csv,
+            plot,
+        } => {
+            let blocs = match parse_blocs(&blocs) {
+                Ok(b) => b,
+                Err(e) => return bad(e),
+            };
+            let model = match model {
+                ModelName::CommonShock => Model::CommonShock,
+                ModelName::BetaBinomial => Model::BetaBinomial,
+                ModelName::Bahadur => Model::Bahadur,
+                ModelName::DifficultyMix => Model::DifficultyMix { alpha, p1, p2 },
+                ModelName::SharedEvidence => Model::SharedEvidence,
+            };
+            let blocs = if blocs.is_empty() && model == Model::SharedEvidence {
+                vec![
+                    vec![1, 1, 1],
+                    vec![2, 1, 1],
+                    vec![3, 1, 1],
+                    vec![5, 1, 1],
+                    vec![7, 1, 1],
+                ]
+            } else {
+                blocs
+            };
+            let config = VotingConfig {
+                voters,
+                p,
+                rhos: rho,
+                trials,
+                model,
+                blocs,
+                seed,
+                runtime_trials,
+            };
+            let bar = progress(0, "voting");
+            let report = match run_voting(&config, |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            }) {
+                Ok(report) => report,
+                Err(e) => return bad(e),
+            };
+            bar.finish_and_clear();
+            if let Err(code) = voting_outputs(&report, json, csv.as_deref(), plot.as_deref()) {
+                return code;
+            }
+            if report.cells.iter().all(|c| c.runtime_mismatches == 0) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        ExperimentCommand::CriticalPath {
+            dag,
+            workers,
+            schedule,
+            json,
+            csv,
+            plot,
+        } => {
+            let dags = match dag {
+                Some(path) => match Dag::load(&path) {
+                    Ok(d) => vec![d],
+                    Err(e) => return bad(e),
+                },
+                None => builtin(),
+            };
+            if workers.is_empty() || workers.contains(&0) {
+                return bad("--workers needs at least one count, each at least 1");
+            }
+            let rows: Vec<ScheduleRow> = dags
+                .iter()
+                .flat_map(|d| workers.iter().map(|&w| evaluate(d, w, schedule)))
+                .collect();
+            match critical_path_outputs(&rows, json, csv.as_deref(), plot.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(code) => code,
+            }
+        }
+    }
+}
+
+/// Parses `--blocs 3,1,1` entries.
+pub fn parse_blocs(specs: &[String]) -> Result<Vec<Vec<usize>>, String> {
+    specs
+        .iter()
+        .map(|s| {
+            s.split(',')
+                .map(|x| match x.trim().parse::<usize>() {
+                    Ok(v) if v > 0 => Ok(v),
+                    _ => Err(format!("--blocs {s:?}: each entry must be a whole number >= 1 (voters per source), e.g. 3,1,1")),
+                })
+                .collect()
+        })
+        .collect()
+}

@@ -1,0 +1,429 @@
+//! What the `experiment` subcommands print and write: tables, CSV, JSON and SVG figures.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use super::critical_path::ScheduleRow;
+use super::models::Model;
+use super::output::{plot_lines, write_csv, write_json, Axes, Legend, OutputError, Series};
+use super::topology::{Topology, TopologyReport};
+use super::voting::VotingReport;
+
+/// Exit code for bad input.
+const EXIT_BAD_INPUT: u8 = 2;
+
+pub(super) fn bad(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(EXIT_BAD_INPUT)
+}
+
+fn written(result: Result<(), OutputError>) -> Result<(), ExitCode> {
+    result.map_err(bad)
+}
+
+fn f(x: f64) -> String {
+    format!("{x:.4}")
+}
+
+pub(super) fn topology_outputs(
+    report: &TopologyReport,
+    json: Option<Option<PathBuf>>,
+    csv: Option<&Path>,
+    plot: Option<&Path>,
+) -> Result<(), ExitCode> {
+    if let Some(Some(path)) = &json {
+        written(write_json(path, &report))?;
+    }
+    if let Some(None) = json {
+        println!("{}", serde_json::to_string(report).unwrap_or_default());
+    } else {
+        let c = &report.config;
+        println!(
+            "topology: R = {} rounds, M = {} tokens/message, mode {}, seed {}",
+            c.rounds,
+            c.msg_tokens,
+            c.mode.name(),
+            c.seed
+        );
+        println!(
+            "{:<11} {:>4} {:>9} {:>9} {:>5} {:>11} {:>12} {:>12} {:>5} {:>9}",
+            "topology",
+            "n",
+            "messages",
+            "formula",
+            "ok",
+            "bytes",
+            "tokens",
+            "closed form",
+            "ok",
+            "wall ms"
+        );
+        for r in &report.rows {
+            println!(
+                "{:<11} {:>4} {:>9} {:>9} {:>5} {:>11} {:>12} {:>12} {:>5} {:>9.2}",
+                r.topology.name(),
+                r.n,
+                r.messages,
+                r.formula_messages,
+                if r.messages_match { "yes" } else { "NO" },
+                r.bytes,
+                r.tokens,
+                r.closed_form_tokens,
+                if r.tokens_match { "yes" } else { "NO" },
+                r.wall_ms
+            );
+        }
+        println!("formulas: star 2(n-1)R, all-to-all n(n-1)R messages; tokens: see `experiment::topology` docs");
+    }
+    if let Some(path) = csv {
+        let rows: Vec<Vec<String>> = report
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.topology.name().to_owned(),
+                    r.n.to_string(),
+                    r.rounds.to_string(),
+                    r.messages.to_string(),
+                    r.formula_messages.to_string(),
+                    r.messages_match.to_string(),
+                    r.bytes.to_string(),
+                    r.tokens.to_string(),
+                    r.closed_form_tokens.to_string(),
+                    r.tokens_match.to_string(),
+                    format!("{:.3}", r.wall_ms),
+                ]
+            })
+            .collect();
+        written(write_csv(
+            path,
+            &[
+                "topology",
+                "n",
+                "rounds",
+                "messages",
+                "formula_messages",
+                "messages_match",
+                "bytes",
+                "tokens",
+                "closed_form_tokens",
+                "tokens_match",
+                "wall_ms",
+            ],
+            &rows,
+        ))?;
+    }
+    if let Some(path) = plot {
+        let mut series = Vec::new();
+        for (i, t) in [Topology::Star, Topology::AllToAll].into_iter().enumerate() {
+            let rows: Vec<_> = report.rows.iter().filter(|r| r.topology == t).collect();
+            series.push(Series {
+                label: format!("{} messages (counted)", t.name()),
+                points: rows
+                    .iter()
+                    .map(|r| (r.n as f64, r.messages as f64))
+                    .collect(),
+                color: 2 * i,
+                markers: true,
+            });
+            series.push(Series {
+                label: format!("{} tokens read (counted)", t.name()),
+                points: rows.iter().map(|r| (r.n as f64, r.tokens as f64)).collect(),
+                color: 2 * i + 1,
+                markers: true,
+            });
+        }
+        let title = format!(
+            "Star vs all-to-all, R = {}, M = {}, mode {}",
+            report.config.rounds,
+            report.config.msg_tokens,
+            report.config.mode.name()
+        );
+        let axes = Axes {
+            title: &title,
+            x: "participants n",
+            y: "count",
+            log_y: true,
+            legend: Legend::LowerRight,
+        };
+        written(plot_lines(path, &axes, &series))?;
+    }
+    Ok(())
+}
+
+pub(super) fn voting_outputs(
+    report: &VotingReport,
+    json: Option<Option<PathBuf>>,
+    csv: Option<&Path>,
+    plot: Option<&Path>,
+) -> Result<(), ExitCode> {
+    let rho = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}"));
+    if let Some(Some(path)) = &json {
+        written(write_json(path, &report))?;
+    }
+    if let Some(None) = json {
+        println!("{}", serde_json::to_string(report).unwrap_or_default());
+    } else {
+        let c = &report.config;
+        let runtime: u64 = report.cells.iter().map(|c| c.runtime_trials).sum();
+        let direct: u64 = report.cells.iter().map(|c| c.direct_trials).sum();
+        let mismatches: u64 = report.cells.iter().map(|c| c.runtime_mismatches).sum();
+        println!(
+            "voting: model {}, p = {}, {} questions per cell, seed {}",
+            c.model.name(),
+            c.p,
+            c.trials,
+            c.seed
+        );
+        println!(
+            "paths: {runtime} questions through worker actors (VoterAgent in WorkerActor, Report envelopes), \
+             {direct} by calling the vote directly; runtime decisions differing from direct: {mismatches}"
+        );
+        println!(
+            "{:>3} {:>9} {:>5} {:>7} {:>17} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            "n", "blocs", "rho", "naive", "95% CI", "exact", "dedup", "exact", "corr", "model"
+        );
+        for cell in &report.cells {
+            let blocs: Vec<String> = cell.blocs.iter().map(ToString::to_string).collect();
+            let blocs = if cell.blocs.iter().all(|&b| b == 1) {
+                "-".to_owned()
+            } else {
+                blocs.join("+")
+            };
+            println!(
+                "{:>3} {:>9} {:>5} {:>7.4} [{:.4}, {:.4}] {:>7.4} {:>7.4} {:>7.4} {:>7} {:>7.4}",
+                cell.n,
+                blocs,
+                rho(cell.rho),
+                cell.naive_accuracy,
+                cell.naive_ci.0,
+                cell.naive_ci.1,
+                cell.naive_closed_form,
+                cell.dedup_accuracy,
+                cell.dedup_closed_form,
+                cell.measured_correlation
+                    .map_or("-".to_owned(), |c| format!("{c:.3}")),
+                cell.implied_correlation
+            );
+        }
+        if report.config.model != Model::SharedEvidence {
+            println!("(every voter is its own source in this model, so dedup = naive)");
+        }
+        for peak in &report.peaks {
+            println!(
+                "peak at rho {}: n = {} (exact accuracy {:.4}), measured peak n = {}",
+                rho(peak.rho),
+                peak.n_closed_form,
+                peak.accuracy,
+                peak.n_measured
+            );
+        }
+    }
+    if let Some(path) = csv {
+        let rows: Vec<Vec<String>> = report
+            .cells
+            .iter()
+            .map(|c| {
+                let blocs: Vec<String> = c.blocs.iter().map(ToString::to_string).collect();
+                vec![
+                    c.model.clone(),
+                    c.n.to_string(),
+                    blocs.join("+"),
+                    c.rho.map_or(String::new(), |r| r.to_string()),
+                    c.p.to_string(),
+                    c.trials.to_string(),
+                    c.runtime_trials.to_string(),
+                    c.direct_trials.to_string(),
+                    c.runtime_mismatches.to_string(),
+                    f(c.naive_accuracy),
+                    f(c.naive_ci.0),
+                    f(c.naive_ci.1),
+                    f(c.naive_closed_form),
+                    f(c.dedup_accuracy),
+                    f(c.dedup_ci.0),
+                    f(c.dedup_ci.1),
+                    f(c.dedup_closed_form),
+                    c.measured_correlation.map_or(String::new(), f),
+                    f(c.implied_correlation),
+                ]
+            })
+            .collect();
+        written(write_csv(
+            path,
+            &[
+                "model",
+                "n",
+                "blocs",
+                "rho",
+                "p",
+                "trials",
+                "runtime_trials",
+                "direct_trials",
+                "runtime_mismatches",
+                "naive_accuracy",
+                "naive_lo",
+                "naive_hi",
+                "naive_closed_form",
+                "dedup_accuracy",
+                "dedup_lo",
+                "dedup_hi",
+                "dedup_closed_form",
+                "measured_correlation",
+                "implied_correlation",
+            ],
+            &rows,
+        ))?;
+    }
+    if let Some(path) = plot {
+        let mut columns: Vec<Option<f64>> = Vec::new();
+        for c in &report.cells {
+            if !columns.contains(&c.rho) {
+                columns.push(c.rho);
+            }
+        }
+        // At most six columns keep the figure readable.
+        let step = columns.len().div_ceil(6).max(1);
+        let mut series = Vec::new();
+        for (i, col) in columns.iter().step_by(step).enumerate() {
+            let cells: Vec<_> = report.cells.iter().filter(|c| c.rho == *col).collect();
+            let label = match col {
+                Some(r) => format!("rho = {r:.2}"),
+                None => report.config.model.name().to_owned(),
+            };
+            series.push(Series {
+                label,
+                points: cells
+                    .iter()
+                    .map(|c| (c.n as f64, c.naive_accuracy))
+                    .collect(),
+                color: i,
+                markers: true,
+            });
+            series.push(Series {
+                label: String::new(),
+                points: cells
+                    .iter()
+                    .map(|c| (c.n as f64, c.naive_closed_form))
+                    .collect(),
+                color: i,
+                markers: false,
+            });
+            if report.config.model == Model::SharedEvidence {
+                series.push(Series {
+                    label: "one vote per source (exact)".to_owned(),
+                    points: cells
+                        .iter()
+                        .map(|c| (c.n as f64, c.dedup_closed_form))
+                        .collect(),
+                    color: i + 1,
+                    markers: false,
+                });
+            }
+        }
+        let title = format!(
+            "Majority accuracy, {} model, p = {:.3} (dots: Monte Carlo, thin: exact)",
+            report.config.model.name(),
+            report.config.model.marginal(report.config.p)
+        );
+        let axes = Axes {
+            title: &title,
+            x: "voters n",
+            y: "accuracy",
+            log_y: false,
+            legend: Legend::LowerRight,
+        };
+        written(plot_lines(path, &axes, &series))?;
+    }
+    Ok(())
+}
+
+pub(super) fn critical_path_outputs(
+    rows: &[ScheduleRow],
+    json: Option<Option<PathBuf>>,
+    csv: Option<&Path>,
+    plot: Option<&Path>,
+) -> Result<(), ExitCode> {
+    if let Some(Some(path)) = &json {
+        written(write_json(path, &rows))?;
+    }
+    if let Some(None) = json {
+        println!("{}", serde_json::to_string(rows).unwrap_or_default());
+    } else {
+        println!("critical path: list scheduler on a virtual clock (exact, ms resolution)");
+        println!(
+            "{:<26} {:>5} {:>3} {:>10} {:>10} {:>10} {:>10} {:>7}",
+            "dag", "tasks", "W", "makespan", "crit path", "work/W", "bound", "ratio"
+        );
+        for r in rows {
+            println!(
+                "{:<26} {:>5} {:>3} {:>9.3}s {:>9.3}s {:>9.3}s {:>9.3}s {:>7.3}",
+                r.dag,
+                r.tasks,
+                r.workers,
+                r.makespan_s,
+                r.critical_path_s,
+                r.work_per_worker_s,
+                r.lower_bound_s,
+                r.ratio
+            );
+        }
+    }
+    if let Some(path) = csv {
+        let out: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.dag.clone(),
+                    r.tasks.to_string(),
+                    r.workers.to_string(),
+                    r.makespan_s.to_string(),
+                    r.critical_path_s.to_string(),
+                    r.work_per_worker_s.to_string(),
+                    r.lower_bound_s.to_string(),
+                    f(r.ratio),
+                ]
+            })
+            .collect();
+        written(write_csv(
+            path,
+            &[
+                "dag",
+                "tasks",
+                "workers",
+                "makespan_s",
+                "critical_path_s",
+                "work_per_worker_s",
+                "lower_bound_s",
+                "ratio",
+            ],
+            &out,
+        ))?;
+    }
+    if let Some(path) = plot {
+        let mut names: Vec<&str> = Vec::new();
+        for r in rows {
+            if !names.contains(&r.dag.as_str()) {
+                names.push(&r.dag);
+            }
+        }
+        let mut series = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let mine: Vec<_> = rows.iter().filter(|r| r.dag == *name).collect();
+            series.push(Series {
+                label: (*name).to_owned(),
+                points: mine.iter().map(|r| (r.workers as f64, r.ratio)).collect(),
+                color: i,
+                markers: true,
+            });
+        }
+        let axes = Axes {
+            title: "List-schedule makespan / max(critical path, work / W)",
+            x: "workers W",
+            y: "makespan / lower bound",
+            log_y: false,
+            legend: Legend::UpperRight,
+        };
+        written(plot_lines(path, &axes, &series))?;
+    }
+    Ok(())
+}

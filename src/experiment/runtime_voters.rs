@@ -1,0 +1,257 @@
+//! Voting through the runtime: voters are [`VoterAgent`]s run by [`WorkerActor`]s on an actix
+//! system of their own thread, and a collector actor turns their `Report` envelopes into a
+//! [`MajorityVote`].
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use actix::prelude::*;
+use quorate_protocols::{
+    AgentId, Budget, Capabilities, Envelope, NodeId, ResultKind, Role, RunId, Sender, TaskId,
+};
+use quorate_workers::{
+    Agent, AgentContext, AgentRegistry, AssignMsg, Assignment, Outcome, Proposal, ReportMsg,
+    ToolRegistry, WorkerActor, WorkerConfig,
+};
+
+use super::vote::{Ballot, Decision, MajorityVote, TiePolicy, VoteConfig};
+
+/// Prefix of the evidence line a voter reads.
+const EVIDENCE: &str = "evidence says: ";
+
+/// A voter: answers what its evidence says (`true` or `false`), abstains without evidence.
+/// It spends one step of its budget slice per vote.
+#[derive(Debug, Default)]
+pub struct VoterAgent;
+
+impl Agent for VoterAgent {
+    fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
+        let said = ctx
+            .evidence_text
+            .iter()
+            .find_map(|line| line.strip_prefix(EVIDENCE))
+            .and_then(|v| v.trim().parse::<bool>().ok());
+        Proposal::Finish {
+            kind: ResultKind::Suggestion,
+            value: said.map_or(serde_json::Value::Null, serde_json::Value::Bool),
+        }
+    }
+}
+
+/// The evidence text that makes a [`VoterAgent`] answer `answer`.
+#[must_use]
+pub fn evidence_for(answer: bool) -> String {
+    format!("{EVIDENCE}{answer}")
+}
+
+/// The collector is told what to expect before the assignments go out.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Expect {
+    task: TaskId,
+    voters: Vec<(AgentId, u64)>,
+    truth: bool,
+    tie: u64,
+}
+
+struct Pending {
+    voters: Vec<(AgentId, u64)>,
+    truth: bool,
+    tie: u64,
+    answers: HashMap<AgentId, Option<bool>>,
+}
+
+struct Collector {
+    pending: HashMap<TaskId, Pending>,
+    done: mpsc::Sender<(TaskId, (bool, bool))>,
+}
+
+impl Actor for Collector {
+    type Context = Context<Self>;
+}
+
+impl Handler<Expect> for Collector {
+    type Result = ();
+    fn handle(&mut self, msg: Expect, _: &mut Context<Self>) {
+        self.pending.insert(
+            msg.task,
+            Pending {
+                voters: msg.voters,
+                truth: msg.truth,
+                tie: msg.tie,
+                answers: HashMap::new(),
+            },
+        );
+    }
+}
+
+impl Handler<ReportMsg> for Collector {
+    type Result = ();
+    fn handle(&mut self, msg: ReportMsg, _: &mut Context<Self>) {
+        let envelope = msg.0;
+        let Some(pending) = self.pending.get_mut(&envelope.task) else {
+            return;
+        };
+        let answer = match envelope.payload.outcome {
+            Outcome::Answer { value, .. } => value.as_bool(),
+            _ => None,
+        };
+        pending.answers.insert(envelope.sender.agent, answer);
+        if pending.answers.len() < pending.voters.len() {
+            return;
+        }
+        let Some(pending) = self.pending.remove(&envelope.task) else {
+            return;
+        };
+        // Cast in voter order so a tie is broken exactly as the direct path breaks it.
+        let config = VoteConfig {
+            ties: TiePolicy::Draw,
+            ..VoteConfig::default()
+        };
+        let mut naive: MajorityVote<bool, AgentId> = MajorityVote::new(config);
+        let mut dedup: MajorityVote<bool, AgentId> = MajorityVote::new(VoteConfig {
+            one_vote_per_source: true,
+            ..config
+        });
+        for (agent, source) in &pending.voters {
+            let ballot = match pending.answers.get(agent).copied().flatten() {
+                Some(a) => Ballot::Answer(a == pending.truth),
+                None => Ballot::Abstain,
+            };
+            let _ = naive.cast(*agent, Some(*source), ballot.clone());
+            let _ = dedup.cast(*agent, Some(*source), ballot);
+        }
+        let won = |d: Decision<bool>| matches!(d, Decision::Decided { answer: true, .. });
+        let result = (
+            won(naive.decide(pending.tie)),
+            won(dedup.decide(pending.tie)),
+        );
+        let _ = self.done.send((envelope.task, result));
+    }
+}
+
+/// A runtime vote did not come back.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RuntimeVoteError {
+    /// The actor system did not start.
+    #[error("the voters' actor system did not start")]
+    NoSystem,
+    /// No decision within the timeout.
+    #[error("no decision from the voter actors within {0:?}")]
+    Timeout(Duration),
+}
+
+/// Worker actors on an actix system running on its own thread.
+pub(crate) struct RuntimeVoters {
+    system: System,
+    arbiter: ArbiterHandle,
+    thread: Option<JoinHandle<()>>,
+    collector: Addr<Collector>,
+    workers: Vec<(AgentId, Addr<WorkerActor>)>,
+    done: mpsc::Receiver<(TaskId, (bool, bool))>,
+    run: RunId,
+    me: Sender,
+    node: NodeId,
+}
+
+impl RuntimeVoters {
+    /// Starts the system and the collector.
+    pub(crate) fn start() -> Result<Self, RuntimeVoteError> {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let system = System::new();
+            let _ = tx.send((System::current(), Arbiter::current()));
+            let _ = system.run();
+        });
+        let (system, arbiter) = rx.recv().map_err(|_| RuntimeVoteError::NoSystem)?;
+        let (done_tx, done) = mpsc::channel();
+        let collector = Collector::start_in_arbiter(&arbiter, move |_| Collector {
+            pending: HashMap::new(),
+            done: done_tx,
+        });
+        Ok(Self {
+            system,
+            arbiter,
+            thread: Some(thread),
+            collector,
+            workers: Vec::new(),
+            done,
+            run: RunId::new(),
+            me: Sender {
+                agent: AgentId::new(),
+                role: Role::Supervisor,
+            },
+            node: NodeId::new("vote").map_err(|_| RuntimeVoteError::NoSystem)?,
+        })
+    }
+
+    /// One question through the actors: voter `i` (in bloc order) is told the answer its draw
+    /// says; returns (naive correct, dedup correct).
+    pub(crate) fn vote(
+        &mut self,
+        blocs: &[usize],
+        correct: &[bool],
+        truth: bool,
+        tie: u64,
+    ) -> Result<(bool, bool), RuntimeVoteError> {
+        while self.workers.len() < correct.len() {
+            let agent = AgentId::new();
+            let reports = self.collector.clone().recipient();
+            let addr = WorkerActor::start_in_arbiter(&self.arbiter, move |_| {
+                WorkerActor::new(
+                    agent,
+                    WorkerConfig::default(),
+                    AgentRegistry::new()
+                        .with_fallback(|_: &Assignment| Box::new(VoterAgent) as Box<dyn Agent>),
+                    ToolRegistry::default(),
+                    reports,
+                )
+            });
+            self.workers.push((agent, addr));
+        }
+        let task = TaskId::new();
+        let voters: Vec<(AgentId, u64)> = self.workers[..correct.len()]
+            .iter()
+            .map(|(a, _)| *a)
+            .zip(super::voting::sources(blocs))
+            .collect();
+        self.collector.do_send(Expect {
+            task,
+            voters,
+            truth,
+            tie,
+        });
+        for ((_, worker), right) in self.workers.iter().zip(correct) {
+            let assignment = Assignment {
+                node: self.node.clone(),
+                role: "voter".to_owned(),
+                inputs: Vec::new(),
+                capabilities: Capabilities::none(),
+                budget: Budget::steps(1),
+                evidence_text: vec![evidence_for(truth == *right)],
+            };
+            worker.do_send(AssignMsg(Envelope::new(
+                self.run, task, self.me, assignment,
+            )));
+        }
+        let timeout = Duration::from_secs(10);
+        loop {
+            match self.done.recv_timeout(timeout) {
+                Ok((t, result)) if t == task => return Ok(result),
+                Ok(_) => continue,
+                Err(_) => return Err(RuntimeVoteError::Timeout(timeout)),
+            }
+        }
+    }
+}
+
+impl Drop for RuntimeVoters {
+    fn drop(&mut self) {
+        self.system.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,517 @@
+//! Experiment 1: what star and all-to-all exchanges cost, measured on real actors.
+//!
+//! Every participant is an actix actor; every message is an `Envelope<Turn>` moved between
+//! them through a [`CountingTransport`], which counts each envelope and the length of its wire
+//! encoding ([`quorate_protocols::encode_envelope`]) before delivering it. A driver starts each
+//! round and waits until every participant has received what the round owes it.
+//!
+//! * **Star** (participant 0 is the supervisor): each of the `n - 1` workers sends a report, the
+//!   supervisor answers each with feedback: `2(n-1)` messages a round, `2(n-1)R` in all.
+//! * **All-to-all**: every participant sends its contribution to every other one: `n(n-1)` a
+//!   round, `n(n-1)R` in all.
+//!
+//! ## Token model
+//!
+//! Every message carries `M` tokens of text (whitespace-separated words, counted from the
+//! payload that arrived). Let `m` be the messages of one round (`2(n-1)` or `n(n-1)`). What a
+//! participant reads in round `r` depends on the [`TokenMode`]:
+//!
+//! * `full`: a stateless participant re-reads everything it has received so far (rounds
+//!   `1..=r`): `sum_r M m r = M m R(R+1)/2`. Quadratic in `R`.
+//! * `delta`: a stateful participant reads only what arrived this round: `M m R`.
+//! * `artifact`: a stateless participant reads this round's messages plus one artifact, its own
+//!   output of the previous round (`M` tokens) instead of the dialogue: `M m R + M n (R-1)`.
+//!
+//! The closed forms are checked against the counts in every row (`tokens_match`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use quorate_protocols::{encode_envelope, AgentId, Envelope, Role, RunId, Sender, TaskId};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+
+/// Who talks to whom.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topology {
+    /// A supervisor hub and `n - 1` workers.
+    Star,
+    /// Every participant talks to every other.
+    AllToAll,
+}
+
+impl Topology {
+    /// Messages per round for `n` participants: `2(n-1)` or `n(n-1)`.
+    #[must_use]
+    pub fn messages_per_round(self, n: u64) -> u64 {
+        let others = n.saturating_sub(1);
+        match self {
+            Topology::Star => 2 * others,
+            Topology::AllToAll => n * others,
+        }
+    }
+
+    /// The name used in output.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Star => "star",
+            Topology::AllToAll => "all-to-all",
+        }
+    }
+}
+
+/// What a participant reads each round (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenMode {
+    /// Re-read the whole received history every round.
+    #[default]
+    Full,
+    /// Read only the new messages.
+    Delta,
+    /// Read the new messages plus the previous round's artifact, not the dialogue.
+    Artifact,
+}
+
+impl TokenMode {
+    /// The name used on the command line and in output.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenMode::Full => "full",
+            TokenMode::Delta => "delta",
+            TokenMode::Artifact => "artifact",
+        }
+    }
+}
+
+/// The closed form of the token model: tokens read by all participants over `rounds` rounds.
+#[must_use]
+pub fn closed_form_tokens(
+    topology: Topology,
+    mode: TokenMode,
+    n: u64,
+    rounds: u64,
+    m_tokens: u64,
+) -> u64 {
+    let m = topology.messages_per_round(n);
+    match mode {
+        TokenMode::Full => m_tokens * m * rounds * (rounds + 1) / 2,
+        TokenMode::Delta => m_tokens * m * rounds,
+        TokenMode::Artifact => {
+            // Every participant produces output once n >= 2.
+            let producers = if n >= 2 { n } else { 0 };
+            m_tokens * m * rounds + m_tokens * producers * rounds.saturating_sub(1)
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug, Serialize)]
+pub struct TopologyConfig {
+    /// Participant counts.
+    pub agents: Vec<u64>,
+    /// Rounds.
+    pub rounds: u64,
+    /// Tokens per message.
+    pub msg_tokens: u64,
+    /// Token model.
+    pub mode: TokenMode,
+    /// Seed of the message text.
+    pub seed: u64,
+}
+
+/// One (topology, n) result.
+#[derive(Clone, Debug, Serialize)]
+pub struct TopologyRow {
+    /// Topology.
+    pub topology: Topology,
+    /// Participants.
+    pub n: u64,
+    /// Rounds.
+    pub rounds: u64,
+    /// Envelopes counted by the transport.
+    pub messages: u64,
+    /// `2(n-1)R` or `n(n-1)R`.
+    pub formula_messages: u64,
+    /// Counted == formula.
+    pub messages_match: bool,
+    /// Encoded bytes counted by the transport.
+    pub bytes: u64,
+    /// Tokens read, counted by the participants.
+    pub tokens: u64,
+    /// The token model's closed form.
+    pub closed_form_tokens: u64,
+    /// Counted == closed form.
+    pub tokens_match: bool,
+    /// Wall time of the exchange in milliseconds.
+    pub wall_ms: f64,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct TopologyReport {
+    /// What was run.
+    pub config: TopologyConfig,
+    /// One per (topology, n).
+    pub rows: Vec<TopologyRow>,
+}
+
+/// Counts every envelope and its encoded length on the way to the receiver.
+#[derive(Debug, Default)]
+pub struct CountingTransport {
+    messages: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl CountingTransport {
+    /// Counts `envelope` and delivers it to `to`.
+    pub fn send(&self, to: &Recipient<Deliver>, envelope: Envelope<Turn>) {
+        let len = encode_envelope(&envelope).len() as u64;
+        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        to.do_send(Deliver(envelope));
+    }
+
+    /// Envelopes sent.
+    #[must_use]
+    pub fn messages(&self) -> u64 {
+        self.messages.load(Ordering::Relaxed)
+    }
+
+    /// Encoded bytes sent.
+    #[must_use]
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// The payload of an exchange message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    /// Round (1-based).
+    pub round: u64,
+    /// What the message is.
+    pub kind: TurnKind,
+    /// `M` tokens of text.
+    pub text: String,
+}
+
+/// What an exchange message is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TurnKind {
+    /// Worker -> supervisor.
+    Report,
+    /// Supervisor -> worker.
+    Feedback,
+    /// Peer -> peer.
+    Contribution,
+}
+
+/// A counted message delivered to a participant.
+#[derive(Clone, Debug, Message)]
+#[rtype(result = "()")]
+pub struct Deliver(pub Envelope<Turn>);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Peers(Vec<Recipient<Deliver>>);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct StartRound(u64);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Stop;
+
+struct Participant {
+    index: usize,
+    topology: Topology,
+    mode: TokenMode,
+    me: Sender,
+    run: RunId,
+    task: TaskId,
+    peers: Vec<Recipient<Deliver>>,
+    transport: Arc<CountingTransport>,
+    rng: ChaCha8Rng,
+    msg_tokens: u64,
+    started: u64,
+    finished: u64,
+    /// Tokens received per round, and messages.
+    received: HashMap<u64, (u64, u64)>,
+    history_tokens: u64,
+    last_output_tokens: u64,
+    /// The artifact carried into the current round (own output of the previous round).
+    carried: u64,
+    done: UnboundedSender<u64>,
+}
+
+fn count_tokens(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
+impl Participant {
+    fn text(&mut self) -> String {
+        let words: Vec<String> = (0..self.msg_tokens)
+            .map(|_| {
+                let len = self.rng.gen_range(1..=8);
+                (0..len)
+                    .map(|_| self.rng.gen_range(b'a'..=b'z') as char)
+                    .collect()
+            })
+            .collect();
+        words.join(" ")
+    }
+
+    fn envelope(&self, round: u64, kind: TurnKind, text: String) -> Envelope<Turn> {
+        Envelope::new(self.run, self.task, self.me, Turn { round, kind, text })
+    }
+
+    /// Messages this participant receives per round.
+    fn expected(&self) -> u64 {
+        let others = self.peers.len().saturating_sub(1) as u64;
+        match (self.topology, self.index) {
+            (Topology::Star, 0) | (Topology::AllToAll, _) => others,
+            (Topology::Star, _) => 1,
+        }
+    }
+
+    fn send(&mut self, to: usize, kind: TurnKind, round: u64, text: String) {
+        self.last_output_tokens = count_tokens(&text);
+        let envelope = self.envelope(round, kind, text);
+        self.transport.send(&self.peers[to], envelope);
+    }
+
+    fn maybe_finish(&mut self) {
+        let round = self.finished + 1;
+        if self.started < round {
+            return;
+        }
+        let (tokens, messages) = self.received.get(&round).copied().unwrap_or((0, 0));
+        if messages < self.expected() {
+            return;
+        }
+        let carried = self.carried;
+        self.finished = round;
+        self.history_tokens += tokens;
+        let read = match self.mode {
+            TokenMode::Full => self.history_tokens,
+            TokenMode::Delta => tokens,
+            TokenMode::Artifact => tokens + carried,
+        };
+        let _ = self.done.send(read);
+    }
+}
+
+impl Actor for Participant {
+    type Context = Context<Self>;
+}
+
+impl Handler<Peers> for Participant {
+    type Result = ();
+    fn handle(&mut self, msg: Peers, _: &mut Context<Self>) {
+        self.peers = msg.0;
+    }
+}
+
+impl Handler<Stop> for Participant {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        self.peers.clear();
+        ctx.stop();
+    }
+}
+
+impl Handler<StartRound> for Participant {
+    type Result = ();
+    fn handle(&mut self, msg: StartRound, _: &mut Context<Self>) {
+        let round = msg.0;
+        self.started = round;
+        self.carried = if round > 1 {
+            self.last_output_tokens
+        } else {
+            0
+        };
+        match (self.topology, self.index) {
+            // The supervisor speaks when the reports are in.
+            (Topology::Star, 0) => {}
+            (Topology::Star, _) => {
+                let text = self.text();
+                self.send(0, TurnKind::Report, round, text);
+            }
+            (Topology::AllToAll, _) => {
+                let text = self.text();
+                for to in 0..self.peers.len() {
+                    if to != self.index {
+                        self.send(to, TurnKind::Contribution, round, text.clone());
+                    }
+                }
+            }
+        }
+        self.maybe_finish();
+    }
+}
+
+impl Handler<Deliver> for Participant {
+    type Result = ();
+    fn handle(&mut self, msg: Deliver, _: &mut Context<Self>) {
+        let turn = msg.0.payload;
+        let entry = self.received.entry(turn.round).or_default();
+        entry.0 += count_tokens(&turn.text);
+        entry.1 += 1;
+        let all_reports = entry.1 == self.expected();
+        if self.topology == Topology::Star && self.index == 0 && all_reports {
+            for to in 1..self.peers.len() {
+                let text = self.text();
+                self.send(to, TurnKind::Feedback, turn.round, text);
+            }
+        }
+        self.maybe_finish();
+    }
+}
+
+/// The exchange could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// Bad configuration.
+    #[error("{0}")]
+    Config(&'static str),
+    /// A participant stopped, or a round did not end within a minute.
+    #[error("round {round} did not end (a participant stopped or stalled)")]
+    Stalled {
+        /// The round.
+        round: u64,
+    },
+    /// The actix runtime failed.
+    #[error("actix runtime: {0}")]
+    Runtime(String),
+}
+
+/// How long one round may take before the exchange counts as stalled.
+const ROUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `rounds` rounds among `n` participants in `topology` on the current actix system.
+pub async fn exchange(
+    topology: Topology,
+    n: u64,
+    config: &TopologyConfig,
+) -> Result<TopologyRow, TopologyError> {
+    let transport = Arc::new(CountingTransport::default());
+    let (done_tx, mut done_rx) = unbounded_channel();
+    let run = RunId::new();
+    let task = TaskId::new();
+    let addrs: Vec<Addr<Participant>> = (0..n as usize)
+        .map(|index| {
+            let role = match (topology, index) {
+                (Topology::Star, 0) => Role::Supervisor,
+                (Topology::Star, _) => Role::Worker,
+                (Topology::AllToAll, _) => Role::Peer,
+            };
+            Participant {
+                index,
+                topology,
+                mode: config.mode,
+                me: Sender {
+                    agent: AgentId::new(),
+                    role,
+                },
+                run,
+                task,
+                peers: Vec::new(),
+                transport: transport.clone(),
+                rng: ChaCha8Rng::seed_from_u64(
+                    config.seed ^ (n << 40) ^ ((index as u64) << 8) ^ topology as u64,
+                ),
+                msg_tokens: config.msg_tokens,
+                started: 0,
+                finished: 0,
+                received: HashMap::new(),
+                history_tokens: 0,
+                last_output_tokens: 0,
+                carried: 0,
+                done: done_tx.clone(),
+            }
+            .start()
+        })
+        .collect();
+    drop(done_tx);
+    let recipients: Vec<Recipient<Deliver>> = addrs.iter().map(|a| a.clone().recipient()).collect();
+    for addr in &addrs {
+        addr.send(Peers(recipients.clone()))
+            .await
+            .map_err(|e| TopologyError::Runtime(e.to_string()))?;
+    }
+    let started = Instant::now();
+    let mut tokens = 0;
+    for round in 1..=config.rounds {
+        for addr in &addrs {
+            addr.do_send(StartRound(round));
+        }
+        for _ in 0..n {
+            let read = actix::clock::timeout(ROUND_TIMEOUT, done_rx.recv()).await;
+            tokens += read
+                .ok()
+                .flatten()
+                .ok_or(TopologyError::Stalled { round })?;
+        }
+    }
+    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    for addr in &addrs {
+        addr.do_send(Stop);
+    }
+    let formula_messages = topology.messages_per_round(n) * config.rounds;
+    let closed = closed_form_tokens(topology, config.mode, n, config.rounds, config.msg_tokens);
+    Ok(TopologyRow {
+        topology,
+        n,
+        rounds: config.rounds,
+        messages: transport.messages(),
+        formula_messages,
+        messages_match: transport.messages() == formula_messages,
+        bytes: transport.bytes(),
+        tokens,
+        closed_form_tokens: closed,
+        tokens_match: tokens == closed,
+        wall_ms,
+    })
+}
+
+/// Runs every (topology, n) on a fresh actix system; `progress` is called after each row.
+pub fn run_topology(
+    config: &TopologyConfig,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<TopologyReport, TopologyError> {
+    if config.agents.is_empty() || config.agents.contains(&0) {
+        return Err(TopologyError::Config(
+            "--agents needs at least one count, each at least 1",
+        ));
+    }
+    if config.rounds == 0 {
+        return Err(TopologyError::Config("--rounds must be at least 1"));
+    }
+    let total = 2 * config.agents.len() as u64;
+    let system = System::new();
+    let rows = system.block_on(async {
+        let mut rows = Vec::new();
+        for topology in [Topology::Star, Topology::AllToAll] {
+            for &n in &config.agents {
+                rows.push(exchange(topology, n, config).await?);
+                progress(rows.len() as u64, total);
+            }
+        }
+        Ok::<_, TopologyError>(rows)
+    })?;
+    Ok(TopologyReport {
+        config: config.clone(),
+        rows,
+    })
+}
