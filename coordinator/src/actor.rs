@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use quorate_state::{CasOutcome, MemoryLog, MemoryStore};
+use quorate_state::{CasOutcome, MemoryLog, MemoryStore, RunLogWriter};
 use quorate_workers::{AssignMsg, ControlMsg, ReportMsg};
 use tokio::sync::oneshot;
 
@@ -45,7 +45,10 @@ pub struct SupervisorActor {
     core: SupervisorCore,
     workers: Vec<WorkerLink>,
     results: Arc<MemoryStore<serde_json::Value>>,
-    log: Arc<MemoryLog<Event>>,
+    log: RunLogWriter<Event>,
+    /// Events per kind, published to `metrics` when the run stops (a counter update per event
+    /// costs more than the event itself).
+    event_counts: Vec<(&'static str, u64)>,
     trace: Option<TraceSink>,
     started: Instant,
     /// The armed timer and the core time it fires at.
@@ -72,11 +75,13 @@ impl SupervisorActor {
         trace: Option<TraceSink>,
         done: oneshot::Sender<RunReport>,
     ) -> Self {
+        let core_run = core.run();
         Self {
             core,
             workers,
             results,
-            log,
+            log: log.writer(core_run),
+            event_counts: Vec::new(),
             trace,
             started: Instant::now(),
             timer: None,
@@ -112,17 +117,28 @@ impl SupervisorActor {
                     self.core.handle_preconditions(now, node, outcome);
                 }
                 Effect::Record(event) => {
-                    metrics::counter!("quorate_supervisor_events", "kind" => event.kind.name())
-                        .increment(1);
-                    self.log.append_now(event.run_id, event.clone());
-                    if let Some(trace) = &self.trace {
-                        trace.send(event);
+                    let kind = event.kind.name();
+                    match self.event_counts.iter_mut().find(|(k, _)| *k == kind) {
+                        Some((_, n)) => *n += 1,
+                        None => self.event_counts.push((kind, 1)),
+                    }
+                    match &self.trace {
+                        Some(trace) => {
+                            self.log.append(event.clone());
+                            trace.send(event);
+                        }
+                        None => {
+                            self.log.append(event);
+                        }
                     }
                 }
                 Effect::Stop(reason) => {
                     tracing::info!(run = %self.core.run(), %reason, "run stopped");
                     // Dropping the sink lets the trace writer finish.
                     self.trace = None;
+                    for (kind, n) in self.event_counts.drain(..) {
+                        metrics::counter!("quorate_supervisor_events", "kind" => kind).increment(n);
+                    }
                     if let Some(done) = self.done.take() {
                         let _ = done.send(self.core.snapshot());
                     }

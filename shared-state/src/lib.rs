@@ -31,7 +31,7 @@ pub use ledger::{
     Settlement, Sighting,
 };
 pub use log::{RunLog, Seq};
-pub use memory::{MemoryLog, MemoryStore};
+pub use memory::{MemoryLog, MemoryStore, RunLogWriter};
 pub use retry::MAX_CAS_ATTEMPTS;
 pub use store::{CasOutcome, DeleteOutcome, Store, StoreError, Versioned};
 

@@ -146,6 +146,8 @@ pub struct SupervisorCore {
     tasks: Vec<TaskSlot>,
     /// Node ids as shared strings, for events (one allocation per node, not per event).
     names: Vec<std::sync::Arc<str>>,
+    /// `result/<run>/`: result keys are this plus the node id.
+    result_prefix: String,
     evidence_text: Vec<Vec<String>>,
     /// Task id -> node index. Keys arrive in untrusted replies: a randomly keyed fast hash.
     by_id: ahash::AHashMap<TaskId, u32>,
@@ -217,6 +219,7 @@ impl SupervisorCore {
             next_worker: 0,
             evidence_text: vec![Vec::new(); tasks.len()],
             names,
+            result_prefix: format!("result/{run}/"),
             tasks,
             by_id,
             ready: VecDeque::new(),

@@ -232,6 +232,10 @@ impl SupervisorCore {
 
     /// The store key of node `i`'s result.
     pub fn result_key(&self, i: u32) -> String {
-        format!("result/{}/{}", self.run, self.plan.node(i).id)
+        let name = &self.names[i as usize];
+        let mut key = String::with_capacity(self.result_prefix.len() + name.len());
+        key.push_str(&self.result_prefix);
+        key.push_str(name);
+        key
     }
 }
