@@ -57,6 +57,8 @@ enum Command {
     /// Research experiments: topology costs, voting under correlated errors, critical paths.
     #[command(subcommand)]
     Experiment(quorate::experiment::cli::ExperimentCommand),
+    /// Run plans over seeds in star and/or peer topology and compare them.
+    Eval(quorate::experiment::eval::EvalArgs),
     /// Check a plan file and print its tasks in dependency order.
     Check {
         /// The plan file (TOML).
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { plan } => check(&plan),
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
+        Command::Eval(args) => quorate::experiment::eval::run(args),
         Command::Bench(BenchCommand::Dag {
             layers,
             width,

@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod critical_path;
+pub mod eval;
 pub mod models;
 pub mod output;
 mod present;

@@ -274,6 +274,15 @@ impl Account {
         Ok(id)
     }
 
+    /// Spends `amount` at once: a reservation settled with exactly its amount, without the
+    /// bookkeeping of an open reservation (for costs known up front, such as a loop step).
+    pub fn spend_now(&mut self, me: AccountId, amount: Budget) -> Result<(), LedgerError> {
+        self.ensure_open(me)?;
+        Self::fits(me, &amount, &self.headroom_for_self()?)?;
+        self.own_spent = self.own_spent.checked_add(&amount)?;
+        Ok(())
+    }
+
     /// Settles a reservation with the actual cost: charges `min(actual, reserved)` per component,
     /// releases the rest, and reports any overrun.
     pub fn settle(
@@ -392,6 +401,23 @@ mod tests {
         // The reserve is still the account's own to spend.
         let r = a.reserve(ME, Budget::steps(3)).unwrap();
         a.settle(ME, r, Budget::steps(2)).unwrap();
+        assert!(a.invariant_holds());
+    }
+
+    #[test]
+    fn spend_now_equals_reserve_then_settle() {
+        let mut a = Account::open(None, Budget::steps(3), Budget::ZERO).unwrap();
+        let mut b = a.clone();
+        for _ in 0..3 {
+            a.spend_now(ME, Budget::steps(1)).unwrap();
+            let r = b.reserve(ME, Budget::steps(1)).unwrap();
+            b.settle(ME, r, Budget::steps(1)).unwrap();
+        }
+        assert_eq!(a.own_spent, b.own_spent);
+        assert_eq!(
+            a.spend_now(ME, Budget::steps(1)),
+            b.reserve(ME, Budget::steps(1)).map(|_| ())
+        );
         assert!(a.invariant_holds());
     }
 

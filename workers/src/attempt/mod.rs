@@ -204,16 +204,11 @@ impl Attempt {
     }
 
     fn charge_step(&mut self) -> Result<(), Component> {
-        let one = Budget::steps(1);
-        let reservation = match self.account.reserve(self.account_id, one) {
-            Ok(r) => r,
-            Err(LedgerError::Insufficient { component, .. }) => return Err(component),
-            Err(_) => return Err(Component::Steps),
-        };
-        self.account
-            .settle(self.account_id, reservation, one)
-            .map(|_| ())
-            .map_err(|_| Component::Steps)
+        match self.account.spend_now(self.account_id, Budget::steps(1)) {
+            Ok(()) => Ok(()),
+            Err(LedgerError::Insufficient { component, .. }) => Err(component),
+            Err(_) => Err(Component::Steps),
+        }
     }
 
     /// Puts `request` through the gate and carries out its decision.
