@@ -35,6 +35,9 @@ fn safety_tier() {
     let report = campaign(Options::default());
     assert!(report.schedules >= 10_000.min(schedules()));
     assert_eq!(report.unexpected, 0, "{report}");
+    // All attempts of a task share its one slice (a new attempt starts with what earlier
+    // attempts on the worker spent): no task makes more tool calls than its slice holds.
+    assert_eq!(report.slice_reused, 0, "{report}");
     for fault in Fault::ALL {
         assert!(
             report.schedules_with.get(fault) > 0,

@@ -186,6 +186,9 @@ pub struct WorkerCore {
     /// Ended attempts, reaped from `attempts`: the last attempt number and its counters. Keeps
     /// memory per finished task small while still refusing a stale or duplicate assignment.
     finished: ahash::AHashMap<TaskId, (u32, ActionCounts)>,
+    /// What ended or replaced attempts of a task spent (or held reserved): the next attempt
+    /// starts with it charged, so all attempts share the task's one slice.
+    spent_before: ahash::AHashMap<TaskId, Budget>,
     /// Tool calls sent (tags them; see [`Effect::CallTool`]).
     calls: u64,
     effects: VecDeque<Effect>,
@@ -212,6 +215,7 @@ impl WorkerCore {
             books: ahash::AHashMap::new(),
             parents: ahash::AHashMap::new(),
             finished: ahash::AHashMap::new(),
+            spent_before: ahash::AHashMap::new(),
             calls: 0,
             effects: VecDeque::new(),
         }
@@ -295,9 +299,15 @@ impl WorkerCore {
                 });
             }
         }
+        if let Some(replaced) = self.attempts.get(&task) {
+            // A newer attempt replaces one that may still be spending: keep its spending.
+            let spent = replaced.spent_or_reserved();
+            self.spent_before.insert(task, spent);
+        }
+        let already = self.spent_before.get(&task).copied().unwrap_or_default();
         let agent = self.agents.create(&envelope.payload);
         let attempt = agent.map_err(|e| e.to_string()).and_then(|agent| {
-            Attempt::new(envelope.clone(), agent, &self.config).map_err(|e| e.to_string())
+            Attempt::new(envelope.clone(), agent, &self.config, already).map_err(|e| e.to_string())
         });
         let mut attempt = match attempt {
             Ok(attempt) => attempt,
@@ -370,6 +380,7 @@ impl WorkerCore {
             .is_some_and(|a| a.is_done() && a.open_children().is_empty());
         if done {
             if let Some(a) = self.attempts.remove(&task) {
+                self.spent_before.insert(task, a.spent_or_reserved());
                 self.finished.insert(task, (a.number(), a.counts()));
             }
         }
@@ -389,7 +400,8 @@ impl WorkerCore {
                     .create(&child.payload)
                     .map_err(|e| e.to_string());
                 let attempt = agent.and_then(|agent| {
-                    Attempt::new(child.clone(), agent, &self.config).map_err(|e| e.to_string())
+                    Attempt::new(child.clone(), agent, &self.config, Budget::ZERO)
+                        .map_err(|e| e.to_string())
                 });
                 match attempt {
                     Ok(mut attempt) => {

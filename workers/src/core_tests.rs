@@ -505,3 +505,39 @@ fn a_late_answer_of_an_earlier_call_does_not_settle_the_retry() {
         ActionState::Succeeded
     );
 }
+
+#[test]
+fn a_new_attempt_starts_with_what_earlier_attempts_spent() {
+    let mut d = Driver::new(
+        script(json!([
+            { "do": "call", "tool": "db.save", "params": { "id": 1 }, "outcome": "timeout-before-commit" },
+            { "do": "call", "tool": "db.save", "params": { "id": 2 } },
+        ])),
+        vec![],
+    );
+    // Slice: 10 steps, 1 tool call. Attempt 1 makes its call, which hangs.
+    let slice = quorate_protocols::Budget::new(10, 1, 0, 0);
+    d.assign(0, Driver::assignment(&["db.save"], slice));
+    let Some(crate::Effect::CallTool { .. }) = d.core.poll_effect() else {
+        panic!("expected a call")
+    };
+    // The supervisor gives up on attempt 1 and assigns attempt 2 to this worker. Attempt 1's
+    // call may still commit: it keeps the slice's only tool call, so attempt 2 cannot call again.
+    d.assign(1, Driver::assignment(&["db.save"], slice));
+    d.drive();
+    assert!(
+        d.calls.is_empty(),
+        "no second call beyond the slice: {:?}",
+        d.calls
+    );
+    assert_eq!(
+        d.last().spent.tool_calls,
+        1,
+        "attempt 1's call is charged to the task"
+    );
+    assert!(
+        matches!(d.last().outcome, Outcome::LimitReached { .. }),
+        "{:?}",
+        d.last().outcome
+    );
+}

@@ -81,12 +81,18 @@ pub(crate) struct Attempt {
 }
 
 impl Attempt {
+    /// An attempt of the assigned task. `already_spent` is what earlier attempts of the same task
+    /// on this worker spent: it is charged up front, so every attempt together stays within the
+    /// one slice the task was granted (a new attempt does not get the whole slice again).
     pub(crate) fn new(
         envelope: Envelope<Assignment>,
         agent: Box<dyn Agent>,
         config: &WorkerConfig,
+        already_spent: Budget,
     ) -> Result<Self, LedgerError> {
-        let account = Account::open(None, envelope.payload.budget, Budget::ZERO)?;
+        let mut account = Account::open(None, envelope.payload.budget, Budget::ZERO)?;
+        let me = AccountId::Task(envelope.task);
+        account.spend_now(me, already_spent.min(&envelope.payload.budget))?;
         Ok(Self {
             account_id: AccountId::Task(envelope.task),
             faults: agent.faults(),
@@ -115,6 +121,14 @@ impl Attempt {
 
     pub(crate) fn counts(&self) -> ActionCounts {
         self.counts
+    }
+
+    /// Everything the attempt spent or holds reserved (a reservation in flight may be spent).
+    pub(crate) fn spent_or_reserved(&self) -> Budget {
+        self.account
+            .spent()
+            .and_then(|s| Ok(s.checked_add(&self.account.reserved_total)?))
+            .unwrap_or(self.account.limit)
     }
 
     fn ended(&self) -> InputError {
