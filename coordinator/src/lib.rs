@@ -15,6 +15,7 @@
 
 pub mod acceptance;
 mod actor;
+mod assign;
 pub mod chaos;
 mod core;
 mod event;

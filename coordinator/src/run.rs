@@ -91,16 +91,7 @@ pub fn run_star(
     options: RunOptions,
     parts: impl Fn() -> (AgentRegistry, ToolRegistry),
 ) -> Result<RunOutput, RunError> {
-    let (writer, sink) = match &options.trace {
-        Some(path) => {
-            let (w, s) = TraceWriter::create(path).map_err(|source| RunError::Trace {
-                path: path.clone(),
-                source,
-            })?;
-            (Some(w), Some(s))
-        }
-        None => (None, None),
-    };
+    let (writer, sink) = open_trace(options.trace.as_deref())?;
     let log = Arc::new(MemoryLog::new());
     let results = Arc::new(MemoryStore::new());
     for (key, value) in &options.data {
@@ -176,13 +167,7 @@ pub fn run_star(
     });
     drop(system);
     let report = report.ok_or(RunError::NoReport)?;
-    let trace_lines = match writer {
-        Some(w) => w.finish().map_err(|source| RunError::Trace {
-            path: options.trace.clone().unwrap_or_default(),
-            source,
-        })?,
-        None => 0,
-    };
+    let trace_lines = finish_trace(writer, options.trace.as_deref())?;
     let chaos = chaos
         .map(|c| ChaosLink::<ReportMsg>::counts(&c))
         .unwrap_or_default();
@@ -193,4 +178,34 @@ pub fn run_star(
         log,
         results,
     })
+}
+
+/// Opens the JSONL trace at `path`, if any: the writer (to finish) and the sink (for the shells).
+pub(crate) fn open_trace(
+    path: Option<&std::path::Path>,
+) -> Result<(Option<TraceWriter>, Option<crate::trace::TraceSink>), RunError> {
+    match path {
+        Some(path) => {
+            let (w, s) = TraceWriter::create(path).map_err(|source| RunError::Trace {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            Ok((Some(w), Some(s)))
+        }
+        None => Ok((None, None)),
+    }
+}
+
+/// Waits until the trace is written; returns its number of lines (0 without a trace).
+pub(crate) fn finish_trace(
+    writer: Option<TraceWriter>,
+    path: Option<&std::path::Path>,
+) -> Result<u64, RunError> {
+    match writer {
+        Some(w) => w.finish().map_err(|source| RunError::Trace {
+            path: path.map(std::path::Path::to_path_buf).unwrap_or_default(),
+            source,
+        }),
+        None => Ok(0),
+    }
 }

@@ -2,9 +2,6 @@
 
 use quorate_state::AccountId;
 
-use quorate_protocols::Capabilities;
-use quorate_workers::messages::TaskInput;
-
 use super::*;
 use crate::event::EventKind;
 use crate::StopReason;
@@ -107,31 +104,14 @@ impl SupervisorCore {
                     (self.next_worker - 1) % self.workers.len()
                 }
             };
-            let capabilities: Capabilities =
-                self.plan.spec().capabilities.delegate(&node.capabilities);
-            let inputs = self
-                .plan
-                .deps(i)
-                .iter()
-                .filter_map(|&d| {
-                    self.tasks[d as usize]
-                        .result
-                        .as_ref()
-                        .map(|(value, evidence)| TaskInput {
-                            node: self.plan.node(d).id.clone(),
-                            value: value.clone(),
-                            evidence: evidence.clone(),
-                        })
-                })
-                .collect();
-            let assignment = Assignment {
-                node: node.id.clone(),
-                role: node.role.clone(),
-                inputs,
-                capabilities,
-                budget: slice,
-                evidence_text: self.evidence_text[i as usize].clone(),
-            };
+            let tasks = &self.tasks;
+            let assignment = crate::assign::assignment(
+                &self.plan,
+                i,
+                slice,
+                |d| tasks[d as usize].result.as_ref(),
+                self.evidence_text[i as usize].clone(),
+            );
             let slot = &mut self.tasks[i as usize];
             slot.attempt += 1;
             slot.version += 1;

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::actor::{PeerActor, PeerMsgEnvelope, PeerStores, PeerSummary};
 use super::PeerCore;
 use crate::chaos::Chaos;
-use crate::trace::TraceWriter;
+use crate::run::{finish_trace, open_trace};
 use crate::{
     BudgetRow, ChaosLink, MessageCounts, RunError, RunOptions, RunOutput, RunReport, StopReason,
     TaskRow,
@@ -27,16 +27,7 @@ pub fn run_peer(
     options: RunOptions,
     parts: impl Fn() -> (AgentRegistry, ToolRegistry),
 ) -> Result<RunOutput, RunError> {
-    let (writer, sink) = match &options.trace {
-        Some(path) => {
-            let (w, s) = TraceWriter::create(path).map_err(|source| RunError::Trace {
-                path: path.clone(),
-                source,
-            })?;
-            (Some(w), Some(s))
-        }
-        None => (None, None),
-    };
+    let (writer, sink) = open_trace(options.trace.as_deref())?;
     let stores = PeerStores::new();
     let chaos = options
         .chaos
@@ -121,13 +112,7 @@ pub fn run_peer(
     });
     drop(system);
     let summaries = summaries.ok_or(RunError::NoReport)?;
-    let trace_lines = match writer {
-        Some(w) => w.finish().map_err(|source| RunError::Trace {
-            path: options.trace.clone().unwrap_or_default(),
-            source,
-        })?,
-        None => 0,
-    };
+    let trace_lines = finish_trace(writer, options.trace.as_deref())?;
     let chaos = chaos
         .map(|c| ChaosLink::<ReportMsg>::counts(&c))
         .unwrap_or_default();

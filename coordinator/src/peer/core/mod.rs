@@ -7,11 +7,10 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use quorate_protocols::{
-    Capabilities, DedupeKey, Envelope, Plan, Precondition, RunId, Sender, TaskId, TaskState,
-    Version,
+    DedupeKey, Envelope, Plan, Precondition, RunId, Sender, TaskId, TaskState, Version,
 };
 use quorate_state::{LedgerError, MemoryStore};
-use quorate_workers::messages::{ActionCounts, Assignment, Control, TaskInput};
+use quorate_workers::messages::{ActionCounts, Control};
 
 mod terminal;
 mod worker;
@@ -307,28 +306,14 @@ impl PeerCore {
 
     fn execute(&mut self, now: u64, i: u32) {
         let node = self.plan.node(i);
-        let capabilities: Capabilities = self.plan.spec().capabilities.delegate(&node.capabilities);
-        let inputs = self
-            .plan
-            .deps(i)
-            .iter()
-            .filter_map(|&d| {
-                let (value, evidence) = self.tasks[d as usize].result.as_ref()?;
-                Some(TaskInput {
-                    node: self.plan.node(d).id.clone(),
-                    value: value.clone(),
-                    evidence: evidence.clone(),
-                })
-            })
-            .collect();
-        let assignment = Assignment {
-            node: node.id.clone(),
-            role: node.role.clone(),
-            inputs,
-            capabilities,
-            budget: node.budget,
-            evidence_text: self.evidence_text[i as usize].clone(),
-        };
+        let tasks = &self.tasks;
+        let assignment = crate::assign::assignment(
+            &self.plan,
+            i,
+            node.budget,
+            |d| tasks[d as usize].result.as_ref(),
+            self.evidence_text[i as usize].clone(),
+        );
         let t = &mut self.tasks[i as usize];
         t.attempt += 1;
         t.version += 1;

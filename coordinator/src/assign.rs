@@ -1,0 +1,37 @@
+//! Building a task's assignment from the plan and its dependencies' results (shared by the
+//! supervisor and the peers).
+
+use quorate_protocols::{EvidenceRef, Plan};
+use quorate_workers::messages::{Assignment, TaskInput};
+
+/// The assignment of node `i`: its delegated capabilities (the run's intersected with the
+/// node's), `budget`, the accepted results of its dependencies (`result(d)`) and its evidence text.
+pub(crate) fn assignment<'a>(
+    plan: &Plan,
+    i: u32,
+    budget: quorate_protocols::Budget,
+    result: impl Fn(u32) -> Option<&'a (serde_json::Value, Vec<EvidenceRef>)>,
+    evidence_text: Vec<String>,
+) -> Assignment {
+    let node = plan.node(i);
+    let inputs = plan
+        .deps(i)
+        .iter()
+        .filter_map(|&d| {
+            let (value, evidence) = result(d)?;
+            Some(TaskInput {
+                node: plan.node(d).id.clone(),
+                value: value.clone(),
+                evidence: evidence.clone(),
+            })
+        })
+        .collect();
+    Assignment {
+        node: node.id.clone(),
+        role: node.role.clone(),
+        inputs,
+        capabilities: plan.spec().capabilities.delegate(&node.capabilities),
+        budget,
+        evidence_text,
+    }
+}
