@@ -650,3 +650,16 @@ fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() 
         "slices are not granted twice"
     );
 }
+
+#[test]
+fn an_approval_for_an_unknown_node_is_ignored() {
+    let cfg = SupervisorConfig {
+        approvals: ApprovalPolicy::Ask,
+        ..SupervisorConfig::default()
+    };
+    let mut h = Harness::new(vec![node("a", &[])], cfg);
+    h.core.handle_approval(1, 99, true);
+    h.drain();
+    assert_eq!(h.state(0), TaskState::Running);
+    assert!(h.stops.is_empty());
+}

@@ -454,8 +454,13 @@ impl SupervisorCore {
     }
 
     /// A human decided about node `node`'s pending approval.
+    /// A node index that is out of range, or a task that is not waiting, is ignored.
     pub fn handle_approval(&mut self, now: u64, node: u32, approved: bool) {
-        if self.tasks[node as usize].state == TaskState::WaitingApproval {
+        let waiting = self
+            .tasks
+            .get(node as usize)
+            .is_some_and(|t| t.state == TaskState::WaitingApproval);
+        if waiting {
             self.decide_approval(now, node, approved);
             self.after_input(now);
         }
