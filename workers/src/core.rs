@@ -305,21 +305,17 @@ impl WorkerCore {
             self.spent_before.insert(task, spent);
         }
         let already = self.spent_before.get(&task).copied().unwrap_or_default();
-        let agent = self.agents.create(&envelope.payload);
-        let attempt = agent.map_err(|e| e.to_string()).and_then(|agent| {
-            Attempt::new(envelope.clone(), agent, &self.config, already).map_err(|e| e.to_string())
-        });
-        let mut attempt = match attempt {
+        let agent = match self.agents.create(&envelope.payload) {
+            Ok(agent) => agent,
+            Err(e) => {
+                self.fail_assignment(&envelope, e.to_string());
+                return Ok(());
+            }
+        };
+        let mut attempt = match Attempt::new(envelope, agent, &self.config, already) {
             Ok(attempt) => attempt,
-            Err(observation) => {
-                let report = Report {
-                    outcome: Outcome::Failed { observation },
-                    spent: Budget::ZERO,
-                    actions: ActionCounts::default(),
-                    rejected_calls: Vec::new(),
-                };
-                let reply = envelope.reply(self.me, ResultKind::Suggestion, report);
-                self.effects.push_back(Effect::Reply(Box::new(reply)));
+            Err((e, envelope)) => {
+                self.fail_assignment(&envelope, e.to_string());
                 return Ok(());
             }
         };
@@ -372,6 +368,18 @@ impl WorkerCore {
         Err(InputError::NotAwaited { action })
     }
 
+    /// Replies to an assignment that could not even start.
+    fn fail_assignment(&mut self, envelope: &Envelope<Assignment>, observation: String) {
+        let report = Report {
+            outcome: Outcome::Failed { observation },
+            spent: Budget::ZERO,
+            actions: ActionCounts::default(),
+            rejected_calls: Vec::new(),
+        };
+        let reply = envelope.reply(self.me, ResultKind::Suggestion, report);
+        self.effects.push_back(Effect::Reply(Box::new(reply)));
+    }
+
     /// Moves an ended attempt (with no sub-task still running) out of `attempts`.
     fn reap(&mut self, task: TaskId) {
         let done = self
@@ -395,15 +403,14 @@ impl WorkerCore {
                 if let Some(parent) = child.parent {
                     self.parents.insert(task, parent);
                 }
-                let agent = self
-                    .agents
-                    .create(&child.payload)
-                    .map_err(|e| e.to_string());
-                let attempt = agent.and_then(|agent| {
-                    Attempt::new(child.clone(), agent, &self.config, Budget::ZERO)
-                        .map_err(|e| e.to_string())
-                });
-                match attempt {
+                let agent = match self.agents.create(&child.payload) {
+                    Ok(agent) => agent,
+                    Err(e) => {
+                        self.fail_assignment(&child, e.to_string());
+                        continue;
+                    }
+                };
+                match Attempt::new(child, agent, &self.config, Budget::ZERO) {
                     Ok(mut attempt) => {
                         let mut deps = Deps {
                             now,
@@ -418,16 +425,7 @@ impl WorkerCore {
                         attempt.run(&mut deps);
                         self.attempts.insert(task, attempt);
                     }
-                    Err(observation) => {
-                        let report = Report {
-                            outcome: Outcome::Failed { observation },
-                            spent: Budget::ZERO,
-                            actions: ActionCounts::default(),
-                            rejected_calls: Vec::new(),
-                        };
-                        let reply = child.reply(self.me, ResultKind::Suggestion, report);
-                        self.effects.push_back(Effect::Reply(Box::new(reply)));
-                    }
+                    Err((e, child)) => self.fail_assignment(&child, e.to_string()),
                 }
             }
             // Route sub-task replies to their parents instead of out of the worker.

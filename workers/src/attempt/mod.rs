@@ -84,15 +84,24 @@ impl Attempt {
     /// An attempt of the assigned task. `already_spent` is what earlier attempts of the same task
     /// on this worker spent: it is charged up front, so every attempt together stays within the
     /// one slice the task was granted (a new attempt does not get the whole slice again).
+    ///
+    /// On failure the assignment comes back with the error, so the caller can still reply to it.
     pub(crate) fn new(
         envelope: Envelope<Assignment>,
         agent: Box<dyn Agent>,
         config: &WorkerConfig,
         already_spent: Budget,
-    ) -> Result<Self, LedgerError> {
-        let mut account = Account::open(None, envelope.payload.budget, Budget::ZERO)?;
+    ) -> Result<Self, (LedgerError, Box<Envelope<Assignment>>)> {
+        let budget = envelope.payload.budget;
         let me = AccountId::Task(envelope.task);
-        account.spend_now(me, already_spent.min(&envelope.payload.budget))?;
+        let account = Account::open(None, budget, Budget::ZERO).and_then(|mut a| {
+            a.spend_now(me, already_spent.min(&budget))?;
+            Ok(a)
+        });
+        let account = match account {
+            Ok(a) => a,
+            Err(e) => return Err((e, Box::new(envelope))),
+        };
         Ok(Self {
             account_id: AccountId::Task(envelope.task),
             faults: agent.faults(),
