@@ -206,24 +206,45 @@ async fn supervisor_software(s: Shared) -> turmoil::Result {
             }
         })
         .collect();
-    let core = SupervisorCore::new(
-        s.run,
-        s.plan.clone(),
-        s.config.clone(),
-        s.me,
-        s.workers.clone(),
-    );
+    // A bounced supervisor finds the run's log in the (surviving) store and resumes from it.
+    let logged: Vec<Event> = s
+        .log
+        .read_now(s.run, Default::default(), usize::MAX)
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    *s.starts
+        .lock()
+        .unwrap()
+        .entry("supervisor".into())
+        .or_default() += 1;
     let (done, wait) = tokio::sync::oneshot::channel();
     let ctx = Context::<SupervisorActor>::new();
     let supervisor = ctx.address();
-    ctx.run(SupervisorActor::new(
-        core,
-        links,
-        s.results.clone(),
-        s.log.clone(),
-        None,
-        done,
-    ));
+    let actor = if logged.is_empty() {
+        let core = SupervisorCore::new(
+            s.run,
+            s.plan.clone(),
+            s.config.clone(),
+            s.me,
+            s.workers.clone(),
+        );
+        SupervisorActor::new(core, links, s.results.clone(), s.log.clone(), None, done)
+    } else {
+        let results = s.results.clone();
+        let core = SupervisorCore::resume(
+            s.run,
+            s.plan.clone(),
+            s.config.clone(),
+            s.me,
+            s.workers.clone(),
+            &logged,
+            |k| results.get_now(k).map(|v| v.value),
+        )
+        .expect("the log replays");
+        SupervisorActor::resuming(core, links, s.results.clone(), s.log.clone(), None, done)
+    };
+    ctx.run(actor);
     if let Some(at) = s.cancel_at {
         let supervisor = supervisor.clone();
         actix::spawn(async move {
@@ -349,6 +370,8 @@ enum Fault {
     Release(usize),
     Crash(usize),
     Bounce(usize),
+    CrashSupervisor,
+    BounceSupervisor,
 }
 
 struct Outcome {
@@ -394,6 +417,8 @@ fn simulate(seed: u64, s: &Shared, faults: &[(u64, Fault)], mallory: bool) -> Ou
                 Fault::Release(w) => sim.release("supervisor", worker_host(w)),
                 Fault::Crash(w) => sim.crash(worker_host(w)),
                 Fault::Bounce(w) => sim.bounce(worker_host(w)),
+                Fault::CrashSupervisor => sim.crash("supervisor"),
+                Fault::BounceSupervisor => sim.bounce("supervisor"),
             }
         }
         // Pace: the shells read the wall clock, so simulated time must not run ahead of it.
@@ -540,4 +565,31 @@ fn a_worker_lost_for_good_fails_its_tasks_cleanly() {
         }
         other => panic!("expected a failure on the lost worker, got {other:?}"),
     }
+}
+
+/// The supervisor host crashes mid-run and comes back: it rebuilds its core from the run log in
+/// the store (which survives it) and continues; the workers keep their action records, so the
+/// re-dispatched attempts repeat no effect.
+#[test]
+fn a_supervisor_crash_and_bounce_resumes_from_the_log() {
+    let s = shared(2, 40, None);
+    let faults = [(12, Fault::CrashSupervisor), (200, Fault::BounceSupervisor)];
+    let o = simulate(4, &s, &faults, false);
+    eprintln!(
+        "supervisor bounce run: {:?} in {:?}, starts {:?}, messages {:?}",
+        o.report.stop, o.wall, o.starts, o.report.messages
+    );
+    check_invariants(&s, &o);
+    assert_eq!(o.report.stop, Some(StopReason::Completed));
+    assert_eq!(
+        o.starts.get("supervisor"),
+        Some(&2),
+        "the supervisor was bounced"
+    );
+    let resumed = o
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, quorate_coordinator::EventKind::RunResumed { .. }))
+        .count();
+    assert_eq!(resumed, 1, "the second incarnation resumed from the log");
 }
