@@ -1,0 +1,325 @@
+//! Recovery of the supervisor core: replanning after a failed precondition, refused replans,
+//! and resuming a crashed supervisor from its run log.
+
+mod support;
+
+use quorate_coordinator::{EventKind, StopReason, SupervisorConfig, SupervisorCore};
+use quorate_protocols::{
+    AgentId, Budget, Envelope, NodeSpec, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
+};
+use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
+use serde_json::json;
+
+use support::{node, spec_of, Harness};
+
+#[test]
+fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_completed_tasks() {
+    use quorate_protocols::Precondition;
+    let mut publish = node("publish", &["load"]);
+    publish.preconditions = vec![Precondition::KeyExists {
+        key: "config/channel".into(),
+    }];
+    let mut h = Harness::new(
+        vec![node("load", &[]), publish],
+        SupervisorConfig::default(),
+    );
+    // Fallback: same load, and a draft instead of publish.
+    h.core
+        .set_fallback_plan(spec_of(vec![node("load", &[]), node("draft", &["load"])]));
+    h.send(1, h.answer("load", json!("rows")));
+    assert_eq!(
+        h.checks,
+        vec![1],
+        "publish's store precondition goes to the shell"
+    );
+    assert_eq!(h.state(1), TaskState::Pending, "not ready until checked");
+    h.core
+        .handle_preconditions(2, 1, Err("config/channel does not exist".into()));
+    h.drain();
+    let report = h.core.snapshot();
+    assert_eq!(report.plan_version, 2);
+    let ids: Vec<_> = report
+        .tasks
+        .iter()
+        .map(|t| (t.id.as_str(), t.state))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            ("load", TaskState::Completed),
+            ("draft", TaskState::Running)
+        ]
+    );
+    assert_eq!(
+        h.dispatched
+            .iter()
+            .filter(|(_, e)| e.payload.node.as_str() == "load")
+            .count(),
+        1,
+        "load is not re-run"
+    );
+    let (_, draft) = h.assignment("draft");
+    assert_eq!(
+        draft.payload.inputs.len(),
+        1,
+        "the carried-over result is the draft's input"
+    );
+    assert!(h.events.iter().any(|e| matches!(
+        e,
+        EventKind::Replanned {
+            plan_version: 2,
+            ..
+        }
+    )));
+    h.send(3, h.answer("draft", json!("draft")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+}
+
+#[test]
+fn replanning_cannot_widen_authority_and_cancels_dropped_tasks() {
+    use quorate_coordinator::ReplanError;
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
+    let mut wider = spec_of(vec![node("a", &[])]);
+    wider.budget.steps = 101;
+    assert!(matches!(
+        h.core.handle_replan(1, wider),
+        Err(ReplanError::WidensBudget {
+            old: 100,
+            new: 101,
+            ..
+        })
+    ));
+    let mut caps = spec_of(vec![node("a", &[])]);
+    caps.capabilities = quorate_protocols::Capabilities::parse(["db.delete"]).unwrap();
+    assert!(matches!(
+        h.core.handle_replan(1, caps),
+        Err(ReplanError::WidensCapabilities { .. })
+    ));
+    assert_eq!(
+        h.core.snapshot().plan_version,
+        1,
+        "refused replans change nothing"
+    );
+    let old_b = h.answer("b", json!("late"));
+    h.core
+        .handle_replan(2, spec_of(vec![node("a", &[])]))
+        .unwrap();
+    h.drain();
+    assert!(
+        h.controls.iter().any(|(_, c)| c.payload == Control::Cancel),
+        "running b is told to stop"
+    );
+    h.send(3, old_b);
+    assert_eq!(
+        h.core.snapshot().messages.rejected_late,
+        1,
+        "b's reply is late after the replan"
+    );
+    h.send(4, h.answer("a", json!(1)));
+    // The run waits (bounded) for b's worker to acknowledge the cancel, then stops.
+    h.core.handle_tick(10_000);
+    h.drain();
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+}
+
+#[test]
+fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() {
+    let nodes = || vec![node("a", &[]), node("b", &[]), node("c", &["a", "b"])];
+    let mut h = Harness::new(nodes(), SupervisorConfig::default());
+    h.send(1, h.answer("a", json!("A")));
+    let b_old = h.answer("b", json!("B-late"));
+    let b_task = h.core.task_id(1);
+    // Crash: only the log, the result store and the workers survive.
+    let log = h.log.clone();
+    let results = h.results.clone();
+    let plan = PlanSpec {
+        budget: Budget::new(100, 20, 1000, 100),
+        reserve: Budget::steps(4),
+        nodes: nodes(),
+        ..PlanSpec::default()
+    }
+    .validate()
+    .unwrap();
+    let me = Sender {
+        agent: AgentId::from_u128(1),
+        role: Role::Supervisor,
+    };
+    let core = SupervisorCore::resume(
+        RunId::from_u128(7),
+        plan,
+        SupervisorConfig::default(),
+        me,
+        h.workers.clone(),
+        &log,
+        |k| results.get(k).cloned(),
+    )
+    .unwrap();
+    h.core = core;
+    h.dispatched.clear();
+    h.core.start_resumed(10);
+    h.drain();
+    // b was in flight: dispatched again, same task id, same worker, new attempt. a is not re-run.
+    assert_eq!(h.dispatched.len(), 1);
+    let (w, again) = h.dispatched[0].clone();
+    assert_eq!(
+        (again.payload.node.as_str(), again.task, again.attempt),
+        ("b", b_task, 2)
+    );
+    assert_eq!(w, 1);
+    assert!(
+        h.log
+            .last()
+            .is_some_and(|e| e.seq > log.last().unwrap().seq),
+        "seq keeps increasing"
+    );
+    // The reply of the attempt from before the crash is late now.
+    h.send(11, b_old);
+    assert_eq!(h.core.snapshot().messages.rejected_late, 1);
+    h.send(12, h.answer("b", json!("B")));
+    let (_, c) = h.assignment("c");
+    assert_eq!(
+        c.payload.inputs[0].value,
+        json!("A"),
+        "a's result is read back from the store"
+    );
+    h.send(13, h.answer("c", json!("C")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    let r = h.core.snapshot();
+    assert!(r.tasks.iter().all(|t| t.state == TaskState::Completed));
+    assert_eq!(r.tasks[0].attempts, 1);
+    assert_eq!(
+        r.budget.granted,
+        Budget::new(30, 6, 300, 30),
+        "slices are not granted twice"
+    );
+}
+
+/// How a driven run ended: final task states, results by node, task ids seen, stop reason.
+type Ending = (
+    Vec<TaskState>,
+    Vec<(String, serde_json::Value)>,
+    Vec<u32>,
+    Option<StopReason>,
+);
+
+/// Drives a core to its stop with workers that answer every assignment with the node's name;
+/// `executions` has one entry per task id the workers saw. With `crash_after = Some(k)`, the supervisor
+/// crashes after its k-th input (a dispatch batch or a reply) and is rebuilt from its log and
+/// the result store. Returns the final task states, the results and the executions.
+fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) -> Ending {
+    let mut h = Harness::new(nodes(), SupervisorConfig::default());
+    let mut executions: std::collections::HashMap<quorate_protocols::TaskId, u32> =
+        Default::default();
+    let mut inputs = 0usize;
+    let mut queue: std::collections::VecDeque<(usize, Envelope<Assignment>)> =
+        h.dispatched.drain(..).collect();
+    let mut crashed = false;
+    let mut now = 1;
+    while h.stops.is_empty() {
+        let Some((w, a)) = queue.pop_front() else {
+            // Nothing in flight: let time pass (re-dispatch or stop).
+            now += 10_000;
+            h.core.handle_tick(now);
+            h.drain();
+            queue.extend(h.dispatched.drain(..));
+            if queue.is_empty() && h.stops.is_empty() {
+                panic!("stuck");
+            }
+            continue;
+        };
+        // One entry per task id; a re-dispatched attempt of the same task adds nothing.
+        executions.entry(a.task).or_insert(1);
+        let value = json!(a.payload.node.as_str());
+        let reply = a.reply(
+            h.workers[w],
+            ResultKind::VerifiedConclusion,
+            Report {
+                outcome: Outcome::Answer {
+                    value,
+                    receipts: vec![],
+                },
+                spent: Budget::steps(1),
+                actions: ActionCounts::default(),
+                rejected_calls: vec![],
+            },
+        );
+        now += 1;
+        h.core.handle_report(now, reply);
+        h.drain();
+        queue.extend(h.dispatched.drain(..));
+        inputs += 1;
+        if !crashed && crash_after == Some(inputs) && h.stops.is_empty() {
+            crashed = true;
+            let plan = spec_of(nodes()).validate().unwrap();
+            let me = Sender {
+                agent: AgentId::from_u128(1),
+                role: Role::Supervisor,
+            };
+            let results = h.results.clone();
+            h.core = SupervisorCore::resume(
+                RunId::from_u128(7),
+                plan,
+                SupervisorConfig::default(),
+                me,
+                h.workers.clone(),
+                &h.log,
+                |k| results.get(k).cloned(),
+            )
+            .unwrap();
+            // Envelopes in flight to the old supervisor are lost with it.
+            queue.clear();
+            h.core.start_resumed(now);
+            h.drain();
+            queue.extend(h.dispatched.drain(..));
+        }
+    }
+    let r = h.core.snapshot();
+    let states = r.tasks.iter().map(|t| t.state).collect();
+    let mut results: Vec<(String, serde_json::Value)> = h
+        .results
+        .iter()
+        .map(|(k, v)| (k.rsplit('/').next().unwrap().to_string(), v.clone()))
+        .collect();
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut execs: Vec<u32> = executions.values().copied().collect();
+    execs.sort_unstable();
+    (states, results, execs, h.stops.first().cloned())
+}
+
+#[test]
+fn resuming_at_any_point_ends_like_the_uncrashed_run() {
+    fn nodes() -> Vec<NodeSpec> {
+        vec![
+            node("a", &[]),
+            node("b", &[]),
+            node("c", &["a", "b"]),
+            node("d", &["c"]),
+            node("e", &["a"]),
+        ]
+    }
+    let uncrashed = drive_with_crash(nodes, None);
+    assert_eq!(uncrashed.3, Some(StopReason::Completed));
+    assert_eq!(uncrashed.1.len(), 5);
+    for k in 1..=5 {
+        let resumed = drive_with_crash(nodes, Some(k));
+        assert_eq!(
+            resumed.0, uncrashed.0,
+            "task states after a crash at input {k}"
+        );
+        assert_eq!(resumed.1, uncrashed.1, "results after a crash at input {k}");
+        assert_eq!(
+            resumed.3, uncrashed.3,
+            "stop reason after a crash at input {k}"
+        );
+        // Five task ids in all: a task re-dispatched after the resume keeps its id, so a worker's
+        // action records (keyed by task, step, intent) recognise its actions and repeat none.
+        assert_eq!(
+            resumed.2.len(),
+            5,
+            "no task id changed across the resume (crash at {k})"
+        );
+    }
+}

@@ -1,0 +1,138 @@
+//! The supervisor-core test harness shared by the core test files: a core driven directly,
+//! with hand-made worker replies and every effect collected.
+#![allow(dead_code)]
+
+use quorate_coordinator::{Effect, EventKind, StopReason, SupervisorConfig, SupervisorCore};
+use quorate_protocols::{
+    AgentId, Budget, Envelope, NodeSpec, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
+};
+use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
+
+pub(crate) struct Harness {
+    pub core: SupervisorCore,
+    pub workers: Vec<Sender>,
+    pub dispatched: Vec<(usize, Envelope<Assignment>)>,
+    pub controls: Vec<(usize, Envelope<Control>)>,
+    pub events: Vec<EventKind>,
+    pub commits: Vec<String>,
+    pub stops: Vec<StopReason>,
+    pub checks: Vec<u32>,
+    pub log: Vec<quorate_coordinator::Event>,
+    pub results: std::collections::HashMap<String, serde_json::Value>,
+}
+
+impl Harness {
+    pub(crate) fn new(nodes: Vec<NodeSpec>, config: SupervisorConfig) -> Self {
+        let spec = PlanSpec {
+            budget: Budget::new(100, 20, 1000, 100),
+            reserve: Budget::steps(4),
+            nodes,
+            ..PlanSpec::default()
+        };
+        let plan = spec.validate().expect("valid plan");
+        let workers: Vec<Sender> = (0..2)
+            .map(|i| Sender {
+                agent: AgentId::from_u128(100 + i),
+                role: Role::Worker,
+            })
+            .collect();
+        let me = Sender {
+            agent: AgentId::from_u128(1),
+            role: Role::Supervisor,
+        };
+        let core = SupervisorCore::new(RunId::from_u128(7), plan, config, me, workers.clone());
+        let mut h = Self {
+            core,
+            workers,
+            dispatched: vec![],
+            controls: vec![],
+            events: vec![],
+            commits: vec![],
+            stops: vec![],
+            checks: vec![],
+            log: vec![],
+            results: Default::default(),
+        };
+        h.core.start(0);
+        h.drain();
+        h
+    }
+
+    pub(crate) fn drain(&mut self) {
+        while let Some(e) = self.core.poll_effect() {
+            match e {
+                Effect::Dispatch { worker, envelope } => self.dispatched.push((worker, envelope)),
+                Effect::Control { worker, envelope } => self.controls.push((worker, envelope)),
+                Effect::CommitResult { key, value } => {
+                    self.results.insert(key.clone(), value);
+                    self.commits.push(key);
+                }
+                Effect::Record(ev) => {
+                    self.log.push(ev.clone());
+                    self.events.push(ev.kind);
+                }
+                Effect::Stop(r) => self.stops.push(r),
+                Effect::CheckPreconditions { node, .. } => self.checks.push(node),
+            }
+        }
+    }
+
+    /// The latest assignment of `node`.
+    pub(crate) fn assignment(&self, node: &str) -> (usize, Envelope<Assignment>) {
+        self.dispatched
+            .iter()
+            .rev()
+            .find(|(_, e)| e.payload.node.as_str() == node)
+            .cloned()
+            .expect("dispatched")
+    }
+
+    pub(crate) fn reply(&self, node: &str, kind: ResultKind, outcome: Outcome) -> Envelope<Report> {
+        let (w, a) = self.assignment(node);
+        a.reply(
+            self.workers[w],
+            kind,
+            Report {
+                outcome,
+                spent: Budget::steps(1),
+                actions: ActionCounts::default(),
+                rejected_calls: vec![],
+            },
+        )
+    }
+
+    pub(crate) fn answer(&self, node: &str, value: serde_json::Value) -> Envelope<Report> {
+        self.reply(
+            node,
+            ResultKind::VerifiedConclusion,
+            Outcome::Answer {
+                value,
+                receipts: vec![],
+            },
+        )
+    }
+
+    pub(crate) fn send(&mut self, now: u64, r: Envelope<Report>) {
+        self.core.handle_report(now, r);
+        self.drain();
+    }
+
+    pub(crate) fn state(&self, i: u32) -> TaskState {
+        self.core.task_state(i)
+    }
+}
+
+pub(crate) fn node(id: &str, deps: &[&str]) -> NodeSpec {
+    NodeSpec::named(id)
+        .after(deps)
+        .with_budget(Budget::new(10, 2, 100, 10))
+}
+
+pub(crate) fn spec_of(nodes: Vec<NodeSpec>) -> PlanSpec {
+    PlanSpec {
+        budget: Budget::new(100, 20, 1000, 100),
+        reserve: Budget::steps(4),
+        nodes,
+        ..PlanSpec::default()
+    }
+}

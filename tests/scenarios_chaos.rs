@@ -1,0 +1,253 @@
+//! Every scenario of `examples/plans/` again under message chaos with several seeds: the same
+//! stop reason and task states as without chaos, and no action with more than one effect; and
+//! a check that every plan file has a scenario.
+
+mod support;
+
+use quorate::coordinator::chaos::ChaosConfig;
+use quorate::protocols::TaskState;
+use quorate::runner::{Approve, FileRun, RunArgs};
+
+use support::*;
+use TaskState::{Cancelled, Completed, Failed, StoppedLimit, WaitingApproval};
+
+// ----- chaos -----
+
+struct Scenario {
+    file: &'static str,
+    args: fn() -> RunArgs,
+    stop: &'static str,
+    states: &'static [(&'static str, TaskState)],
+    /// Extra invariant checked with and without chaos.
+    check: fn(&FileRun),
+}
+
+fn no_args() -> RunArgs {
+    RunArgs::default()
+}
+
+fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            file: "all_inputs.toml",
+            args: no_args,
+            stop: "completed",
+            states: &[
+                ("gather-web", Completed),
+                ("gather-db", Completed),
+                ("analyse", Completed),
+                ("save", Completed),
+            ],
+            check: |r| assert_eq!(r.world.effects_of("db.save"), 1),
+        },
+        Scenario {
+            file: "empty_input.toml",
+            args: no_args,
+            stop: "failed",
+            states: &[
+                ("search", Completed),
+                ("summarise", Failed),
+                ("publish", Cancelled),
+            ],
+            check: |r| assert!(r.world.effects().is_empty()),
+        },
+        Scenario {
+            file: "missing_input.toml",
+            args: no_args,
+            stop: "failed",
+            states: &[
+                ("load-customer", Failed),
+                ("score", Cancelled),
+                ("notify", Cancelled),
+            ],
+            check: |r| assert!(r.world.effects().is_empty()),
+        },
+        Scenario {
+            file: "circular_reference.toml",
+            args: no_args,
+            stop: "no-progress",
+            states: &[("resolve", Failed), ("report", Cancelled)],
+            check: |r| assert_eq!(r.output.report.actions.executed, 5),
+        },
+        Scenario {
+            file: "save_unchanged.toml",
+            args: no_args,
+            stop: "no-progress",
+            states: &[("compute", Completed), ("save", Failed)],
+            check: |r| assert_eq!(r.world.effects_of("db.save"), 0),
+        },
+        Scenario {
+            file: "tool_outside_capabilities.toml",
+            args: no_args,
+            stop: "failed",
+            states: &[("audit", Failed)],
+            check: |r| assert_eq!(r.output.report.actions.executed, 0),
+        },
+        Scenario {
+            file: "evidence_injection.toml",
+            args: no_args,
+            stop: "completed",
+            states: &[("triage", Completed)],
+            check: |r| assert_eq!(r.world.effects_of("db.delete"), 0),
+        },
+        Scenario {
+            file: "repeated_action.toml",
+            args: no_args,
+            stop: "no-progress",
+            states: &[("post", Failed)],
+            check: |r| assert_eq!(r.output.report.actions.executed, 3),
+        },
+        Scenario {
+            file: "cancel_mid_run.toml",
+            args: || cancel_after(2),
+            stop: "cancelled",
+            states: &[
+                ("stage", Completed),
+                ("transform", Cancelled),
+                ("save", Cancelled),
+            ],
+            // Duplicated replies are rejected and do not count as steps, so the cancel lands
+            // at the same point under chaos.
+            check: |r| {
+                assert_eq!(r.output.report.actions.executed, 1);
+                assert_eq!(r.world.effects().len(), 1);
+            },
+        },
+        Scenario {
+            file: "approval_required.toml",
+            args: no_args,
+            stop: "waiting-approval",
+            states: &[("check", Completed), ("refund", WaitingApproval)],
+            check: |r| assert_eq!(r.world.effects_of("payments.refund"), 0),
+        },
+        Scenario {
+            file: "approval_required.toml",
+            args: || approve(Approve::All),
+            stop: "completed",
+            states: &[("check", Completed), ("refund", Completed)],
+            check: |r| assert_eq!(r.world.effects_of("payments.refund"), 1),
+        },
+        Scenario {
+            file: "approval_required.toml",
+            args: || approve(Approve::None),
+            stop: "cancelled",
+            states: &[("check", Completed), ("refund", Cancelled)],
+            check: |r| assert_eq!(r.world.effects_of("payments.refund"), 0),
+        },
+        Scenario {
+            file: "timeout_after_commit.toml",
+            args: no_args,
+            stop: "completed",
+            states: &[("save", Completed)],
+            check: |r| {
+                let a = r.output.report.actions;
+                assert_eq!((a.unknown, a.recovered), (1, 1));
+                assert_eq!(r.world.effects().len(), 1);
+            },
+        },
+        Scenario {
+            file: "late_reply_after_cancel.toml",
+            args: || cancel_after(3),
+            stop: "cancelled",
+            states: &[("index", Completed), ("crawl", Cancelled)],
+            // Under chaos the late answer may be delayed past the end of the run, so only the
+            // acknowledgement is sure to be counted.
+            check: |r| {
+                assert!(r.output.report.messages.rejected_late >= 1);
+                assert!(!results(r).contains_key("crawl"));
+            },
+        },
+        Scenario {
+            file: "duplicate_reply.toml",
+            args: no_args,
+            stop: "completed",
+            states: &[("count", Completed), ("report", Completed)],
+            // Chaos can duplicate more replies; the scripted duplicate is always there.
+            check: |r| assert!(r.output.report.messages.rejected_duplicate >= 1),
+        },
+        Scenario {
+            file: "budget_exhausted.toml",
+            args: no_args,
+            stop: "stopped-limit",
+            states: &[
+                ("fetch-a", Completed),
+                ("fetch-b", Completed),
+                ("enrich", StoppedLimit),
+            ],
+            check: |r| {
+                assert_eq!(r.output.report.tasks[2].spent.tool_calls, 2);
+                assert_eq!(results(r).len(), 2);
+            },
+        },
+    ]
+}
+
+#[test]
+fn every_plan_file_has_a_scenario() {
+    let covered: Vec<&str> = scenarios().iter().map(|s| s.file).collect();
+    for entry in std::fs::read_dir(plan("")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().to_string();
+        // These have their own test files (tests/replan.rs, tests/delegation.rs), which also run
+        // them under chaos.
+        let elsewhere = [
+            "precondition_replan.toml",
+            "delegation.toml",
+            "delegation_exceeds_slice.toml",
+        ];
+        if name.ends_with(".toml") && !elsewhere.contains(&name.as_str()) {
+            assert!(covered.contains(&name.as_str()), "{name} is not covered");
+        }
+    }
+}
+
+#[test]
+fn every_scenario_holds_under_chaos() {
+    let chaos: ChaosConfig = CHAOS.parse().unwrap();
+    let list = scenarios();
+    let mut disturbed = 0u64;
+    // All runs of one seed in parallel threads (each run has its own actix system); the runs
+    // spend most of their time waiting on timers.
+    for seed in 1..=3u64 {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = list
+                .iter()
+                .map(|sc| {
+                    s.spawn(move || {
+                        let mut args = (sc.args)();
+                        args.chaos = Some(chaos);
+                        args.seed = seed;
+                        (sc, run_with(sc.file, &args))
+                    })
+                })
+                .collect();
+            for h in handles {
+                let (sc, run) = h.join().expect("a scenario panicked");
+                let what = format!("{} (seed {seed})", sc.file);
+                let r = &run.output.report;
+                assert_eq!(r.stop_reason.as_deref(), Some(sc.stop), "{what}: {r:#?}");
+                let want: Vec<(String, TaskState)> = sc
+                    .states
+                    .iter()
+                    .map(|(id, st)| ((*id).to_string(), *st))
+                    .collect();
+                assert_eq!(states(&run), want, "{what}: {r:#?}");
+                assert_no_duplicate_effects(&run);
+                (sc.check)(&run);
+                let c = run.output.chaos;
+                assert!(c.messages > 0, "{what}: chaos was not in the path");
+                disturbed += c.duplicated + c.dropped + c.reordered;
+            }
+        });
+    }
+    assert!(disturbed > 10, "chaos did something: {disturbed}");
+}
+
+#[test]
+fn every_scenario_holds_without_chaos() {
+    for sc in scenarios() {
+        let run = run_with(sc.file, &(sc.args)());
+        assert_outcome(&run, sc.stop, sc.states);
+        assert_no_duplicate_effects(&run);
+        (sc.check)(&run);
+    }
+}

@@ -1,0 +1,134 @@
+//! Helpers shared by the end-to-end scenario tests: run a plan of `examples/plans/`, read its
+//! states, events and results, and assert its outcome.
+#![allow(dead_code, unused_imports)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use quorate::coordinator::chaos::ChaosConfig;
+use quorate::coordinator::Event;
+use quorate::plan_file::{PlanFile, PlanFileError};
+use quorate::protocols::{Budget, PlanError, RunId, TaskId, TaskState};
+use quorate::runner::{run_file, Approve, FileRun, RunArgs};
+use quorate::state::{AccountId, BudgetLedger, BudgetLedgerError, LedgerError, MemoryStore, Seq};
+
+use TaskState::{Cancelled, Completed, Failed, StoppedLimit, WaitingApproval};
+
+pub(crate) const CHAOS: &str = "dup=0.2,reorder=0.2,drop=0.1,delay=5";
+
+pub(crate) fn plan(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/plans")
+        .join(name)
+}
+
+pub(crate) fn run_with(name: &str, args: &RunArgs) -> FileRun {
+    run_file(&plan(name), args).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+pub(crate) fn run(name: &str) -> FileRun {
+    run_with(name, &RunArgs::default())
+}
+
+pub(crate) fn cancel_after(steps: u64) -> RunArgs {
+    RunArgs {
+        cancel_after_steps: Some(steps),
+        ..RunArgs::default()
+    }
+}
+
+pub(crate) fn approve(a: Approve) -> RunArgs {
+    RunArgs {
+        approve: a,
+        ..RunArgs::default()
+    }
+}
+
+/// A fresh path under the temp dir (unique per process and call).
+pub(crate) fn temp_path(name: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "quorate-scenarios-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
+
+pub(crate) fn states(run: &FileRun) -> Vec<(String, TaskState)> {
+    run.output
+        .report
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.state))
+        .collect()
+}
+
+pub(crate) fn attempts(run: &FileRun) -> HashMap<String, u32> {
+    run.output
+        .report
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.attempts))
+        .collect()
+}
+
+#[track_caller]
+pub(crate) fn assert_outcome(run: &FileRun, stop: &str, expected: &[(&str, TaskState)]) {
+    let r = &run.output.report;
+    assert_eq!(
+        r.stop_reason.as_deref(),
+        Some(stop),
+        "stop detail: {:?}; report: {r:#?}",
+        r.stop_detail
+    );
+    let want: Vec<(String, TaskState)> = expected
+        .iter()
+        .map(|(id, s)| ((*id).to_string(), *s))
+        .collect();
+    assert_eq!(states(run), want, "report: {r:#?}");
+}
+
+/// No action committed more than once, and the runtime saw no duplicate effect.
+#[track_caller]
+pub(crate) fn assert_no_duplicate_effects(run: &FileRun) {
+    assert_eq!(run.output.report.actions.duplicate_effects, 0);
+    for e in run.world.effects() {
+        assert_eq!(
+            run.world.effects_for(&e.action),
+            1,
+            "action {} of {} committed more than once",
+            e.action,
+            e.tool
+        );
+    }
+}
+
+pub(crate) fn events(run: &FileRun) -> Vec<Event> {
+    run.output
+        .log
+        .read_now(run.output.report.run_id, Seq(0), usize::MAX)
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect()
+}
+
+pub(crate) fn event_json(e: &Event) -> serde_json::Value {
+    serde_json::to_value(e).expect("events serialize")
+}
+
+/// Results committed to the run's result store, by node id.
+pub(crate) fn results(run: &FileRun) -> HashMap<String, serde_json::Value> {
+    let prefix = format!("result/{}/", run.output.report.run_id);
+    run.output
+        .results
+        .scan_now(&prefix)
+        .into_iter()
+        .map(|(k, v)| (k[prefix.len()..].to_string(), v.value))
+        .collect()
+}
+
+// ----- one test per scenario -----
