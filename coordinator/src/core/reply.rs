@@ -1,10 +1,9 @@
 //! Which replies the supervisor accepts. Pure: the rules look only at the task's record and the
 //! envelope.
 
-use std::collections::HashSet;
+use quorate_protocols::{AgentId, Envelope, Role, RunId, TaskState, Version};
 
-use quorate_protocols::{AgentId, DedupeKey, Envelope, Role, RunId, TaskState, Version};
-
+use super::task::SeenKeys;
 use crate::event::Rejection;
 
 /// What the reply rules need to know about a task.
@@ -15,7 +14,7 @@ pub(crate) struct ReplyGuard<'a> {
     pub(crate) attempt: u32,
     pub(crate) version: Version,
     pub(crate) assigned: Option<AgentId>,
-    pub(crate) seen: &'a HashSet<DedupeKey>,
+    pub(crate) seen: &'a SeenKeys,
 }
 
 /// Accept a reply only if it is for this run, its dedupe key is new, the task is live, it names
@@ -77,8 +76,12 @@ mod tests {
     use super::*;
     use quorate_protocols::{Sender, TaskId};
 
-    fn setup() -> (RunId, AgentId, HashSet<DedupeKey>) {
-        (RunId::from_u128(1), AgentId::from_u128(2), HashSet::new())
+    fn setup() -> (RunId, AgentId, SeenKeys) {
+        (
+            RunId::from_u128(1),
+            AgentId::from_u128(2),
+            SeenKeys::default(),
+        )
     }
 
     fn reply(run: RunId, agent: AgentId, attempt: u32, version: u64) -> Envelope<()> {

@@ -22,7 +22,8 @@ impl SupervisorCore {
         self.record(now, Some(i), EventKind::ResultCommitted);
         self.tasks[i as usize].result = Some((value, evidence));
         self.end_task(now, i, TaskEvent::AcceptancePassed);
-        for &d in self.plan.dependents(i).to_vec().iter() {
+        for k in 0..self.plan.dependents(i).len() {
+            let d = self.plan.dependents(i)[k];
             let slot = &mut self.tasks[d as usize];
             slot.deps_left -= 1;
             if slot.deps_left == 0 && self.pending_stop.is_none() {
