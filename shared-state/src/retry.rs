@@ -3,7 +3,7 @@
 
 use crate::{CasOutcome, Store, StoreError, Versioned};
 
-/// How many conflicts an update tolerates before giving up with [`UpdateError::Contention`].
+/// How many conflicts a ledger update tolerates before it gives up with a `Contention` error.
 pub const MAX_CAS_ATTEMPTS: u32 = 10_000;
 
 /// An update could not be applied.
