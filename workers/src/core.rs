@@ -391,6 +391,14 @@ impl WorkerCore {
                 self.spent_before.insert(task, a.spent_or_reserved());
                 self.finished.insert(task, (a.number(), a.counts()));
             }
+            // A task that never proposed an action keeps no action record.
+            if self
+                .books
+                .get(&task)
+                .is_some_and(|b| b.iter().next().is_none())
+            {
+                self.books.remove(&task);
+            }
         }
     }
 
