@@ -235,6 +235,7 @@ pub fn ask(question: &str) -> Result<RunReport, Box<dyn Error>> {
             .expect("search registered once");
         (agents, tools)
     })?;
+    let answer = output.result("research");
     let report = output.report;
     let task = &report.tasks[0];
     println!(
@@ -245,10 +246,8 @@ pub fn ask(question: &str) -> Result<RunReport, Box<dyn Error>> {
         task.granted.steps,
         task.spent.tool_calls
     );
-    // Accepted results are stored under `result/<run>/<node>`.
-    let key = format!("result/{}/research", report.run_id);
-    if let Some(result) = output.results.get_now(&key) {
-        println!("answer: {}", result.value["answer"]);
+    if let Some(result) = answer {
+        println!("answer: {}", result["answer"]);
     }
     println!("exit code: {}\n", report.stop_exit_code());
     Ok(report)

@@ -9,13 +9,7 @@ use quorate::runner::{run_file, RunArgs};
 use serde_json::json;
 
 fn results(run: &quorate::runner::FileRun) -> serde_json::Value {
-    let r = &run.output.report;
-    let key = format!("result/{}/research", r.run_id);
-    run.output
-        .results
-        .get_now(&key)
-        .map(|v| v.value)
-        .unwrap_or_default()
+    run.output.result("research").unwrap_or_default()
 }
 
 #[test]

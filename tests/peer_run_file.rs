@@ -52,7 +52,7 @@ fn assert_completed_once(run: &FileRun, peers: u64) {
             .fold(quorate::protocols::Budget::ZERO, |acc, t| acc
                 .saturating_add(&t.granted),)
     );
-    let prefix = format!("result/{}/", r.run_id);
+    let prefix = quorate::coordinator::result_key(r.run_id, "");
     assert_eq!(run.output.results.scan_now(&prefix).len(), 4);
 }
 

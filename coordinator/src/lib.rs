@@ -36,5 +36,5 @@ pub use event::{Event, EventKind, Rejection};
 pub use link::ChaosLink;
 pub use peer::{run_peer, PeerCore, PeerEffect, PeerMsg};
 pub use report::{BudgetRow, RunReport, TaskRow};
-pub use run::{run_star, RunError, RunOptions, RunOutput};
+pub use run::{result_key, run_star, RunError, RunOptions, RunOutput};
 pub use stop::StopReason;

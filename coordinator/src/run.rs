@@ -55,8 +55,9 @@ impl RunOutput {
     /// The accepted result of task `node`, if it completed.
     #[must_use]
     pub fn result(&self, node: &str) -> Option<serde_json::Value> {
-        let key = format!("result/{}/{node}", self.report.run_id);
-        self.results.get_now(&key).map(|v| v.value)
+        self.results
+            .get_now(&result_key(self.report.run_id, node))
+            .map(|v| v.value)
     }
 }
 
@@ -178,6 +179,12 @@ pub fn run_star(
         log,
         results,
     })
+}
+
+/// The store key of node `node`'s accepted result in run `run`: `result/<run>/<node>`.
+#[must_use]
+pub fn result_key(run: quorate_protocols::RunId, node: &str) -> String {
+    format!("result/{run}/{node}")
 }
 
 /// Opens the JSONL trace at `path`, if any: the writer (to finish) and the sink (for the shells).

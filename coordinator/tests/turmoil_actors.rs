@@ -484,7 +484,7 @@ fn check_invariants(s: &Shared, o: &Outcome) {
         "one world effect per ActionId"
     );
     for row in &o.report.tasks {
-        let key = format!("result/{}/{}", o.report.run_id, row.id);
+        let key = quorate_coordinator::result_key(o.report.run_id, &row.id);
         let stored = s.results.get_now(&key);
         if row.state == quorate_protocols::TaskState::Completed {
             let stored = stored.expect("completed task has a result");

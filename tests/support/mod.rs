@@ -122,7 +122,7 @@ pub(crate) fn event_json(e: &Event) -> serde_json::Value {
 
 /// Results committed to the run's result store, by node id.
 pub(crate) fn results(run: &FileRun) -> HashMap<String, serde_json::Value> {
-    let prefix = format!("result/{}/", run.output.report.run_id);
+    let prefix = quorate::coordinator::result_key(run.output.report.run_id, "");
     run.output
         .results
         .scan_now(&prefix)

@@ -219,7 +219,7 @@ impl SupervisorCore {
             next_worker: 0,
             evidence_text: vec![Vec::new(); tasks.len()],
             names,
-            result_prefix: format!("result/{run}/"),
+            result_prefix: crate::run::result_key(run, ""),
             tasks,
             by_id,
             ready: VecDeque::new(),

@@ -211,7 +211,7 @@ impl PeerActor {
                     match self.stores.states.cas_now(&key, None, record.clone()) {
                         CasOutcome::Committed(version) => {
                             if let Some(value) = record.result.clone() {
-                                let rkey = format!("result/{run}/{id}");
+                                let rkey = crate::run::result_key(run, id.as_str());
                                 let _ = self.stores.results.cas_now(&rkey, None, value);
                             }
                             self.core.handle_commit(now, record, version.raw(), true);
