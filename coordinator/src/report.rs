@@ -55,9 +55,6 @@ pub struct RunReport {
     pub messages: MessageCounts,
     /// Action counters summed over all attempts.
     pub actions: ActionCounts,
-    /// Exit code of the stop reason.
-    #[serde(skip)]
-    pub stop_code: u8,
     /// The typed stop reason (the JSON carries it as `stop_reason` + `stop_detail`).
     #[serde(skip)]
     pub stop: Option<crate::StopReason>,
@@ -67,7 +64,7 @@ impl RunReport {
     /// The CLI exit code for this report's stop reason (0 completed; see [`crate::StopReason::exit_code`]).
     #[must_use]
     pub fn stop_exit_code(&self) -> u8 {
-        self.stop_code
+        self.stop.as_ref().map_or(1, crate::StopReason::exit_code)
     }
 
     pub(crate) fn from_core(core: &SupervisorCore) -> Self {
@@ -100,9 +97,6 @@ impl RunReport {
             },
             messages: core.messages(),
             actions: core.actions(),
-            stop_code: core
-                .stop_reason()
-                .map_or(1, |s| u8::try_from(s.exit_code()).unwrap_or(1)),
             stop: core.stop_reason().cloned(),
         }
     }

@@ -57,7 +57,7 @@ impl StopReason {
     /// The process exit code the CLI uses for this reason (0 only for completed; 2 is reserved
     /// for bad input).
     #[must_use]
-    pub fn exit_code(&self) -> i32 {
+    pub fn exit_code(&self) -> u8 {
         match self {
             StopReason::Completed => 0,
             StopReason::Failed { .. } => 1,

@@ -190,9 +190,6 @@ fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSumma
         },
         messages,
         actions,
-        stop_code: reason
-            .as_ref()
-            .map_or(1, |s| u8::try_from(s.exit_code()).unwrap_or(1)),
         stop: reason,
     }
 }
