@@ -309,6 +309,7 @@ impl WorkerCore {
             Ok(agent) => agent,
             Err(e) => {
                 self.fail_assignment(&envelope, e.to_string());
+                self.end_unstarted(task, envelope.attempt);
                 return Ok(());
             }
         };
@@ -316,6 +317,7 @@ impl WorkerCore {
             Ok(attempt) => attempt,
             Err((e, envelope)) => {
                 self.fail_assignment(&envelope, e.to_string());
+                self.end_unstarted(task, envelope.attempt);
                 return Ok(());
             }
         };
@@ -366,6 +368,14 @@ impl WorkerCore {
             None => book.mark_absent(action),
         }
         Err(InputError::NotAwaited { action })
+    }
+
+    /// Attempt `attempt` of `task` could not start: it still replaces the older attempt (which
+    /// stops counting), and a repeat of its assignment is refused as a duplicate.
+    fn end_unstarted(&mut self, task: TaskId, attempt: u32) {
+        self.attempts.remove(&task);
+        self.finished
+            .insert(task, (attempt, ActionCounts::default()));
     }
 
     /// Replies to an assignment that could not even start.

@@ -28,9 +28,9 @@
 //! Decision logic (gate, book, progress, core) is pure: time comes in as an argument and
 //! effects come out of [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates.
 //!
-//! Not here yet: sub-task delegation by agents; the persistent
-//! `quorate_state::IdempotencyRegistry` behind [`ActionBook`]; target-version preconditions
-//! in the gate.
+//! Not here yet: the persistent `quorate_state::IdempotencyRegistry` behind [`ActionBook`]
+//! (action records live in the worker's memory); target-version preconditions in the gate (the
+//! supervisor checks store preconditions before a task becomes ready).
 
 #![forbid(unsafe_code)]
 

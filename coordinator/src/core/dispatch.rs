@@ -51,7 +51,7 @@ impl SupervisorCore {
                     .as_ref()
                     .is_some_and(|(v, _)| !is_empty(v))
             }),
-            // Store-backed preconditions are checked by the execution gate before writes.
+            // Store-backed preconditions go to the shell as `Effect::CheckPreconditions`.
             _ => true,
         })
     }
