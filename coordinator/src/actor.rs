@@ -53,8 +53,6 @@ pub struct SupervisorActor {
     started: Instant,
     /// The armed timer and the core time it fires at.
     timer: Option<(SpawnHandle, u64)>,
-    /// Started from a resumed core (`start_resumed` instead of `start`).
-    resumed: bool,
     done: Option<oneshot::Sender<RunReport>>,
 }
 
@@ -87,25 +85,7 @@ impl SupervisorActor {
             trace,
             started: Instant::now(),
             timer: None,
-            resumed: false,
             done: Some(done),
-        }
-    }
-
-    /// Like [`new`](Self::new), for a core rebuilt with [`SupervisorCore::resume`] after a
-    /// crash: the actor continues the run with `start_resumed`. The core's clock restarts at 0,
-    /// so a deadline counts from the resume.
-    pub fn resuming(
-        core: SupervisorCore,
-        workers: Vec<WorkerLink>,
-        results: Arc<MemoryStore<serde_json::Value>>,
-        log: Arc<MemoryLog<Event>>,
-        trace: Option<TraceSink>,
-        done: oneshot::Sender<RunReport>,
-    ) -> Self {
-        Self {
-            resumed: true,
-            ..Self::new(core, workers, results, log, trace, done)
         }
     }
 
@@ -189,11 +169,8 @@ impl Actor for SupervisorActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.started = Instant::now();
-        if self.resumed {
-            self.core.start_resumed(0);
-        } else {
-            self.core.start(0);
-        }
+        // A core rebuilt with `SupervisorCore::resume` continues the run from here.
+        self.core.start(0);
         self.drive(ctx);
     }
 }

@@ -323,3 +323,20 @@ fn resuming_at_any_point_ends_like_the_uncrashed_run() {
         );
     }
 }
+
+#[test]
+fn evidence_text_moves_with_its_task_across_a_replan() {
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &["a"])],
+        SupervisorConfig::default(),
+    );
+    h.core.set_evidence_text(1, vec!["doc for b".into()]);
+    // The new version lists the same tasks in another order: node indexes change.
+    h.core
+        .handle_replan(1, spec_of(vec![node("b", &["a"]), node("a", &[])]))
+        .unwrap();
+    h.drain();
+    h.send(2, h.answer("a", json!("A")));
+    let (_, b) = h.assignment("b");
+    assert_eq!(b.payload.evidence_text, vec!["doc for b".to_string()]);
+}

@@ -242,7 +242,7 @@ async fn supervisor_software(s: Shared) -> turmoil::Result {
             |k| results.get_now(k).map(|v| v.value),
         )
         .expect("the log replays");
-        SupervisorActor::resuming(core, links, s.results.clone(), s.log.clone(), None, done)
+        SupervisorActor::new(core, links, s.results.clone(), s.log.clone(), None, done)
     };
     ctx.run(actor);
     if let Some(at) = s.cancel_at {

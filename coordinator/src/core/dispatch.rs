@@ -110,7 +110,7 @@ impl SupervisorCore {
                 i,
                 slice,
                 |d| tasks[d as usize].result.as_ref(),
-                self.evidence_text[i as usize].clone(),
+                tasks[i as usize].evidence_text.clone(),
             );
             let slot = &mut self.tasks[i as usize];
             slot.attempt += 1;

@@ -148,10 +148,11 @@ pub struct SupervisorCore {
     names: Vec<std::sync::Arc<str>>,
     /// `result/<run>/`: result keys are this plus the node id.
     result_prefix: String,
-    evidence_text: Vec<Vec<String>>,
     /// Task id -> node index. Keys arrive in untrusted replies: a randomly keyed fast hash.
     by_id: ahash::AHashMap<TaskId, u32>,
     ready: VecDeque<u32>,
+    /// Built by `resume` from a run log: `start` continues the run.
+    resumed: bool,
     /// Ids of tasks dropped by a replan: their replies are late.
     retired: HashSet<TaskId>,
     /// The plan to switch to when a store precondition fails.
@@ -217,12 +218,12 @@ impl SupervisorCore {
             me,
             workers,
             next_worker: 0,
-            evidence_text: vec![Vec::new(); tasks.len()],
             names,
             result_prefix: crate::run::result_key(run, ""),
             tasks,
             by_id,
             ready: VecDeque::new(),
+            resumed: false,
             retired: HashSet::new(),
             fallback: None,
             timeouts: VecDeque::new(),
@@ -249,8 +250,8 @@ impl SupervisorCore {
     /// Evidence text handed to node `node` with its assignment. It is data: nothing in it can add
     /// a tool call, widen scope or change the goal.
     pub fn set_evidence_text(&mut self, node: u32, texts: Vec<String>) {
-        if let Some(slot) = self.evidence_text.get_mut(node as usize) {
-            *slot = texts;
+        if let Some(slot) = self.tasks.get_mut(node as usize) {
+            slot.evidence_text = texts;
         }
     }
 
@@ -331,8 +332,13 @@ impl SupervisorCore {
 
     // ----- handlers -----
 
-    /// Starts the run: tasks without dependencies become ready and are dispatched.
+    /// Starts the run: tasks without dependencies become ready and are dispatched. A core
+    /// rebuilt with [`resume`](Self::resume) continues instead ([`start_resumed`](Self::start_resumed)).
     pub fn start(&mut self, now: u64) {
+        if self.resumed {
+            self.start_resumed(now);
+            return;
+        }
         self.record(
             now,
             None,

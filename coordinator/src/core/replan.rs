@@ -128,7 +128,6 @@ impl SupervisorCore {
             .enumerate()
             .map(|(j, t)| (t.id, j as u32))
             .collect();
-        self.evidence_text.resize(plan.len(), Vec::new());
         self.tasks = tasks;
         self.counts = counts;
         self.names = super::node_names(&plan);

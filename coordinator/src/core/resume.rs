@@ -62,7 +62,7 @@ pub enum ResumeError {
 
 impl SupervisorCore {
     /// Rebuilds a core for `run` from its log `events` (in order) and `result(key)` lookups of
-    /// the result store. Call [`start_resumed`](Self::start_resumed) next, not `start`.
+    /// the result store. [`start`](Self::start) (or [`start_resumed`](Self::start_resumed)) then continues the run.
     pub fn resume(
         run: RunId,
         plan: Plan,
@@ -73,6 +73,7 @@ impl SupervisorCore {
         result: impl Fn(&str) -> Option<serde_json::Value>,
     ) -> Result<Self, ResumeError> {
         let mut core = SupervisorCore::new(run, plan, config, me, workers);
+        core.resumed = true;
         for e in events {
             if e.run_id != run {
                 return Err(ResumeError::WrongRun {

@@ -17,6 +17,9 @@ pub(crate) struct TaskSlot {
     pub(crate) spent: Budget,
     pub(crate) dispatched_at: u64,
     pub(crate) pending_approval: Option<ActionId>,
+    /// Evidence text handed to the task with its assignment (data only); it moves with the
+    /// task across a replan.
+    pub(crate) evidence_text: Vec<String>,
     /// Waiting for the shell to check store preconditions.
     pub(crate) checking: bool,
 }
@@ -37,6 +40,7 @@ impl TaskSlot {
             spent: Budget::ZERO,
             dispatched_at: 0,
             pending_approval: None,
+            evidence_text: Vec::new(),
             checking: false,
         }
     }
