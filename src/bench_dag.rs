@@ -147,6 +147,12 @@ pub fn run(layers: usize, width: usize, workers: usize) -> Result<DagBench, Stri
     })
     .map_err(|e| e.to_string())?;
     let elapsed = start.elapsed().as_secs_f64();
+    if out.report.stop_reason.as_deref() != Some("completed") {
+        return Err(format!(
+            "the DAG run did not complete ({}); its throughput would mean nothing",
+            out.report.stop_detail.clone().unwrap_or_default()
+        ));
+    }
     let rss_after = peak_rss_bytes();
     let tasks_per_s = tasks as f64 / elapsed;
     Ok(DagBench {

@@ -27,7 +27,7 @@ enum Command {
     /// Run a plan file on the embedded default (in-memory store, actix, scripted agents).
     ///
     /// Exit codes: 0 completed, 1 failed, 2 bad input, 3 stopped-limit, 4 deadline,
-    /// 5 no-progress, 6 cancelled, 7 waiting-approval.
+    /// 5 no-progress, 6 cancelled, 7 waiting-approval, 8 the runtime itself failed.
     Run {
         /// The plan file (TOML).
         plan: PathBuf,
@@ -149,10 +149,21 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("quorate: {e}");
-                    ExitCode::from(EXIT_BAD_INPUT)
+                    ExitCode::from(run_error_code(&e))
                 }
             }
         }
+    }
+}
+
+/// Exit code of a run that could not be carried out: bad input (the plan file, the trace path)
+/// is 2; a failure of the runtime itself is 8.
+fn run_error_code(e: &quorate::runner::RunFileError) -> u8 {
+    use quorate::coordinator::RunError;
+    use quorate::runner::RunFileError;
+    match e {
+        RunFileError::PlanFile(_) | RunFileError::Run(RunError::Trace { .. }) => EXIT_BAD_INPUT,
+        RunFileError::Run(_) => 8,
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! [run]
-//! topology = "star"                 # star (peer: see the README)
+//! topology = "star"                 # star (supervisor + workers) or peer (all-to-all)
 //! workers = 2
 //! budget = { steps = 40, tool_calls = 6, tokens = 1000, cost = 100 }
 //! reserve = { steps = 4 }

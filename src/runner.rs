@@ -71,14 +71,6 @@ pub enum RunFileError {
     /// The plan file was refused.
     #[error(transparent)]
     PlanFile(#[from] PlanFileError),
-    /// The plan asks for a topology this command cannot run.
-    #[error("{path}: topology {topology:?} is not supported by `quorate run` yet; use star")]
-    Topology {
-        /// The file.
-        path: PathBuf,
-        /// The topology.
-        topology: Topology,
-    },
     /// The runtime failed.
     #[error(transparent)]
     Run(#[from] RunError),

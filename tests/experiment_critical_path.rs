@@ -89,7 +89,11 @@ fn dag_files_toml_and_json() {
 }
 
 #[test]
-fn simulation_is_deterministic() {
+fn the_layered_dag_schedules_to_its_known_makespans() {
+    // layered-4x4 (16 tasks, critical path 15 s, 46 s of work): with 3 workers the list schedule
+    // takes 16 s, one second above max(15, 46/3); with 4 it reaches the 15 s critical path.
     let dag = named("layered-4x4");
-    assert_eq!(simulate(&dag, 3), simulate(&dag, 3));
+    let makespan = |w| simulate(&dag, w).iter().map(|s| s.end_ms).max().unwrap();
+    assert_eq!(makespan(3), 16_000);
+    assert_eq!(makespan(4), 15_000);
 }

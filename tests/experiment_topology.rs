@@ -33,9 +33,7 @@ fn counted_messages_equal_the_formulas() {
             };
             assert_eq!(row.messages, formula, "{row:?}");
             assert_eq!(row.formula_messages, formula);
-            assert!(row.messages_match);
             assert_eq!(row.tokens, row.closed_form_tokens, "{mode:?} {row:?}");
-            assert!(row.tokens_match);
             assert_eq!(row.bytes > 0, formula > 0, "every envelope has bytes");
         }
     }

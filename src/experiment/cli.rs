@@ -1,8 +1,5 @@
 //! The `quorate experiment ...` subcommands.
 //!
-//! Wire into `main.rs` with a variant `Experiment(ExperimentCommand)` marked
-//! `#[command(subcommand)]` and `Command::Experiment(cmd) => quorate::experiment::cli::run(cmd)`.
-//!
 //! Exit codes: 0 done (and every counted value matched its formula), 1 a check failed,
 //! 2 bad input or an output file could not be written.
 

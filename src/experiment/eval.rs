@@ -25,9 +25,6 @@
 //! * **stop reasons**: count per stop reason.
 //! * **latency**: wall-clock time of each run (load, compile, run), p50/p95/p99 by nearest rank.
 //!
-//! Wire into `main.rs` with a variant `Eval(quorate::experiment::eval::EvalArgs)` and
-//! `Command::Eval(args) => quorate::experiment::eval::run(args)`.
-//!
 //! Exit codes: 0 done (whatever the runs stopped on), 2 bad input (a plan that does not load or
 //! compile, `--seeds 0`, an output file that cannot be written).
 
@@ -280,7 +277,9 @@ fn measure(plan: &str, topology: Topology, seed: u64, run: &FileRun, latency_ms:
         rejected: r.actions.rejected,
         duplicate_effects_reported: r.actions.duplicate_effects,
         duplicate_effects_world,
-        wrong_effects: repeated_writes.max(duplicate_effects_world),
+        // A second effect under one action id is also a repeated write (same tool, same
+        // parameters), so `repeated_writes` already counts it.
+        wrong_effects: repeated_writes,
         effects: effects.len() as u64,
         latency_ms,
         error: None,

@@ -156,7 +156,14 @@ impl Model {
                 check("p1", *p1, 0.0, 1.0, "[0, 1]")?;
                 check("p2", *p2, 0.0, 1.0, "[0, 1]")
             }
-            Model::SharedEvidence => Ok(()),
+            // The closed form enumerates 2^K source outcomes.
+            Model::SharedEvidence => check(
+                "sources (--blocs entries)",
+                blocs.len() as f64,
+                1.0,
+                24.0,
+                "[1, 24]",
+            ),
         }
     }
 
@@ -240,8 +247,9 @@ impl Model {
         }
     }
 
-    /// Draws one question: whether each voter is right, and the source each voter read.
-    /// `blocs` gives the voters per source (all ones except for `shared-evidence`).
+    /// Draws one question: whether each voter is right (voters in `blocs` order: the first
+    /// `blocs[0]` read source 0, and so on). `blocs` gives the voters per source (all ones except
+    /// for `shared-evidence`).
     pub fn draw(&self, blocs: &[usize], p: f64, rho: f64, rng: &mut ChaCha8Rng) -> Vec<bool> {
         let n: usize = blocs.iter().sum();
         let iid = |q: f64, rng: &mut ChaCha8Rng| (0..n).map(|_| rng.gen_bool(q)).collect();

@@ -130,5 +130,3 @@ pub(crate) fn results(run: &FileRun) -> HashMap<String, serde_json::Value> {
         .map(|(k, v)| (k[prefix.len()..].to_string(), v.value))
         .collect()
 }
-
-// ----- one test per scenario -----
