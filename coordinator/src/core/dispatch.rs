@@ -116,7 +116,6 @@ impl SupervisorCore {
             slot.attempt += 1;
             slot.version += 1;
             slot.worker = Some(worker);
-            slot.dispatched_at = now;
             let mut envelope = Envelope::new(self.run, slot.id, self.me, assignment);
             envelope.attempt = slot.attempt;
             envelope.state_version = Version::new(slot.version);

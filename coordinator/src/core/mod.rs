@@ -16,7 +16,9 @@ mod stop;
 mod task;
 
 pub use replan::ReplanError;
+pub(crate) use reply::{judge, ReplyGuard};
 pub use resume::ResumeError;
+pub(crate) use task::SeenKeys;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -29,7 +31,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventKind, Rejection};
 use crate::{acceptance, StopReason};
-use reply::{judge, ReplyGuard};
 use task::TaskSlot;
 
 /// How approval requests are answered.

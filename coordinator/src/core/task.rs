@@ -15,7 +15,6 @@ pub(crate) struct TaskSlot {
     pub(crate) allocated: bool,
     pub(crate) granted: Budget,
     pub(crate) spent: Budget,
-    pub(crate) dispatched_at: u64,
     pub(crate) pending_approval: Option<ActionId>,
     /// Evidence text handed to the task with its assignment (data only); it moves with the
     /// task across a replan.
@@ -38,7 +37,6 @@ impl TaskSlot {
             allocated: false,
             granted: Budget::ZERO,
             spent: Budget::ZERO,
-            dispatched_at: 0,
             pending_approval: None,
             evidence_text: Vec::new(),
             checking: false,

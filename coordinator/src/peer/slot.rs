@@ -1,10 +1,6 @@
 //! One peer's record of one task, and which replies of its own worker it accepts.
 
-use std::collections::HashSet;
-
-use quorate_protocols::{
-    ActionId, Budget, DedupeKey, Envelope, EvidenceRef, Role, RunId, Sender, TaskId, TaskState,
-};
+use quorate_protocols::{Budget, Envelope, EvidenceRef, RunId, Sender, TaskId, TaskState};
 
 use crate::event::Rejection;
 use crate::peer::Terminal;
@@ -28,13 +24,12 @@ pub(crate) struct PeerTask {
     pub(crate) terminal: Option<(Terminal, u64)>,
     pub(crate) attempt: u32,
     pub(crate) version: u64,
-    pub(crate) seen: HashSet<DedupeKey>,
+    pub(crate) seen: crate::core::SeenKeys,
     pub(crate) result: Option<(serde_json::Value, Vec<EvidenceRef>)>,
     pub(crate) allocated: bool,
     pub(crate) closed: bool,
     pub(crate) granted: Budget,
     pub(crate) spent: Budget,
-    pub(crate) pending_approval: Option<ActionId>,
 }
 
 impl PeerTask {
@@ -50,13 +45,12 @@ impl PeerTask {
             terminal: None,
             attempt: 0,
             version: 0,
-            seen: HashSet::new(),
+            seen: crate::core::SeenKeys::default(),
             result: None,
             allocated: false,
             closed: false,
             granted: Budget::ZERO,
             spent: Budget::ZERO,
-            pending_approval: None,
         }
     }
 
@@ -71,34 +65,25 @@ impl PeerTask {
     }
 }
 
-/// The star's reply rules, applied to a peer's own worker: same run, task not settled, dedupe key
-/// new, current attempt, sent by this peer's worker, current state version, attempt live.
+/// The star's reply rules ([`crate::core::judge`]), applied to a peer's own worker: a task
+/// whose terminal record is committed counts as terminal, and only this peer's worker is assigned.
 pub(crate) fn judge_reply<P>(
     run: RunId,
     worker: Sender,
     task: &PeerTask,
     reply: &Envelope<P>,
 ) -> Result<(), Rejection> {
-    if reply.run != run {
-        return Err(Rejection::Unauthorized);
-    }
-    if task.settled() || task.state.is_terminal() {
-        return Err(Rejection::Late);
-    }
-    if task.seen.contains(&reply.dedupe) {
-        return Err(Rejection::Duplicate);
-    }
-    if reply.attempt != task.attempt {
-        return Err(Rejection::Late);
-    }
-    if reply.sender.role != Role::Worker || reply.sender != worker || !task.mine {
-        return Err(Rejection::Unauthorized);
-    }
-    if reply.state_version.raw() != task.version {
-        return Err(Rejection::Stale);
-    }
-    if !matches!(task.state, TaskState::Running | TaskState::WaitingApproval) {
-        return Err(Rejection::Late);
-    }
-    Ok(())
+    let guard = crate::core::ReplyGuard {
+        run,
+        state: if task.settled() {
+            TaskState::Cancelled
+        } else {
+            task.state
+        },
+        attempt: task.attempt,
+        version: quorate_protocols::Version::new(task.version),
+        assigned: task.mine.then_some(worker.agent),
+        seen: &task.seen,
+    };
+    crate::core::judge(&guard, reply)
 }

@@ -38,7 +38,6 @@ pub struct PeerCore {
     stopping: bool,
     done: Option<StopReason>,
     effects: VecDeque<PeerEffect>,
-    seq: u64,
     steps: u64,
     messages: MessageCounts,
     actions: ActionCounts,
@@ -87,7 +86,6 @@ impl PeerCore {
             stopping: false,
             done: None,
             effects: VecDeque::new(),
-            seq: 0,
             steps: 0,
             messages: MessageCounts::default(),
             actions: ActionCounts::default(),
@@ -462,14 +460,14 @@ impl PeerCore {
     }
 
     fn record(&mut self, now: u64, task: Option<u32>, kind: EventKind) {
+        // `seq` is stamped by the shell from one counter shared by all peers of the run.
         let event = Event {
-            seq: self.seq,
+            seq: 0,
             run_id: self.run,
             task: task.map(|i| std::sync::Arc::from(self.plan.node(i).id.as_str())),
             at_ms: now,
             kind,
         };
-        self.seq += 1;
         self.effects.push_back(PeerEffect::Record(event));
     }
 

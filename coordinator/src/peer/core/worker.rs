@@ -80,7 +80,6 @@ impl PeerCore {
                     }
                     None => {
                         // Parked for a human: settled as waiting-approval; the run stops.
-                        self.tasks[i as usize].pending_approval = Some(action);
                         self.busy = false;
                         let cause = Some(StopReason::WaitingApproval { node });
                         self.propose(i, TaskState::WaitingApproval, None, cause);
