@@ -30,6 +30,8 @@ struct Net {
     /// Assignments handed to each peer's worker, not yet answered.
     running: Vec<(usize, Envelope<Assignment>)>,
     executed: Vec<(usize, String)>,
+    /// Result keys committed, by peer.
+    committed: Vec<(usize, String)>,
     done: Vec<Option<StopReason>>,
 }
 
@@ -96,6 +98,7 @@ impl Net {
             sent: vec![],
             running: vec![],
             executed: vec![],
+            committed: vec![],
             done: vec![None; n],
         };
         for p in 0..n {
@@ -155,6 +158,7 @@ impl Net {
                         other => panic!("{other:?}"),
                     }
                 }
+                PeerEffect::CommitResult { key, .. } => self.committed.push((p, key)),
                 PeerEffect::Broadcast(env) => {
                     self.sent.push((*env).clone());
                     for q in (0..self.cores.len()).filter(|&q| q != p) {
@@ -258,6 +262,21 @@ fn claims_contend_and_each_task_runs_on_exactly_one_peer() {
     let mut ran: Vec<&str> = net.executed.iter().map(|(_, n)| n.as_str()).collect();
     ran.sort_unstable();
     assert_eq!(ran, ["a", "b", "c", "d"], "each task executed exactly once");
+    // Each result is merged once, by the peer that ran the task and won its terminal record.
+    let mut keys: Vec<&str> = net
+        .committed
+        .iter()
+        .map(|(_, k)| k.rsplit('/').next().unwrap())
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["a", "b", "c", "d"]);
+    for (p, key) in &net.committed {
+        let node = key.rsplit('/').next().unwrap();
+        assert!(
+            net.executed.contains(&(*p, node.to_string())),
+            "{key} merged by its runner"
+        );
+    }
     for (p, core) in net.cores.iter().enumerate() {
         assert_eq!(net.done[p], Some(StopReason::Completed), "peer {p}");
         for i in 0..4 {

@@ -210,10 +210,6 @@ impl PeerActor {
                     let key = PeerStores::state_key(run, &id);
                     match self.stores.states.cas_now(&key, None, record.clone()) {
                         CasOutcome::Committed(version) => {
-                            if let Some(value) = record.result.clone() {
-                                let rkey = crate::run::result_key(run, id.as_str());
-                                let _ = self.stores.results.cas_now(&rkey, None, value);
-                            }
                             self.core.handle_commit(now, record, version.raw(), true);
                         }
                         CasOutcome::Conflict {
@@ -225,6 +221,14 @@ impl PeerActor {
                         CasOutcome::Conflict { current: None } => {
                             tracing::error!(%key, "terminal record vanished");
                         }
+                    }
+                }
+                PeerEffect::CommitResult { key, value } => {
+                    // First writer wins; a conflicting commit keeps what is there.
+                    if let CasOutcome::Conflict { .. } =
+                        self.stores.results.cas_now(&key, None, value)
+                    {
+                        tracing::warn!(%key, "result already committed; kept");
                     }
                 }
                 PeerEffect::Broadcast(envelope) => {

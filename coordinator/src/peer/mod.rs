@@ -94,6 +94,14 @@ pub enum PeerEffect {
     /// CAS `state/<run>/<node>` from absent to `record`; feed what the store holds afterwards to
     /// [`PeerCore::handle_commit`].
     CommitTerminal(Terminal),
+    /// Merge a task's accepted result into the result store under `key` (CAS from absent:
+    /// never overwrite).
+    CommitResult {
+        /// Store key (`result/<run>/<node>`).
+        key: String,
+        /// The result.
+        value: serde_json::Value,
+    },
     /// Send this envelope to every other peer.
     Broadcast(Box<Envelope<PeerMsg>>),
     /// Append to the run log and the trace.

@@ -17,6 +17,13 @@ impl PeerCore {
         self.tasks[i as usize].committing = false;
         if !self.tasks[i as usize].settled() {
             if won {
+                // The peer that committed the terminal record also merges the result.
+                if let Some(value) = record.result.clone() {
+                    let node = self.plan.node(i).id.as_str();
+                    let key = crate::run::result_key(self.run, node);
+                    self.effects
+                        .push_back(PeerEffect::CommitResult { key, value });
+                }
                 let mut env = Envelope::new(
                     self.run,
                     self.tasks[i as usize].id,
