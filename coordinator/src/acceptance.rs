@@ -33,14 +33,7 @@ pub fn check(
     for c in &acceptance.checks {
         match c {
             Check::NonEmpty => {
-                let empty = match value {
-                    serde_json::Value::Null => true,
-                    serde_json::Value::String(s) => s.is_empty(),
-                    serde_json::Value::Array(a) => a.is_empty(),
-                    serde_json::Value::Object(o) => o.is_empty(),
-                    _ => false,
-                };
-                if empty {
+                if is_empty(value) {
                     return Err("result is empty".to_string());
                 }
             }
@@ -66,6 +59,19 @@ pub fn check(
         }
     }
     Ok(())
+}
+
+/// `true` for null, an empty string, an empty array or an empty object: what the `non-empty`
+/// check and the `inputs-non-empty` precondition refuse.
+#[must_use]
+pub fn is_empty(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => true,
+        serde_json::Value::String(s) => s.is_empty(),
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -86,6 +86,16 @@ pub struct ActionCounts {
     pub duplicate_effects: u64,
 }
 
+impl std::ops::AddAssign for ActionCounts {
+    fn add_assign(&mut self, other: ActionCounts) {
+        self.executed += other.executed;
+        self.rejected += other.rejected;
+        self.unknown += other.unknown;
+        self.recovered += other.recovered;
+        self.duplicate_effects += other.duplicate_effects;
+    }
+}
+
 /// The (action, parameter digest, environment version, error class) signature used to detect
 /// no progress: the same signature repeated without new information.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 use quorate_state::AccountId;
 
 use super::*;
+use crate::acceptance::is_empty;
 use crate::event::EventKind;
 use crate::StopReason;
 

@@ -65,6 +65,30 @@ pub struct SupervisorConfig {
     pub cancel_after_steps: Option<u64>,
 }
 
+impl std::ops::AddAssign for MessageCounts {
+    fn add_assign(&mut self, m: MessageCounts) {
+        self.sent += m.sent;
+        self.delivered += m.delivered;
+        self.rejected_duplicate += m.rejected_duplicate;
+        self.rejected_late += m.rejected_late;
+        self.rejected_stale += m.rejected_stale;
+        self.rejected_unauthorized += m.rejected_unauthorized;
+    }
+}
+
+impl ApprovalPolicy {
+    /// The answer to an approval request from node `node`; `None` under `Ask` (a human decides).
+    #[must_use]
+    pub fn decide(&self, node: &str) -> Option<bool> {
+        match self {
+            ApprovalPolicy::All => Some(true),
+            ApprovalPolicy::None => Some(false),
+            ApprovalPolicy::Nodes(nodes) => Some(nodes.contains(node)),
+            ApprovalPolicy::Ask => None,
+        }
+    }
+}
+
 impl Default for SupervisorConfig {
     fn default() -> Self {
         Self {
@@ -436,12 +460,7 @@ impl SupervisorCore {
                 self.tasks[i as usize].pending_approval = Some(action);
                 self.record(now, Some(i), EventKind::ApprovalRequested { reason });
                 let node = self.plan.node(i).id.to_string();
-                let decision = match &self.config.approvals {
-                    ApprovalPolicy::All => Some(true),
-                    ApprovalPolicy::None => Some(false),
-                    ApprovalPolicy::Nodes(nodes) => Some(nodes.contains(&node)),
-                    ApprovalPolicy::Ask => None,
-                };
+                let decision = self.config.approvals.decide(&node);
                 if let Some(approved) = decision {
                     self.decide_approval(now, i, approved);
                 }
@@ -582,21 +601,7 @@ impl SupervisorCore {
     }
 
     fn add_actions(&mut self, a: quorate_workers::messages::ActionCounts) {
-        self.actions.executed += a.executed;
-        self.actions.rejected += a.rejected;
-        self.actions.unknown += a.unknown;
-        self.actions.recovered += a.recovered;
-        self.actions.duplicate_effects += a.duplicate_effects;
-    }
-}
-
-fn is_empty(v: &serde_json::Value) -> bool {
-    match v {
-        serde_json::Value::Null => true,
-        serde_json::Value::String(s) => s.is_empty(),
-        serde_json::Value::Array(a) => a.is_empty(),
-        serde_json::Value::Object(o) => o.is_empty(),
-        _ => false,
+        self.actions += a;
     }
 }
 

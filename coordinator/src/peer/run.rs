@@ -161,19 +161,8 @@ fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSumma
     let mut messages = MessageCounts::default();
     let mut actions = quorate_workers::messages::ActionCounts::default();
     for p in peers {
-        let m = p.messages;
-        messages.sent += m.sent;
-        messages.delivered += m.delivered;
-        messages.rejected_duplicate += m.rejected_duplicate;
-        messages.rejected_late += m.rejected_late;
-        messages.rejected_stale += m.rejected_stale;
-        messages.rejected_unauthorized += m.rejected_unauthorized;
-        let a = p.actions;
-        actions.executed += a.executed;
-        actions.rejected += a.rejected;
-        actions.unknown += a.unknown;
-        actions.recovered += a.recovered;
-        actions.duplicate_effects += a.duplicate_effects;
+        messages += p.messages;
+        actions += p.actions;
     }
     RunReport {
         run_id: run,

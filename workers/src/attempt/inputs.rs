@@ -224,12 +224,7 @@ impl Attempt {
             spent,
         });
         let _ = self.account.child_closed(AccountId::Task(child), spent);
-        let a = report.actions;
-        self.counts.executed += a.executed;
-        self.counts.rejected += a.rejected;
-        self.counts.unknown += a.unknown;
-        self.counts.recovered += a.recovered;
-        self.counts.duplicate_effects += a.duplicate_effects;
+        self.counts += report.actions;
         self.rejected_calls.extend(report.rejected_calls);
         if children.iter().all(|(_, _, r)| r.is_some()) {
             let Phase::Delegating { children } = std::mem::replace(&mut self.phase, Phase::Idle)

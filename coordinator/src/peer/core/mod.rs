@@ -405,7 +405,7 @@ impl PeerCore {
                 self.tasks[d as usize]
                     .result
                     .as_ref()
-                    .is_some_and(|(v, _)| !is_empty(v))
+                    .is_some_and(|(v, _)| !crate::acceptance::is_empty(v))
             }),
             _ => true,
         })
@@ -479,15 +479,5 @@ impl PeerCore {
             Rejection::Unauthorized => self.messages.rejected_unauthorized += 1,
         }
         self.record(now, task, EventKind::ReplyRejected { reason });
-    }
-}
-
-fn is_empty(v: &serde_json::Value) -> bool {
-    match v {
-        serde_json::Value::Null => true,
-        serde_json::Value::String(s) => s.is_empty(),
-        serde_json::Value::Array(a) => a.is_empty(),
-        serde_json::Value::Object(o) => o.is_empty(),
-        _ => false,
     }
 }

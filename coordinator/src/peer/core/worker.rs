@@ -7,7 +7,7 @@ use quorate_workers::messages::{Control, Outcome, Report};
 use super::PeerCore;
 use crate::event::{EventKind, Rejection};
 use crate::peer::slot::judge_reply;
-use crate::{acceptance, ApprovalPolicy, StopReason};
+use crate::{acceptance, StopReason};
 
 impl PeerCore {
     /// A reply from this peer's own worker.
@@ -25,12 +25,7 @@ impl PeerCore {
         let t = &mut self.tasks[i as usize];
         t.seen.insert(reply.dedupe);
         t.spent = reply.payload.spent;
-        let a = reply.payload.actions;
-        self.actions.executed += a.executed;
-        self.actions.rejected += a.rejected;
-        self.actions.unknown += a.unknown;
-        self.actions.recovered += a.recovered;
-        self.actions.duplicate_effects += a.duplicate_effects;
+        self.actions += reply.payload.actions;
         let node = self.plan.node(i).id.to_string();
         if !matches!(reply.payload.outcome, Outcome::ApprovalRequested { .. }) {
             self.tasks[i as usize].worker_live = false;
@@ -58,12 +53,7 @@ impl PeerCore {
             Outcome::ApprovalRequested { action, reason } => {
                 self.set_state(now, i, TaskState::WaitingApproval);
                 self.record(now, Some(i), EventKind::ApprovalRequested { reason });
-                let decision = match &self.config.approvals {
-                    ApprovalPolicy::All => Some(true),
-                    ApprovalPolicy::None => Some(false),
-                    ApprovalPolicy::Nodes(nodes) => Some(nodes.contains(&node)),
-                    ApprovalPolicy::Ask => None,
-                };
+                let decision = self.config.approvals.decide(&node);
                 match decision {
                     Some(approved) => {
                         self.record(now, Some(i), EventKind::ApprovalDecided { approved });
