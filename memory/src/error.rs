@@ -1,5 +1,6 @@
-//! One error enum per operation (access rules in them are boxed to keep `Result`s small). Every variant names the input that was wrong; none of them is
-//! helped by retrying the same input (a CAS conflict is not an error: it is re-read and merged).
+//! One error enum per operation (access rules in them are boxed to keep `Result`s small). Every variant names the input that was wrong. Retrying the same
+//! input does not help, except after `CommitError::Contention` (a CAS conflict is not an error: it
+//! is re-read and merged; only losing too often in a row is).
 
 use quorate_protocols::{AccessRule, EvidenceStatus, RecordId};
 use quorate_state::StoreError;

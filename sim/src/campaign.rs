@@ -47,7 +47,7 @@ pub struct CampaignReport {
     /// Violating schedules not explained by a known bug.
     pub unexpected: u64,
     /// Schedules in which some task's attempts together made more tool calls than its slice
-    /// (each attempt gets the whole slice again; see RELIABILITY.md).
+    /// (must be 0: a worker charges earlier attempts' spending to the next; see RELIABILITY.md).
     pub slice_reused: u64,
 }
 

@@ -121,7 +121,7 @@ impl<S: Store<DedupeSet>> DedupeRegistry<S> {
     /// Drops the scope's keys (call when the task is terminal).
     pub async fn forget(&self, run: RunId, task: TaskId) -> Result<(), DedupeError> {
         let key = Self::key(run, task);
-        loop {
+        for _ in 0..crate::MAX_CAS_ATTEMPTS {
             let Some(current) = self.store.get(&key).await? else {
                 return Ok(());
             };
@@ -129,5 +129,8 @@ impl<S: Store<DedupeSet>> DedupeRegistry<S> {
                 return Ok(());
             }
         }
+        Err(DedupeError::Contention {
+            attempts: crate::MAX_CAS_ATTEMPTS,
+        })
     }
 }
