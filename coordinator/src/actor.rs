@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use quorate_state::{CasOutcome, MemoryLog, MemoryStore, RunLogWriter};
-use quorate_workers::{AssignMsg, ControlMsg, ReportMsg};
+use quorate_protocols::Envelope;
+use quorate_state::{CasOutcome, MemoryStore, PackedLog, PackedWriter};
+use quorate_workers::{AssignBatch, Assignment, ControlMsg, ReportBatch, ReportMsg};
 use tokio::sync::oneshot;
 
 use crate::trace::TraceSink;
@@ -15,8 +16,8 @@ use crate::{Effect, Event, RunReport, SupervisorCore};
 /// How the supervisor reaches one worker.
 #[derive(Clone, Debug)]
 pub struct WorkerLink {
-    /// Where assignments go.
-    pub assign: Recipient<AssignMsg>,
+    /// Where assignments go (every assignment one input produced for the worker, at once).
+    pub assign: Recipient<AssignBatch>,
     /// Where control messages go.
     pub control: Recipient<ControlMsg>,
 }
@@ -45,10 +46,12 @@ pub struct SupervisorActor {
     core: SupervisorCore,
     workers: Vec<WorkerLink>,
     results: Arc<MemoryStore<serde_json::Value>>,
-    log: RunLogWriter<Event>,
+    log: PackedWriter<Event>,
     /// Events per kind, published to `metrics` when the run stops (a counter update per event
     /// costs more than the event itself).
-    event_counts: Vec<(&'static str, u64)>,
+    event_counts: crate::event::KindCounts,
+    /// Assignments for each worker, sent as one message when the input is carried out.
+    outgoing: Vec<Vec<Envelope<Assignment>>>,
     trace: Option<TraceSink>,
     started: Instant,
     /// The armed timer and the core time it fires at.
@@ -71,17 +74,18 @@ impl SupervisorActor {
         core: SupervisorCore,
         workers: Vec<WorkerLink>,
         results: Arc<MemoryStore<serde_json::Value>>,
-        log: Arc<MemoryLog<Event>>,
+        log: Arc<PackedLog<Event>>,
         trace: Option<TraceSink>,
         done: oneshot::Sender<RunReport>,
     ) -> Self {
         let core_run = core.run();
         Self {
             core,
+            outgoing: vec![Vec::new(); workers.len()],
             workers,
             results,
             log: log.writer(core_run),
-            event_counts: Vec::new(),
+            event_counts: crate::event::KindCounts::default(),
             trace,
             started: Instant::now(),
             timer: None,
@@ -97,11 +101,11 @@ impl SupervisorActor {
     fn drive(&mut self, ctx: &mut Context<Self>) {
         while let Some(effect) = self.core.poll_effect() {
             match effect {
-                Effect::Dispatch { worker, envelope } => {
-                    self.workers[worker].assign.do_send(AssignMsg(envelope))
-                }
+                Effect::Dispatch { worker, envelope } => self.outgoing[worker].push(*envelope),
                 Effect::Control { worker, envelope } => {
-                    self.workers[worker].control.do_send(ControlMsg(envelope))
+                    // After the assignments before it: a cancel never overtakes its task.
+                    self.send_assignments(worker);
+                    self.workers[worker].control.do_send(ControlMsg(*envelope))
                 }
                 Effect::CommitResult { key, value } => {
                     // First writer wins; a conflicting commit keeps what is there (never overwrite).
@@ -117,26 +121,20 @@ impl SupervisorActor {
                     self.core.handle_preconditions(now, node, outcome);
                 }
                 Effect::Record(event) => {
-                    let kind = event.kind.name();
-                    match self.event_counts.iter_mut().find(|(k, _)| *k == kind) {
-                        Some((_, n)) => *n += 1,
-                        None => self.event_counts.push((kind, 1)),
-                    }
-                    match &self.trace {
-                        Some(trace) => {
-                            self.log.append(event.clone());
-                            trace.send(event);
-                        }
-                        None => {
-                            self.log.append(event);
-                        }
+                    self.event_counts.count(&event.kind);
+                    self.log.append(&event);
+                    if let Some(trace) = &self.trace {
+                        trace.send(event);
                     }
                 }
                 Effect::Stop(reason) => {
                     tracing::info!(run = %self.core.run(), %reason, "run stopped");
                     // Dropping the sink lets the trace writer finish.
                     self.trace = None;
-                    for (kind, n) in self.event_counts.drain(..) {
+                    for w in 0..self.outgoing.len() {
+                        self.send_assignments(w);
+                    }
+                    for (kind, n) in self.event_counts.drain() {
                         metrics::counter!("quorate_supervisor_events", "kind" => kind).increment(n);
                     }
                     if let Some(done) = self.done.take() {
@@ -146,6 +144,9 @@ impl SupervisorActor {
                     return;
                 }
             }
+        }
+        for w in 0..self.outgoing.len() {
+            self.send_assignments(w);
         }
         // Re-arm only when the next deadline moved earlier: a timer that fires early just
         // ticks the core for nothing, and cancelling timers costs more than that.
@@ -160,6 +161,16 @@ impl SupervisorActor {
                     (ctx.notify_later(Tick, wait), at)
                 });
             }
+        }
+    }
+}
+
+impl SupervisorActor {
+    /// Sends worker `w` the assignments collected for it.
+    fn send_assignments(&mut self, w: usize) {
+        if !self.outgoing[w].is_empty() {
+            let batch = std::mem::take(&mut self.outgoing[w]);
+            self.workers[w].assign.do_send(AssignBatch(batch));
         }
     }
 }
@@ -183,6 +194,20 @@ impl Handler<ReportMsg> for SupervisorActor {
                 .entered();
         let now = self.now();
         self.core.handle_report(now, msg.0);
+        self.drive(ctx);
+    }
+}
+
+impl Handler<ReportBatch> for SupervisorActor {
+    type Result = ();
+    fn handle(&mut self, msg: ReportBatch, ctx: &mut Self::Context) {
+        let now = self.now();
+        for reply in msg.0 {
+            let _span =
+                tracing::debug_span!("supervisor.reply", run = %self.core.run(), task = %reply.task)
+                    .entered();
+            self.core.handle_report(now, reply);
+        }
         self.drive(ctx);
     }
 }

@@ -122,30 +122,79 @@ pub enum EventKind {
     },
 }
 
+/// Every `kind` name as written in the trace, in [`EventKind::index`] order.
+pub(crate) const KIND_NAMES: [&str; 18] = [
+    "run-started",
+    "transition",
+    "dispatched",
+    "task-closed",
+    "run-resumed",
+    "reply-accepted",
+    "call-rejected",
+    "reply-rejected",
+    "acceptance-failed",
+    "result-committed",
+    "approval-requested",
+    "approval-decided",
+    "cancel-requested",
+    "budget-refused",
+    "replanned",
+    "precondition-failed",
+    "stop-requested",
+    "run-stopped",
+];
+
 impl EventKind {
     /// The `kind` name as written in the trace.
     #[must_use]
     pub fn name(&self) -> &'static str {
+        KIND_NAMES[self.index()]
+    }
+
+    /// Position of the kind in [`KIND_NAMES`].
+    #[must_use]
+    pub fn index(&self) -> usize {
         match self {
-            EventKind::RunStarted { .. } => "run-started",
-            EventKind::Transition { .. } => "transition",
-            EventKind::Dispatched { .. } => "dispatched",
-            EventKind::TaskClosed { .. } => "task-closed",
-            EventKind::RunResumed { .. } => "run-resumed",
-            EventKind::ReplyAccepted => "reply-accepted",
-            EventKind::CallRejected { .. } => "call-rejected",
-            EventKind::ReplyRejected { .. } => "reply-rejected",
-            EventKind::AcceptanceFailed { .. } => "acceptance-failed",
-            EventKind::ResultCommitted => "result-committed",
-            EventKind::ApprovalRequested { .. } => "approval-requested",
-            EventKind::ApprovalDecided { .. } => "approval-decided",
-            EventKind::CancelRequested => "cancel-requested",
-            EventKind::BudgetRefused { .. } => "budget-refused",
-            EventKind::Replanned { .. } => "replanned",
-            EventKind::PreconditionFailed { .. } => "precondition-failed",
-            EventKind::StopRequested { .. } => "stop-requested",
-            EventKind::RunStopped { .. } => "run-stopped",
+            EventKind::RunStarted { .. } => 0,
+            EventKind::Transition { .. } => 1,
+            EventKind::Dispatched { .. } => 2,
+            EventKind::TaskClosed { .. } => 3,
+            EventKind::RunResumed { .. } => 4,
+            EventKind::ReplyAccepted => 5,
+            EventKind::CallRejected { .. } => 6,
+            EventKind::ReplyRejected { .. } => 7,
+            EventKind::AcceptanceFailed { .. } => 8,
+            EventKind::ResultCommitted => 9,
+            EventKind::ApprovalRequested { .. } => 10,
+            EventKind::ApprovalDecided { .. } => 11,
+            EventKind::CancelRequested => 12,
+            EventKind::BudgetRefused { .. } => 13,
+            EventKind::Replanned { .. } => 14,
+            EventKind::PreconditionFailed { .. } => 15,
+            EventKind::StopRequested { .. } => 16,
+            EventKind::RunStopped { .. } => 17,
         }
+    }
+}
+
+/// Events counted per kind (published to `metrics` once, not per event).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KindCounts([u64; KIND_NAMES.len()]);
+
+impl KindCounts {
+    /// Counts one event of `kind`.
+    pub(crate) fn count(&mut self, kind: &EventKind) {
+        self.0[kind.index()] += 1;
+    }
+
+    /// The non-zero counts by kind name, resetting them.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (&'static str, u64)> {
+        let counts = std::mem::take(&mut self.0);
+        KIND_NAMES
+            .iter()
+            .zip(counts)
+            .filter(|&(_, n)| n > 0)
+            .map(|(&k, n)| (k, n))
     }
 }
 

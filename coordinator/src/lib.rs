@@ -19,6 +19,7 @@ mod assign;
 pub mod chaos;
 mod core;
 mod event;
+mod event_pack;
 mod link;
 pub mod peer;
 pub mod precheck;

@@ -6,9 +6,11 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use crate::chaos::{Chaos, ChaosCounts};
+use quorate_workers::Envelopes;
 
 /// Forwards every `M` to `target`, duplicated, delayed, reordered or dropped-and-re-sent as the
-/// shared seeded [`Chaos`] decides.
+/// shared seeded [`Chaos`] decides. A message carrying several envelopes is cut into one message
+/// per envelope first, so each envelope meets the chaos on its own.
 pub struct ChaosLink<M: Message<Result = ()> + Send> {
     target: Recipient<M>,
     chaos: Arc<Mutex<Chaos>>,
@@ -36,10 +38,20 @@ impl<M: Message<Result = ()> + Send + Clone + Unpin + 'static> Actor for ChaosLi
     type Context = Context<Self>;
 }
 
-impl<M: Message<Result = ()> + Send + Clone + Unpin + 'static> Handler<M> for ChaosLink<M> {
+impl<M: Message<Result = ()> + Envelopes + Send + Clone + Unpin + 'static> Handler<M>
+    for ChaosLink<M>
+{
     type Result = ();
 
     fn handle(&mut self, msg: M, ctx: &mut Self::Context) {
+        for part in msg.split() {
+            self.forward(part, ctx);
+        }
+    }
+}
+
+impl<M: Message<Result = ()> + Send + Clone + Unpin + 'static> ChaosLink<M> {
+    fn forward(&mut self, msg: M, ctx: &mut Context<Self>) {
         let delays = match self.chaos.lock() {
             Ok(mut chaos) => chaos.deliveries(),
             Err(_) => vec![0],

@@ -5,8 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 use quorate_protocols::{AgentId, Plan, Role, RunId, Sender};
-use quorate_state::{MemoryLog, MemoryStore};
-use quorate_workers::{AgentRegistry, ReportMsg, ToolRegistry, WorkerActor, WorkerConfig};
+use quorate_state::{MemoryStore, PackedLog};
+use quorate_workers::{
+    AgentRegistry, Replies, ReportBatch, ReportMsg, ToolRegistry, WorkerActor, WorkerConfig,
+};
 use tokio::sync::oneshot;
 
 use crate::chaos::{Chaos, ChaosConfig, ChaosCounts};
@@ -46,7 +48,7 @@ pub struct RunOutput {
     /// Lines written to the trace file.
     pub trace_lines: u64,
     /// The run log (every event).
-    pub log: Arc<MemoryLog<Event>>,
+    pub log: Arc<PackedLog<Event>>,
     /// Accepted results by key `result/<run>/<node>`.
     pub results: Arc<MemoryStore<serde_json::Value>>,
 }
@@ -93,7 +95,7 @@ pub fn run_star(
     parts: impl Fn() -> (AgentRegistry, ToolRegistry),
 ) -> Result<RunOutput, RunError> {
     let (writer, sink) = open_trace(options.trace.as_deref())?;
-    let log = Arc::new(MemoryLog::new());
+    let log = Arc::new(PackedLog::new());
     let results = Arc::new(MemoryStore::new());
     for (key, value) in &options.data {
         // A fresh store: every key is absent, so each create commits.
@@ -119,7 +121,7 @@ pub fn run_star(
             .collect();
         let ctx = Context::<SupervisorActor>::new();
         let supervisor = ctx.address();
-        let reports: Recipient<ReportMsg> = match &chaos2 {
+        let reports: Recipient<ReportBatch> = match &chaos2 {
             Some(c) => ChaosLink::new(supervisor.clone().recipient(), c.clone())
                 .start()
                 .recipient(),
@@ -129,12 +131,12 @@ pub fn run_star(
             .iter()
             .map(|s| {
                 let (agents, tools) = parts();
-                let worker = WorkerActor::new(
+                let worker = WorkerActor::with_replies(
                     s.agent,
                     options.worker.clone(),
                     agents,
                     tools,
-                    reports.clone(),
+                    Replies::Batched(reports.clone()),
                 )
                 .start();
                 match &chaos2 {

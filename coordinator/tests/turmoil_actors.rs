@@ -34,11 +34,11 @@ use quorate_protocols::{
     decode_envelope, encode_envelope, AgentId, Budget, Capabilities, Envelope, Limits, NodeSpec,
     Plan, PlanSpec, Role, RunId, Sender,
 };
-use quorate_state::{MemoryLog, MemoryStore};
+use quorate_state::{MemoryStore, PackedLog};
 use quorate_workers::messages::{Assignment, Control, Report};
 use quorate_workers::{
-    AgentRegistry, AssignMsg, ControlMsg, ReportMsg, Script, ScriptBook, WorkerActor, WorkerConfig,
-    World,
+    AgentRegistry, AssignBatch, AssignMsg, ControlMsg, ReportMsg, Script, ScriptBook, WorkerActor,
+    WorkerConfig, World,
 };
 use turmoil::net::UdpSocket;
 
@@ -85,10 +85,13 @@ impl NetOut {
     }
 }
 
-impl Handler<AssignMsg> for NetOut {
+impl Handler<AssignBatch> for NetOut {
     type Result = ();
-    fn handle(&mut self, msg: AssignMsg, _: &mut Context<Self>) {
-        self.send(frame(TAG_ASSIGN, encode_envelope(&msg.0)));
+    fn handle(&mut self, msg: AssignBatch, _: &mut Context<Self>) {
+        // One datagram per envelope: each is lost, delayed or duplicated on its own.
+        for envelope in &msg.0 {
+            self.send(frame(TAG_ASSIGN, encode_envelope(envelope)));
+        }
     }
 }
 
@@ -114,7 +117,7 @@ struct Shared {
     config: SupervisorConfig,
     me: Sender,
     workers: Vec<Sender>,
-    log: Arc<MemoryLog<Event>>,
+    log: Arc<PackedLog<Event>>,
     results: Arc<MemoryStore<serde_json::Value>>,
     world: World,
     report: Arc<Mutex<Option<RunReport>>>,
@@ -173,7 +176,7 @@ fn shared(workers: usize, max_attempts: u32, cancel_at: Option<u64>) -> Shared {
                 role: Role::Worker,
             })
             .collect(),
-        log: Arc::new(MemoryLog::new()),
+        log: Arc::new(PackedLog::new()),
         results: Arc::new(MemoryStore::new()),
         world,
         report: Arc::new(Mutex::new(None)),

@@ -288,7 +288,7 @@ impl Observed {
                         .iter()
                         .position(|(id, _)| *id == envelope.payload.node.as_str())
                         .expect("a plan node") as u32;
-                    self.assignments.insert(node, (worker, envelope));
+                    self.assignments.insert(node, (worker, *envelope));
                 }
                 Effect::Record(ev) => {
                     if let EventKind::Transition { from, to } = ev.kind {

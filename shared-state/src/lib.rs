@@ -19,6 +19,7 @@ mod ledger;
 pub mod linearizability;
 mod log;
 mod memory;
+mod packed;
 mod retry;
 mod store;
 
@@ -26,12 +27,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 pub use ledger::{
-    Account, AccountId, ActionRecord, Begin, BudgetLedger, BudgetLedgerError, DedupeError,
-    DedupeRegistry, DedupeSet, IdempotencyError, IdempotencyRegistry, LedgerError, ReservationId,
-    Settlement, Sighting,
+    Account, AccountId, AccountMap, ActionRecord, Begin, BudgetLedger, BudgetLedgerError,
+    DedupeError, DedupeRegistry, DedupeSet, IdempotencyError, IdempotencyRegistry, LedgerError,
+    ReservationId, Settlement, Sighting,
 };
 pub use log::{RunLog, Seq};
 pub use memory::{MemoryLog, MemoryStore, RunLogWriter};
+pub use packed::{Pack, PackedLog, PackedWriter, Slot};
 pub use retry::MAX_CAS_ATTEMPTS;
 pub use store::{CasOutcome, DeleteOutcome, Store, StoreError, Versioned};
 

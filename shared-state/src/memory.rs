@@ -33,7 +33,8 @@ use crate::{CasOutcome, DeleteOutcome, RunLog, Seq, Store, StoreError, Versioned
 /// ```
 #[derive(Debug)]
 pub struct MemoryStore<V> {
-    map: DashMap<String, Versioned<V>>,
+    /// Keys come from callers: a randomly keyed fast hash.
+    map: DashMap<String, Versioned<V>, ahash::RandomState>,
     revision: AtomicU64,
 }
 
@@ -48,7 +49,7 @@ impl<V: Clone> MemoryStore<V> {
     #[must_use]
     pub fn new() -> Self {
         Self {
-            map: DashMap::new(),
+            map: DashMap::with_hasher(ahash::RandomState::new()),
             revision: AtomicU64::new(0),
         }
     }

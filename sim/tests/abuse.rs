@@ -68,7 +68,7 @@ impl Core {
     fn drain(&mut self) {
         while let Some(e) = self.core.poll_effect() {
             match e {
-                Effect::Dispatch { envelope, .. } => self.dispatched.push(envelope),
+                Effect::Dispatch { envelope, .. } => self.dispatched.push(*envelope),
                 Effect::Record(ev) => self.events.push(ev.kind),
                 _ => {}
             }

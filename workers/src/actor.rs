@@ -30,6 +30,63 @@ pub struct ControlMsg(pub Envelope<Control>);
 #[rtype(result = "()")]
 pub struct ReportMsg(pub Envelope<Report>);
 
+/// Supervisor -> worker: several assignments in one actix message (the supervisor sends every
+/// assignment one input produced for a worker at once; each envelope is judged on its own).
+#[derive(Clone, Debug, Message)]
+#[rtype(result = "()")]
+pub struct AssignBatch(pub Vec<Envelope<Assignment>>);
+
+/// Worker -> supervisor: every reply one input of the worker produced, in one actix message.
+#[derive(Clone, Debug, Message)]
+#[rtype(result = "()")]
+pub struct ReportBatch(pub Vec<Envelope<Report>>);
+
+/// A message that carries envelopes and can be cut into one message per envelope (so a chaos
+/// link duplicates, delays or drops each envelope on its own).
+pub trait Envelopes: Sized {
+    /// One message per envelope, in order.
+    fn split(self) -> Vec<Self>;
+}
+
+impl Envelopes for AssignMsg {
+    fn split(self) -> Vec<Self> {
+        vec![self]
+    }
+}
+
+impl Envelopes for ControlMsg {
+    fn split(self) -> Vec<Self> {
+        vec![self]
+    }
+}
+
+impl Envelopes for ReportMsg {
+    fn split(self) -> Vec<Self> {
+        vec![self]
+    }
+}
+
+impl Envelopes for AssignBatch {
+    fn split(self) -> Vec<Self> {
+        self.0.into_iter().map(|e| AssignBatch(vec![e])).collect()
+    }
+}
+
+impl Envelopes for ReportBatch {
+    fn split(self) -> Vec<Self> {
+        self.0.into_iter().map(|e| ReportBatch(vec![e])).collect()
+    }
+}
+
+/// Where a worker sends its replies.
+#[derive(Clone, Debug)]
+pub enum Replies {
+    /// One [`ReportMsg`] per reply.
+    Each(Recipient<ReportMsg>),
+    /// One [`ReportBatch`] per handled input (fewer actix messages under load).
+    Batched(Recipient<ReportBatch>),
+}
+
 /// A tool call ended (`None`: timed out).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -94,7 +151,9 @@ struct QueryEnded {
 #[derive(Debug)]
 pub struct WorkerActor {
     core: WorkerCore,
-    reports: Recipient<ReportMsg>,
+    reports: Replies,
+    /// Replies of the input being handled, sent together when it is done (batched mode).
+    outbox: Vec<Envelope<Report>>,
 }
 
 impl WorkerActor {
@@ -107,9 +166,22 @@ impl WorkerActor {
         tools: ToolRegistry,
         reports: Recipient<ReportMsg>,
     ) -> Self {
+        Self::with_replies(agent, config, agents, tools, Replies::Each(reports))
+    }
+
+    /// A worker with id `agent` replying to `reports` (one message per reply, or batched).
+    #[must_use]
+    pub fn with_replies(
+        agent: AgentId,
+        config: WorkerConfig,
+        agents: AgentRegistry,
+        tools: ToolRegistry,
+        reports: Replies,
+    ) -> Self {
         Self {
             core: WorkerCore::new(agent, config, agents, tools),
             reports,
+            outbox: Vec::new(),
         }
     }
 
@@ -120,11 +192,26 @@ impl WorkerActor {
     }
 
     fn fed(&mut self, result: Result<(), InputError>, ctx: &mut Context<Self>) {
+        Self::note(result);
+        self.carry_out(ctx);
+        self.flush();
+    }
+
+    fn note(result: Result<(), InputError>) {
         if let Err(error) = result {
             metrics::counter!("quorate_worker_inputs_refused").increment(1);
             tracing::debug!(%error, "worker input refused");
         }
-        self.carry_out(ctx);
+    }
+
+    /// Sends the replies collected in batched mode.
+    fn flush(&mut self) {
+        if let Replies::Batched(to) = &self.reports {
+            if !self.outbox.is_empty() {
+                metrics::counter!("quorate_worker_replies").increment(self.outbox.len() as u64);
+                to.do_send(ReportBatch(std::mem::take(&mut self.outbox)));
+            }
+        }
     }
 
     fn carry_out(&mut self, ctx: &mut Context<Self>) {
@@ -179,10 +266,13 @@ impl WorkerActor {
                         me.do_send(QueryEnded { action, answer });
                     });
                 }
-                Effect::Reply(envelope) => {
-                    metrics::counter!("quorate_worker_replies").increment(1);
-                    self.reports.do_send(ReportMsg(*envelope));
-                }
+                Effect::Reply(envelope) => match &self.reports {
+                    Replies::Each(to) => {
+                        metrics::counter!("quorate_worker_replies").increment(1);
+                        to.do_send(ReportMsg(*envelope));
+                    }
+                    Replies::Batched(_) => self.outbox.push(*envelope),
+                },
             }
         }
     }
@@ -205,6 +295,21 @@ impl Handler<AssignMsg> for WorkerActor {
         let _span = tracing::debug_span!("assign", run = %msg.0.run, task = %msg.0.task).entered();
         let result = self.core.handle_assignment(Instant::now(), msg.0);
         self.fed(result, ctx);
+    }
+}
+
+impl Handler<AssignBatch> for WorkerActor {
+    type Result = ();
+    fn handle(&mut self, msg: AssignBatch, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        for envelope in msg.0 {
+            let _span = tracing::debug_span!("assign", run = %envelope.run, task = %envelope.task)
+                .entered();
+            let result = self.core.handle_assignment(now, envelope);
+            Self::note(result);
+            self.carry_out(ctx);
+        }
+        self.flush();
     }
 }
 

@@ -183,12 +183,9 @@ pub struct WorkerCore {
     books: ahash::AHashMap<TaskId, ActionBook>,
     /// Delegated sub-task -> the task that delegated it.
     parents: ahash::AHashMap<TaskId, TaskId>,
-    /// Ended attempts, reaped from `attempts`: the last attempt number and its counters. Keeps
-    /// memory per finished task small while still refusing a stale or duplicate assignment.
-    finished: ahash::AHashMap<TaskId, (u32, ActionCounts)>,
-    /// What ended or replaced attempts of a task spent (or held reserved): the next attempt
-    /// starts with it charged, so all attempts share the task's one slice.
-    spent_before: ahash::AHashMap<TaskId, Budget>,
+    /// What is left of ended or replaced attempts, per task: small, but enough to refuse a stale
+    /// or duplicate assignment and to charge the next attempt what the earlier ones spent.
+    ended: ahash::AHashMap<TaskId, Ended>,
     /// Tool calls sent (tags them; see [`Effect::CallTool`]).
     calls: u64,
     effects: VecDeque<Effect>,
@@ -214,8 +211,7 @@ impl WorkerCore {
             attempts: ahash::AHashMap::new(),
             books: ahash::AHashMap::new(),
             parents: ahash::AHashMap::new(),
-            finished: ahash::AHashMap::new(),
-            spent_before: ahash::AHashMap::new(),
+            ended: ahash::AHashMap::new(),
             calls: 0,
             effects: VecDeque::new(),
         }
@@ -259,7 +255,7 @@ impl WorkerCore {
         self.attempts
             .get(&task)
             .map(Attempt::counts)
-            .or_else(|| self.finished.get(&task).map(|(_, c)| *c))
+            .or_else(|| self.ended.get(&task).map(Ended::counts))
     }
 
     // ----- polls
@@ -279,11 +275,10 @@ impl WorkerCore {
         envelope: Envelope<Assignment>,
     ) -> Result<(), InputError> {
         let task = envelope.task;
-        let current = self
-            .attempts
-            .get(&task)
+        let running = self.attempts.get(&task);
+        let current = running
             .map(Attempt::number)
-            .or_else(|| self.finished.get(&task).map(|(n, _)| *n));
+            .or_else(|| self.ended.get(&task).map(|e| e.attempt));
         if let Some(current) = current {
             if envelope.attempt < current {
                 return Err(InputError::StaleAttempt {
@@ -299,12 +294,13 @@ impl WorkerCore {
                 });
             }
         }
-        if let Some(replaced) = self.attempts.get(&task) {
+        if let Some(replaced) = running {
             // A newer attempt replaces one that may still be spending: keep its spending.
-            let spent = replaced.spent_or_reserved();
-            self.spent_before.insert(task, spent);
+            let (number, spent) = (replaced.number(), replaced.spent_or_reserved());
+            let ended = self.ended.entry(task).or_insert_with(|| Ended::new(number));
+            ended.spent = spent;
         }
-        let already = self.spent_before.get(&task).copied().unwrap_or_default();
+        let already = self.ended.get(&task).map_or(Budget::ZERO, |e| e.spent);
         let agent = match self.agents.create(&envelope.payload) {
             Ok(agent) => agent,
             Err(e) => {
@@ -325,7 +321,8 @@ impl WorkerCore {
         if quorate_protocols::mutant::is(quorate_protocols::mutant::Mutant::IdempotencyPerAttempt) {
             self.books.remove(&task);
         }
-        let book = self.books.entry(task).or_default();
+        // The task's record of actions; a task that never proposes one keeps none.
+        let mut book = self.books.remove(&task).unwrap_or_default();
         book.forget_ended_without_effect();
         let mut spawn = Vec::new();
         let mut deps = Deps {
@@ -333,17 +330,36 @@ impl WorkerCore {
             me: self.me,
             config: &self.config,
             tools: &self.tools,
-            book,
+            book: &mut book,
             out: &mut self.effects,
             spawn: &mut spawn,
             calls: &mut self.calls,
         };
         attempt.run(&mut deps);
+        if book.iter().next().is_some() {
+            self.books.insert(task, book);
+        }
+        if attempt.is_done() && attempt.open_children().is_empty() && spawn.is_empty() {
+            // Done at once (the common case): it never enters `attempts`.
+            self.attempts.remove(&task);
+            self.record_end(task, &attempt);
+            return Ok(());
+        }
         self.attempts.insert(task, attempt);
-        self.finished.remove(&task);
         self.settle_delegations(now, spawn);
         self.reap(task);
         Ok(())
+    }
+
+    /// Keeps what the next attempt of `task` needs from the attempt that ended.
+    fn record_end(&mut self, task: TaskId, attempt: &Attempt) {
+        let ended = self
+            .ended
+            .entry(task)
+            .or_insert_with(|| Ended::new(attempt.number()));
+        ended.attempt = attempt.number();
+        ended.spent = attempt.spent_or_reserved();
+        ended.set_counts(attempt.counts());
     }
 
     /// An answer for an attempt that already ended (and was reaped): it wakes nothing, but the
@@ -360,8 +376,10 @@ impl WorkerCore {
         match answer {
             Some(answer) => {
                 if book.resolve(action, answer)? == crate::book::Resolved::DuplicateEffect {
-                    if let Some((_, counts)) = self.finished.get_mut(&task) {
+                    if let Some(ended) = self.ended.get_mut(&task) {
+                        let mut counts = ended.counts();
                         counts.duplicate_effects += 1;
+                        ended.set_counts(counts);
                     }
                 }
             }
@@ -374,8 +392,12 @@ impl WorkerCore {
     /// stops counting), and a repeat of its assignment is refused as a duplicate.
     fn end_unstarted(&mut self, task: TaskId, attempt: u32) {
         self.attempts.remove(&task);
-        self.finished
-            .insert(task, (attempt, ActionCounts::default()));
+        let ended = self
+            .ended
+            .entry(task)
+            .or_insert_with(|| Ended::new(attempt));
+        ended.attempt = attempt;
+        ended.set_counts(ActionCounts::default());
     }
 
     /// Replies to an assignment that could not even start.
@@ -398,8 +420,7 @@ impl WorkerCore {
             .is_some_and(|a| a.is_done() && a.open_children().is_empty());
         if done {
             if let Some(a) = self.attempts.remove(&task) {
-                self.spent_before.insert(task, a.spent_or_reserved());
-                self.finished.insert(task, (a.number(), a.counts()));
+                self.record_end(task, &a);
             }
             // A task that never proposed an action keeps no action record.
             if self
@@ -481,7 +502,7 @@ impl WorkerCore {
         spawn: &mut Vec<Envelope<Assignment>>,
         f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
     ) -> Result<(), InputError> {
-        let finished = self.finished.get(&task).map(|(n, _)| *n);
+        let finished = self.ended.get(&task).map(|e| e.attempt);
         let attempt = self.attempts.get_mut(&task).ok_or(match finished {
             Some(attempt) => InputError::AttemptEnded { task, attempt },
             None => InputError::UnknownTask { task },
@@ -612,6 +633,35 @@ impl WorkerCore {
         self.settle_delegations(now, spawn);
         self.reap(task);
         result
+    }
+}
+
+/// What a worker keeps of a task whose attempt ended (or was replaced).
+#[derive(Debug)]
+struct Ended {
+    /// The last attempt number seen for the task.
+    attempt: u32,
+    /// What all attempts so far spent or held reserved.
+    spent: Budget,
+    /// The last ended attempt's counters; boxed because they are almost always zero.
+    counts: Option<Box<ActionCounts>>,
+}
+
+impl Ended {
+    fn new(attempt: u32) -> Self {
+        Self {
+            attempt,
+            spent: Budget::ZERO,
+            counts: None,
+        }
+    }
+
+    fn counts(&self) -> ActionCounts {
+        self.counts.as_deref().copied().unwrap_or_default()
+    }
+
+    fn set_counts(&mut self, counts: ActionCounts) {
+        self.counts = (counts != ActionCounts::default()).then(|| Box::new(counts));
     }
 }
 

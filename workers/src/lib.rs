@@ -49,7 +49,9 @@ mod tool;
 #[cfg(test)]
 mod testing;
 
-pub use actor::{AssignMsg, ControlMsg, ReportMsg, WorkerActor};
+pub use actor::{
+    AssignBatch, AssignMsg, ControlMsg, Envelopes, Replies, ReportBatch, ReportMsg, WorkerActor,
+};
 pub use agent::{
     Agent, AgentContext, AgentFactory, AgentRegistry, Faults, Observation, Proposal, SubtaskResult,
     SubtaskSpec, UnknownRole,

@@ -35,6 +35,9 @@ impl SupervisorCore {
         envelope.attempt = slot.attempt;
         envelope.state_version = Version::new(slot.version);
         self.messages.sent += 1;
-        self.effects.push_back(Effect::Control { worker, envelope });
+        self.effects.push_back(Effect::Control {
+            worker,
+            envelope: Box::new(envelope),
+        });
     }
 }

@@ -140,8 +140,10 @@ impl SupervisorCore {
             );
             self.messages.sent += 1;
             self.steps += 1;
-            self.effects
-                .push_back(Effect::Dispatch { worker, envelope });
+            self.effects.push_back(Effect::Dispatch {
+                worker,
+                envelope: Box::new(envelope),
+            });
         }
     }
 }

@@ -111,14 +111,14 @@ pub enum Effect {
         /// Worker index.
         worker: usize,
         /// The assignment.
-        envelope: Envelope<Assignment>,
+        envelope: Box<Envelope<Assignment>>,
     },
     /// Send a control message to worker `worker`.
     Control {
         /// Worker index.
         worker: usize,
         /// The message.
-        envelope: Envelope<Control>,
+        envelope: Box<Envelope<Control>>,
     },
     /// Merge an accepted result into the store under `key` (CAS; never overwrite).
     CommitResult {

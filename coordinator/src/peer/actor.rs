@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use quorate_protocols::{Budget, Envelope, RunId};
-use quorate_state::{Account, AccountId, CasOutcome, LedgerError, MemoryLog, MemoryStore};
+use quorate_state::{Account, AccountId, CasOutcome, LedgerError, MemoryStore, PackedLog};
 use quorate_workers::{AssignMsg, ControlMsg, ReportMsg};
 use tokio::sync::oneshot;
 
@@ -22,6 +22,12 @@ const BUDGET_CAS_RETRIES: usize = 256;
 #[derive(Clone, Debug, Message)]
 #[rtype(result = "()")]
 pub struct PeerMsgEnvelope(pub Envelope<PeerMsg>);
+
+impl quorate_workers::Envelopes for PeerMsgEnvelope {
+    fn split(self) -> Vec<Self> {
+        vec![self]
+    }
+}
 
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
@@ -39,7 +45,7 @@ pub struct PeerStores {
     /// `result/<run>/<node>` -> accepted results.
     pub results: Arc<MemoryStore<serde_json::Value>>,
     /// The run log.
-    pub log: Arc<MemoryLog<Event>>,
+    pub log: Arc<PackedLog<Event>>,
     /// Run-wide event sequence (events of all peers are numbered in one sequence).
     pub seq: Arc<AtomicU64>,
 }
@@ -52,7 +58,7 @@ impl PeerStores {
             states: Arc::new(MemoryStore::new()),
             budget: Arc::new(MemoryStore::new()),
             results: Arc::new(MemoryStore::new()),
-            log: Arc::new(MemoryLog::new()),
+            log: Arc::new(PackedLog::new()),
             seq: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -238,7 +244,7 @@ impl PeerActor {
                 }
                 PeerEffect::Record(mut event) => {
                     event.seq = self.stores.seq.fetch_add(1, Ordering::Relaxed);
-                    self.stores.log.append_now(event.run_id, event.clone());
+                    self.stores.log.append_now(event.run_id, &event);
                     if let Some(trace) = &self.trace {
                         trace.send(event);
                     }

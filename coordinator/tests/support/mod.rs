@@ -61,8 +61,8 @@ impl Harness {
     pub(crate) fn drain(&mut self) {
         while let Some(e) = self.core.poll_effect() {
             match e {
-                Effect::Dispatch { worker, envelope } => self.dispatched.push((worker, envelope)),
-                Effect::Control { worker, envelope } => self.controls.push((worker, envelope)),
+                Effect::Dispatch { worker, envelope } => self.dispatched.push((worker, *envelope)),
+                Effect::Control { worker, envelope } => self.controls.push((worker, *envelope)),
                 Effect::CommitResult { key, value } => {
                     self.results.insert(key.clone(), value);
                     self.commits.push(key);

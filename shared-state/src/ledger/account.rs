@@ -1,7 +1,6 @@
 //! One budget account and its pure transitions. No store, no I/O: the ledger reads an account,
 //! applies one of these, and writes it back with CAS.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use quorate_protocols::{Budget, BudgetError, Component, TaskId};
@@ -117,6 +116,13 @@ pub struct Settlement {
     pub overrun: Budget,
 }
 
+/// The maps of an [`Account`]: keyed lookups only (a root account of a large run holds every
+/// open slice, so a hash map rather than an ordered one). The keys are the ledger's own ids, not
+/// input from other parties, so the hash needs no per-map random key (which costs a little on
+/// every account opened).
+pub type AccountMap<K, V> =
+    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
+
 /// A budget account.
 ///
 /// Invariant, per component: `children + children_spent + max(reserve, reserved + own_spent) <=
@@ -131,7 +137,7 @@ pub struct Account {
     /// Kept for the account's own coordination work; never delegated to children.
     pub reserve: Budget,
     /// Open child slices.
-    pub children: BTreeMap<AccountId, Budget>,
+    pub children: AccountMap<AccountId, Budget>,
     /// Sum of `children`.
     pub children_total: Budget,
     /// What closed children spent (their unused part came back).
@@ -141,7 +147,7 @@ pub struct Account {
     /// often than `u64::MAX` fits.
     pub returned: Budget,
     /// Open reservations.
-    pub reservations: BTreeMap<ReservationId, Budget>,
+    pub reservations: AccountMap<ReservationId, Budget>,
     /// Sum of `reservations`.
     pub reserved_total: Budget,
     /// Settled own spending.
@@ -166,11 +172,11 @@ impl Account {
             parent,
             limit,
             reserve,
-            children: BTreeMap::new(),
+            children: AccountMap::default(),
             children_total: Budget::ZERO,
             children_spent: Budget::ZERO,
             returned: Budget::ZERO,
-            reservations: BTreeMap::new(),
+            reservations: AccountMap::default(),
             reserved_total: Budget::ZERO,
             own_spent: Budget::ZERO,
             next_reservation: 0,

@@ -481,10 +481,10 @@ impl Sim {
     fn carry_out(&mut self, effect: SupEffect) {
         match effect {
             SupEffect::Dispatch { worker, envelope } => {
-                self.send(Msg::Assign(worker, Box::new(envelope)));
+                self.send(Msg::Assign(worker, envelope));
             }
             SupEffect::Control { worker, envelope } => {
-                self.send(Msg::Control(worker, Box::new(envelope)));
+                self.send(Msg::Control(worker, envelope));
             }
             SupEffect::CommitResult { key, value } => {
                 if let CasOutcome::Conflict { current } =

@@ -464,12 +464,13 @@ impl Attempt {
             return;
         }
         // Sub-tasks still open are charged their whole slice (their calls may have spent it).
-        let open: Vec<(AccountId, Budget)> = self
+        let mut open: Vec<(AccountId, Budget)> = self
             .account
             .children
             .iter()
             .map(|(k, v)| (*k, *v))
             .collect();
+        open.sort_unstable_by_key(|&(k, _)| k);
         for (child, slice) in open {
             let _ = self.account.child_closed(child, slice);
         }

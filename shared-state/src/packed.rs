@@ -1,0 +1,320 @@
+//! [`PackedLog`]: an in-memory [`RunLog`] that keeps each entry as a few bytes.
+//!
+//! A run of a million tasks logs several million events; kept as structs, the log alone would
+//! hold most of the run's memory. A `PackedLog` stores each entry in the compact form its
+//! [`Pack`] implementation chooses (varints, names written once per run) and decodes entries
+//! only when they are read, which happens on resume, in tests and in reports, not on the hot
+//! path.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use quorate_protocols::RunId;
+
+use crate::{RunLog, Seq, StoreError};
+
+/// An entry that a [`PackedLog`] keeps as bytes.
+///
+/// `pack` appends the entry to `out`; `unpack` reads one entry back from the front of `input`
+/// and advances it. Both see where the entry sits (`at`) and the run's dictionary, which
+/// `pack` may extend (for instance with a name it has not seen before) so later entries can
+/// refer to it by number.
+///
+/// ```
+/// use quorate_protocols::RunId;
+/// use quorate_state::{Pack, PackedLog, Seq, Slot};
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Tick(u8);
+/// impl Pack for Tick {
+///     type Dict = ();
+///     fn pack(&self, _: Slot, _: &mut (), out: &mut Vec<u8>) { out.push(self.0) }
+///     fn unpack(_: Slot, _: &(), input: &mut &[u8]) -> Option<Self> {
+///         let (&b, rest) = input.split_first()?;
+///         *input = rest;
+///         Some(Tick(b))
+///     }
+/// }
+///
+/// let log = PackedLog::new();
+/// let run = RunId::from_u128(1);
+/// assert_eq!(log.append_now(run, &Tick(7)), Seq(0));
+/// assert_eq!(log.append_now(run, &Tick(9)), Seq(1));
+/// assert_eq!(log.read_now(run, Seq(1), 10), vec![(Seq(1), Tick(9))]);
+/// assert_eq!(log.bytes(run), 2);
+/// ```
+pub trait Pack: Sized {
+    /// What one run's entries share (names already written, ...).
+    type Dict: Default + Send;
+
+    /// Appends `self`, the entry at `at`, to `out`.
+    fn pack(&self, at: Slot, dict: &mut Self::Dict, out: &mut Vec<u8>);
+
+    /// Reads the entry at `at` from the front of `input`; `None` if the bytes are not one.
+    fn unpack(at: Slot, dict: &Self::Dict, input: &mut &[u8]) -> Option<Self>;
+}
+
+/// Where an entry sits: its run and its position in the run's log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    /// The run.
+    pub run: RunId,
+    /// The entry's position.
+    pub seq: Seq,
+}
+
+/// Entries per chunk: reading from a position decodes at most this many entries to skip.
+const CHUNK: usize = 1024;
+
+/// One run's entries.
+struct Packed<E: Pack> {
+    run: RunId,
+    /// Full chunks (shrunk to fit) and the one being filled, each `CHUNK` entries at most.
+    chunks: Vec<Vec<u8>>,
+    len: usize,
+    dict: E::Dict,
+}
+
+impl<E: Pack> Packed<E> {
+    fn new(run: RunId) -> Self {
+        Self {
+            run,
+            chunks: Vec::new(),
+            len: 0,
+            dict: E::Dict::default(),
+        }
+    }
+
+    fn push(&mut self, entry: &E) -> Seq {
+        let seq = Seq(self.len as u64);
+        if self.len % CHUNK == 0 {
+            if let Some(full) = self.chunks.last_mut() {
+                full.shrink_to_fit();
+            }
+            self.chunks.push(Vec::new());
+        }
+        let at = Slot { run: self.run, seq };
+        if let Some(chunk) = self.chunks.last_mut() {
+            entry.pack(at, &mut self.dict, chunk);
+        }
+        self.len += 1;
+        seq
+    }
+
+    fn read(&self, from: usize, limit: usize) -> Vec<(Seq, E)> {
+        let mut out = Vec::new();
+        let mut index = from - from % CHUNK;
+        for chunk in self.chunks.iter().skip(from / CHUNK) {
+            let mut input = chunk.as_slice();
+            while !input.is_empty() && out.len() < limit {
+                let at = Slot {
+                    run: self.run,
+                    seq: Seq(index as u64),
+                };
+                let Some(entry) = E::unpack(at, &self.dict, &mut input) else {
+                    // Only `pack` wrote these bytes; a mismatch is a bug in the `Pack` impl.
+                    debug_assert!(false, "entry {index} of run {} does not unpack", self.run);
+                    return out;
+                };
+                if index >= from {
+                    out.push((at.seq, entry));
+                }
+                index += 1;
+            }
+            if out.len() >= limit {
+                break;
+            }
+        }
+        out
+    }
+
+    fn bytes(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+}
+
+/// In-memory [`RunLog`] whose entries are kept packed (see [`Pack`]). Same behaviour as
+/// [`crate::MemoryLog`]: consecutive sequence numbers per run, reads in order.
+pub struct PackedLog<E: Pack> {
+    runs: DashMap<RunId, Arc<Mutex<Packed<E>>>>,
+}
+
+impl<E: Pack> std::fmt::Debug for PackedLog<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedLog")
+            .field("runs", &self.runs.len())
+            .finish()
+    }
+}
+
+/// Appends to one run's [`PackedLog`] without looking the run up each time.
+pub struct PackedWriter<E: Pack> {
+    run: Arc<Mutex<Packed<E>>>,
+}
+
+impl<E: Pack> std::fmt::Debug for PackedWriter<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedWriter").finish_non_exhaustive()
+    }
+}
+
+impl<E: Pack> PackedWriter<E> {
+    /// Appends `entry`; returns its sequence number.
+    pub fn append(&self, entry: &E) -> Seq {
+        self.run.lock().push(entry)
+    }
+
+    /// Appends every entry of `entries` in order, under one lock.
+    pub fn append_all<'a>(&self, entries: impl IntoIterator<Item = &'a E>)
+    where
+        E: 'a,
+    {
+        let mut run = self.run.lock();
+        for entry in entries {
+            run.push(entry);
+        }
+    }
+}
+
+impl<E: Pack> Default for PackedLog<E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<E: Pack> PackedLog<E> {
+    /// An empty log.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            runs: DashMap::new(),
+        }
+    }
+
+    fn run(&self, run: RunId) -> Arc<Mutex<Packed<E>>> {
+        self.runs
+            .entry(run)
+            .or_insert_with(|| Arc::new(Mutex::new(Packed::new(run))))
+            .clone()
+    }
+
+    /// A handle that appends to `run`'s log.
+    pub fn writer(&self, run: RunId) -> PackedWriter<E> {
+        PackedWriter { run: self.run(run) }
+    }
+
+    /// [`RunLog::append`], synchronously.
+    pub fn append_now(&self, run: RunId, entry: &E) -> Seq {
+        self.run(run).lock().push(entry)
+    }
+
+    /// [`RunLog::read`], synchronously.
+    pub fn read_now(&self, run: RunId, from: Seq, limit: usize) -> Vec<(Seq, E)> {
+        let Some(log) = self.runs.get(&run).map(|l| l.clone()) else {
+            return Vec::new();
+        };
+        let log = log.lock();
+        let from = usize::try_from(from.0).unwrap_or(usize::MAX);
+        if from >= log.len {
+            return Vec::new();
+        }
+        log.read(from, limit)
+    }
+
+    /// Number of entries in `run`'s log.
+    pub fn len(&self, run: RunId) -> usize {
+        self.runs.get(&run).map_or(0, |l| l.lock().len)
+    }
+
+    /// Bytes the packed entries of `run` take.
+    pub fn bytes(&self, run: RunId) -> usize {
+        self.runs.get(&run).map_or(0, |l| l.lock().bytes())
+    }
+}
+
+impl<E: Pack + Send + Sync> RunLog<E> for PackedLog<E>
+where
+    E::Dict: Sync,
+{
+    async fn append(&self, run: RunId, entry: E) -> Result<Seq, StoreError> {
+        Ok(self.append_now(run, &entry))
+    }
+
+    async fn read(&self, run: RunId, from: Seq, limit: usize) -> Result<Vec<(Seq, E)>, StoreError> {
+        Ok(self.read_now(run, from, limit))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A varint of the entry's value, plus its position to prove `at` is passed right.
+    #[derive(Clone, Debug, PartialEq)]
+    struct N(u64);
+
+    impl Pack for N {
+        type Dict = u64;
+        fn pack(&self, at: Slot, packed: &mut u64, out: &mut Vec<u8>) {
+            *packed += 1;
+            let mut v = self.0 ^ at.seq.0;
+            loop {
+                let byte = (v & 0x7f) as u8;
+                v >>= 7;
+                if v == 0 {
+                    out.push(byte);
+                    return;
+                }
+                out.push(byte | 0x80);
+            }
+        }
+        fn unpack(at: Slot, _: &u64, input: &mut &[u8]) -> Option<Self> {
+            let mut v = 0u64;
+            for shift in (0..64).step_by(7) {
+                let (&b, rest) = input.split_first()?;
+                *input = rest;
+                v |= u64::from(b & 0x7f) << shift;
+                if b & 0x80 == 0 {
+                    return Some(N(v ^ at.seq.0));
+                }
+            }
+            None
+        }
+    }
+
+    #[test]
+    fn reads_across_chunks_from_any_position() {
+        let log = PackedLog::new();
+        let run = RunId::from_u128(1);
+        let other = RunId::from_u128(2);
+        let n = 3 * CHUNK as u64 + 17;
+        for i in 0..n {
+            assert_eq!(log.append_now(run, &N(i * 1000)), Seq(i));
+        }
+        log.writer(other).append_all([N(5), N(6)].iter());
+        assert_eq!(log.len(run), n as usize);
+        for from in [
+            0,
+            1,
+            CHUNK as u64 - 1,
+            CHUNK as u64,
+            2 * CHUNK as u64 + 5,
+            n - 1,
+        ] {
+            let got = log.read_now(run, Seq(from), 3);
+            let want: Vec<(Seq, N)> = (from..(from + 3).min(n))
+                .map(|i| (Seq(i), N(i * 1000)))
+                .collect();
+            assert_eq!(got, want, "from {from}");
+        }
+        assert!(log.read_now(run, Seq(n), 5).is_empty());
+        assert_eq!(log.read_now(run, Seq(0), usize::MAX).len(), n as usize);
+        assert_eq!(
+            log.read_now(other, Seq(0), 10),
+            vec![(Seq(0), N(5)), (Seq(1), N(6))]
+        );
+        assert!(log.read_now(RunId::from_u128(3), Seq(0), 10).is_empty());
+        assert!(log.bytes(run) < n as usize * 4, "varints stay small");
+    }
+}
