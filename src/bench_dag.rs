@@ -16,7 +16,22 @@ use quorate_protocols::{Budget, NodeId, NodeSpec, PlanSpec, ResultKind};
 use quorate_workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry, WorkerConfig};
 use serde::Serialize;
 
-/// Result of one `bench dag` run.
+/// What to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DagArgs {
+    /// Layers.
+    pub layers: usize,
+    /// Tasks per layer.
+    pub width: usize,
+    /// Workers.
+    pub workers: usize,
+    /// Threads for the workers besides the supervisor's (`0`: all on one thread).
+    pub threads: usize,
+    /// Measured runs (the figures are medians; the machine is shared and noisy).
+    pub runs: usize,
+}
+
+/// Result of `bench dag`: medians over the runs, each run beside its own baseline.
 #[derive(Clone, Debug, Serialize)]
 pub struct DagBench {
     /// Layers.
@@ -25,19 +40,25 @@ pub struct DagBench {
     pub width: usize,
     /// Workers.
     pub workers: usize,
-    /// Tasks run.
+    /// Worker threads besides the supervisor's.
+    pub threads: usize,
+    /// Tasks per run.
     pub tasks: usize,
-    /// Stop reason of the run (must be completed).
+    /// Stop reason of the runs (must be completed).
     pub stop_reason: String,
-    /// Wall time of the run (actors started to report), seconds.
+    /// Median wall time of a run (actors started to report), seconds.
     pub elapsed_s: f64,
-    /// Tasks per second.
+    /// Median tasks per second.
     pub tasks_per_s: f64,
-    /// Raw actix request/response round trips per second, same process, same run.
+    /// Tasks per second of every run, in order.
+    pub tasks_per_s_runs: Vec<f64>,
+    /// Median raw actix request/response round trips per second (one actor awaiting another on
+    /// one thread), measured right before each run in the same process.
     pub baseline_round_trips_per_s: f64,
-    /// `tasks_per_s / baseline_round_trips_per_s`.
+    /// Median over the runs of `tasks_per_s / baseline_round_trips_per_s`.
     pub ratio: f64,
-    /// Peak resident memory growth during the run divided by tasks (Linux `VmHWM`), bytes.
+    /// Peak resident memory growth during the first run divided by tasks (Linux `VmHWM`),
+    /// bytes; the plan itself is built before and not counted.
     pub peak_rss_bytes_per_task: Option<f64>,
 }
 
@@ -119,21 +140,59 @@ fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Runs the benchmark.
-pub fn run(layers: usize, width: usize, workers: usize) -> Result<DagBench, String> {
-    let spec = layered_plan(layers, width);
+/// Runs the benchmark: per run, the baseline and then the DAG.
+pub fn run(args: DagArgs) -> Result<DagBench, String> {
+    let spec = layered_plan(args.layers, args.width);
     let tasks = spec.nodes.len();
-    let baseline = actix_round_trips_per_s(200_000);
     let plan = spec.validate().map_err(|e| e.to_string())?;
-    let rss_before = peak_rss_bytes();
+    let mut samples = Vec::new();
+    let mut rss_per_task = None;
+    for i in 0..args.runs.max(1) {
+        let baseline = actix_round_trips_per_s(200_000);
+        // The plan is the input, built before the run: not counted as the run's memory.
+        let plan = plan.clone();
+        let rss_before = peak_rss_bytes();
+        let elapsed = run_once(plan, args)?;
+        if i == 0 {
+            rss_per_task = match (rss_before, peak_rss_bytes()) {
+                (Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / tasks as f64),
+                _ => None,
+            };
+        }
+        samples.push((elapsed, tasks as f64 / elapsed, baseline));
+    }
+    let median = |f: &dyn Fn(&(f64, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = samples.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok(DagBench {
+        layers: args.layers,
+        width: args.width,
+        workers: args.workers,
+        threads: args.threads,
+        tasks,
+        stop_reason: "completed".to_string(),
+        elapsed_s: median(&|s| s.0),
+        tasks_per_s: median(&|s| s.1),
+        tasks_per_s_runs: samples.iter().map(|s| s.1).collect(),
+        baseline_round_trips_per_s: median(&|s| s.2),
+        ratio: median(&|s| s.1 / s.2),
+        peak_rss_bytes_per_task: rss_per_task,
+    })
+}
+
+/// One run of the DAG; its wall time in seconds. A run that does not complete is an error.
+fn run_once(plan: quorate_protocols::Plan, args: DagArgs) -> Result<f64, String> {
     let options = RunOptions {
         supervisor: SupervisorConfig {
-            workers,
+            workers: args.workers,
             attempt_timeout_ms: 600_000,
             approvals: ApprovalPolicy::None,
             ..SupervisorConfig::default()
         },
         worker: WorkerConfig::default(),
+        worker_threads: args.threads,
         ..RunOptions::default()
     };
     let start = Instant::now();
@@ -153,21 +212,5 @@ pub fn run(layers: usize, width: usize, workers: usize) -> Result<DagBench, Stri
             out.report.stop_detail.clone().unwrap_or_default()
         ));
     }
-    let rss_after = peak_rss_bytes();
-    let tasks_per_s = tasks as f64 / elapsed;
-    Ok(DagBench {
-        layers,
-        width,
-        workers,
-        tasks,
-        stop_reason: out.report.stop_reason.clone().unwrap_or_default(),
-        elapsed_s: elapsed,
-        tasks_per_s,
-        baseline_round_trips_per_s: baseline,
-        ratio: tasks_per_s / baseline,
-        peak_rss_bytes_per_task: match (rss_before, rss_after) {
-            (Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / tasks as f64),
-            _ => None,
-        },
-    })
+    Ok(elapsed)
 }

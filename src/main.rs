@@ -85,6 +85,12 @@ enum BenchCommand {
         /// Workers.
         #[arg(long, default_value_t = 1)]
         workers: usize,
+        /// Threads for the workers besides the supervisor's (0: every actor on one thread).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Measured runs; the figures are medians (each run has its own baseline).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -105,19 +111,28 @@ fn main() -> ExitCode {
             layers,
             width,
             workers,
+            threads,
+            runs,
             json,
         }) => {
-            if layers == 0 || width == 0 || workers == 0 {
-                eprintln!("quorate: --layers, --width and --workers must be at least 1");
+            if layers == 0 || width == 0 || workers == 0 || runs == 0 {
+                eprintln!("quorate: --layers, --width, --workers and --runs must be at least 1");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
-            match quorate::bench_dag::run(layers, width, workers) {
+            let args = quorate::bench_dag::DagArgs {
+                layers,
+                width,
+                workers,
+                threads,
+                runs,
+            };
+            match quorate::bench_dag::run(args) {
                 Ok(b) if json => {
                     println!("{}", serde_json::to_string(&b).expect("serializes"));
                     ExitCode::SUCCESS
                 }
                 Ok(b) => {
-                    println!("tasks {}  elapsed_s {:.3}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, stop: {})", b.tasks, b.elapsed_s, b.tasks_per_s, b.layers, b.width, b.workers, b.stop_reason);
+                    println!("tasks {}  elapsed_s {:.3}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads, stop: {}; median of {} runs: {:.0?})", b.tasks, b.elapsed_s, b.tasks_per_s, b.layers, b.width, b.workers, b.threads, b.stop_reason, b.tasks_per_s_runs.len(), b.tasks_per_s_runs);
                     println!("baseline: raw actix request/response {:.0} round trips/s in the same process; ratio {:.3}", b.baseline_round_trips_per_s, b.ratio);
                     if let Some(m) = b.peak_rss_bytes_per_task {
                         println!("peak RSS growth per task: {m:.0} bytes");

@@ -104,6 +104,7 @@ pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         fallback: file.fallback_spec(),
+        worker_threads: 0,
     };
     let world = book.world().clone();
     let parts = || {

@@ -101,7 +101,12 @@ impl SupervisorActor {
     fn drive(&mut self, ctx: &mut Context<Self>) {
         while let Some(effect) = self.core.poll_effect() {
             match effect {
-                Effect::Dispatch { worker, envelope } => self.outgoing[worker].push(*envelope),
+                Effect::Dispatch { worker, envelope } => {
+                    self.outgoing[worker].push(*envelope);
+                    if self.outgoing[worker].len() >= quorate_workers::BATCH {
+                        self.send_assignments(worker);
+                    }
+                }
                 Effect::Control { worker, envelope } => {
                     // After the assignments before it: a cancel never overtakes its task.
                     self.send_assignments(worker);
@@ -169,7 +174,9 @@ impl SupervisorActor {
     /// Sends worker `w` the assignments collected for it.
     fn send_assignments(&mut self, w: usize) {
         if !self.outgoing[w].is_empty() {
-            let batch = std::mem::take(&mut self.outgoing[w]);
+            // The next batch is likely as large: start it at that size instead of regrowing.
+            let size = self.outgoing[w].len();
+            let batch = std::mem::replace(&mut self.outgoing[w], Vec::with_capacity(size));
             self.workers[w].assign.do_send(AssignBatch(batch));
         }
     }

@@ -1,138 +1,261 @@
-//! How the run log packs an [`Event`]: postcard varints, the task as a number into the run's
-//! table of names, the run id only when it differs from the log's, and the sequence number as
-//! its distance from the entry's position (zero in a supervisor's log). The kinds every task
-//! logs have a compact form; the rare ones are kept as their JSON.
+//! How the run log packs an [`Event`], in a few bytes and without allocating:
+//!
+//! ```text
+//! head      1 byte: kind tag (bits 0-4), has task (5), other run (6), seq offset (7)
+//! task      varint: number of the name in this chunk             (if "has task")
+//!           a new name: the next number, then varint length + UTF-8
+//! run       16 bytes                                           (if "other run")
+//! seq       zigzag varint: seq minus the entry's position      (if "seq offset")
+//! at_ms     varint
+//! payload   transition: 1 byte (from << 4 | to)
+//!           dispatched: varint attempt, varint worker, 16-byte task id, budget
+//!           task-closed: budget
+//!           reply-accepted, result-committed: nothing
+//!           any other kind: varint length + its JSON
+//! budget    4 varints: steps, tool calls, tokens, cost
+//! ```
+//!
+//! Every task logs the five compact kinds; the rest are rare. A supervisor's log has no seq
+//! offsets (it numbers events as the log does) and one run, so those cost nothing. A name is
+//! written once per chunk of the log: the events of one task come close together, and a
+//! per-chunk table stays small and hot, where a table of every name of a large run would not.
 
 use std::sync::Arc;
 
 use quorate_protocols::{Budget, RunId, TaskId, TaskState};
 use quorate_state::{Pack, Slot};
-use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventKind};
 
-/// Task names already written to one run's log.
+/// Task names already written in one chunk of a run's log.
 #[derive(Debug, Default)]
 pub struct Names {
-    /// Name number by the address of the shared string (each is kept alive in `names`, so an
-    /// address is never reused for another name).
+    /// Name number by the address of the shared string (packing only; each string is kept
+    /// alive in `names`, so an address is never reused for another name within the chunk).
     numbers: ahash::AHashMap<usize, u32>,
+    /// The chunk's names, by number.
     names: Vec<Arc<str>>,
 }
 
 impl Names {
-    fn number(&mut self, name: &Arc<str>) -> u32 {
+    /// The name's number, and whether it is new to the chunk (then its text follows).
+    fn number(&mut self, name: &Arc<str>) -> (u32, bool) {
         let addr = Arc::as_ptr(name).cast::<u8>() as usize;
         if let Some(&n) = self.numbers.get(&addr) {
-            return n;
+            return (n, false);
         }
-        let n = u32::try_from(self.names.len()).expect("fewer than 2^32 task names in a run");
+        // A chunk holds at most `CHUNK` entries, hence as many names.
+        let n = self.names.len() as u32;
         self.names.push(name.clone());
         self.numbers.insert(addr, n);
-        n
+        (n, true)
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct PackedEvent {
-    /// `seq` minus the entry's position.
-    seq_offset: i64,
-    /// `None` when the event's run is the log's run.
-    run: Option<RunId>,
-    task: Option<u32>,
-    at_ms: u64,
-    kind: PackedKind,
+const TRANSITION: u8 = 0;
+const DISPATCHED: u8 = 1;
+const TASK_CLOSED: u8 = 2;
+const REPLY_ACCEPTED: u8 = 3;
+const RESULT_COMMITTED: u8 = 4;
+const OTHER: u8 = 5;
+const KIND_BITS: u8 = 0x1f;
+const HAS_TASK: u8 = 1 << 5;
+const OTHER_RUN: u8 = 1 << 6;
+const SEQ_OFFSET: u8 = 1 << 7;
+
+/// Every task state, by its 4-bit code.
+const STATES: [TaskState; 8] = [
+    TaskState::Pending,
+    TaskState::Ready,
+    TaskState::Running,
+    TaskState::WaitingApproval,
+    TaskState::Completed,
+    TaskState::Failed,
+    TaskState::StoppedLimit,
+    TaskState::Cancelled,
+];
+
+fn state_code(state: TaskState) -> u8 {
+    STATES.iter().position(|&s| s == state).unwrap_or(0) as u8
 }
 
-#[derive(Serialize, Deserialize)]
-enum PackedKind {
-    Transition {
-        from: TaskState,
-        to: TaskState,
-    },
-    Dispatched {
-        attempt: u32,
-        worker: u64,
-        task_id: TaskId,
-        granted: Budget,
-    },
-    TaskClosed {
-        spent: Budget,
-    },
-    ReplyAccepted,
-    ResultCommitted,
-    /// Any other kind, as JSON.
-    Other(String),
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_budget(out: &mut Vec<u8>, b: &Budget) {
+    for v in [b.steps, b.tool_calls, b.tokens, b.cost] {
+        put_varint(out, v);
+    }
+}
+
+/// Reads from the front of a packed entry.
+struct Reader<'a, 'b>(&'a mut &'b [u8]);
+
+impl Reader<'_, '_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        *self.0 = rest;
+        Some(b)
+    }
+
+    fn bytes(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        *self.0 = rest;
+        Some(head)
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    fn uuid(&mut self) -> Option<u128> {
+        Some(u128::from_be_bytes(self.bytes(16)?.try_into().ok()?))
+    }
+
+    fn budget(&mut self) -> Option<Budget> {
+        Some(Budget::new(
+            self.varint()?,
+            self.varint()?,
+            self.varint()?,
+            self.varint()?,
+        ))
+    }
 }
 
 impl Pack for Event {
     type Dict = Names;
 
     fn pack(&self, at: Slot, names: &mut Names, out: &mut Vec<u8>) {
-        let kind = match &self.kind {
-            EventKind::Transition { from, to } => PackedKind::Transition {
-                from: *from,
-                to: *to,
-            },
+        let tag = match &self.kind {
+            EventKind::Transition { .. } => TRANSITION,
+            EventKind::Dispatched { .. } => DISPATCHED,
+            EventKind::TaskClosed { .. } => TASK_CLOSED,
+            EventKind::ReplyAccepted => REPLY_ACCEPTED,
+            EventKind::ResultCommitted => RESULT_COMMITTED,
+            _ => OTHER,
+        };
+        let offset = (self.seq as i64).wrapping_sub(at.seq.0 as i64);
+        let mut head = tag;
+        if self.task.is_some() {
+            head |= HAS_TASK;
+        }
+        if self.run_id != at.run {
+            head |= OTHER_RUN;
+        }
+        if offset != 0 {
+            head |= SEQ_OFFSET;
+        }
+        out.push(head);
+        if let Some(task) = &self.task {
+            let (n, new) = names.number(task);
+            put_varint(out, u64::from(n));
+            if new {
+                put_varint(out, task.len() as u64);
+                out.extend_from_slice(task.as_bytes());
+            }
+        }
+        if self.run_id != at.run {
+            out.extend_from_slice(self.run_id.as_uuid().as_bytes());
+        }
+        if offset != 0 {
+            put_varint(out, ((offset << 1) ^ (offset >> 63)) as u64);
+        }
+        put_varint(out, self.at_ms);
+        match &self.kind {
+            EventKind::Transition { from, to } => {
+                out.push(state_code(*from) << 4 | state_code(*to));
+            }
             EventKind::Dispatched {
                 attempt,
                 worker,
                 task_id,
                 granted,
-            } => PackedKind::Dispatched {
-                attempt: *attempt,
-                worker: *worker as u64,
-                task_id: *task_id,
-                granted: *granted,
-            },
-            EventKind::TaskClosed { spent } => PackedKind::TaskClosed { spent: *spent },
-            EventKind::ReplyAccepted => PackedKind::ReplyAccepted,
-            EventKind::ResultCommitted => PackedKind::ResultCommitted,
-            other => PackedKind::Other(
-                serde_json::to_string(other).expect("an event kind serializes to JSON"),
-            ),
-        };
-        let packed = PackedEvent {
-            seq_offset: (self.seq as i64).wrapping_sub(at.seq.0 as i64),
-            run: (self.run_id != at.run).then_some(self.run_id),
-            task: self.task.as_ref().map(|t| names.number(t)),
-            at_ms: self.at_ms,
-            kind,
-        };
-        // Writing into a Vec cannot fail, and every field serializes.
-        let _ = postcard::to_extend(&packed, std::mem::take(out)).map(|v| *out = v);
+            } => {
+                put_varint(out, u64::from(*attempt));
+                put_varint(out, *worker as u64);
+                out.extend_from_slice(task_id.as_uuid().as_bytes());
+                put_budget(out, granted);
+            }
+            EventKind::TaskClosed { spent } => put_budget(out, spent),
+            EventKind::ReplyAccepted | EventKind::ResultCommitted => {}
+            other => {
+                let json = serde_json::to_vec(other).expect("an event kind serializes to JSON");
+                put_varint(out, json.len() as u64);
+                out.extend_from_slice(&json);
+            }
+        }
     }
 
-    fn unpack(at: Slot, names: &Names, input: &mut &[u8]) -> Option<Self> {
-        let (packed, rest) = postcard::take_from_bytes::<PackedEvent>(input).ok()?;
-        *input = rest;
-        let kind = match packed.kind {
-            PackedKind::Transition { from, to } => EventKind::Transition { from, to },
-            PackedKind::Dispatched {
-                attempt,
-                worker,
-                task_id,
-                granted,
-            } => EventKind::Dispatched {
-                attempt,
-                worker: usize::try_from(worker).ok()?,
-                task_id,
-                granted,
-            },
-            PackedKind::TaskClosed { spent } => EventKind::TaskClosed { spent },
-            PackedKind::ReplyAccepted => EventKind::ReplyAccepted,
-            PackedKind::ResultCommitted => EventKind::ResultCommitted,
-            PackedKind::Other(json) => serde_json::from_str(&json).ok()?,
+    fn unpack(at: Slot, names: &mut Names, input: &mut &[u8]) -> Option<Self> {
+        let mut r = Reader(input);
+        let head = r.byte()?;
+        let task = if head & HAS_TASK != 0 {
+            let n = usize::try_from(r.varint()?).ok()?;
+            if n == names.names.len() {
+                let len = usize::try_from(r.varint()?).ok()?;
+                let text = std::str::from_utf8(r.bytes(len)?).ok()?;
+                names.names.push(Arc::from(text));
+            }
+            Some(names.names.get(n)?.clone())
+        } else {
+            None
         };
-        let task = match packed.task {
-            Some(n) => Some(names.names.get(n as usize)?.clone()),
-            None => None,
+        let run_id = if head & OTHER_RUN != 0 {
+            RunId::from_u128(r.uuid()?)
+        } else {
+            at.run
+        };
+        let offset = if head & SEQ_OFFSET != 0 {
+            let z = r.varint()?;
+            ((z >> 1) as i64) ^ -((z & 1) as i64)
+        } else {
+            0
+        };
+        let at_ms = r.varint()?;
+        let kind = match head & KIND_BITS {
+            TRANSITION => {
+                let b = r.byte()?;
+                EventKind::Transition {
+                    from: *STATES.get(usize::from(b >> 4))?,
+                    to: *STATES.get(usize::from(b & 0x0f))?,
+                }
+            }
+            DISPATCHED => EventKind::Dispatched {
+                attempt: u32::try_from(r.varint()?).ok()?,
+                worker: usize::try_from(r.varint()?).ok()?,
+                task_id: TaskId::from_u128(r.uuid()?),
+                granted: r.budget()?,
+            },
+            TASK_CLOSED => EventKind::TaskClosed { spent: r.budget()? },
+            REPLY_ACCEPTED => EventKind::ReplyAccepted,
+            RESULT_COMMITTED => EventKind::ResultCommitted,
+            OTHER => {
+                let len = usize::try_from(r.varint()?).ok()?;
+                serde_json::from_slice(r.bytes(len)?).ok()?
+            }
+            _ => return None,
         };
         Some(Event {
-            seq: (at.seq.0 as i64).wrapping_add(packed.seq_offset) as u64,
-            run_id: packed.run.unwrap_or(at.run),
+            seq: (at.seq.0 as i64).wrapping_add(offset) as u64,
+            run_id,
             task,
-            at_ms: packed.at_ms,
+            at_ms,
             kind,
         })
     }
@@ -207,5 +330,35 @@ mod tests {
         assert_eq!(read, written);
         let struct_bytes = written.len() * std::mem::size_of::<Event>();
         assert!(log.bytes(run) * 2 < struct_bytes, "{}", log.bytes(run));
+    }
+
+    #[test]
+    fn names_are_written_once_per_chunk_and_read_from_anywhere() {
+        let run = RunId::from_u128(1);
+        let names: Vec<Arc<str>> = (0..7).map(|i| Arc::from(format!("node-{i}"))).collect();
+        let log = PackedLog::new();
+        let events: Vec<Event> = (0..3000u64)
+            .map(|i| Event {
+                seq: i,
+                run_id: run,
+                task: (i % 5 != 0).then(|| names[(i % 7) as usize].clone()),
+                at_ms: i,
+                kind: EventKind::ReplyAccepted,
+            })
+            .collect();
+        for e in &events {
+            log.append_now(run, e);
+        }
+        for from in [0u64, 1, 1023, 1024, 1025, 2047, 2999] {
+            let got: Vec<Event> = log
+                .read_now(run, Seq(from), 3)
+                .into_iter()
+                .map(|(_, e)| e)
+                .collect();
+            let end = (from as usize + 3).min(events.len());
+            assert_eq!(got, events[from as usize..end], "from {from}");
+        }
+        // Three or four bytes an event: head, name number, time; the names' text once a chunk.
+        assert!(log.bytes(run) < 3000 * 5, "{}", log.bytes(run));
     }
 }

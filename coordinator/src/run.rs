@@ -36,6 +36,11 @@ pub struct RunOptions {
     pub data: Vec<(String, serde_json::Value)>,
     /// The plan version to switch to when a store precondition fails.
     pub fallback: Option<quorate_protocols::PlanSpec>,
+    /// Threads (actix arbiters) the workers run on, besides the supervisor's; workers are spread
+    /// over them round-robin. `0` (the default) runs every actor on the supervisor's thread,
+    /// which keeps a seeded chaos run reproducible: with more threads the order in which
+    /// messages meet the chaos (and so its decisions) depends on thread timing.
+    pub worker_threads: usize,
 }
 
 /// Everything a finished run leaves behind.
@@ -127,9 +132,13 @@ pub fn run_star(
                 .recipient(),
             None => supervisor.clone().recipient(),
         };
+        let arbiters: Vec<Arbiter> = (0..options.worker_threads)
+            .map(|_| Arbiter::new())
+            .collect();
         let links = senders
             .iter()
-            .map(|s| {
+            .enumerate()
+            .map(|(i, s)| {
                 let (agents, tools) = parts();
                 let worker = WorkerActor::with_replies(
                     s.agent,
@@ -137,8 +146,11 @@ pub fn run_star(
                     agents,
                     tools,
                     Replies::Batched(reports.clone()),
-                )
-                .start();
+                );
+                let worker = match arbiters.get(i % arbiters.len().max(1)) {
+                    Some(arbiter) => WorkerActor::start_in_arbiter(&arbiter.handle(), |_| worker),
+                    None => worker.start(),
+                };
                 match &chaos2 {
                     Some(c) => WorkerLink {
                         assign: ChaosLink::new(worker.clone().recipient(), c.clone())
@@ -166,8 +178,17 @@ pub fn run_star(
         ctx.run(SupervisorActor::new(
             core, links, results2, log2, sink, done,
         ));
-        wait.await.ok()
+        let report = wait.await.ok();
+        for arbiter in &arbiters {
+            arbiter.stop();
+        }
+        (report, arbiters)
     });
+    let (report, arbiters) = report;
+    for arbiter in arbiters {
+        // A worker thread that panicked has nothing left to report.
+        let _ = arbiter.join();
+    }
     drop(system);
     let report = report.ok_or(RunError::NoReport)?;
     let trace_lines = finish_trace(writer, options.trace.as_deref())?;

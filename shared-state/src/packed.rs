@@ -17,9 +17,10 @@ use crate::{RunLog, Seq, StoreError};
 /// An entry that a [`PackedLog`] keeps as bytes.
 ///
 /// `pack` appends the entry to `out`; `unpack` reads one entry back from the front of `input`
-/// and advances it. Both see where the entry sits (`at`) and the run's dictionary, which
-/// `pack` may extend (for instance with a name it has not seen before) so later entries can
-/// refer to it by number.
+/// and advances it. Both see where the entry sits (`at`) and a dictionary that lives for one
+/// chunk of entries (a fresh one at every chunk start, when packing and when unpacking): `pack`
+/// may note a name it wrote so that later entries of the chunk refer to it by number, and
+/// `unpack`, decoding the chunk in order, learns the same names as it goes.
 ///
 /// ```
 /// use quorate_protocols::RunId;
@@ -30,7 +31,7 @@ use crate::{RunLog, Seq, StoreError};
 /// impl Pack for Tick {
 ///     type Dict = ();
 ///     fn pack(&self, _: Slot, _: &mut (), out: &mut Vec<u8>) { out.push(self.0) }
-///     fn unpack(_: Slot, _: &(), input: &mut &[u8]) -> Option<Self> {
+///     fn unpack(_: Slot, _: &mut (), input: &mut &[u8]) -> Option<Self> {
 ///         let (&b, rest) = input.split_first()?;
 ///         *input = rest;
 ///         Some(Tick(b))
@@ -45,14 +46,14 @@ use crate::{RunLog, Seq, StoreError};
 /// assert_eq!(log.bytes(run), 2);
 /// ```
 pub trait Pack: Sized {
-    /// What one run's entries share (names already written, ...).
+    /// What the entries of one chunk share (names already written, ...).
     type Dict: Default + Send;
 
     /// Appends `self`, the entry at `at`, to `out`.
     fn pack(&self, at: Slot, dict: &mut Self::Dict, out: &mut Vec<u8>);
 
     /// Reads the entry at `at` from the front of `input`; `None` if the bytes are not one.
-    fn unpack(at: Slot, dict: &Self::Dict, input: &mut &[u8]) -> Option<Self>;
+    fn unpack(at: Slot, dict: &mut Self::Dict, input: &mut &[u8]) -> Option<Self>;
 }
 
 /// Where an entry sits: its run and its position in the run's log.
@@ -64,7 +65,8 @@ pub struct Slot {
     pub seq: Seq,
 }
 
-/// Entries per chunk: reading from a position decodes at most this many entries to skip.
+/// Entries per chunk: reading from a position decodes at most this many entries to skip, and
+/// a dictionary never holds more.
 const CHUNK: usize = 1024;
 
 /// One run's entries.
@@ -93,6 +95,7 @@ impl<E: Pack> Packed<E> {
                 full.shrink_to_fit();
             }
             self.chunks.push(Vec::new());
+            self.dict = E::Dict::default();
         }
         let at = Slot { run: self.run, seq };
         if let Some(chunk) = self.chunks.last_mut() {
@@ -107,12 +110,13 @@ impl<E: Pack> Packed<E> {
         let mut index = from - from % CHUNK;
         for chunk in self.chunks.iter().skip(from / CHUNK) {
             let mut input = chunk.as_slice();
+            let mut dict = E::Dict::default();
             while !input.is_empty() && out.len() < limit {
                 let at = Slot {
                     run: self.run,
                     seq: Seq(index as u64),
                 };
-                let Some(entry) = E::unpack(at, &self.dict, &mut input) else {
+                let Some(entry) = E::unpack(at, &mut dict, &mut input) else {
                     // Only `pack` wrote these bytes; a mismatch is a bug in the `Pack` impl.
                     debug_assert!(false, "entry {index} of run {} does not unpack", self.run);
                     return out;
@@ -269,7 +273,7 @@ mod tests {
                 out.push(byte | 0x80);
             }
         }
-        fn unpack(at: Slot, _: &u64, input: &mut &[u8]) -> Option<Self> {
+        fn unpack(at: Slot, _: &mut u64, input: &mut &[u8]) -> Option<Self> {
             let mut v = 0u64;
             for shift in (0..64).step_by(7) {
                 let (&b, rest) = input.split_first()?;

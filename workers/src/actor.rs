@@ -78,6 +78,9 @@ impl Envelopes for ReportBatch {
     }
 }
 
+/// Most envelopes sent in one batch message (a bound on latency and on message size).
+pub const BATCH: usize = 64;
+
 /// Where a worker sends its replies.
 #[derive(Clone, Debug)]
 pub enum Replies {
@@ -209,7 +212,9 @@ impl WorkerActor {
         if let Replies::Batched(to) = &self.reports {
             if !self.outbox.is_empty() {
                 metrics::counter!("quorate_worker_replies").increment(self.outbox.len() as u64);
-                to.do_send(ReportBatch(std::mem::take(&mut self.outbox)));
+                let size = self.outbox.len();
+                let batch = std::mem::replace(&mut self.outbox, Vec::with_capacity(size));
+                to.do_send(ReportBatch(batch));
             }
         }
     }
@@ -308,6 +313,11 @@ impl Handler<AssignBatch> for WorkerActor {
             let result = self.core.handle_assignment(now, envelope);
             Self::note(result);
             self.carry_out(ctx);
+            if self.outbox.len() >= BATCH {
+                // Replies leave in bounded batches, so a supervisor on another thread works on
+                // the first ones while this worker is still on the rest.
+                self.flush();
+            }
         }
         self.flush();
     }

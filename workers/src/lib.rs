@@ -51,6 +51,7 @@ mod testing;
 
 pub use actor::{
     AssignBatch, AssignMsg, ControlMsg, Envelopes, Replies, ReportBatch, ReportMsg, WorkerActor,
+    BATCH,
 };
 pub use agent::{
     Agent, AgentContext, AgentFactory, AgentRegistry, Faults, Observation, Proposal, SubtaskResult,

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventKind, Rejection};
 use crate::{acceptance, StopReason};
-use task::TaskSlot;
+use task::{TaskIndex, TaskSlot};
 
 /// How approval requests are answered.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,8 +173,8 @@ pub struct SupervisorCore {
     names: Vec<std::sync::Arc<str>>,
     /// `result/<run>/`: result keys are this plus the node id.
     result_prefix: String,
-    /// Task id -> node index. Keys arrive in untrusted replies: a randomly keyed fast hash.
-    by_id: ahash::AHashMap<TaskId, u32>,
+    /// Task id -> node index.
+    by_id: TaskIndex,
     ready: VecDeque<u32>,
     /// Built by `resume` from a run log: `start` continues the run.
     resumed: bool,
@@ -227,14 +227,10 @@ impl SupervisorCore {
             .expect("a validated plan's reserve fits its budget");
         let n = plan.len();
         let names = node_names(&plan);
+        let by_id = TaskIndex::new();
         let tasks = (0..plan.len() as u32)
-            .map(|i| TaskSlot::new(TaskId::new(), plan.deps(i).len()))
+            .map(|i| TaskSlot::new(by_id.mint(i), plan.deps(i).len()))
             .collect::<Vec<_>>();
-        let by_id = tasks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.id, i as u32))
-            .collect();
         Self {
             run,
             plan,
@@ -384,7 +380,7 @@ impl SupervisorCore {
     /// A reply arrived from a worker.
     pub fn handle_report(&mut self, now: u64, reply: Envelope<Report>) {
         self.messages.delivered += 1;
-        let Some(&i) = self.by_id.get(&reply.task) else {
+        let Some(i) = self.by_id.get(&reply.task, &self.tasks) else {
             let reason = if self.retired.contains(&reply.task) {
                 Rejection::Late
             } else {
@@ -541,7 +537,7 @@ impl SupervisorCore {
 
     /// The node index of task `id` if it is running `attempt`.
     fn live_attempt(&self, id: TaskId, attempt: u32) -> Option<u32> {
-        let &i = self.by_id.get(&id)?;
+        let i = self.by_id.get(&id, &self.tasks)?;
         let t = &self.tasks[i as usize];
         (t.state == TaskState::Running && t.attempt == attempt).then_some(i)
     }

@@ -123,11 +123,7 @@ impl SupervisorCore {
                 .count();
             tasks[j as usize].deps_left = left;
         }
-        self.by_id = tasks
-            .iter()
-            .enumerate()
-            .map(|(j, t)| (t.id, j as u32))
-            .collect();
+        self.by_id.rebuild(&tasks);
         self.tasks = tasks;
         self.counts = counts;
         self.names = super::node_names(&plan);

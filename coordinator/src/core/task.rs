@@ -80,3 +80,102 @@ impl SeenKeys {
         self.first.is_none()
     }
 }
+
+/// Finds a task's slot from its id. Ids the core mints carry the node index in their low 32
+/// bits under a random 96-bit prefix of the run, so a reply leads to its slot without a map
+/// lookup (a million-task run would otherwise keep a million-entry map, cold in cache). Ids
+/// that do not follow the pattern (restored by a resume, kept across a replan that moved their
+/// node) live in a small map.
+#[derive(Debug)]
+pub(crate) struct TaskIndex {
+    prefix: u128,
+    others: ahash::AHashMap<TaskId, u32>,
+}
+
+const INDEX_BITS: u128 = 0xffff_ffff;
+
+impl TaskIndex {
+    /// An index with a fresh random prefix.
+    pub(crate) fn new() -> Self {
+        Self {
+            prefix: TaskId::new().as_uuid().as_u128() & !INDEX_BITS,
+            others: ahash::AHashMap::new(),
+        }
+    }
+
+    /// A fresh id for node `i`.
+    pub(crate) fn mint(&self, i: u32) -> TaskId {
+        TaskId::from_u128(self.prefix | u128::from(i))
+    }
+
+    fn encoded(&self, id: &TaskId) -> Option<u32> {
+        let v = id.as_uuid().as_u128();
+        (v & !INDEX_BITS == self.prefix).then_some(v as u32)
+    }
+
+    /// The node index of task `id` among `tasks`.
+    pub(crate) fn get(&self, id: &TaskId, tasks: &[TaskSlot]) -> Option<u32> {
+        if let Some(i) = self.encoded(id) {
+            if tasks.get(i as usize).is_some_and(|t| t.id == *id) {
+                return Some(i);
+            }
+        }
+        self.others.get(id).copied()
+    }
+
+    /// Task `id` is at node `i` now.
+    pub(crate) fn insert(&mut self, id: TaskId, i: u32) {
+        if self.encoded(&id) == Some(i) {
+            self.others.remove(&id);
+        } else {
+            self.others.insert(id, i);
+        }
+    }
+
+    /// Task `id` is gone.
+    pub(crate) fn remove(&mut self, id: &TaskId) {
+        self.others.remove(id);
+    }
+
+    /// Forgets every id and indexes `tasks` afresh (after a replan).
+    pub(crate) fn rebuild(&mut self, tasks: &[TaskSlot]) {
+        self.others.clear();
+        for (i, t) in tasks.iter().enumerate() {
+            self.insert(t.id, i as u32);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_ids_find_their_slot_and_others_use_the_map() {
+        let mut index = TaskIndex::new();
+        let mut tasks: Vec<TaskSlot> = (0..3).map(|i| TaskSlot::new(index.mint(i), 0)).collect();
+        assert_eq!(index.get(&tasks[2].id, &tasks), Some(2));
+        assert!(index.others.is_empty(), "minted ids need no map entry");
+        // A restored id (not minted here) goes to the map; the minted id it replaced is gone.
+        let minted = tasks[1].id;
+        let restored = TaskId::from_u128(77);
+        index.remove(&minted);
+        index.insert(restored, 1);
+        tasks[1].id = restored;
+        assert_eq!(index.get(&restored, &tasks), Some(1));
+        assert_eq!(
+            index.get(&minted, &tasks),
+            None,
+            "the slot no longer holds it"
+        );
+        // An id with the right prefix but an index out of range, or another run's id: unknown.
+        assert_eq!(index.get(&index.mint(9), &tasks), None);
+        assert_eq!(index.get(&TaskId::new(), &tasks), None);
+        // Slots reordered (a replan): rebuilt, every id still leads to its slot.
+        tasks.swap(0, 2);
+        index.rebuild(&tasks);
+        for (i, t) in tasks.iter().enumerate() {
+            assert_eq!(index.get(&t.id, &tasks), Some(i as u32));
+        }
+    }
+}
