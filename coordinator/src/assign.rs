@@ -10,7 +10,7 @@ pub(crate) fn assignment<'a>(
     plan: &Plan,
     i: u32,
     budget: quorate_protocols::Budget,
-    result: impl Fn(u32) -> Option<&'a (serde_json::Value, Vec<EvidenceRef>)>,
+    result: impl Fn(u32) -> Option<(&'a serde_json::Value, &'a [EvidenceRef])>,
     evidence_text: Vec<String>,
 ) -> Assignment {
     let node = plan.node(i);
@@ -22,7 +22,7 @@ pub(crate) fn assignment<'a>(
             Some(TaskInput {
                 node: plan.node(d).id.clone(),
                 value: value.clone(),
-                evidence: evidence.clone(),
+                evidence: evidence.to_vec(),
             })
         })
         .collect();

@@ -30,24 +30,37 @@ use crate::event::{Event, EventKind};
 /// Task names already written in one chunk of a run's log.
 #[derive(Debug, Default)]
 pub struct Names {
-    /// Name number by the address of the shared string (packing only; each string is kept
-    /// alive in `names`, so an address is never reused for another name within the chunk).
-    numbers: ahash::AHashMap<usize, u32>,
+    /// Packing: the number of a name by the address of its shared string, in a small
+    /// direct-mapped table of `(address, chunk, number)`; an entry of an earlier chunk is
+    /// stale. A name that lost its slot to another is simply written again, under a new
+    /// number. Each string is kept alive in `names`, so an address is never reused for another
+    /// name within the chunk.
+    slots: Vec<(usize, u32, u32)>,
+    /// Chunks started (packing).
+    chunk: u32,
     /// The chunk's names, by number.
     names: Vec<Arc<str>>,
 }
 
+/// Slots of the packing table (a chunk holds the events of a few hundred tasks).
+const SLOTS: usize = 1024;
+
 impl Names {
     /// The name's number, and whether it is new to the chunk (then its text follows).
     fn number(&mut self, name: &Arc<str>) -> (u32, bool) {
+        if self.slots.is_empty() {
+            self.slots = vec![(0, u32::MAX, 0); SLOTS];
+        }
         let addr = Arc::as_ptr(name).cast::<u8>() as usize;
-        if let Some(&n) = self.numbers.get(&addr) {
-            return (n, false);
+        // Heap addresses are 16-byte aligned; the bits above spread consecutive names.
+        let slot = &mut self.slots[(addr >> 4) % SLOTS];
+        if slot.0 == addr && slot.1 == self.chunk {
+            return (slot.2, false);
         }
         // A chunk holds at most `CHUNK` entries, hence as many names.
         let n = self.names.len() as u32;
         self.names.push(name.clone());
-        self.numbers.insert(addr, n);
+        *slot = (addr, self.chunk, n);
         (n, true)
     }
 }
@@ -200,6 +213,11 @@ impl Pack for Event {
                 out.extend_from_slice(&json);
             }
         }
+    }
+
+    fn chunk_start(names: &mut Names) {
+        names.chunk = names.chunk.wrapping_add(1);
+        names.names.clear();
     }
 
     fn unpack(at: Slot, names: &mut Names, input: &mut &[u8]) -> Option<Self> {

@@ -101,7 +101,7 @@ pub fn run_star(
 ) -> Result<RunOutput, RunError> {
     let (writer, sink) = open_trace(options.trace.as_deref())?;
     let log = Arc::new(PackedLog::new());
-    let results = Arc::new(MemoryStore::new());
+    let results = Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len()));
     for (key, value) in &options.data {
         // A fresh store: every key is absent, so each create commits.
         let _ = results.cas_now(key, None, value.clone());

@@ -9,6 +9,77 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+fn new_v4() -> Uuid {
+    Uuid::new_v4()
+}
+
+/// Ids made on this thread since the clock was last read, and where the v7 sequence stands.
+#[derive(Clone, Copy)]
+struct V7State {
+    millis: u64,
+    counter: u64,
+    left: u32,
+}
+
+thread_local! {
+    static V7: std::cell::Cell<V7State> = const {
+        std::cell::Cell::new(V7State { millis: 0, counter: 0, left: 0 })
+    };
+}
+
+/// Ids made between two reads of the clock: their timestamp may lag by the time it takes to make
+/// this many ids (microseconds), which ordering does not notice (the counter keeps them in
+/// order).
+const V7_PER_CLOCK_READ: u32 = 64;
+
+/// A UUID v7 (RFC 9562): the Unix time in milliseconds, then a counter that starts at a random
+/// value whenever the millisecond moves on and grows by one per id, then random bits. Ids made
+/// on one thread sort in the order they were made; the clock is read once per
+/// [`V7_PER_CLOCK_READ`] ids rather than for every id (the uuid crate's `now_v7` reads it every
+/// time and shares one context across threads, which costs about ten times a v4 id).
+fn now_v7() -> Uuid {
+    V7.with(|cell| {
+        let mut st = cell.get();
+        let random = *Uuid::new_v4().as_bytes();
+        if st.left == 0 {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            if now > st.millis {
+                st.millis = now;
+                // A random start below 2^41: at least 2^41 ids fit in the millisecond.
+                let r = u64::from_be_bytes([
+                    0,
+                    0,
+                    random[0] & 0x01,
+                    random[1],
+                    random[2],
+                    random[3],
+                    random[4],
+                    random[5],
+                ]);
+                st.counter = r;
+            }
+            st.left = V7_PER_CLOCK_READ;
+        }
+        st.left -= 1;
+        st.counter += 1;
+        cell.set(st);
+        // rand_a (12 bits) takes the counter's top 12 of 42 bits; rand_b (62 bits) its low 30,
+        // then 32 random bits. The builder adds the version and variant around them.
+        let high = st.counter >> 30;
+        let rand_b = ((st.counter & ((1 << 30) - 1)) << 32)
+            | u64::from(u32::from_be_bytes([
+                random[6], random[7], random[8], random[9],
+            ]));
+        let mut tail = [0u8; 10];
+        tail[0] = ((high >> 8) & 0x0f) as u8;
+        tail[1] = (high & 0xff) as u8;
+        tail[2..].copy_from_slice(&rand_b.to_be_bytes());
+        uuid::Builder::from_unix_timestamp_millis(st.millis, &tail).into_uuid()
+    })
+}
+
 macro_rules! uuid_id {
     ($(#[$doc:meta])* $name:ident, $gen:ident) => {
         $(#[$doc])*
@@ -20,7 +91,7 @@ macro_rules! uuid_id {
             /// A fresh, random id.
             #[must_use]
             pub fn new() -> Self {
-                Self(Uuid::$gen())
+                Self($gen())
             }
 
             /// Wraps an existing uuid (for ids read back from a store or a seeded simulation).
@@ -91,6 +162,22 @@ uuid_id!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn v7_ids_made_on_one_thread_sort_in_order_and_carry_the_time() {
+        let ids: Vec<CorrelationId> = (0..10_000).map(|_| CorrelationId::new()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "strictly increasing");
+        for id in [ids[0], ids[9_999]] {
+            assert_eq!(id.as_uuid().get_version_num(), 7);
+            assert_eq!(id.as_uuid().get_variant(), uuid::Variant::RFC4122);
+        }
+        let (secs, _) = ids[9_999].as_uuid().get_timestamp().expect("v7").to_unix();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert!(now.abs_diff(secs) <= 2, "timestamp {secs} vs clock {now}");
+    }
 
     #[test]
     fn fresh_ids_differ_and_v7_sorts_by_creation() {

@@ -54,6 +54,16 @@ impl<V: Clone> MemoryStore<V> {
         }
     }
 
+    /// An empty store with room for `keys` keys (no rehashing, and no momentary double table,
+    /// while it fills up to that).
+    #[must_use]
+    pub fn with_capacity(keys: usize) -> Self {
+        Self {
+            map: DashMap::with_capacity_and_hasher(keys, ahash::RandomState::new()),
+            revision: AtomicU64::new(0),
+        }
+    }
+
     fn next_version(&self) -> Version {
         Version::new(self.revision.fetch_add(1, Ordering::Relaxed) + 1)
     }

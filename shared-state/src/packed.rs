@@ -54,6 +54,12 @@ pub trait Pack: Sized {
 
     /// Reads the entry at `at` from the front of `input`; `None` if the bytes are not one.
     fn unpack(at: Slot, dict: &mut Self::Dict, input: &mut &[u8]) -> Option<Self>;
+
+    /// A new chunk starts: `dict` must pack as a fresh one would (the default replaces it; an
+    /// implementation may instead reset it in place, keeping its allocations).
+    fn chunk_start(dict: &mut Self::Dict) {
+        *dict = Self::Dict::default();
+    }
 }
 
 /// Where an entry sits: its run and its position in the run's log.
@@ -95,7 +101,7 @@ impl<E: Pack> Packed<E> {
                 full.shrink_to_fit();
             }
             self.chunks.push(Vec::new());
-            self.dict = E::Dict::default();
+            E::chunk_start(&mut self.dict);
         }
         let at = Slot { run: self.run, seq };
         if let Some(chunk) = self.chunks.last_mut() {

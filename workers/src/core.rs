@@ -23,6 +23,7 @@ use quorate_protocols::{ActionId, AgentId, Budget, Envelope, ResultKind, Role, S
 use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
 use crate::book::{ActionBook, ActionRecord, BookError};
+use crate::history::History;
 use crate::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use crate::tool::{ToolAnswer, ToolRegistry};
 
@@ -185,7 +186,7 @@ pub struct WorkerCore {
     parents: ahash::AHashMap<TaskId, TaskId>,
     /// What is left of ended or replaced attempts, per task: small, but enough to refuse a stale
     /// or duplicate assignment and to charge the next attempt what the earlier ones spent.
-    ended: ahash::AHashMap<TaskId, Ended>,
+    history: History,
     /// Tool calls sent (tags them; see [`Effect::CallTool`]).
     calls: u64,
     effects: VecDeque<Effect>,
@@ -211,7 +212,7 @@ impl WorkerCore {
             attempts: ahash::AHashMap::new(),
             books: ahash::AHashMap::new(),
             parents: ahash::AHashMap::new(),
-            ended: ahash::AHashMap::new(),
+            history: History::default(),
             calls: 0,
             effects: VecDeque::new(),
         }
@@ -255,7 +256,7 @@ impl WorkerCore {
         self.attempts
             .get(&task)
             .map(Attempt::counts)
-            .or_else(|| self.ended.get(&task).map(Ended::counts))
+            .or_else(|| self.history.counts(task))
     }
 
     // ----- polls
@@ -278,7 +279,7 @@ impl WorkerCore {
         let running = self.attempts.get(&task);
         let current = running
             .map(Attempt::number)
-            .or_else(|| self.ended.get(&task).map(|e| e.attempt));
+            .or_else(|| self.history.attempt(task));
         if let Some(current) = current {
             if envelope.attempt < current {
                 return Err(InputError::StaleAttempt {
@@ -297,10 +298,9 @@ impl WorkerCore {
         if let Some(replaced) = running {
             // A newer attempt replaces one that may still be spending: keep its spending.
             let (number, spent) = (replaced.number(), replaced.spent_or_reserved());
-            let ended = self.ended.entry(task).or_insert_with(|| Ended::new(number));
-            ended.spent = spent;
+            self.history.replaced(task, number, spent);
         }
-        let already = self.ended.get(&task).map_or(Budget::ZERO, |e| e.spent);
+        let already = self.history.spent(task);
         let agent = match self.agents.create(&envelope.payload) {
             Ok(agent) => agent,
             Err(e) => {
@@ -353,13 +353,12 @@ impl WorkerCore {
 
     /// Keeps what the next attempt of `task` needs from the attempt that ended.
     fn record_end(&mut self, task: TaskId, attempt: &Attempt) {
-        let ended = self
-            .ended
-            .entry(task)
-            .or_insert_with(|| Ended::new(attempt.number()));
-        ended.attempt = attempt.number();
-        ended.spent = attempt.spent_or_reserved();
-        ended.set_counts(attempt.counts());
+        self.history.ended(
+            task,
+            attempt.number(),
+            attempt.spent_or_reserved(),
+            attempt.counts(),
+        );
     }
 
     /// An answer for an attempt that already ended (and was reaped): it wakes nothing, but the
@@ -376,11 +375,7 @@ impl WorkerCore {
         match answer {
             Some(answer) => {
                 if book.resolve(action, answer)? == crate::book::Resolved::DuplicateEffect {
-                    if let Some(ended) = self.ended.get_mut(&task) {
-                        let mut counts = ended.counts();
-                        counts.duplicate_effects += 1;
-                        ended.set_counts(counts);
-                    }
+                    self.history.duplicate_effect(task);
                 }
             }
             None => book.mark_absent(action),
@@ -392,12 +387,7 @@ impl WorkerCore {
     /// stops counting), and a repeat of its assignment is refused as a duplicate.
     fn end_unstarted(&mut self, task: TaskId, attempt: u32) {
         self.attempts.remove(&task);
-        let ended = self
-            .ended
-            .entry(task)
-            .or_insert_with(|| Ended::new(attempt));
-        ended.attempt = attempt;
-        ended.set_counts(ActionCounts::default());
+        self.history.unstarted(task, attempt);
     }
 
     /// Replies to an assignment that could not even start.
@@ -502,7 +492,7 @@ impl WorkerCore {
         spawn: &mut Vec<Envelope<Assignment>>,
         f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
     ) -> Result<(), InputError> {
-        let finished = self.ended.get(&task).map(|e| e.attempt);
+        let finished = self.history.attempt(task);
         let attempt = self.attempts.get_mut(&task).ok_or(match finished {
             Some(attempt) => InputError::AttemptEnded { task, attempt },
             None => InputError::UnknownTask { task },
@@ -633,35 +623,6 @@ impl WorkerCore {
         self.settle_delegations(now, spawn);
         self.reap(task);
         result
-    }
-}
-
-/// What a worker keeps of a task whose attempt ended (or was replaced).
-#[derive(Debug)]
-struct Ended {
-    /// The last attempt number seen for the task.
-    attempt: u32,
-    /// What all attempts so far spent or held reserved.
-    spent: Budget,
-    /// The last ended attempt's counters; boxed because they are almost always zero.
-    counts: Option<Box<ActionCounts>>,
-}
-
-impl Ended {
-    fn new(attempt: u32) -> Self {
-        Self {
-            attempt,
-            spent: Budget::ZERO,
-            counts: None,
-        }
-    }
-
-    fn counts(&self) -> ActionCounts {
-        self.counts.as_deref().copied().unwrap_or_default()
-    }
-
-    fn set_counts(&mut self, counts: ActionCounts) {
-        self.counts = (counts != ActionCounts::default()).then(|| Box::new(counts));
     }
 }
 

@@ -41,6 +41,7 @@ mod book;
 mod core;
 mod delegate;
 mod gate;
+mod history;
 pub mod messages;
 mod progress;
 pub mod scripted;

@@ -7,7 +7,7 @@ use crate::StopReason;
 impl SupervisorCore {
     pub(super) fn decide_approval(&mut self, now: u64, i: u32, approved: bool) {
         self.record(now, Some(i), EventKind::ApprovalDecided { approved });
-        let Some(action) = self.tasks[i as usize].pending_approval.take() else {
+        let Some(action) = self.tasks[i as usize].take_approval() else {
             return;
         };
         let control = if approved {
@@ -27,13 +27,15 @@ impl SupervisorCore {
 
     pub(super) fn send_control(&mut self, i: u32, control: Control) {
         let slot = &self.tasks[i as usize];
-        let Some(worker) = slot.worker else { return };
+        let Some(worker) = slot.worker.map(|w| w as usize) else {
+            return;
+        };
         if matches!(control, Control::Cancel | Control::Reject { .. }) {
             self.awaiting_ack.insert(i);
         }
         let mut envelope = Envelope::new(self.run, slot.id, self.me, control);
         envelope.attempt = slot.attempt;
-        envelope.state_version = Version::new(slot.version);
+        envelope.state_version = Version::new(u64::from(slot.version));
         self.messages.sent += 1;
         self.effects.push_back(Effect::Control {
             worker,

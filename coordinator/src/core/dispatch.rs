@@ -25,12 +25,7 @@ impl SupervisorCore {
                 .plan
                 .deps(i)
                 .iter()
-                .filter(|&&d| {
-                    self.tasks[d as usize]
-                        .result
-                        .as_ref()
-                        .is_none_or(|(v, _)| is_empty(v))
-                })
+                .filter(|&&d| self.tasks[d as usize].result.as_ref().is_none_or(is_empty))
                 .map(|&d| self.plan.node(d).id.to_string())
                 .collect();
             self.fail(
@@ -50,7 +45,7 @@ impl SupervisorCore {
                 self.tasks[d as usize]
                     .result
                     .as_ref()
-                    .is_some_and(|(v, _)| !is_empty(v))
+                    .is_some_and(|v| !is_empty(v))
             }),
             // Store-backed preconditions go to the shell as `Effect::CheckPreconditions`.
             _ => true,
@@ -99,7 +94,7 @@ impl SupervisorCore {
             // A new attempt goes to the worker that had the task, so its record of the task's
             // actions (idempotency) is at hand.
             let worker = match self.tasks[i as usize].worker {
-                Some(w) => w,
+                Some(w) => w as usize,
                 None => {
                     self.next_worker += 1;
                     (self.next_worker - 1) % self.workers.len()
@@ -110,16 +105,19 @@ impl SupervisorCore {
                 &self.plan,
                 i,
                 slice,
-                |d| tasks[d as usize].result.as_ref(),
-                tasks[i as usize].evidence_text.clone(),
+                |d| {
+                    let t = &tasks[d as usize];
+                    Some((t.result.as_ref()?, t.evidence()))
+                },
+                tasks[i as usize].evidence_text().to_vec(),
             );
             let slot = &mut self.tasks[i as usize];
             slot.attempt += 1;
             slot.version += 1;
-            slot.worker = Some(worker);
+            slot.worker = Some(worker as u32);
             let mut envelope = Envelope::new(self.run, slot.id, self.me, assignment);
             envelope.attempt = slot.attempt;
-            envelope.state_version = Version::new(slot.version);
+            envelope.state_version = Version::new(u64::from(slot.version));
             let attempt = slot.attempt;
             self.timeouts.push_back((
                 now + self.config.attempt_timeout_ms,

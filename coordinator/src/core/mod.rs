@@ -229,7 +229,7 @@ impl SupervisorCore {
         let names = node_names(&plan);
         let by_id = TaskIndex::new();
         let tasks = (0..plan.len() as u32)
-            .map(|i| TaskSlot::new(by_id.mint(i), plan.deps(i).len()))
+            .map(|i| TaskSlot::new(by_id.mint(i), plan.deps(i).len() as u32))
             .collect::<Vec<_>>();
         Self {
             run,
@@ -272,7 +272,7 @@ impl SupervisorCore {
     /// a tool call, widen scope or change the goal.
     pub fn set_evidence_text(&mut self, node: u32, texts: Vec<String>) {
         if let Some(slot) = self.tasks.get_mut(node as usize) {
-            slot.evidence_text = texts;
+            slot.set_evidence_text(texts);
         }
     }
 
@@ -394,8 +394,8 @@ impl SupervisorCore {
             run: self.run,
             state: slot.state,
             attempt: slot.attempt,
-            version: Version::new(slot.version),
-            assigned: slot.worker.map(|w| self.workers[w].agent),
+            version: Version::new(u64::from(slot.version)),
+            assigned: slot.worker.map(|w| self.workers[w as usize].agent),
             seen: &slot.seen,
         };
         // The worker's final reply to a cancel or a rejected approval: the task is terminal, so
@@ -453,7 +453,7 @@ impl SupervisorCore {
             }
             Outcome::ApprovalRequested { action, reason } => {
                 self.transition(now, i, TaskEvent::ApprovalRequested);
-                self.tasks[i as usize].pending_approval = Some(action);
+                self.tasks[i as usize].park_approval(action);
                 self.record(now, Some(i), EventKind::ApprovalRequested { reason });
                 let node = self.plan.node(i).id.to_string();
                 let decision = self.config.approvals.decide(&node);
@@ -618,6 +618,6 @@ const fn state_index(state: TaskState) -> usize {
 /// Node ids of `plan` as shared strings, in node order.
 fn node_names(plan: &Plan) -> Vec<std::sync::Arc<str>> {
     (0..plan.len() as u32)
-        .map(|i| std::sync::Arc::from(plan.node(i).id.as_str()))
+        .map(|i| plan.node(i).id.shared())
         .collect()
 }

@@ -121,7 +121,7 @@ impl SupervisorCore {
                 .iter()
                 .filter(|&&d| tasks[d as usize].state != TaskState::Completed)
                 .count();
-            tasks[j as usize].deps_left = left;
+            tasks[j as usize].deps_left = left as u32;
         }
         self.by_id.rebuild(&tasks);
         self.tasks = tasks;

@@ -118,7 +118,7 @@ impl SupervisorCore {
                     slot.id = *task_id;
                     slot.attempt = *attempt;
                     slot.version += 1;
-                    slot.worker = Some(*worker);
+                    slot.worker = Some(*worker as u32);
                     if !slot.allocated {
                         slot.allocated = true;
                         slot.granted = *granted;
@@ -157,7 +157,7 @@ impl SupervisorCore {
                     task: core.plan.node(i).id.to_string(),
                     key: key.clone(),
                 })?;
-                core.tasks[i as usize].result = Some((value, Vec::new()));
+                core.tasks[i as usize].set_result(value, Vec::new());
             }
         }
         for i in 0..core.plan.len() as u32 {
@@ -167,7 +167,7 @@ impl SupervisorCore {
                 .iter()
                 .filter(|&&d| core.tasks[d as usize].state != TaskState::Completed)
                 .count();
-            core.tasks[i as usize].deps_left = left;
+            core.tasks[i as usize].deps_left = left as u32;
         }
         Ok(core)
     }

@@ -20,7 +20,7 @@ impl SupervisorCore {
             value: value.clone(),
         });
         self.record(now, Some(i), EventKind::ResultCommitted);
-        self.tasks[i as usize].result = Some((value, evidence));
+        self.tasks[i as usize].set_result(value, evidence);
         self.end_task(now, i, TaskEvent::AcceptancePassed);
         for k in 0..self.plan.dependents(i).len() {
             let d = self.plan.dependents(i)[k];

@@ -1,51 +1,102 @@
 use quorate_protocols::{ActionId, Budget, DedupeKey, EvidenceRef, TaskId, TaskState};
 
-/// The supervisor's record of one task.
+/// The supervisor's record of one task. A large run keeps one per task, so it holds only what
+/// every task needs; what few tasks have (evidence, a parked approval, evidence text) sits in
+/// [`SlotExtra`], behind one pointer.
 #[derive(Debug)]
 pub(crate) struct TaskSlot {
     pub(crate) id: TaskId,
-    pub(crate) state: TaskState,
-    /// Bumped on every dispatch; replies must name it.
-    pub(crate) version: u64,
-    pub(crate) attempt: u32,
-    pub(crate) worker: Option<usize>,
-    pub(crate) deps_left: usize,
     pub(crate) seen: SeenKeys,
-    pub(crate) result: Option<(serde_json::Value, Vec<EvidenceRef>)>,
-    pub(crate) allocated: bool,
+    /// The accepted result (its evidence is in `extra`).
+    pub(crate) result: Option<serde_json::Value>,
     pub(crate) granted: Budget,
     pub(crate) spent: Budget,
-    pub(crate) pending_approval: Option<ActionId>,
-    /// Evidence text handed to the task with its assignment (data only); it moves with the
-    /// task across a replan.
-    pub(crate) evidence_text: Vec<String>,
+    /// Bumped on every dispatch; replies must name it.
+    pub(crate) version: u32,
+    pub(crate) attempt: u32,
+    /// Index of the worker the task went to.
+    pub(crate) worker: Option<u32>,
+    pub(crate) deps_left: u32,
+    pub(crate) state: TaskState,
+    pub(crate) allocated: bool,
     /// Waiting for the shell to check store preconditions.
     pub(crate) checking: bool,
+    extra: Option<Box<SlotExtra>>,
+}
+
+/// What only some tasks have.
+#[derive(Debug, Default)]
+struct SlotExtra {
+    /// The evidence the accepted result rests on.
+    evidence: Vec<EvidenceRef>,
+    /// The action parked for a human's decision.
+    pending_approval: Option<ActionId>,
+    /// Evidence text handed to the task with its assignment (data only); it moves with the
+    /// task across a replan.
+    evidence_text: Vec<String>,
 }
 
 impl TaskSlot {
-    pub(crate) fn new(id: TaskId, deps: usize) -> Self {
+    pub(crate) fn new(id: TaskId, deps: u32) -> Self {
         Self {
             id,
-            state: TaskState::Pending,
+            seen: SeenKeys::default(),
+            result: None,
+            granted: Budget::ZERO,
+            spent: Budget::ZERO,
             version: 0,
             attempt: 0,
             worker: None,
             deps_left: deps,
-            seen: SeenKeys::default(),
-            result: None,
+            state: TaskState::Pending,
             allocated: false,
-            granted: Budget::ZERO,
-            spent: Budget::ZERO,
-            pending_approval: None,
-            evidence_text: Vec::new(),
             checking: false,
+            extra: None,
         }
     }
 
     /// `true` once an accepted reply arrived for the task.
     pub(crate) fn reported(&self) -> bool {
         !self.seen.is_empty()
+    }
+
+    fn extra_mut(&mut self) -> &mut SlotExtra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    /// Keeps the accepted result and its evidence.
+    pub(crate) fn set_result(&mut self, value: serde_json::Value, evidence: Vec<EvidenceRef>) {
+        self.result = Some(value);
+        if !evidence.is_empty() || self.extra.is_some() {
+            self.extra_mut().evidence = evidence;
+        }
+    }
+
+    /// The evidence of the accepted result.
+    pub(crate) fn evidence(&self) -> &[EvidenceRef] {
+        self.extra.as_ref().map_or(&[], |e| &e.evidence)
+    }
+
+    /// Parks `action` for a human's decision.
+    pub(crate) fn park_approval(&mut self, action: ActionId) {
+        self.extra_mut().pending_approval = Some(action);
+    }
+
+    /// The parked action, which stops being parked.
+    pub(crate) fn take_approval(&mut self) -> Option<ActionId> {
+        self.extra.as_mut()?.pending_approval.take()
+    }
+
+    /// The evidence text handed to the task.
+    pub(crate) fn evidence_text(&self) -> &[String] {
+        self.extra.as_ref().map_or(&[], |e| &e.evidence_text)
+    }
+
+    /// Sets the evidence text handed to the task.
+    pub(crate) fn set_evidence_text(&mut self, texts: Vec<String>) {
+        if !texts.is_empty() || self.extra.is_some() {
+            self.extra_mut().evidence_text = texts;
+        }
     }
 }
 
@@ -54,13 +105,14 @@ impl TaskSlot {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SeenKeys {
     first: Option<DedupeKey>,
-    rest: Vec<DedupeKey>,
+    /// Boxed slice: one pointer in every task, grown by copying in the rare task that needs it.
+    rest: Option<Box<[DedupeKey]>>,
 }
 
 impl SeenKeys {
     /// `true` if `key` was seen.
     pub(crate) fn contains(&self, key: &DedupeKey) -> bool {
-        self.first.as_ref() == Some(key) || self.rest.contains(key)
+        self.first.as_ref() == Some(key) || self.rest.as_ref().is_some_and(|r| r.contains(key))
     }
 
     /// Records `key`; `false` if it was seen before.
@@ -70,7 +122,11 @@ impl SeenKeys {
         }
         match self.first {
             None => self.first = Some(key),
-            Some(_) => self.rest.push(key),
+            Some(_) => {
+                let mut rest = self.rest.take().map(Vec::from).unwrap_or_default();
+                rest.push(key);
+                self.rest = Some(rest.into_boxed_slice());
+            }
         }
         true
     }

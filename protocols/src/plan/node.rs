@@ -8,10 +8,11 @@ use crate::{Budget, Capabilities};
 /// Longest node id accepted.
 pub const MAX_NODE_ID_LEN: usize = 128;
 
-/// A plan node's name: 1 to 128 characters from `A-Z a-z 0-9 _ - .`.
+/// A plan node's name: 1 to 128 characters from `A-Z a-z 0-9 _ - .`. Cheap to clone (the text
+/// is shared), since every assignment, input and event names its node.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct NodeId(String);
+pub struct NodeId(std::sync::Arc<str>);
 
 /// A node id was malformed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -51,13 +52,19 @@ impl NodeId {
         {
             return Err(NodeIdError::BadChar { id, bad });
         }
-        Ok(Self(id))
+        Ok(Self(id.into()))
     }
 
     /// The id as text.
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The id as a shared string (a clone of it shares the text, as does a clone of the id).
+    #[must_use]
+    pub fn shared(&self) -> std::sync::Arc<str> {
+        self.0.clone()
     }
 }
 
@@ -70,7 +77,7 @@ impl TryFrom<String> for NodeId {
 
 impl From<NodeId> for String {
     fn from(value: NodeId) -> Self {
-        value.0
+        value.0.to_string()
     }
 }
 

@@ -309,7 +309,12 @@ impl PeerCore {
             &self.plan,
             i,
             node.budget,
-            |d| tasks[d as usize].result.as_ref(),
+            |d| {
+                tasks[d as usize]
+                    .result
+                    .as_ref()
+                    .map(|(v, e)| (v, e.as_slice()))
+            },
             self.evidence_text[i as usize].clone(),
         );
         let t = &mut self.tasks[i as usize];
@@ -464,7 +469,7 @@ impl PeerCore {
         let event = Event {
             seq: 0,
             run_id: self.run,
-            task: task.map(|i| std::sync::Arc::from(self.plan.node(i).id.as_str())),
+            task: task.map(|i| self.plan.node(i).id.shared()),
             at_ms: now,
             kind,
         };
