@@ -34,7 +34,9 @@ use crate::{CasOutcome, DeleteOutcome, RunLog, Seq, Store, StoreError, Versioned
 #[derive(Debug)]
 pub struct MemoryStore<V> {
     /// Keys come from callers: a randomly keyed fast hash.
-    map: DashMap<String, Versioned<V>, ahash::RandomState>,
+    /// Boxed keys: a large store holds one per key, and a `Box<str>` is a word smaller than a
+    /// `String`.
+    map: DashMap<Box<str>, Versioned<V>, ahash::RandomState>,
     revision: AtomicU64,
 }
 
@@ -97,7 +99,7 @@ impl<V: Clone> MemoryStore<V> {
                 },
                 None => CasOutcome::Conflict { current: None },
             },
-            None => match self.map.entry(key.to_owned()) {
+            None => match self.map.entry(Box::from(key)) {
                 Entry::Vacant(vacant) => {
                     let version = self.next_version();
                     vacant.insert(Versioned { value, version });
@@ -127,7 +129,7 @@ impl<V: Clone> MemoryStore<V> {
             .map
             .iter()
             .filter(|e| e.key().starts_with(prefix))
-            .map(|e| (e.key().clone(), e.value().clone()))
+            .map(|e| (e.key().to_string(), e.value().clone()))
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
