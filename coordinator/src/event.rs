@@ -151,7 +151,7 @@ impl EventKind {
         KIND_NAMES[self.index()]
     }
 
-    /// Position of the kind in [`KIND_NAMES`].
+    /// Position of the kind in the list of kind names (one counter per kind).
     #[must_use]
     pub fn index(&self) -> usize {
         match self {
