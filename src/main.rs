@@ -55,6 +55,10 @@ enum Command {
         /// Write every decision as JSON lines to FILE.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Run the workers on T threads of their own (star topology; 0: every actor on one
+        /// thread, which keeps a seeded chaos run reproducible).
+        #[arg(long, value_name = "T", default_value_t = 0)]
+        worker_threads: usize,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -153,6 +157,7 @@ fn main() -> ExitCode {
             approve,
             cancel_after_steps,
             trace,
+            worker_threads,
         } => {
             let args = RunArgs {
                 seed,
@@ -160,6 +165,7 @@ fn main() -> ExitCode {
                 approve: approve.unwrap_or_default(),
                 cancel_after_steps,
                 trace,
+                worker_threads,
             };
             match run_file(&plan, &args) {
                 Ok(run) => {

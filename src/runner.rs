@@ -63,6 +63,9 @@ pub struct RunArgs {
     pub cancel_after_steps: Option<u64>,
     /// JSONL trace path.
     pub trace: Option<PathBuf>,
+    /// Threads for the workers besides the supervisor's (star topology; see
+    /// [`RunOptions::worker_threads`](crate::coordinator::RunOptions::worker_threads)).
+    pub worker_threads: usize,
 }
 
 /// A plan file could not be run.
@@ -104,7 +107,7 @@ pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         fallback: file.fallback_spec(),
-        worker_threads: 0,
+        worker_threads: args.worker_threads,
     };
     let world = book.world().clone();
     let parts = || {

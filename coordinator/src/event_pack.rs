@@ -322,6 +322,14 @@ mod tests {
                 reason: StopReason::Cancelled,
             },
         ];
+        for kind in &kinds {
+            let json = serde_json::to_value(kind).expect("serializes");
+            assert_eq!(
+                json["kind"],
+                kind.name(),
+                "the counted name is the trace's kind"
+            );
+        }
         let log = PackedLog::new();
         let mut written = Vec::new();
         for (i, kind) in kinds.into_iter().enumerate() {

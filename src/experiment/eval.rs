@@ -354,6 +354,7 @@ pub fn evaluate(args: &EvalArgs) -> Result<EvalReport, String> {
                     approve: args.approve.clone().unwrap_or_default(),
                     cancel_after_steps: None,
                     trace: None,
+                    worker_threads: 0,
                 };
                 let name = path.display().to_string();
                 let start = Instant::now();

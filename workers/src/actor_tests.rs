@@ -115,3 +115,82 @@ async fn worker_actor_recovers_a_timed_out_call_and_obeys_cancel() {
     assert_eq!(replies.lock().unwrap().len(), 3);
     assert_eq!(world.effects_of("db.drop"), 0);
 }
+
+#[derive(Default)]
+struct BatchCollector(Arc<Mutex<Vec<Vec<Envelope<Report>>>>>);
+
+impl Actor for BatchCollector {
+    type Context = Context<Self>;
+}
+
+impl Handler<ReportBatch> for BatchCollector {
+    type Result = ();
+    fn handle(&mut self, msg: ReportBatch, _: &mut Context<Self>) {
+        self.0.lock().unwrap().push(msg.0);
+    }
+}
+
+/// A book where nodes `a`, `b` and `c` answer at once, and their assignments.
+fn three_answers() -> (ScriptBook, Vec<Envelope<Assignment>>) {
+    let mut book = ScriptBook::new(World::new());
+    let envs = ["a", "b", "c"]
+        .iter()
+        .map(|n| {
+            let node = NodeId::new(*n).unwrap();
+            book.insert(
+                node.clone(),
+                script(json!([{ "do": "answer", "value": n }])),
+            )
+            .unwrap();
+            let assignment = Assignment {
+                node,
+                role: "scripted".into(),
+                inputs: vec![],
+                capabilities: quorate_protocols::Capabilities::none(),
+                budget: Budget::steps(2),
+                evidence_text: vec![],
+            };
+            Envelope::new(RunId::from_u128(9), TaskId::new(), supervisor(), assignment)
+        })
+        .collect();
+    (book, envs)
+}
+
+#[test]
+fn a_batch_splits_into_one_message_per_envelope_in_order() {
+    let (_, envs) = three_answers();
+    let parts = AssignBatch(envs.clone()).split();
+    assert_eq!(parts.len(), 3);
+    for (part, env) in parts.iter().zip(&envs) {
+        assert_eq!(part.0, vec![env.clone()]);
+    }
+}
+
+#[actix::test]
+async fn a_batched_worker_answers_a_batch_in_one_message_and_refuses_a_repeat() {
+    let (book, envs) = three_answers();
+    let batches = Arc::new(Mutex::new(Vec::new()));
+    let collector = BatchCollector(batches.clone()).start();
+    let worker = WorkerActor::with_replies(
+        AgentId::new(),
+        WorkerConfig::default(),
+        AgentRegistry::new().with_fallback(book.factory()),
+        book.tools().unwrap(),
+        Replies::Batched(collector.recipient()),
+    )
+    .start();
+    // The second copy of "b" is a duplicate assignment: refused, no second reply.
+    let mut batch = envs.clone();
+    batch.push(envs[1].clone());
+    worker.send(AssignBatch(batch)).await.unwrap();
+    for _ in 0..200 {
+        if !batches.lock().unwrap().is_empty() {
+            break;
+        }
+        actix::clock::sleep(Duration::from_millis(10)).await;
+    }
+    let got = batches.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "one message for the batch");
+    let tasks: Vec<TaskId> = got[0].iter().map(|r| r.task).collect();
+    assert_eq!(tasks, envs.iter().map(|e| e.task).collect::<Vec<_>>());
+}

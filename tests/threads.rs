@@ -1,0 +1,66 @@
+//! Workers on threads of their own (`worker_threads`), and `bench dag` end to end.
+
+mod support;
+
+use quorate::bench_dag::{run as bench, DagArgs};
+use quorate::coordinator::chaos::ChaosConfig;
+use quorate::runner::RunArgs;
+use support::*;
+
+fn threads(n: usize) -> RunArgs {
+    RunArgs {
+        worker_threads: n,
+        ..RunArgs::default()
+    }
+}
+
+#[test]
+fn workers_on_their_own_threads_end_as_on_one() {
+    let one = run("all_inputs.toml");
+    for n in [1, 2] {
+        let many = run_with("all_inputs.toml", &threads(n));
+        assert_eq!(many.output.report.stop_reason.as_deref(), Some("completed"));
+        assert_eq!(states(&many), states(&one), "{n} worker threads");
+        assert_eq!(results(&many), results(&one), "{n} worker threads");
+        assert_eq!(many.world.effects_of("db.save"), 1);
+        assert_no_duplicate_effects(&many);
+    }
+}
+
+#[test]
+fn workers_on_their_own_threads_survive_chaos() {
+    for seed in 0..3 {
+        let args = RunArgs {
+            seed,
+            chaos: Some(CHAOS.parse::<ChaosConfig>().expect("chaos spec")),
+            ..threads(1)
+        };
+        let run = run_with("timeout_after_commit.toml", &args);
+        assert_eq!(
+            run.output.report.stop_reason.as_deref(),
+            Some("completed"),
+            "seed {seed}"
+        );
+        assert_no_duplicate_effects(&run);
+    }
+}
+
+#[test]
+fn bench_dag_reports_medians_of_complete_runs() {
+    let args = DagArgs {
+        layers: 3,
+        width: 4,
+        workers: 2,
+        threads: 1,
+        runs: 3,
+    };
+    let b = bench(args).expect("the DAG completes");
+    assert_eq!((b.tasks, b.stop_reason.as_str()), (12, "completed"));
+    assert_eq!(b.tasks_per_s_runs.len(), 3);
+    let mut sorted = b.tasks_per_s_runs.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!(b.tasks_per_s, sorted[1], "the median run");
+    assert!(b.baseline_round_trips_per_s > 0.0 && b.ratio > 0.0);
+    // tasks/s falls as time grows: the median time is the median run's.
+    assert!((b.elapsed_s * b.tasks_per_s - 12.0).abs() < 1e-6);
+}
