@@ -16,7 +16,8 @@ use crate::{Effect, Event, RunReport, SupervisorCore};
 /// How the supervisor reaches one worker.
 #[derive(Clone, Debug)]
 pub struct WorkerLink {
-    /// Where assignments go (every assignment one input produced for the worker, at once).
+    /// Where assignments go (those one input produced for the worker, in batches of at most
+    /// [`quorate_workers::BATCH`]).
     pub assign: Recipient<AssignBatch>,
     /// Where control messages go.
     pub control: Recipient<ControlMsg>,
@@ -210,6 +211,11 @@ impl Handler<ReportBatch> for SupervisorActor {
     fn handle(&mut self, msg: ReportBatch, ctx: &mut Self::Context) {
         let now = self.now();
         for reply in msg.0 {
+            if self.core.stop_reason().is_some() {
+                // The run ended on an earlier reply of the batch: the rest arrive after the
+                // stop, like replies of a later message would (never handled).
+                break;
+            }
             let _span =
                 tracing::debug_span!("supervisor.reply", run = %self.core.run(), task = %reply.task)
                     .entered();

@@ -321,7 +321,40 @@ mod tests {
             EventKind::StopRequested {
                 reason: StopReason::Cancelled,
             },
+            EventKind::RunResumed {
+                replayed: 40,
+                redispatched: 2,
+            },
+            EventKind::AcceptanceFailed {
+                observation: "empty".into(),
+            },
+            EventKind::ApprovalRequested {
+                reason: "deletes rows".into(),
+            },
+            EventKind::ApprovalDecided { approved: true },
+            EventKind::CancelRequested,
+            EventKind::BudgetRefused {
+                detail: "steps: 3 > 2".into(),
+            },
+            EventKind::Replanned {
+                plan_version: 2,
+                tasks: 5,
+            },
+            EventKind::PreconditionFailed {
+                observation: "version moved".into(),
+            },
+            EventKind::RunStopped {
+                stop_reason: "completed".into(),
+            },
         ];
+        let mut indices: Vec<usize> = kinds.iter().map(EventKind::index).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        assert_eq!(
+            indices.len(),
+            crate::event::KIND_NAMES.len(),
+            "every kind is covered"
+        );
         for kind in &kinds {
             let json = serde_json::to_value(kind).expect("serializes");
             assert_eq!(
@@ -386,5 +419,39 @@ mod tests {
         }
         // Three or four bytes an event: head, name number, time; the names' text once a chunk.
         assert!(log.bytes(run) < 3000 * 5, "{}", log.bytes(run));
+    }
+
+    #[test]
+    fn colliding_and_equal_names_read_back_as_written() {
+        let run = RunId::from_u128(1);
+        // More distinct names than the packing table has slots, so some collide; a second Arc
+        // with the same text is a different name to the table but the same text on reading.
+        let names: Vec<Arc<str>> = (0..1500).map(|i| Arc::from(format!("n{i}"))).collect();
+        let twin: Arc<str> = Arc::from("n7");
+        let log = PackedLog::new();
+        let mut written = Vec::new();
+        let order = (0..1500).chain((0..1500).rev().step_by(3)).chain([7, 7]);
+        for (k, i) in order.enumerate() {
+            let task = if k % 11 == 0 {
+                twin.clone()
+            } else {
+                names[i].clone()
+            };
+            let event = Event {
+                seq: k as u64,
+                run_id: run,
+                task: Some(task),
+                at_ms: k as u64,
+                kind: EventKind::ResultCommitted,
+            };
+            log.append_now(run, &event);
+            written.push(event);
+        }
+        let read: Vec<Event> = log
+            .read_now(run, Seq(0), usize::MAX)
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect();
+        assert_eq!(read, written);
     }
 }

@@ -13,56 +13,46 @@ fn new_v4() -> Uuid {
     Uuid::new_v4()
 }
 
-/// Ids made on this thread since the clock was last read, and where the v7 sequence stands.
+/// Where this thread's v7 sequence stands.
 #[derive(Clone, Copy)]
 struct V7State {
     millis: u64,
     counter: u64,
-    left: u32,
 }
 
 thread_local! {
     static V7: std::cell::Cell<V7State> = const {
-        std::cell::Cell::new(V7State { millis: 0, counter: 0, left: 0 })
+        std::cell::Cell::new(V7State { millis: 0, counter: 0 })
     };
 }
 
-/// Ids made between two reads of the clock: their timestamp may lag by the time it takes to make
-/// this many ids (microseconds), which ordering does not notice (the counter keeps them in
-/// order).
-const V7_PER_CLOCK_READ: u32 = 64;
-
 /// A UUID v7 (RFC 9562): the Unix time in milliseconds, then a counter that starts at a random
-/// value whenever the millisecond moves on and grows by one per id, then random bits. Ids made
-/// on one thread sort in the order they were made; the clock is read once per
-/// [`V7_PER_CLOCK_READ`] ids rather than for every id (the uuid crate's `now_v7` reads it every
-/// time and shares one context across threads, which costs about ten times a v4 id).
+/// value whenever the millisecond moves on and grows by one per id, then random bits. Ids sort
+/// by their millisecond; ids made on one thread also sort in the order they were made (within a
+/// millisecond, ids of different threads are ordered by their counters, not by creation). The
+/// counter is per thread, so no lock is taken (the uuid crate's `now_v7` shares one context
+/// across threads behind a lock, which costs several times a v4 id).
 fn now_v7() -> Uuid {
     V7.with(|cell| {
         let mut st = cell.get();
         let random = *Uuid::new_v4().as_bytes();
-        if st.left == 0 {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-            if now > st.millis {
-                st.millis = now;
-                // A random start below 2^41: at least 2^41 ids fit in the millisecond.
-                let r = u64::from_be_bytes([
-                    0,
-                    0,
-                    random[0] & 0x01,
-                    random[1],
-                    random[2],
-                    random[3],
-                    random[4],
-                    random[5],
-                ]);
-                st.counter = r;
-            }
-            st.left = V7_PER_CLOCK_READ;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        if now > st.millis {
+            st.millis = now;
+            // A random start below 2^41: at least 2^41 ids fit in the millisecond.
+            st.counter = u64::from_be_bytes([
+                0,
+                0,
+                random[0] & 0x01,
+                random[1],
+                random[2],
+                random[3],
+                random[4],
+                random[5],
+            ]);
         }
-        st.left -= 1;
         st.counter += 1;
         cell.set(st);
         // rand_a (12 bits) takes the counter's top 12 of 42 bits; rand_b (62 bits) its low 30,
@@ -149,7 +139,8 @@ uuid_id!(
     new_v4
 );
 uuid_id!(
-    /// Ties a reply to the request it answers. UUID v7, so a log sorted by it is in send order.
+    /// Ties a reply to the request it answers. UUID v7, so a log sorted by it is in send order
+    /// (to the millisecond; exactly for ids made on one thread).
     CorrelationId,
     now_v7
 );
@@ -177,6 +168,23 @@ mod tests {
             .unwrap()
             .as_secs();
         assert!(now.abs_diff(secs) <= 2, "timestamp {secs} vs clock {now}");
+    }
+
+    #[test]
+    fn a_v7_id_made_after_a_pause_carries_the_later_time() {
+        let ms = |id: CorrelationId| {
+            let (s, n) = id.as_uuid().get_timestamp().expect("v7").to_unix();
+            s * 1000 + u64::from(n / 1_000_000)
+        };
+        let before = CorrelationId::new();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let after = CorrelationId::new();
+        assert!(
+            ms(after) >= ms(before) + 20,
+            "{} vs {}",
+            ms(after),
+            ms(before)
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! hold most of the run's memory. A `PackedLog` stores each entry in the compact form its
 //! [`Pack`] implementation chooses (varints, names written once per run) and decodes entries
 //! only when they are read, which happens on resume, in tests and in reports, not on the hot
-//! path.
+//! path. Names are written once per chunk of entries (see [`Pack`]).
 
 use std::sync::Arc;
 
@@ -62,6 +62,33 @@ pub trait Pack: Sized {
     }
 }
 
+/// A number packs as a varint (7 bits a byte), so small numbers take one byte.
+impl Pack for u64 {
+    type Dict = ();
+
+    fn pack(&self, _: Slot, _: &mut (), out: &mut Vec<u8>) {
+        let mut v = *self;
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn unpack(_: Slot, _: &mut (), input: &mut &[u8]) -> Option<Self> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&b, rest) = input.split_first()?;
+            *input = rest;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+}
+
 /// Where an entry sits: its run and its position in the run's log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
@@ -111,7 +138,7 @@ impl<E: Pack> Packed<E> {
         seq
     }
 
-    fn read(&self, from: usize, limit: usize) -> Vec<(Seq, E)> {
+    fn read(&self, from: usize, limit: usize) -> Result<Vec<(Seq, E)>, StoreError> {
         let mut out = Vec::new();
         let mut index = from - from % CHUNK;
         for chunk in self.chunks.iter().skip(from / CHUNK) {
@@ -123,9 +150,12 @@ impl<E: Pack> Packed<E> {
                     seq: Seq(index as u64),
                 };
                 let Some(entry) = E::unpack(at, &mut dict, &mut input) else {
-                    // Only `pack` wrote these bytes; a mismatch is a bug in the `Pack` impl.
-                    debug_assert!(false, "entry {index} of run {} does not unpack", self.run);
-                    return out;
+                    // Only `pack` wrote these bytes: a mismatch is a bug in the `Pack` impl, and
+                    // a log cut short there would mislead a resume.
+                    return Err(StoreError::Corrupt {
+                        key: format!("log/{}/{index}", self.run),
+                        reason: "the entry does not unpack".to_string(),
+                    });
                 };
                 if index >= from {
                     out.push((at.seq, entry));
@@ -136,7 +166,7 @@ impl<E: Pack> Packed<E> {
                 break;
             }
         }
-        out
+        Ok(out)
     }
 
     fn bytes(&self) -> usize {
@@ -220,16 +250,35 @@ impl<E: Pack> PackedLog<E> {
     }
 
     /// [`RunLog::read`], synchronously.
-    pub fn read_now(&self, run: RunId, from: Seq, limit: usize) -> Vec<(Seq, E)> {
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] if an entry does not unpack (a bug in its [`Pack`] impl).
+    pub fn try_read_now(
+        &self,
+        run: RunId,
+        from: Seq,
+        limit: usize,
+    ) -> Result<Vec<(Seq, E)>, StoreError> {
         let Some(log) = self.runs.get(&run).map(|l| l.clone()) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let log = log.lock();
         let from = usize::try_from(from.0).unwrap_or(usize::MAX);
         if from >= log.len {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         log.read(from, limit)
+    }
+
+    /// [`try_read_now`](Self::try_read_now) for callers that treat a corrupt entry as a bug.
+    ///
+    /// # Panics
+    /// If an entry does not unpack.
+    pub fn read_now(&self, run: RunId, from: Seq, limit: usize) -> Vec<(Seq, E)> {
+        match self.try_read_now(run, from, limit) {
+            Ok(entries) => entries,
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// Number of entries in `run`'s log.
@@ -252,7 +301,7 @@ where
     }
 
     async fn read(&self, run: RunId, from: Seq, limit: usize) -> Result<Vec<(Seq, E)>, StoreError> {
-        Ok(self.read_now(run, from, limit))
+        self.try_read_now(run, from, limit)
     }
 }
 
@@ -291,6 +340,46 @@ mod tests {
             }
             None
         }
+    }
+
+    /// Packs one byte; a zero byte does not unpack (a stand-in for a broken `Pack` impl).
+    #[derive(Clone, Debug, PartialEq)]
+    struct Fragile(u8);
+
+    impl Pack for Fragile {
+        type Dict = ();
+        fn pack(&self, _: Slot, _: &mut (), out: &mut Vec<u8>) {
+            out.push(self.0);
+        }
+        fn unpack(_: Slot, _: &mut (), input: &mut &[u8]) -> Option<Self> {
+            let (&b, rest) = input.split_first()?;
+            *input = rest;
+            (b != 0).then_some(Fragile(b))
+        }
+    }
+
+    #[test]
+    fn an_entry_that_does_not_unpack_is_an_error_not_a_shorter_log() {
+        let log = PackedLog::new();
+        let run = RunId::from_u128(1);
+        for b in [3, 0, 4] {
+            log.append_now(run, &Fragile(b));
+        }
+        assert_eq!(
+            log.try_read_now(run, Seq(0), 1),
+            Ok(vec![(Seq(0), Fragile(3))])
+        );
+        assert!(matches!(
+            log.try_read_now(run, Seq(0), 10),
+            Err(StoreError::Corrupt { .. })
+        ));
+        assert!(
+            matches!(
+                log.try_read_now(run, Seq(2), 10),
+                Err(StoreError::Corrupt { .. })
+            ),
+            "entries before the start are decoded too (they may define names)"
+        );
     }
 
     #[test]

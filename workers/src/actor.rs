@@ -30,8 +30,9 @@ pub struct ControlMsg(pub Envelope<Control>);
 #[rtype(result = "()")]
 pub struct ReportMsg(pub Envelope<Report>);
 
-/// Supervisor -> worker: several assignments in one actix message (the supervisor sends every
-/// assignment one input produced for a worker at once; each envelope is judged on its own).
+/// Supervisor -> worker: several assignments in one actix message (the supervisor sends the
+/// assignments one input produced for a worker together, at most [`BATCH`] a message; each
+/// envelope is judged on its own).
 #[derive(Clone, Debug, Message)]
 #[rtype(result = "()")]
 pub struct AssignBatch(pub Vec<Envelope<Assignment>>);

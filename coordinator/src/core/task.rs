@@ -138,10 +138,14 @@ impl SeenKeys {
 }
 
 /// Finds a task's slot from its id. Ids the core mints carry the node index in their low 32
-/// bits under a random 96-bit prefix of the run, so a reply leads to its slot without a map
-/// lookup (a million-task run would otherwise keep a million-entry map, cold in cache). Ids
-/// that do not follow the pattern (restored by a resume, kept across a replan that moved their
-/// node) live in a small map.
+/// bits under a prefix drawn at random per run (the 96 upper bits of a v4 id, about 90 of them
+/// random), so a reply leads to its slot without a map lookup (a million-task run would
+/// otherwise keep a million-entry map, cold in cache). Ids that do not follow the pattern
+/// (restored by a resume, kept across a replan that moved their node) live in a small map.
+///
+/// Knowing one task id of a run thus gives the others: task ids are names, not secrets. A reply
+/// is accepted on its sender (the assigned worker's identity, stamped by the transport), never on
+/// knowing an id.
 #[derive(Debug)]
 pub(crate) struct TaskIndex {
     prefix: u128,

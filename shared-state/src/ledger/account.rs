@@ -118,8 +118,10 @@ pub struct Settlement {
 
 /// The maps of an [`Account`]: keyed lookups only (a root account of a large run holds every
 /// open slice, so a hash map rather than an ordered one). The keys are the ledger's own ids, not
-/// input from other parties, so the hash needs no per-map random key (which costs a little on
-/// every account opened).
+/// input from other parties, so the maps share one hash key per process instead of drawing one
+/// per map (which costs a little on every account opened). Iteration order therefore differs
+/// between processes: whatever iterates these maps must not depend on the order (the one place
+/// that closes open children sorts them first).
 pub type AccountMap<K, V> =
     std::collections::HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
 
