@@ -27,6 +27,8 @@ use crate::history::History;
 use crate::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use crate::tool::{ToolAnswer, ToolRegistry};
 
+mod routing;
+
 /// Tunables of a worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerConfig {
@@ -421,108 +423,6 @@ impl WorkerCore {
                 self.books.remove(&task);
             }
         }
-    }
-
-    /// Starts delegated sub-tasks and hands every sub-task's final reply to its parent (which
-    /// may delegate again, at any depth), until nothing is left to route.
-    fn settle_delegations(&mut self, now: Instant, mut spawn: Vec<Envelope<Assignment>>) {
-        loop {
-            for child in std::mem::take(&mut spawn) {
-                let task = child.task;
-                if let Some(parent) = child.parent {
-                    self.parents.insert(task, parent);
-                }
-                let agent = match self.agents.create(&child.payload) {
-                    Ok(agent) => agent,
-                    Err(e) => {
-                        self.fail_assignment(&child, e.to_string());
-                        continue;
-                    }
-                };
-                match Attempt::new(child, agent, &self.config, Budget::ZERO) {
-                    Ok(mut attempt) => {
-                        let mut deps = Deps {
-                            now,
-                            me: self.me,
-                            config: &self.config,
-                            tools: &self.tools,
-                            book: self.books.entry(task).or_default(),
-                            out: &mut self.effects,
-                            spawn: &mut spawn,
-                            calls: &mut self.calls,
-                        };
-                        attempt.run(&mut deps);
-                        self.attempts.insert(task, attempt);
-                    }
-                    Err((e, child)) => self.fail_assignment(&child, e.to_string()),
-                }
-            }
-            // Route sub-task replies to their parents instead of out of the worker.
-            let Some(pos) = self
-                .effects
-                .iter()
-                .position(|e| matches!(e, Effect::Reply(r) if self.parents.contains_key(&r.task)))
-            else {
-                if spawn.is_empty() {
-                    return;
-                }
-                continue;
-            };
-            let Some(Effect::Reply(reply)) = self.effects.remove(pos) else {
-                continue;
-            };
-            let child = reply.task;
-            let parent = self.parents[&child];
-            if matches!(reply.payload.outcome, Outcome::ApprovalRequested { .. }) {
-                // A sub-task cannot park for a human: cancel it; the parent sees why.
-                let _ = self.with_attempt_spawning(now, child, &mut spawn, |a, d| a.on_cancel(d));
-            }
-            let _ = self.with_attempt_spawning(now, parent, &mut spawn, |a, d| {
-                a.on_child_done(d, child, reply.payload)
-            });
-            self.reap(child);
-            self.reap(parent);
-        }
-    }
-
-    fn with_attempt_spawning(
-        &mut self,
-        now: Instant,
-        task: TaskId,
-        spawn: &mut Vec<Envelope<Assignment>>,
-        f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
-    ) -> Result<(), InputError> {
-        let finished = self.history.attempt(task);
-        let attempt = self.attempts.get_mut(&task).ok_or(match finished {
-            Some(attempt) => InputError::AttemptEnded { task, attempt },
-            None => InputError::UnknownTask { task },
-        })?;
-        let mut deps = Deps {
-            now,
-            me: self.me,
-            config: &self.config,
-            tools: &self.tools,
-            book: self.books.entry(task).or_default(),
-            out: &mut self.effects,
-            spawn,
-            calls: &mut self.calls,
-        };
-        f(attempt, &mut deps)
-    }
-
-    /// Every sub-task below `task`, deepest last.
-    fn descendants(&self, task: TaskId) -> Vec<TaskId> {
-        let mut out = Vec::new();
-        let mut frontier = vec![task];
-        while let Some(t) = frontier.pop() {
-            if let Some(a) = self.attempts.get(&t) {
-                for c in a.open_children() {
-                    out.push(c);
-                    frontier.push(c);
-                }
-            }
-        }
-        out
     }
 
     /// A decision about a running attempt: cancel, approve or reject.
