@@ -92,7 +92,7 @@ enum BenchCommand {
         /// Threads for the workers besides the supervisor's (0: every actor on one thread).
         #[arg(long, default_value_t = 0)]
         threads: usize,
-        /// Measured runs; the figures are medians (each run has its own baseline).
+        /// Measured runs; the figures are the median run's (each run has its own baseline).
         #[arg(long, default_value_t = 3)]
         runs: usize,
         /// Print one JSON object.

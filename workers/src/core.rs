@@ -278,6 +278,7 @@ impl WorkerCore {
         envelope: Envelope<Assignment>,
     ) -> Result<(), InputError> {
         let task = envelope.task;
+        self.history.adopt_run_of(task);
         let running = self.attempts.get(&task);
         let current = running
             .map(Attempt::number)
