@@ -21,6 +21,22 @@ fn written(result: Result<(), OutputError>) -> Result<(), ExitCode> {
     result.map_err(bad)
 }
 
+/// Writes `value` as JSON where `--json` asks: to a file (`--json FILE`) or to stdout (bare
+/// `--json`). `Ok(true)` when it went to stdout, which then replaces the table.
+fn emit_json<T: serde::Serialize>(
+    value: &T,
+    json: &Option<Option<PathBuf>>,
+) -> Result<bool, ExitCode> {
+    match json {
+        Some(Some(path)) => written(write_json(path, value)).map(|()| false),
+        Some(None) => {
+            println!("{}", serde_json::to_string(value).unwrap_or_default());
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
 fn f(x: f64) -> String {
     format!("{x:.4}")
 }
@@ -31,12 +47,7 @@ pub(super) fn topology_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    if let Some(Some(path)) = &json {
-        written(write_json(path, &report))?;
-    }
-    if let Some(None) = json {
-        println!("{}", serde_json::to_string(report).unwrap_or_default());
-    } else {
+    if !emit_json(&report, &json)? {
         let c = &report.config;
         println!(
             "topology: R = {} rounds, M = {} tokens/message, mode {}, seed {}",
@@ -158,12 +169,7 @@ pub(super) fn voting_outputs(
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
     let rho = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}"));
-    if let Some(Some(path)) = &json {
-        written(write_json(path, &report))?;
-    }
-    if let Some(None) = json {
-        println!("{}", serde_json::to_string(report).unwrap_or_default());
-    } else {
+    if !emit_json(&report, &json)? {
         let c = &report.config;
         let runtime: u64 = report.cells.iter().map(|c| c.runtime_trials).sum();
         let direct: u64 = report.cells.iter().map(|c| c.direct_trials).sum();
@@ -343,12 +349,7 @@ pub(super) fn critical_path_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    if let Some(Some(path)) = &json {
-        written(write_json(path, &rows))?;
-    }
-    if let Some(None) = json {
-        println!("{}", serde_json::to_string(rows).unwrap_or_default());
-    } else {
+    if !emit_json(&rows, &json)? {
         println!("critical path: list scheduler on a virtual clock (exact, ms resolution)");
         println!(
             "{:<26} {:>5} {:>3} {:>10} {:>10} {:>10} {:>10} {:>7}",

@@ -91,6 +91,18 @@ pub struct MessageCounts {
     pub rejected_unauthorized: u64,
 }
 
+impl MessageCounts {
+    /// Counts one reply rejected for `reason`.
+    pub fn count_rejection(&mut self, reason: Rejection) {
+        match reason {
+            Rejection::Duplicate => self.rejected_duplicate += 1,
+            Rejection::Late => self.rejected_late += 1,
+            Rejection::Stale => self.rejected_stale += 1,
+            Rejection::Unauthorized => self.rejected_unauthorized += 1,
+        }
+    }
+}
+
 impl std::ops::AddAssign for MessageCounts {
     fn add_assign(&mut self, m: MessageCounts) {
         self.sent += m.sent;
@@ -517,12 +529,7 @@ impl SupervisorCore {
     }
 
     fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {
-        match reason {
-            Rejection::Duplicate => self.messages.rejected_duplicate += 1,
-            Rejection::Late => self.messages.rejected_late += 1,
-            Rejection::Stale => self.messages.rejected_stale += 1,
-            Rejection::Unauthorized => self.messages.rejected_unauthorized += 1,
-        }
+        self.messages.count_rejection(reason);
         self.record(now, task, EventKind::ReplyRejected { reason });
     }
 

@@ -477,12 +477,7 @@ impl PeerCore {
     }
 
     fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {
-        match reason {
-            Rejection::Duplicate => self.messages.rejected_duplicate += 1,
-            Rejection::Late => self.messages.rejected_late += 1,
-            Rejection::Stale => self.messages.rejected_stale += 1,
-            Rejection::Unauthorized => self.messages.rejected_unauthorized += 1,
-        }
+        self.messages.count_rejection(reason);
         self.record(now, task, EventKind::ReplyRejected { reason });
     }
 }
