@@ -16,7 +16,7 @@ use quorate_workers::{
     ToolRegistry, WorkerActor, WorkerConfig,
 };
 
-use super::vote::{Ballot, Decision, MajorityVote, TiePolicy, VoteConfig};
+use super::vote::Ballot;
 
 /// Prefix of the evidence line a voter reads.
 const EVIDENCE: &str = "evidence says: ";
@@ -105,29 +105,15 @@ impl Handler<ReportMsg> for Collector {
         let Some(pending) = self.pending.remove(&envelope.task) else {
             return;
         };
-        // Cast in voter order so a tie is broken exactly as the direct path breaks it.
-        let config = VoteConfig {
-            ties: TiePolicy::Draw,
-            ..VoteConfig::default()
-        };
-        let mut naive: MajorityVote<bool, AgentId> = MajorityVote::new(config);
-        let mut dedup: MajorityVote<bool, AgentId> = MajorityVote::new(VoteConfig {
-            one_vote_per_source: true,
-            ..config
-        });
-        for (agent, source) in &pending.voters {
+        // In voter order, so a tie is broken exactly as the direct path breaks it.
+        let ballots = pending.voters.iter().map(|(agent, source)| {
             let ballot = match pending.answers.get(agent).copied().flatten() {
                 Some(a) => Ballot::Answer(a == pending.truth),
                 None => Ballot::Abstain,
             };
-            let _ = naive.cast(*agent, Some(*source), ballot.clone());
-            let _ = dedup.cast(*agent, Some(*source), ballot);
-        }
-        let won = |d: Decision<bool>| matches!(d, Decision::Decided { answer: true, .. });
-        let result = (
-            won(naive.decide(pending.tie)),
-            won(dedup.decide(pending.tie)),
-        );
+            (*agent, *source, ballot)
+        });
+        let result = super::voting::decide_ballots(ballots, pending.tie);
         let _ = self.done.send((envelope.task, result));
     }
 }

@@ -14,6 +14,8 @@
 //! (no actors). Both paths are counted separately in [`VotingCell`], and every runtime decision
 //! is compared with the direct one on the same draw (`runtime_mismatches` must be 0).
 
+use std::fmt::Debug;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -143,18 +145,34 @@ fn columns(config: &VotingConfig) -> Vec<Option<f64>> {
 /// The vote of one question: `(naive correct, dedup correct)`. `tie` breaks ties.
 #[must_use]
 pub fn decide_question(blocs: &[usize], correct: &[bool], tie: u64) -> (bool, bool) {
+    let ballots = correct
+        .iter()
+        .zip(sources(blocs))
+        .enumerate()
+        .map(|(voter, (&right, source))| (voter as u32, source, Ballot::Answer(right)));
+    decide_ballots(ballots, tie)
+}
+
+/// Counts `(voter, source, ballot)` (a ballot says whether the voter was right), in order,
+/// once counting every vote and once one vote per source; `(naive correct, dedup correct)`.
+/// The direct path and the runtime voters both decide here, so they can only differ in the
+/// ballots that reach it.
+pub(crate) fn decide_ballots<V: PartialEq + Debug + Clone>(
+    ballots: impl IntoIterator<Item = (V, u64, Ballot<bool>)>,
+    tie: u64,
+) -> (bool, bool) {
     let config = VoteConfig {
         ties: TiePolicy::Draw,
         ..VoteConfig::default()
     };
-    let mut naive: MajorityVote<bool> = MajorityVote::new(config);
-    let mut dedup: MajorityVote<bool> = MajorityVote::new(VoteConfig {
+    let mut naive: MajorityVote<bool, V> = MajorityVote::new(config);
+    let mut dedup: MajorityVote<bool, V> = MajorityVote::new(VoteConfig {
         one_vote_per_source: true,
         ..config
     });
-    for (voter, (&right, source)) in correct.iter().zip(sources(blocs)).enumerate() {
-        let _ = naive.cast(voter as u32, Some(source), Ballot::Answer(right));
-        let _ = dedup.cast(voter as u32, Some(source), Ballot::Answer(right));
+    for (voter, source, ballot) in ballots {
+        let _ = dedup.cast(voter.clone(), Some(source), ballot.clone());
+        let _ = naive.cast(voter, Some(source), ballot);
     }
     let won = |d: Decision<bool>| matches!(d, Decision::Decided { answer: true, .. });
     (won(naive.decide(tie)), won(dedup.decide(tie)))
