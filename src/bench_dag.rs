@@ -44,14 +44,14 @@ pub struct DagBench {
     pub threads: usize,
     /// Tasks per run.
     pub tasks: usize,
-    /// Stop reason of the runs (must be completed).
-    pub stop_reason: String,
     /// Wall time of the median run (actors started to report), seconds.
     pub elapsed_s: f64,
     /// Tasks per second of the median run.
     pub tasks_per_s: f64,
     /// Tasks per second of every run, in order.
     pub tasks_per_s_runs: Vec<f64>,
+    /// The baseline measured before every run, in order.
+    pub baseline_round_trips_per_s_runs: Vec<f64>,
     /// Raw actix request/response round trips per second (one actor awaiting another on one
     /// thread), measured in the same process right before the median run.
     pub baseline_round_trips_per_s: f64,
@@ -172,10 +172,10 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
         workers: args.workers,
         threads: args.threads,
         tasks,
-        stop_reason: "completed".to_string(),
         elapsed_s,
         tasks_per_s,
         tasks_per_s_runs: samples.iter().map(|s| s.1).collect(),
+        baseline_round_trips_per_s_runs: samples.iter().map(|s| s.2).collect(),
         baseline_round_trips_per_s: baseline,
         ratio: tasks_per_s / baseline,
         peak_rss_bytes_per_task: rss_per_task,
