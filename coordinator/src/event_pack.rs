@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use quorate_protocols::{Budget, RunId, TaskId, TaskState};
-use quorate_state::{Pack, Slot};
+use quorate_state::{put_varint, take_varint, Pack, Slot};
 
 use crate::event::{Event, EventKind};
 
@@ -92,14 +92,6 @@ fn state_code(state: TaskState) -> u8 {
     STATES.iter().position(|&s| s == state).unwrap_or(0) as u8
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn put_budget(out: &mut Vec<u8>, b: &Budget) {
     for v in [b.steps, b.tool_calls, b.tokens, b.cost] {
         put_varint(out, v);
@@ -126,15 +118,7 @@ impl Reader<'_, '_> {
     }
 
     fn varint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
+        take_varint(self.0)
     }
 
     fn uuid(&mut self) -> Option<u128> {

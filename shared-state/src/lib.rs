@@ -32,8 +32,8 @@ pub use ledger::{
     ReservationId, Settlement, Sighting,
 };
 pub use log::{RunLog, Seq};
-pub use memory::{MemoryLog, MemoryStore, RunLogWriter};
-pub use packed::{Pack, PackedLog, PackedWriter, Slot};
+pub use memory::{MemoryLog, MemoryStore};
+pub use packed::{put_varint, take_varint, Pack, PackedLog, PackedWriter, Slot};
 pub use retry::MAX_CAS_ATTEMPTS;
 pub use store::{CasOutcome, DeleteOutcome, Store, StoreError, Versioned};
 

@@ -178,19 +178,6 @@ pub struct MemoryLog<E> {
     runs: DashMap<RunId, Arc<Mutex<Chunks<E>>>>,
 }
 
-/// Appends to one run's log; see [`MemoryLog::writer`].
-#[derive(Debug)]
-pub struct RunLogWriter<E> {
-    entries: Arc<Mutex<Chunks<E>>>,
-}
-
-impl<E> RunLogWriter<E> {
-    /// Appends `entry`; returns its sequence number (as [`MemoryLog::append_now`] would).
-    pub fn append(&self, entry: E) -> Seq {
-        Seq(self.entries.lock().push(entry) as u64)
-    }
-}
-
 /// Entries per chunk.
 const CHUNK: usize = 4096;
 
@@ -245,14 +232,6 @@ impl<E: Clone> MemoryLog<E> {
 
     fn run(&self, run: RunId) -> Arc<Mutex<Chunks<E>>> {
         self.runs.entry(run).or_default().clone()
-    }
-
-    /// A handle on `run`'s log that appends without looking the run up each time (for a
-    /// writer that appends many entries to one run).
-    pub fn writer(&self, run: RunId) -> RunLogWriter<E> {
-        RunLogWriter {
-            entries: self.run(run),
-        }
     }
 
     /// [`RunLog::append`], synchronously.

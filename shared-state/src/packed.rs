@@ -62,30 +62,40 @@ pub trait Pack: Sized {
     }
 }
 
-/// A number packs as a varint (7 bits a byte), so small numbers take one byte.
+/// Appends `v` as a varint: 7 bits a byte, low bits first, so small numbers take one byte.
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a varint written by [`put_varint`] from the front of `input` and advances it; `None`
+/// if the bytes end first or run past 64 bits.
+pub fn take_varint(input: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = input.split_first()?;
+        *input = rest;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// A number packs as a varint, so small numbers take one byte.
 impl Pack for u64 {
     type Dict = ();
 
     fn pack(&self, _: Slot, _: &mut (), out: &mut Vec<u8>) {
-        let mut v = *self;
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
+        put_varint(out, *self);
     }
 
     fn unpack(_: Slot, _: &mut (), input: &mut &[u8]) -> Option<Self> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let (&b, rest) = input.split_first()?;
-            *input = rest;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
+        take_varint(input)
     }
 }
 
@@ -204,17 +214,6 @@ impl<E: Pack> PackedWriter<E> {
     pub fn append(&self, entry: &E) -> Seq {
         self.run.lock().push(entry)
     }
-
-    /// Appends every entry of `entries` in order, under one lock.
-    pub fn append_all<'a>(&self, entries: impl IntoIterator<Item = &'a E>)
-    where
-        E: 'a,
-    {
-        let mut run = self.run.lock();
-        for entry in entries {
-            run.push(entry);
-        }
-    }
 }
 
 impl<E: Pack> Default for PackedLog<E> {
@@ -309,36 +308,25 @@ where
 mod tests {
     use super::*;
 
-    /// A varint of the entry's value, plus its position to prove `at` is passed right.
+    /// A varint of the entry's value mixed with its position (to prove `at` is passed right).
+    /// Its dictionary counts the entries packed in the chunk, to prove it starts afresh at
+    /// every chunk.
     #[derive(Clone, Debug, PartialEq)]
     struct N(u64);
 
     impl Pack for N {
         type Dict = u64;
         fn pack(&self, at: Slot, packed: &mut u64, out: &mut Vec<u8>) {
+            assert_eq!(
+                *packed,
+                at.seq.0 % CHUNK as u64,
+                "a fresh dictionary per chunk"
+            );
             *packed += 1;
-            let mut v = self.0 ^ at.seq.0;
-            loop {
-                let byte = (v & 0x7f) as u8;
-                v >>= 7;
-                if v == 0 {
-                    out.push(byte);
-                    return;
-                }
-                out.push(byte | 0x80);
-            }
+            put_varint(out, self.0 ^ at.seq.0);
         }
         fn unpack(at: Slot, _: &mut u64, input: &mut &[u8]) -> Option<Self> {
-            let mut v = 0u64;
-            for shift in (0..64).step_by(7) {
-                let (&b, rest) = input.split_first()?;
-                *input = rest;
-                v |= u64::from(b & 0x7f) << shift;
-                if b & 0x80 == 0 {
-                    return Some(N(v ^ at.seq.0));
-                }
-            }
-            None
+            take_varint(input).map(|v| N(v ^ at.seq.0))
         }
     }
 
@@ -391,7 +379,10 @@ mod tests {
         for i in 0..n {
             assert_eq!(log.append_now(run, &N(i * 1000)), Seq(i));
         }
-        log.writer(other).append_all([N(5), N(6)].iter());
+        let writer = log.writer(other);
+        for e in [N(5), N(6)] {
+            writer.append(&e);
+        }
         assert_eq!(log.len(run), n as usize);
         for from in [
             0,

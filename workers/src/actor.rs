@@ -189,12 +189,6 @@ impl WorkerActor {
         }
     }
 
-    /// The core (for inspection).
-    #[must_use]
-    pub fn core(&self) -> &WorkerCore {
-        &self.core
-    }
-
     fn fed(&mut self, result: Result<(), InputError>, ctx: &mut Context<Self>) {
         Self::note(result);
         self.carry_out(ctx);

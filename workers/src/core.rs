@@ -8,8 +8,7 @@
 //!   [`WorkerCore::handle_query_timeout`]. Time comes in as `now`.
 //! * **polls**: after every handler, drain [`WorkerCore::poll_effect`] and carry out each
 //!   [`Effect`] (call a tool with a timeout at `deadline`, query a tool, send a reply).
-//! * **getters** for tests and metrics: [`WorkerCore::action`], [`WorkerCore::is_working`],
-//!   [`WorkerCore::counts`].
+//! * **getters** for tests and metrics: [`WorkerCore::action`], [`WorkerCore::counts`].
 //!
 //! A handler's `Err` ([`InputError`]) says the input did not fit (late, stale, duplicate);
 //! the state is then as before, except that a late tool answer is still recorded in the
@@ -142,7 +141,7 @@ pub enum InputError {
 /// No I/O, no clock, no actix. Feed one input per **handler** (`handle_*`, with `now`), then
 /// drain [`WorkerCore::poll_effect`] and carry out each [`Effect`] (call or query a tool with a
 /// timeout at its `deadline`, send a reply). **Getters** ([`WorkerCore::action`],
-/// [`WorkerCore::is_working`], [`WorkerCore::counts`]) are for tests and metrics. A handler's
+/// [`WorkerCore::counts`]) are for tests and metrics. A handler's
 /// [`InputError`] says the input did not fit (late, stale, duplicate); the state is as before,
 /// except that a late tool answer is still recorded in the task's [`ActionBook`].
 ///
@@ -234,22 +233,10 @@ impl WorkerCore {
         &self.tools
     }
 
-    /// The configuration.
-    #[must_use]
-    pub fn config(&self) -> &WorkerConfig {
-        &self.config
-    }
-
     /// What the task's book knows about `action`.
     #[must_use]
     pub fn action(&self, action: &ActionId) -> Option<&ActionRecord> {
         self.books.get(&action.task)?.get(action)
-    }
-
-    /// `true` while the current attempt of `task` has not sent its final reply.
-    #[must_use]
-    pub fn is_working(&self, task: TaskId) -> bool {
-        self.attempts.get(&task).is_some_and(|a| !a.is_done())
     }
 
     /// What the gate did in the current attempt of `task`.

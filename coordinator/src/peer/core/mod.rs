@@ -124,11 +124,6 @@ impl PeerCore {
         self.index
     }
 
-    /// Why this peer is done, once it is.
-    pub fn done(&self) -> Option<&StopReason> {
-        self.done.as_ref()
-    }
-
     /// State of node `i` in this peer's view.
     pub fn task_state(&self, i: u32) -> TaskState {
         self.tasks[i as usize].state
@@ -256,15 +251,6 @@ impl PeerCore {
     pub fn handle_tick(&mut self, now: u64) {
         if self.done.is_none() && self.config.deadline_ms.is_some_and(|d| now >= d) {
             self.begin_stop(StopReason::Deadline);
-        }
-        self.after_input(now);
-    }
-
-    /// Cancels the run from this peer.
-    pub fn handle_cancel(&mut self, now: u64) {
-        if self.done.is_none() && !self.stopping {
-            self.record(now, None, EventKind::CancelRequested);
-            self.begin_stop(StopReason::Cancelled);
         }
         self.after_input(now);
     }
