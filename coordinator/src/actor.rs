@@ -209,18 +209,9 @@ impl Handler<ReportMsg> for SupervisorActor {
 impl Handler<ReportBatch> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, msg: ReportBatch, ctx: &mut Self::Context) {
+        let _span = tracing::debug_span!("supervisor.replies", run = %self.core.run()).entered();
         let now = self.now();
-        for reply in msg.0 {
-            if self.core.stop_reason().is_some() {
-                // The run ended on an earlier reply of the batch: the rest arrive after the
-                // stop, like replies of a later message would (never handled).
-                break;
-            }
-            let _span =
-                tracing::debug_span!("supervisor.reply", run = %self.core.run(), task = %reply.task)
-                    .entered();
-            self.core.handle_report(now, reply);
-        }
+        self.core.handle_reports(now, msg.0);
         self.drive(ctx);
     }
 }

@@ -197,22 +197,22 @@ fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() 
     );
 }
 
-/// How a driven run ended: final task states, results by node, task ids seen, stop reason.
+/// How a driven run ended: final task states, results by node, the number of distinct task ids
+/// the workers saw, the stop reason, and whether the supervisor crashed on the way.
 type Ending = (
     Vec<TaskState>,
     Vec<(String, serde_json::Value)>,
-    Vec<u32>,
+    usize,
     Option<StopReason>,
+    bool,
 );
 
-/// Drives a core to its stop with workers that answer every assignment with the node's name;
-/// `executions` has one entry per task id the workers saw. With `crash_after = Some(k)`, the supervisor
-/// crashes after its k-th input (a dispatch batch or a reply) and is rebuilt from its log and
-/// the result store. Returns the final task states, the results and the executions.
+/// Drives a core to its stop with workers that answer every assignment with the node's name.
+/// With `crash_after = Some(k)`, the supervisor crashes after the k-th reply it handled (if the
+/// run has not stopped by then) and is rebuilt from its log and the result store.
 fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) -> Ending {
     let mut h = Harness::new(nodes(), SupervisorConfig::default());
-    let mut executions: std::collections::HashMap<quorate_protocols::TaskId, u32> =
-        Default::default();
+    let mut executions: std::collections::HashSet<quorate_protocols::TaskId> = Default::default();
     let mut inputs = 0usize;
     let mut queue: std::collections::VecDeque<(usize, Envelope<Assignment>)> =
         h.dispatched.drain(..).collect();
@@ -231,7 +231,7 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
             continue;
         };
         // One entry per task id; a re-dispatched attempt of the same task adds nothing.
-        executions.entry(a.task).or_insert(1);
+        executions.insert(a.task);
         let value = json!(a.payload.node.as_str());
         let reply = a.reply(
             h.workers[w],
@@ -284,9 +284,13 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
         .map(|(k, v)| (k.rsplit('/').next().unwrap().to_string(), v.clone()))
         .collect();
     results.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut execs: Vec<u32> = executions.values().copied().collect();
-    execs.sort_unstable();
-    (states, results, execs, h.stops.first().cloned())
+    (
+        states,
+        results,
+        executions.len(),
+        h.stops.first().cloned(),
+        crashed,
+    )
 }
 
 #[test]
@@ -303,8 +307,11 @@ fn resuming_at_any_point_ends_like_the_uncrashed_run() {
     let uncrashed = drive_with_crash(nodes, None);
     assert_eq!(uncrashed.3, Some(StopReason::Completed));
     assert_eq!(uncrashed.1.len(), 5);
-    for k in 1..=5 {
+    assert!(!uncrashed.4);
+    // The fifth reply ends the run, so a crash can come after any of the first four.
+    for k in 1..=4 {
         let resumed = drive_with_crash(nodes, Some(k));
+        assert!(resumed.4, "the supervisor crashed after reply {k}");
         assert_eq!(
             resumed.0, uncrashed.0,
             "task states after a crash at input {k}"
@@ -317,8 +324,7 @@ fn resuming_at_any_point_ends_like_the_uncrashed_run() {
         // Five task ids in all: a task re-dispatched after the resume keeps its id, so a worker's
         // action records (keyed by task, step, intent) recognise its actions and repeat none.
         assert_eq!(
-            resumed.2.len(),
-            5,
+            resumed.2, 5,
             "no task id changed across the resume (crash at {k})"
         );
     }

@@ -338,3 +338,20 @@ fn an_approval_for_an_unknown_node_is_ignored() {
     assert_eq!(h.state(0), TaskState::Running);
     assert!(h.stops.is_empty());
 }
+
+#[test]
+fn replies_of_a_batch_after_the_run_stopped_are_not_handled() {
+    let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
+    let done = h.answer("a", json!(1));
+    let mut after = h.answer("a", json!(2));
+    after.dedupe = quorate_protocols::DedupeKey::new();
+    h.core.handle_reports(1, vec![done, after]);
+    h.drain();
+    assert_eq!(h.state(0), TaskState::Completed);
+    let m = h.core.snapshot().messages;
+    assert_eq!(
+        (m.delivered, m.rejected_late),
+        (1, 0),
+        "the second reply came after the stop"
+    );
+}

@@ -431,6 +431,21 @@ impl SupervisorCore {
         self.after_input(now);
     }
 
+    /// Replies that arrived together, in order. Once the run has stopped, the rest are not
+    /// handled: they arrived after the stop, like replies of a later message would.
+    pub fn handle_reports(
+        &mut self,
+        now: u64,
+        replies: impl IntoIterator<Item = Envelope<Report>>,
+    ) {
+        for reply in replies {
+            if self.stop.is_some() {
+                break;
+            }
+            self.handle_report(now, reply);
+        }
+    }
+
     /// A human decided about node `node`'s pending approval.
     /// A node index that is out of range, or a task that is not waiting, is ignored.
     pub fn handle_approval(&mut self, now: u64, node: u32, approved: bool) {
