@@ -22,11 +22,29 @@ use crate::{
 /// built from `parts()` (called once per peer), on a fresh actix system. Deadline, approval
 /// policy and `cancel_after_steps` (per peer) come from `options.supervisor`; chaos applies to
 /// every peer -> peer link. Blocks until every peer is done.
+///
+/// Not in peer mode (yet): store preconditions (`key-exists`, `key-absent`, `key-at-version`)
+/// count as holding, `options.data` is not written, `options.fallback` is never switched to, and
+/// `options.worker_threads` is ignored. A run that asks for any of them logs a warning.
 pub fn run_peer(
     plan: Plan,
     options: RunOptions,
     parts: impl Fn() -> (AgentRegistry, ToolRegistry),
 ) -> Result<RunOutput, RunError> {
+    let store_checks = (0..plan.len() as u32).any(|i| {
+        plan.node(i)
+            .preconditions
+            .iter()
+            .any(|p| !matches!(p, quorate_protocols::Precondition::InputsNonEmpty))
+    });
+    if store_checks || !options.data.is_empty() || options.fallback.is_some() {
+        tracing::warn!(
+            store_checks,
+            data = options.data.len(),
+            fallback = options.fallback.is_some(),
+            "peer mode does not check store preconditions, write data or switch to a fallback plan"
+        );
+    }
     let (writer, sink) = open_trace(options.trace.as_deref())?;
     let stores = PeerStores::new();
     let chaos = options

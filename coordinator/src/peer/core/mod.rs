@@ -230,7 +230,7 @@ impl PeerCore {
                 self.record(now, Some(i), EventKind::BudgetRefused { detail });
                 self.busy = false;
                 let cause = StopReason::StoppedLimit { component };
-                self.propose(i, TaskState::StoppedLimit, None, Some(cause));
+                self.propose(i, TaskState::StoppedLimit, Some(cause));
             }
             Ok(()) => {
                 let t = &mut self.tasks[i as usize];
@@ -335,13 +335,7 @@ impl PeerCore {
     }
 
     /// Proposes `state` as node `i`'s terminal record (the store decides).
-    fn propose(
-        &mut self,
-        i: u32,
-        state: TaskState,
-        evidence: Option<Vec<quorate_protocols::EvidenceRef>>,
-        cause: Option<StopReason>,
-    ) {
+    fn propose(&mut self, i: u32, state: TaskState, cause: Option<StopReason>) {
         let t = &mut self.tasks[i as usize];
         if t.settled() || t.committing {
             return;
@@ -349,7 +343,7 @@ impl PeerCore {
         t.committing = true;
         let (result, ev) = match (&t.result, state) {
             (Some((v, e)), TaskState::Completed) => (Some(v.clone()), e.clone()),
-            _ => (None, evidence.unwrap_or_default()),
+            _ => (None, Vec::new()),
         };
         let record = Terminal {
             node: i,
@@ -386,7 +380,7 @@ impl PeerCore {
             let node = self.plan.node(i).id.to_string();
             let observation = "precondition does not hold: an input is empty".to_string();
             let cause = StopReason::Failed { node, observation };
-            self.propose(i, TaskState::Failed, None, Some(cause));
+            self.propose(i, TaskState::Failed, Some(cause));
         }
     }
 
@@ -398,6 +392,7 @@ impl PeerCore {
                     .as_ref()
                     .is_some_and(|(v, _)| !crate::acceptance::is_empty(v))
             }),
+            // Store preconditions are not checked in peer mode (see `run_peer`).
             _ => true,
         })
     }
@@ -418,7 +413,7 @@ impl PeerCore {
                 self.tasks[i as usize].worker_live = false;
                 self.control(i, Control::Cancel);
             }
-            self.propose(i, TaskState::Cancelled, None, Some(cause.clone()));
+            self.propose(i, TaskState::Cancelled, Some(cause.clone()));
         }
     }
 

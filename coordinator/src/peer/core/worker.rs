@@ -37,7 +37,7 @@ impl PeerCore {
                 match acceptance::check(spec, reply.result_kind, &value, &receipts) {
                     Ok(()) => {
                         self.tasks[i as usize].result = Some((value, reply.evidence));
-                        self.propose(i, TaskState::Completed, None, None);
+                        self.propose(i, TaskState::Completed, None);
                     }
                     Err(observation) => {
                         let kind = EventKind::AcceptanceFailed {
@@ -46,7 +46,7 @@ impl PeerCore {
                         self.record(now, Some(i), kind);
                         let observation = format!("acceptance check: {observation}");
                         let cause = StopReason::Failed { node, observation };
-                        self.propose(i, TaskState::Failed, None, Some(cause));
+                        self.propose(i, TaskState::Failed, Some(cause));
                     }
                 }
             }
@@ -65,31 +65,31 @@ impl PeerCore {
                             self.tasks[i as usize].worker_live = false;
                             self.busy = false;
                             let cause = Some(StopReason::Cancelled);
-                            self.propose(i, TaskState::Cancelled, None, cause);
+                            self.propose(i, TaskState::Cancelled, cause);
                         }
                     }
                     None => {
                         // Parked for a human: settled as waiting-approval; the run stops.
                         self.busy = false;
                         let cause = Some(StopReason::WaitingApproval { node });
-                        self.propose(i, TaskState::WaitingApproval, None, cause);
+                        self.propose(i, TaskState::WaitingApproval, cause);
                     }
                 }
             }
             Outcome::Failed { observation } => {
                 let cause = StopReason::Failed { node, observation };
-                self.propose(i, TaskState::Failed, None, Some(cause));
+                self.propose(i, TaskState::Failed, Some(cause));
             }
             Outcome::NoProgress { .. } => {
                 let cause = StopReason::NoProgress { node };
-                self.propose(i, TaskState::Failed, None, Some(cause));
+                self.propose(i, TaskState::Failed, Some(cause));
             }
             Outcome::LimitReached { component } => {
                 let cause = StopReason::StoppedLimit { component };
-                self.propose(i, TaskState::StoppedLimit, None, Some(cause));
+                self.propose(i, TaskState::StoppedLimit, Some(cause));
             }
             Outcome::Cancelled => {
-                self.propose(i, TaskState::Cancelled, None, Some(StopReason::Cancelled));
+                self.propose(i, TaskState::Cancelled, Some(StopReason::Cancelled));
             }
         }
         self.after_input(now);
