@@ -428,8 +428,9 @@ fn budget_exhausted_stops_at_the_limit_and_keeps_completed_results() {
 }
 
 /// Two-level delegation refused at the ledger: root -> child (with a coordination reserve) ->
-/// grandchildren whose slices would exceed the child's delegable part. (Sub-task delegation in
-/// plan files does not exist yet; this covers the budget rule it will rest on.)
+/// grandchildren whose slices would exceed the child's delegable part: the ledger rule under
+/// delegation (the plan-file path, `delegation_exceeds_slice.toml`, is run in
+/// `tests/delegation.rs`).
 #[test]
 fn two_level_delegation_beyond_the_parent_slice_is_refused() {
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -24,13 +24,12 @@ fn mean_ns(name: &str) -> Option<f64> {
 }
 
 /// Prints `subject / baseline` for each pair (and a target if given), and returns the ratios.
-pub(crate) fn report(title: &str, pairs: &[(&str, &str, Option<f64>)]) -> Vec<f64> {
+pub(crate) fn report(title: &str, pairs: &[(&str, &str, Option<f64>)]) {
     println!("\n== {title}: ratio to a baseline measured in the same run ==");
     println!(
         "{:<34} {:>12} {:<34} {:>12} {:>8}  target",
         "subject", "ns/op", "baseline", "ns/op", "ratio"
     );
-    let mut out = Vec::new();
     for &(subject, baseline, target) in pairs {
         let (Some(s), Some(b)) = (mean_ns(subject), mean_ns(baseline)) else {
             println!("{subject:<34} (not run; filtered out?)");
@@ -43,7 +42,5 @@ pub(crate) fn report(title: &str, pairs: &[(&str, &str, Option<f64>)]) -> Vec<f6
             None => String::new(),
         };
         println!("{subject:<34} {s:>12.1} {baseline:<34} {b:>12.1} {ratio:>8.2}  {verdict}");
-        out.push(ratio);
     }
-    out
 }

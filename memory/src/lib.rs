@@ -25,7 +25,8 @@
 //! * [`retrieve()`] filters by [`Principal`] (tenant, principal, task), status and kind first,
 //!   then chooses records for a token budget maximising relevance minus a redundancy penalty,
 //!   with per-kind freshness ([`FreshnessPolicy`]).
-//! * In the runtime, a [`Recall`] turns into [`EvidenceRef`]s for an assignment, and
+//! * Wired into a runtime (shown in `examples/memory.rs`; the coordinator and the workers do not
+//!   use the memory yet), a [`Recall`] turns into [`EvidenceRef`]s for an assignment, and
 //!   [`before_write`] returns either a `KeyAtVersion` precondition or the instruction to
 //!   refresh a stale record first. Votes use [`independent_sources`] / [`MemoryView::support`].
 //!

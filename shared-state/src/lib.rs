@@ -8,8 +8,9 @@
 //! * [`MemoryStore`] and [`MemoryLog`]: the embedded default backend (dashmap).
 //! * Ledgers built only on CAS, so they work on any backend: [`BudgetLedger`] (hierarchical
 //!   budget accounts: reserve before spending, settle after, return what is unused),
-//!   [`DedupeRegistry`] (first sighting wins) and [`IdempotencyRegistry`] (one `ActionId`, one set
-//!   of parameters, one effect).
+//!   [`DedupeRegistry`] (first sighting wins; not used by the runtime yet, whose supervisor keeps
+//!   each task's dedupe keys in its core) and [`IdempotencyRegistry`] (one `ActionId`, one set of
+//!   parameters, one effect).
 //! * [`conformance`]: the test suite every backend must pass.
 
 #![forbid(unsafe_code)]

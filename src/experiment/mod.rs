@@ -21,5 +21,3 @@ pub mod stats;
 pub mod topology;
 pub mod vote;
 pub mod voting;
-
-pub use runtime_voters::evidence_for;

@@ -42,7 +42,7 @@ impl Agent for VoterAgent {
 
 /// The evidence text that makes a [`VoterAgent`] answer `answer`.
 #[must_use]
-pub fn evidence_for(answer: bool) -> String {
+fn evidence_for(answer: bool) -> String {
     format!("{EVIDENCE}{answer}")
 }
 
