@@ -1,26 +1,27 @@
 //! Sub-task delegation end to end: slices carved from the parent, capabilities narrowed, results
 //! coming back up, and a delegation that would exceed its slice refused.
 
-use std::path::Path;
+mod support;
 
 use quorate::coordinator::chaos::ChaosConfig;
 use quorate::protocols::TaskState;
-use quorate::runner::{run_file, RunArgs};
+use quorate::runner::RunArgs;
 use serde_json::json;
+use support::{event_json, events, run_with, CHAOS};
 
-fn results(run: &quorate::runner::FileRun) -> serde_json::Value {
+fn research(run: &quorate::runner::FileRun) -> serde_json::Value {
     run.output.result("research").unwrap_or_default()
 }
 
 #[test]
 fn two_level_delegation_within_the_slice_completes() {
-    for chaos in [None, Some("dup=0.2,reorder=0.2,drop=0.1,delay=5")] {
+    for chaos in [None, Some(CHAOS)] {
         let args = RunArgs {
             chaos: chaos.map(|c| c.parse::<ChaosConfig>().unwrap()),
             seed: 2,
             ..RunArgs::default()
         };
-        let run = run_file(Path::new("examples/plans/delegation.toml"), &args).unwrap();
+        let run = run_with("delegation.toml", &args);
         let r = &run.output.report;
         assert_eq!(r.stop_reason.as_deref(), Some("completed"), "{r:?}");
         assert_eq!(r.tasks[0].state, TaskState::Completed);
@@ -29,7 +30,7 @@ fn two_level_delegation_within_the_slice_completes() {
             "web, papers and arxiv each called once"
         );
         assert_eq!(
-            results(&run),
+            research(&run),
             json!({"web": "web says 0.13", "papers": {"arxiv": "2 preprints"}})
         );
         // research: 2 own steps; web: 2; papers: 3 (call, delegate, answer) + arxiv 2.
@@ -45,11 +46,7 @@ fn two_level_delegation_within_the_slice_completes() {
 
 #[test]
 fn a_delegation_exceeding_the_parent_slice_is_refused() {
-    let run = run_file(
-        Path::new("examples/plans/delegation_exceeds_slice.toml"),
-        &RunArgs::default(),
-    )
-    .unwrap();
+    let run = run_with("delegation_exceeds_slice.toml", &RunArgs::default());
     let r = &run.output.report;
     assert_eq!(r.stop_reason.as_deref(), Some("failed"));
     let detail = r.stop_detail.clone().unwrap_or_default();
@@ -63,13 +60,9 @@ fn a_delegation_exceeding_the_parent_slice_is_refused() {
     );
     assert_eq!(r.actions.executed, 0, "no grandchild started");
     assert!(run.world.effects().is_empty());
-    let events = run
-        .output
-        .log
-        .read_now(r.run_id, quorate::state::Seq(0), usize::MAX);
-    let refused = events
+    let refused = events(&run)
         .iter()
-        .map(|(_, e)| serde_json::to_value(e).unwrap())
+        .map(event_json)
         .filter(|e| e["kind"] == "call-rejected" && e["tool"] == "delegate")
         .count();
     assert_eq!(refused, 1);
@@ -79,15 +72,11 @@ fn a_delegation_exceeding_the_parent_slice_is_refused() {
 fn a_refused_delegation_is_refused_under_chaos_too() {
     for seed in 1..=3 {
         let args = RunArgs {
-            chaos: Some("dup=0.2,reorder=0.2,drop=0.1,delay=5".parse().unwrap()),
+            chaos: Some(CHAOS.parse().unwrap()),
             seed,
             ..RunArgs::default()
         };
-        let run = run_file(
-            Path::new("examples/plans/delegation_exceeds_slice.toml"),
-            &args,
-        )
-        .unwrap();
+        let run = run_with("delegation_exceeds_slice.toml", &args);
         assert_eq!(run.output.report.stop_reason.as_deref(), Some("failed"));
         assert_eq!(run.output.report.actions.executed, 0);
     }

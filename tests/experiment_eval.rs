@@ -1,14 +1,11 @@
 //! `quorate eval`: plans over seeds in both topologies, every run in the denominator.
 
+mod support;
+
 use std::path::PathBuf;
 
 use quorate::experiment::eval::{evaluate, percentile, table, EvalArgs, TopologyChoice};
-
-fn plan(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/plans")
-        .join(name)
-}
+use support::plan;
 
 fn args(plans: &[&str]) -> EvalArgs {
     EvalArgs {

@@ -1,25 +1,23 @@
 //! Peer mode end to end: `examples/plans/all_inputs.toml` with `topology = "peer"` and three
 //! peers, through `quorate::runner::run_file`, with and without message chaos.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::PathBuf;
 
 use quorate::coordinator::chaos::ChaosConfig;
 use quorate::protocols::TaskState;
 use quorate::runner::{run_file, FileRun, RunArgs};
-
-const CHAOS: &str = "dup=0.2,reorder=0.2,drop=0.1,delay=5";
+use support::{assert_no_duplicate_effects, plan, temp_path, CHAOS};
 
 /// A copy of `all_inputs.toml` switched to peer mode with `peers` peers.
 fn peer_plan(tag: &str, peers: usize) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plans/all_inputs.toml");
-    let text = std::fs::read_to_string(&src).expect("example plan");
+    let text = std::fs::read_to_string(plan("all_inputs.toml")).expect("example plan");
     let text = text
         .replace("topology = \"star\"", "topology = \"peer\"")
         .replace("workers = 2", &format!("workers = {peers}"));
     assert!(text.contains("topology = \"peer\""));
-    let dir = std::env::temp_dir().join(format!("quorate-peer-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("all_inputs_peer.toml");
+    let path = temp_path(&format!("all_inputs_peer_{tag}.toml"));
     std::fs::write(&path, text).expect("write plan");
     path
 }
@@ -36,12 +34,9 @@ fn assert_completed_once(run: &FileRun, peers: u64) {
         assert!(t.spent.fits_within(&t.granted), "{}", t.id);
     }
     assert_eq!(r.actions.executed, 3, "two reads and one save");
-    assert_eq!(r.actions.duplicate_effects, 0);
     assert_eq!(run.world.effects_of("db.save"), 1);
     assert_eq!(run.world.effects().len(), 1);
-    for e in run.world.effects() {
-        assert_eq!(run.world.effects_for(&e.action), 1);
-    }
+    assert_no_duplicate_effects(run);
     // One broadcast per task, to every other peer.
     assert_eq!(r.messages.sent, 4 * (peers - 1), "{:?}", r.messages);
     assert!(r.budget.spent.fits_within(&r.budget.limit));
@@ -70,7 +65,7 @@ fn all_inputs_in_peer_mode_completes() {
         0
     );
     println!("peer messages (3 peers): {m:?}");
-    let star = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plans/all_inputs.toml");
+    let star = plan("all_inputs.toml");
     let star = run_file(&star, &RunArgs::default()).expect("star runs");
     println!(
         "star messages (2 workers): {:?}",

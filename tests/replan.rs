@@ -1,14 +1,14 @@
 //! Precondition failure -> replan, end to end through `quorate run`'s runner.
 
-use std::path::Path;
+mod support;
 
 use quorate::coordinator::chaos::ChaosConfig;
 use quorate::protocols::TaskState;
-use quorate::runner::{run_file, RunArgs};
+use quorate::runner::RunArgs;
+use support::{event_json, events, run_with, CHAOS};
 
 fn check(args: &RunArgs) {
-    let run =
-        run_file(Path::new("examples/plans/precondition_replan.toml"), args).expect("plan runs");
+    let run = run_with("precondition_replan.toml", args);
     let r = &run.output.report;
     assert_eq!(r.stop_reason.as_deref(), Some("completed"), "{r:?}");
     assert_eq!(r.plan_version, 2);
@@ -23,18 +23,9 @@ fn check(args: &RunArgs) {
     assert_eq!(r.tasks[0].attempts, 1, "load is carried over, not re-run");
     assert_eq!(run.world.effects_of("mail.send"), 0, "publish never ran");
     assert_eq!(run.world.effects_of("docs.write"), 1);
-    let events = run
-        .output
-        .log
-        .read_now(r.run_id, quorate::state::Seq(0), usize::MAX);
-    let kinds: Vec<String> = events
+    let kinds: Vec<String> = events(&run)
         .iter()
-        .map(|(_, e)| {
-            serde_json::to_value(e).unwrap()["kind"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|e| event_json(e)["kind"].as_str().unwrap().to_string())
         .collect();
     let failed = kinds
         .iter()
@@ -55,7 +46,7 @@ fn precondition_failure_replans_and_keeps_completed_work() {
 #[test]
 fn precondition_failure_replans_under_chaos() {
     for seed in 1..=3 {
-        let chaos: ChaosConfig = "dup=0.2,reorder=0.2,drop=0.1,delay=5".parse().unwrap();
+        let chaos: ChaosConfig = CHAOS.parse().unwrap();
         check(&RunArgs {
             seed,
             chaos: Some(chaos),
