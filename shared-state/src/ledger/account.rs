@@ -186,6 +186,12 @@ impl Account {
         })
     }
 
+    /// `true` if the account was opened with these terms (opening it again with them is a retry).
+    #[must_use]
+    pub fn has_terms(&self, parent: Option<AccountId>, limit: Budget, reserve: Budget) -> bool {
+        self.parent == parent && self.limit == limit && self.reserve == reserve
+    }
+
     /// Everything spent: own settled spending plus what closed children spent.
     pub fn spent(&self) -> Result<Budget, LedgerError> {
         Ok(self.own_spent.checked_add(&self.children_spent)?)
@@ -459,5 +465,14 @@ mod tests {
         assert_eq!(parent.returned, Budget::steps(4));
         assert_eq!(parent.headroom_for_children().unwrap(), Budget::steps(8));
         assert!(c.reserve(child(1), Budget::steps(1)).is_err());
+    }
+
+    #[test]
+    fn terms_are_the_parent_the_limit_and_the_reserve() {
+        let a = Account::open(Some(AccountId::Root), Budget::steps(5), Budget::steps(1)).unwrap();
+        assert!(a.has_terms(Some(AccountId::Root), Budget::steps(5), Budget::steps(1)));
+        assert!(!a.has_terms(None, Budget::steps(5), Budget::steps(1)));
+        assert!(!a.has_terms(Some(AccountId::Root), Budget::steps(6), Budget::steps(1)));
+        assert!(!a.has_terms(Some(AccountId::Root), Budget::steps(5), Budget::ZERO));
     }
 }

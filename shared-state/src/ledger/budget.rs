@@ -125,9 +125,7 @@ impl<S: Store<Account>> BudgetLedger<S> {
         let fresh = Account::open(parent, limit, reserve)?;
         self.apply(account, |current| match current {
             None => Ok(Change::Write(fresh.clone(), ())),
-            Some(a) if a.parent == parent && a.limit == limit && a.reserve == reserve => {
-                Ok(Change::Keep(()))
-            }
+            Some(a) if a.has_terms(parent, limit, reserve) => Ok(Change::Keep(())),
             Some(_) => Err(LedgerError::AccountExists { account }),
         })
         .await
@@ -159,11 +157,7 @@ impl<S: Store<Account>> BudgetLedger<S> {
         let fresh = Account::open(Some(parent), slice, child_reserve)?;
         if let Some(existing) = self.store.get(&self.key(child)).await? {
             let e = existing.value;
-            if e.closed
-                || e.parent != fresh.parent
-                || e.limit != slice
-                || e.reserve != child_reserve
-            {
+            if e.closed || !e.has_terms(fresh.parent, slice, child_reserve) {
                 return Err(LedgerError::AccountExists { account: child }.into());
             }
         }
