@@ -132,7 +132,7 @@ mod tests {
         let refs = evidence_refs("memory/acme", Version::new(9), [RecordId::from_u128(1)]);
         assert_eq!(
             refs[0].key,
-            format!("memory/acme/{}", RecordId::from_u128(1))
+            "memory/acme/00000000-0000-0000-0000-000000000001"
         );
         assert_eq!(refs[0].version, Version::new(9));
     }

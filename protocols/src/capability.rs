@@ -142,12 +142,6 @@ impl Capabilities {
         self.0.contains(capability)
     }
 
-    /// `true` if the set holds a capability with this name.
-    #[must_use]
-    pub fn contains_name(&self, name: &str) -> bool {
-        self.0.iter().any(|c| c.as_str() == name)
-    }
-
     /// What a child gets when it asks for `requested`: the intersection with `self`. Never more
     /// than `self`, whatever was asked.
     #[must_use]

@@ -170,7 +170,6 @@ pub async fn no_lost_update<S: Store<u64> + 'static>(
     for _ in 0..tasks {
         let store = store.clone();
         handles.push(tokio::spawn(async move {
-            let mut conflicts = 0u64;
             for _ in 0..increments {
                 let mut cur = store.get(k).await.unwrap().expect("counter exists");
                 loop {
@@ -181,14 +180,12 @@ pub async fn no_lost_update<S: Store<u64> + 'static>(
                     {
                         CasOutcome::Committed(_) => break,
                         CasOutcome::Conflict { current } => {
-                            conflicts += 1;
                             cur = current.expect("counter is never deleted");
                         }
                     }
                     tokio::task::yield_now().await;
                 }
             }
-            conflicts
         }));
     }
     for h in handles {

@@ -268,12 +268,6 @@ impl Plan {
     pub fn topological_order(&self) -> &[u32] {
         &self.topo
     }
-
-    /// Gives the spec back.
-    #[must_use]
-    pub fn into_spec(self) -> PlanSpec {
-        self.spec
-    }
 }
 
 #[cfg(test)]
