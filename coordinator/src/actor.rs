@@ -144,7 +144,7 @@ impl SupervisorActor {
                         metrics::counter!("quorate_supervisor_events", "kind" => kind).increment(n);
                     }
                     if let Some(done) = self.done.take() {
-                        let _ = done.send(self.core.snapshot());
+                        let _ = done.send(self.core.final_report());
                     }
                     ctx.stop();
                     return;

@@ -6,12 +6,15 @@
 //!           a new name: the next number, then varint length + UTF-8
 //! run       16 bytes                                           (if "other run")
 //! seq       zigzag varint: seq minus the entry's position      (if "seq offset")
-//! at_ms     varint
+//! at_ms     zigzag varint: at_ms minus the chunk's previous event's
 //! payload   transition: 1 byte (from << 4 | to)
-//!           dispatched: varint attempt, varint worker, 16-byte task id, budget
+//!           dispatched: varint attempt, varint worker, task id, granted
 //!           task-closed: budget
 //!           reply-accepted, result-committed: nothing
 //!           any other kind: varint length + its JSON
+//! task id   varint: zigzag(id minus the chunk's previous dispatched id) << 1, if that fits
+//!           in 63 bits; else 1, then the 16 bytes
+//! granted   varint 0: the chunk's previous dispatched grant; else 1, then a budget
 //! budget    4 varints: steps, tool calls, tokens, cost
 //! ```
 //!
@@ -19,6 +22,9 @@
 //! offsets (it numbers events as the log does) and one run, so those cost nothing. A name is
 //! written once per chunk of the log: the events of one task come close together, and a
 //! per-chunk table stays small and hot, where a table of every name of a large run would not.
+//! Times, task ids and grants are written against the chunk's previous ones: events come in
+//! time order, a run's minted task ids differ only in their node index, and the tasks of a
+//! plan often share a grant, so each takes a byte or two instead of up to 16 or 40.
 
 use std::sync::Arc;
 
@@ -40,6 +46,16 @@ pub struct Names {
     chunk: u32,
     /// The chunk's names, by number.
     names: Vec<Arc<str>>,
+    /// The chunk's previous event time, dispatched task id and grant (both ways).
+    last: Last,
+}
+
+/// What the next event of a chunk is written against.
+#[derive(Debug, Default)]
+struct Last {
+    at_ms: u64,
+    task_id: u128,
+    granted: Budget,
 }
 
 /// Slots of the packing table (a chunk holds the events of a few hundred tasks).
@@ -98,6 +114,36 @@ fn put_budget(out: &mut Vec<u8>, b: &Budget) {
     }
 }
 
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
+}
+
+fn put_task_id(out: &mut Vec<u8>, last: &mut u128, id: u128) {
+    let delta = id.wrapping_sub(*last) as i128;
+    *last = id;
+    match i64::try_from(delta) {
+        Ok(d) if zigzag(d) >> 63 == 0 => put_varint(out, zigzag(d) << 1),
+        _ => {
+            out.push(1);
+            out.extend_from_slice(&id.to_be_bytes());
+        }
+    }
+}
+
+fn put_granted(out: &mut Vec<u8>, last: &mut Budget, granted: &Budget) {
+    if granted == last {
+        out.push(0);
+    } else {
+        out.push(1);
+        put_budget(out, granted);
+        *last = *granted;
+    }
+}
+
 /// Reads from the front of a packed entry.
 struct Reader<'a, 'b>(&'a mut &'b [u8]);
 
@@ -123,6 +169,30 @@ impl Reader<'_, '_> {
 
     fn uuid(&mut self) -> Option<u128> {
         Some(u128::from_be_bytes(self.bytes(16)?.try_into().ok()?))
+    }
+
+    fn task_id(&mut self, last: &mut u128) -> Option<u128> {
+        let v = self.varint()?;
+        let id = if v & 1 == 0 {
+            last.wrapping_add(unzigzag(v >> 1) as i128 as u128)
+        } else if v == 1 {
+            self.uuid()?
+        } else {
+            return None;
+        };
+        *last = id;
+        Some(id)
+    }
+
+    fn granted(&mut self, last: &mut Budget) -> Option<Budget> {
+        match self.byte()? {
+            0 => Some(*last),
+            1 => {
+                *last = self.budget()?;
+                Some(*last)
+            }
+            _ => None,
+        }
     }
 
     fn budget(&mut self) -> Option<Budget> {
@@ -171,9 +241,13 @@ impl Pack for Event {
             out.extend_from_slice(self.run_id.as_uuid().as_bytes());
         }
         if offset != 0 {
-            put_varint(out, ((offset << 1) ^ (offset >> 63)) as u64);
+            put_varint(out, zigzag(offset));
         }
-        put_varint(out, self.at_ms);
+        put_varint(
+            out,
+            zigzag(self.at_ms.wrapping_sub(names.last.at_ms) as i64),
+        );
+        names.last.at_ms = self.at_ms;
         match &self.kind {
             EventKind::Transition { from, to } => {
                 out.push(state_code(*from) << 4 | state_code(*to));
@@ -186,8 +260,8 @@ impl Pack for Event {
             } => {
                 put_varint(out, u64::from(*attempt));
                 put_varint(out, *worker as u64);
-                out.extend_from_slice(task_id.as_uuid().as_bytes());
-                put_budget(out, granted);
+                put_task_id(out, &mut names.last.task_id, task_id.as_uuid().as_u128());
+                put_granted(out, &mut names.last.granted, granted);
             }
             EventKind::TaskClosed { spent } => put_budget(out, spent),
             EventKind::ReplyAccepted | EventKind::ResultCommitted => {}
@@ -202,6 +276,7 @@ impl Pack for Event {
     fn chunk_start(names: &mut Names) {
         names.chunk = names.chunk.wrapping_add(1);
         names.names.clear();
+        names.last = Last::default();
     }
 
     fn unpack(at: Slot, names: &mut Names, input: &mut &[u8]) -> Option<Self> {
@@ -224,12 +299,12 @@ impl Pack for Event {
             at.run
         };
         let offset = if head & SEQ_OFFSET != 0 {
-            let z = r.varint()?;
-            ((z >> 1) as i64) ^ -((z & 1) as i64)
+            unzigzag(r.varint()?)
         } else {
             0
         };
-        let at_ms = r.varint()?;
+        let at_ms = names.last.at_ms.wrapping_add(unzigzag(r.varint()?) as u64);
+        names.last.at_ms = at_ms;
         let kind = match head & KIND_BITS {
             TRANSITION => {
                 let b = r.byte()?;
@@ -241,8 +316,8 @@ impl Pack for Event {
             DISPATCHED => EventKind::Dispatched {
                 attempt: u32::try_from(r.varint()?).ok()?,
                 worker: usize::try_from(r.varint()?).ok()?,
-                task_id: TaskId::from_u128(r.uuid()?),
-                granted: r.budget()?,
+                task_id: TaskId::from_u128(r.task_id(&mut names.last.task_id)?),
+                granted: r.granted(&mut names.last.granted)?,
             },
             TASK_CLOSED => EventKind::TaskClosed { spent: r.budget()? },
             REPLY_ACCEPTED => EventKind::ReplyAccepted,
@@ -437,5 +512,86 @@ mod tests {
             .map(|(_, e)| e)
             .collect();
         assert_eq!(read, written);
+    }
+
+    #[test]
+    fn times_ids_and_grants_read_back_across_deltas_and_chunks() {
+        let run = RunId::from_u128(1);
+        let name: Arc<str> = Arc::from("t");
+        let prefix = 0xabcd_u128 << 64;
+        let ids = [
+            prefix | 5,
+            prefix | 4,
+            prefix | 900_000,
+            7,
+            u128::MAX,
+            0,
+            prefix | 6,
+        ];
+        let grants = [Budget::steps(3), Budget::steps(3), Budget::new(1, 2, 3, 4)];
+        let events: Vec<Event> = (0..2600u64)
+            .map(|i| Event {
+                seq: i,
+                run_id: run,
+                task: Some(name.clone()),
+                // Mostly forward, sometimes back (a resumed core's clock), once far ahead.
+                at_ms: match i % 9 {
+                    4 => i.saturating_sub(50),
+                    8 if i == 2000 => u64::MAX,
+                    _ => i * 3,
+                },
+                kind: EventKind::Dispatched {
+                    attempt: 1,
+                    worker: 0,
+                    task_id: TaskId::from_u128(ids[(i % 7) as usize]),
+                    granted: grants[(i % 3) as usize],
+                },
+            })
+            .collect();
+        let log = PackedLog::new();
+        for e in &events {
+            log.append_now(run, e);
+        }
+        for from in [0u64, 1023, 1024, 2047, 2048, 2599] {
+            let got: Vec<Event> = log
+                .read_now(run, Seq(from), 5)
+                .into_iter()
+                .map(|(_, e)| e)
+                .collect();
+            let end = (from as usize + 5).min(events.len());
+            assert_eq!(got, events[from as usize..end], "from {from}");
+        }
+        let all: Vec<Event> = log
+            .read_now(run, Seq(0), usize::MAX)
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect();
+        assert_eq!(all, events);
+    }
+
+    #[test]
+    fn a_run_of_minted_ids_and_one_grant_packs_small() {
+        let run = RunId::from_u128(1);
+        let name: Arc<str> = Arc::from("t");
+        let log = PackedLog::new();
+        for i in 0..1000u64 {
+            log.append_now(
+                run,
+                &Event {
+                    seq: i,
+                    run_id: run,
+                    task: Some(name.clone()),
+                    at_ms: 10_000 + i / 10,
+                    kind: EventKind::Dispatched {
+                        attempt: 1,
+                        worker: 0,
+                        task_id: TaskId::from_u128((0xfeed_u128 << 64) | u128::from(i)),
+                        granted: Budget::new(10, 2, 1000, 50),
+                    },
+                },
+            );
+        }
+        // head, name number, time, attempt, worker, id delta, same grant: 7 bytes.
+        assert!(log.bytes(run) <= 1000 * 7 + 64, "{}", log.bytes(run));
     }
 }

@@ -1,16 +1,16 @@
 //! The run report: what `quorate run --json` prints.
 
-use quorate_protocols::{Budget, RunId, TaskState};
+use quorate_protocols::{Budget, NodeId, RunId, TaskState};
 use quorate_workers::messages::ActionCounts;
 use serde::{Deserialize, Serialize};
 
-use crate::core::{MessageCounts, SupervisorCore};
+use crate::core::{MessageCounts, SupervisorCore, TaskSlot};
 
 /// One task's row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskRow {
     /// Node id.
-    pub id: String,
+    pub id: NodeId,
     /// Final (or current) state.
     pub state: TaskState,
     /// Attempts dispatched.
@@ -67,20 +67,33 @@ impl RunReport {
         self.stop.as_ref().map_or(1, crate::StopReason::exit_code)
     }
 
+    /// The report of `core` as it stands.
     pub(crate) fn from_core(core: &SupervisorCore) -> Self {
         let plan = core.plan();
         let tasks = core
             .tasks()
             .iter()
             .enumerate()
-            .map(|(i, t)| TaskRow {
-                id: plan.node(i as u32).id.to_string(),
-                state: t.state,
-                attempts: t.attempt,
-                granted: t.granted,
-                spent: t.spent,
-            })
+            .map(|(i, t)| row(plan.node(i as u32).id.clone(), t))
             .collect();
+        Self::with_rows(core, tasks)
+    }
+
+    /// The final report of a stopped `core`, made from its per-task records, which it takes:
+    /// a finished run's largest part becomes its report in place, without a second copy of
+    /// every task alive at the peak (the rows reuse the records' memory, see the test).
+    pub(crate) fn take_from_core(core: &mut SupervisorCore) -> Self {
+        let slots = core.take_tasks();
+        let plan = core.plan();
+        let tasks = slots
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| row(plan.node(i as u32).id.clone(), &t))
+            .collect();
+        Self::with_rows(core, tasks)
+    }
+
+    fn with_rows(core: &SupervisorCore, tasks: Vec<TaskRow>) -> Self {
         let root = core.root();
         Self {
             run_id: core.run(),
@@ -99,5 +112,73 @@ impl RunReport {
             actions: core.actions(),
             stop: core.stop_reason().cloned(),
         }
+    }
+}
+
+fn row(id: NodeId, t: &TaskSlot) -> TaskRow {
+    TaskRow {
+        id,
+        state: t.state,
+        attempts: t.attempt,
+        granted: t.granted,
+        spent: t.spent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quorate_protocols::{AgentId, Budget, NodeSpec, PlanSpec, Role, RunId, Sender};
+
+    use crate::{SupervisorConfig, SupervisorCore};
+
+    fn core(tasks: usize) -> SupervisorCore {
+        let spec = PlanSpec {
+            budget: Budget::new(1000, 0, 1000, 1000),
+            nodes: (0..tasks)
+                .map(|i| NodeSpec::named(&format!("n{i}")))
+                .collect(),
+            ..PlanSpec::default()
+        };
+        let sender = |n, role| Sender {
+            agent: AgentId::from_u128(n),
+            role,
+        };
+        SupervisorCore::new(
+            RunId::from_u128(1),
+            spec.validate().expect("valid plan"),
+            SupervisorConfig::default(),
+            sender(1, Role::Supervisor),
+            vec![sender(2, Role::Worker)],
+        )
+    }
+
+    #[test]
+    fn the_final_report_reuses_the_task_records_memory() {
+        let mut core = core(100);
+        core.start(0);
+        let before = core.snapshot();
+        // Not stopped yet: nothing is taken.
+        assert_eq!(core.final_report(), before);
+        assert_eq!(core.tasks().len(), 100);
+        // Cancelled: the running tasks get a grace period to answer, then the run stops.
+        core.handle_cancel(1);
+        core.handle_tick(u64::MAX / 2);
+        while core.poll_effect().is_some() {}
+        assert!(core.stop_reason().is_some(), "the run stopped");
+        let records = core.tasks().as_ptr() as usize;
+        let expected = core.snapshot();
+        let report = core.final_report();
+        assert_eq!(report, expected, "the same report as a snapshot");
+        assert_eq!(report.tasks[7].id.as_str(), "n7");
+        assert!(core.tasks().is_empty(), "the records were taken");
+        assert_eq!(
+            report.tasks.as_ptr() as usize,
+            records,
+            "the rows live where the records were: no second copy at the peak"
+        );
+        // Inputs after the end find no task and change nothing.
+        core.handle_approval(u64::MAX / 2, 3, true);
+        core.handle_tick(u64::MAX / 2);
+        assert!(core.poll_effect().is_none());
     }
 }

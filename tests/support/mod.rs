@@ -63,7 +63,7 @@ pub(crate) fn states(run: &FileRun) -> Vec<(String, TaskState)> {
         .report
         .tasks
         .iter()
-        .map(|t| (t.id.clone(), t.state))
+        .map(|t| (t.id.to_string(), t.state))
         .collect()
 }
 
@@ -72,7 +72,7 @@ pub(crate) fn attempts(run: &FileRun) -> HashMap<String, u32> {
         .report
         .tasks
         .iter()
-        .map(|t| (t.id.clone(), t.attempts))
+        .map(|t| (t.id.to_string(), t.attempts))
         .collect()
 }
 

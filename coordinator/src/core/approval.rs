@@ -15,8 +15,11 @@ impl SupervisorCore {
             // The attempt runs again: arm its timeout anew, so a lost approval or a lost final
             // reply still leads to a new attempt.
             let slot = &self.tasks[i as usize];
-            self.timeouts
-                .push_back((now + self.config.attempt_timeout_ms, slot.id, slot.attempt));
+            self.timeouts.push_back((
+                now + self.config.attempt_timeout_ms,
+                self.by_id.id(i),
+                slot.attempt,
+            ));
             Control::Approve { action }
         } else {
             self.stop_with(now, i, TaskEvent::Cancelled, StopReason::Cancelled);
@@ -33,7 +36,7 @@ impl SupervisorCore {
         if matches!(control, Control::Cancel | Control::Reject { .. }) {
             self.awaiting_ack.insert(i);
         }
-        let mut envelope = Envelope::new(self.run, slot.id, self.me, control);
+        let mut envelope = Envelope::new(self.run, self.by_id.id(i), self.me, control);
         envelope.attempt = slot.attempt;
         envelope.state_version = Version::new(u64::from(slot.version));
         self.messages.sent += 1;

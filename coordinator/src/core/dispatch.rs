@@ -62,7 +62,7 @@ impl SupervisorCore {
             }
             let node = self.plan.node(i);
             let slice = node.budget;
-            let id = self.tasks[i as usize].id;
+            let id = self.by_id.id(i);
             if !self.tasks[i as usize].allocated {
                 match self
                     .root
@@ -115,17 +115,17 @@ impl SupervisorCore {
             slot.attempt += 1;
             slot.version += 1;
             slot.worker = Some(worker as u32);
-            let mut envelope = Envelope::new(self.run, slot.id, self.me, assignment);
+            let mut envelope = Envelope::new(self.run, self.by_id.id(i), self.me, assignment);
             envelope.attempt = slot.attempt;
             envelope.state_version = Version::new(u64::from(slot.version));
             let attempt = slot.attempt;
             self.timeouts.push_back((
                 now + self.config.attempt_timeout_ms,
-                self.tasks[i as usize].id,
+                self.by_id.id(i),
                 attempt,
             ));
             self.transition(now, i, TaskEvent::Dispatched);
-            let (task_id, granted) = (self.tasks[i as usize].id, self.tasks[i as usize].granted);
+            let (task_id, granted) = (self.by_id.id(i), self.tasks[i as usize].granted);
             self.record(
                 now,
                 Some(i),

@@ -20,7 +20,7 @@ pub use config::{ApprovalPolicy, SupervisorConfig};
 pub use replan::ReplanError;
 pub(crate) use reply::{judge, ReplyGuard};
 pub use resume::ResumeError;
-pub(crate) use task::SeenKeys;
+pub(crate) use task::{SeenKeys, TaskSlot};
 
 use std::collections::{HashSet, VecDeque};
 
@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventKind, Rejection};
 use crate::{acceptance, StopReason};
-use task::{TaskIndex, TaskSlot};
+use task::TaskIndex;
 
 /// What the shell must do.
 #[derive(Clone, Debug, PartialEq)]
@@ -183,9 +183,9 @@ impl SupervisorCore {
             .expect("a validated plan's reserve fits its budget");
         let n = plan.len();
         let names = node_names(&plan);
-        let by_id = TaskIndex::new();
+        let by_id = TaskIndex::new(plan.len() as u32);
         let tasks = (0..plan.len() as u32)
-            .map(|i| TaskSlot::new(by_id.mint(i), plan.deps(i).len() as u32))
+            .map(|i| TaskSlot::new(plan.deps(i).len() as u32))
             .collect::<Vec<_>>();
         Self {
             run,
@@ -256,12 +256,29 @@ impl SupervisorCore {
 
     /// The task id of node `i`.
     pub fn task_id(&self, i: u32) -> TaskId {
-        self.tasks[i as usize].id
+        self.by_id.id(i)
     }
 
     /// A snapshot for the run report.
     pub fn snapshot(&self) -> crate::report::RunReport {
         crate::report::RunReport::from_core(self)
+    }
+
+    /// The report of a stopped run, built from the core's per-task records, which it takes
+    /// (they are most of a large run's memory, and the report's rows reuse it): afterwards the
+    /// core knows no task and ignores every input. Before the stop it is [`Self::snapshot`] and
+    /// takes nothing.
+    pub fn final_report(&mut self) -> crate::report::RunReport {
+        if self.stop.is_none() {
+            return self.snapshot();
+        }
+        crate::report::RunReport::take_from_core(self)
+    }
+
+    /// Takes the per-task records (see [`Self::final_report`]).
+    pub(crate) fn take_tasks(&mut self) -> Vec<TaskSlot> {
+        self.by_id.clear();
+        std::mem::take(&mut self.tasks)
     }
 
     pub(crate) fn tasks(&self) -> &[TaskSlot] {
@@ -336,7 +353,7 @@ impl SupervisorCore {
     /// A reply arrived from a worker.
     pub fn handle_report(&mut self, now: u64, reply: Envelope<Report>) {
         self.messages.delivered += 1;
-        let Some(i) = self.by_id.get(&reply.task, &self.tasks) else {
+        let Some(i) = self.by_id.get(&reply.task) else {
             let reason = if self.retired.contains(&reply.task) {
                 Rejection::Late
             } else {
@@ -508,7 +525,7 @@ impl SupervisorCore {
 
     /// The node index of task `id` if it is running `attempt`.
     fn live_attempt(&self, id: TaskId, attempt: u32) -> Option<u32> {
-        let i = self.by_id.get(&id, &self.tasks)?;
+        let i = self.by_id.get(&id)?;
         let t = &self.tasks[i as usize];
         (t.state == TaskState::Running && t.attempt == attempt).then_some(i)
     }

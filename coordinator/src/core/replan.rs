@@ -98,21 +98,28 @@ impl SupervisorCore {
             .map(Some)
             .collect();
         let mut tasks = Vec::with_capacity(plan.len());
+        let mut ids = Vec::with_capacity(plan.len());
         let mut counts = [0usize; 8];
         for j in 0..plan.len() as u32 {
             let id = &plan.node(j).id;
-            let slot = match self.plan.index_of(id) {
-                Some(i) => old_slots[i as usize]
-                    .take()
-                    .expect("each old slot moves once"),
-                None => TaskSlot::new(TaskId::new(), 0),
+            let (slot, task_id) = match self.plan.index_of(id) {
+                Some(i) => (
+                    old_slots[i as usize]
+                        .take()
+                        .expect("each old slot moves once"),
+                    self.by_id.id(i),
+                ),
+                // A fresh id: the minted one of slot `j` may belong to a node that moved.
+                None => (TaskSlot::new(0), TaskId::new()),
             };
             counts[super::state_index(slot.state)] += 1;
             tasks.push(slot);
+            ids.push(task_id);
         }
-        for slot in old_slots.into_iter().flatten() {
-            self.retired.insert(slot.id);
-            self.by_id.remove(&slot.id);
+        for (i, slot) in old_slots.iter().enumerate() {
+            if slot.is_some() {
+                self.retired.insert(self.by_id.id(i as u32));
+            }
         }
         // Recount dependencies against completed tasks; live tasks keep their state.
         for j in 0..plan.len() as u32 {
@@ -123,7 +130,7 @@ impl SupervisorCore {
                 .count();
             tasks[j as usize].deps_left = left as u32;
         }
-        self.by_id.rebuild(&tasks);
+        self.by_id.rebuild(&ids);
         self.tasks = tasks;
         self.counts = counts;
         self.names = super::node_names(&plan);

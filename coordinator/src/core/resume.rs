@@ -111,11 +111,8 @@ impl SupervisorCore {
                     },
                     Some(i),
                 ) => {
-                    let old = core.tasks[i as usize].id;
-                    core.by_id.remove(&old);
-                    core.by_id.insert(*task_id, i);
+                    core.by_id.set(i, *task_id);
                     let slot = &mut core.tasks[i as usize];
-                    slot.id = *task_id;
                     slot.attempt = *attempt;
                     slot.version += 1;
                     slot.worker = Some(*worker as u32);
@@ -144,7 +141,9 @@ impl SupervisorCore {
                 (EventKind::TaskClosed { spent }, Some(i)) => {
                     let slot = &mut core.tasks[i as usize];
                     slot.spent = *spent;
-                    let _ = core.root.child_closed(AccountId::Task(slot.id), *spent);
+                    let _ = core
+                        .root
+                        .child_closed(AccountId::Task(core.by_id.id(i)), *spent);
                 }
                 _ => {}
             }

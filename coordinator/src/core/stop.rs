@@ -80,7 +80,9 @@ impl SupervisorCore {
                 slot.granted
             };
             slot.spent = spent;
-            let _ = self.root.child_closed(AccountId::Task(slot.id), spent);
+            let _ = self
+                .root
+                .child_closed(AccountId::Task(self.by_id.id(i)), spent);
             self.record(now, Some(i), EventKind::TaskClosed { spent });
         }
     }

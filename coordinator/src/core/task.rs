@@ -1,11 +1,12 @@
 use quorate_protocols::{ActionId, Budget, DedupeKey, EvidenceRef, TaskId, TaskState};
 
+use ahash::AHashMap;
+
 /// The supervisor's record of one task. A large run keeps one per task, so it holds only what
 /// every task needs; what few tasks have (evidence, a parked approval, evidence text) sits in
-/// [`SlotExtra`], behind one pointer.
+/// [`SlotExtra`], behind one pointer. The task's id is not here: [`TaskIndex`] knows it.
 #[derive(Debug)]
 pub(crate) struct TaskSlot {
-    pub(crate) id: TaskId,
     pub(crate) seen: SeenKeys,
     /// The accepted result (its evidence is in `extra`).
     pub(crate) result: Option<serde_json::Value>,
@@ -37,9 +38,8 @@ struct SlotExtra {
 }
 
 impl TaskSlot {
-    pub(crate) fn new(id: TaskId, deps: u32) -> Self {
+    pub(crate) fn new(deps: u32) -> Self {
         Self {
-            id,
             seen: SeenKeys::default(),
             result: None,
             granted: Budget::ZERO,
@@ -101,18 +101,27 @@ impl TaskSlot {
 }
 
 /// The dedupe keys of the replies accepted for one task. Almost always one or two (an answer,
-/// perhaps an approval request first), so the first is kept inline and the rest in a short list.
+/// perhaps an approval request first), so the first is kept inline and more go behind one
+/// pointer, grown by copying in the rare task that needs it.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct SeenKeys {
-    first: Option<DedupeKey>,
-    /// Boxed slice: one pointer in every task, grown by copying in the rare task that needs it.
-    rest: Option<Box<[DedupeKey]>>,
+pub(crate) enum SeenKeys {
+    /// No reply accepted yet.
+    #[default]
+    None,
+    /// One.
+    One(DedupeKey),
+    /// Two or more.
+    Many(Box<[DedupeKey]>),
 }
 
 impl SeenKeys {
     /// `true` if `key` was seen.
     pub(crate) fn contains(&self, key: &DedupeKey) -> bool {
-        self.first.as_ref() == Some(key) || self.rest.as_ref().is_some_and(|r| r.contains(key))
+        match self {
+            Self::None => false,
+            Self::One(k) => k == key,
+            Self::Many(keys) => keys.contains(key),
+        }
     }
 
     /// Records `key`; `false` if it was seen before.
@@ -120,28 +129,26 @@ impl SeenKeys {
         if self.contains(&key) {
             return false;
         }
-        match self.first {
-            None => self.first = Some(key),
-            Some(_) => {
-                let mut rest = self.rest.take().map(Vec::from).unwrap_or_default();
-                rest.push(key);
-                self.rest = Some(rest.into_boxed_slice());
-            }
+        match self {
+            Self::None => *self = Self::One(key),
+            Self::One(first) => *self = Self::Many(Box::new([*first, key])),
+            Self::Many(keys) => *keys = keys.iter().copied().chain([key]).collect(),
         }
         true
     }
 
     /// `true` if no key was seen.
     pub(crate) fn is_empty(&self) -> bool {
-        self.first.is_none()
+        matches!(self, Self::None)
     }
 }
 
-/// Finds a task's slot from its id. Ids the core mints carry the node index in their low 32
-/// bits under a prefix drawn at random per run (the 96 upper bits of a v4 id, about 90 of them
-/// random), so a reply leads to its slot without a map lookup (a million-task run would
-/// otherwise keep a million-entry map, cold in cache). Ids that do not follow the pattern
-/// (restored by a resume, kept across a replan that moved their node) live in a small map.
+/// The task ids of a run's slots, both ways. Ids the core mints carry the node index in their
+/// low 32 bits under a prefix drawn at random per run (the 96 upper bits of a v4 id, about 90
+/// of them random), so neither a slot nor a map holds them, and a reply leads to its slot
+/// without a lookup (a million-task run would otherwise keep a million-entry map, cold in
+/// cache). Ids that do not follow the pattern (restored by a resume, fresh for a node a replan
+/// added, kept across a replan that moved their node) live in two small maps.
 ///
 /// Knowing one task id of a run thus gives the others: task ids are names, not secrets. A reply
 /// is accepted on its sender (the assigned worker's identity, stamped by the transport), never on
@@ -149,60 +156,69 @@ impl SeenKeys {
 #[derive(Debug)]
 pub(crate) struct TaskIndex {
     prefix: u128,
-    others: ahash::AHashMap<TaskId, u32>,
+    /// Slots `0..len` exist.
+    len: u32,
+    /// Ids other than the minted one of their slot: id to slot, and slot to id.
+    slots: AHashMap<TaskId, u32>,
+    ids: AHashMap<u32, TaskId>,
 }
 
 const INDEX_BITS: u128 = 0xffff_ffff;
 
 impl TaskIndex {
-    /// An index with a fresh random prefix.
-    pub(crate) fn new() -> Self {
+    /// `len` slots, each with its minted id under a fresh random prefix.
+    pub(crate) fn new(len: u32) -> Self {
         Self {
             prefix: TaskId::new().as_uuid().as_u128() & !INDEX_BITS,
-            others: ahash::AHashMap::new(),
+            len,
+            slots: AHashMap::new(),
+            ids: AHashMap::new(),
         }
     }
 
-    /// A fresh id for node `i`.
-    pub(crate) fn mint(&self, i: u32) -> TaskId {
+    fn mint(&self, i: u32) -> TaskId {
         TaskId::from_u128(self.prefix | u128::from(i))
     }
 
-    fn encoded(&self, id: &TaskId) -> Option<u32> {
+    /// The id of slot `i`.
+    pub(crate) fn id(&self, i: u32) -> TaskId {
+        self.ids.get(&i).copied().unwrap_or_else(|| self.mint(i))
+    }
+
+    /// The slot of task `id`.
+    pub(crate) fn get(&self, id: &TaskId) -> Option<u32> {
         let v = id.as_uuid().as_u128();
-        (v & !INDEX_BITS == self.prefix).then_some(v as u32)
-    }
-
-    /// The node index of task `id` among `tasks`.
-    pub(crate) fn get(&self, id: &TaskId, tasks: &[TaskSlot]) -> Option<u32> {
-        if let Some(i) = self.encoded(id) {
-            if tasks.get(i as usize).is_some_and(|t| t.id == *id) {
-                return Some(i);
-            }
+        let i = v as u32;
+        if v & !INDEX_BITS == self.prefix && i < self.len && !self.ids.contains_key(&i) {
+            return Some(i);
         }
-        self.others.get(id).copied()
+        self.slots.get(id).copied()
     }
 
-    /// Task `id` is at node `i` now.
-    pub(crate) fn insert(&mut self, id: TaskId, i: u32) {
-        if self.encoded(&id) == Some(i) {
-            self.others.remove(&id);
-        } else {
-            self.others.insert(id, i);
+    /// Slot `i`'s task is `id` from now on; its earlier id leads nowhere.
+    pub(crate) fn set(&mut self, i: u32, id: TaskId) {
+        if let Some(old) = self.ids.remove(&i) {
+            self.slots.remove(&old);
+        }
+        if id != self.mint(i) {
+            self.ids.insert(i, id);
+            self.slots.insert(id, i);
         }
     }
 
-    /// Task `id` is gone.
-    pub(crate) fn remove(&mut self, id: &TaskId) {
-        self.others.remove(id);
+    /// After a replan: slot `j` holds the task `ids[j]`.
+    pub(crate) fn rebuild(&mut self, ids: &[TaskId]) {
+        self.slots.clear();
+        self.ids.clear();
+        self.len = ids.len() as u32;
+        for (j, &id) in ids.iter().enumerate() {
+            self.set(j as u32, id);
+        }
     }
 
-    /// Forgets every id and indexes `tasks` afresh (after a replan).
-    pub(crate) fn rebuild(&mut self, tasks: &[TaskSlot]) {
-        self.others.clear();
-        for (i, t) in tasks.iter().enumerate() {
-            self.insert(t.id, i as u32);
-        }
+    /// No slot is left (the records were taken for the final report).
+    pub(crate) fn clear(&mut self) {
+        self.rebuild(&[]);
     }
 }
 
@@ -211,31 +227,64 @@ mod tests {
     use super::*;
 
     #[test]
-    fn minted_ids_find_their_slot_and_others_use_the_map() {
-        let mut index = TaskIndex::new();
-        let mut tasks: Vec<TaskSlot> = (0..3).map(|i| TaskSlot::new(index.mint(i), 0)).collect();
-        assert_eq!(index.get(&tasks[2].id, &tasks), Some(2));
-        assert!(index.others.is_empty(), "minted ids need no map entry");
-        // A restored id (not minted here) goes to the map; the minted id it replaced is gone.
-        let minted = tasks[1].id;
-        let restored = TaskId::from_u128(77);
-        index.remove(&minted);
-        index.insert(restored, 1);
-        tasks[1].id = restored;
-        assert_eq!(index.get(&restored, &tasks), Some(1));
-        assert_eq!(
-            index.get(&minted, &tasks),
-            None,
-            "the slot no longer holds it"
+    fn minted_ids_need_no_map_and_others_go_both_ways() {
+        let mut index = TaskIndex::new(3);
+        let ids: Vec<TaskId> = (0..3).map(|i| index.id(i)).collect();
+        assert_eq!(index.get(&ids[2]), Some(2));
+        assert!(
+            index.slots.is_empty() && index.ids.is_empty(),
+            "minted ids need no map"
         );
-        // An id with the right prefix but an index out of range, or another run's id: unknown.
-        assert_eq!(index.get(&index.mint(9), &tasks), None);
-        assert_eq!(index.get(&TaskId::new(), &tasks), None);
-        // Slots reordered (a replan): rebuilt, every id still leads to its slot.
-        tasks.swap(0, 2);
-        index.rebuild(&tasks);
-        for (i, t) in tasks.iter().enumerate() {
-            assert_eq!(index.get(&t.id, &tasks), Some(i as u32));
+        // A restored id (not minted here) goes to the maps; the minted id it replaced is gone.
+        let restored = TaskId::from_u128(77);
+        index.set(1, restored);
+        assert_eq!(index.id(1), restored);
+        assert_eq!(index.get(&restored), Some(1));
+        assert_eq!(index.get(&ids[1]), None, "slot 1 no longer holds it");
+        // Replaced again: the restored id leads nowhere either.
+        index.set(1, TaskId::new());
+        assert_eq!(index.get(&restored), None);
+        assert_eq!(index.get(&index.id(1)), Some(1));
+        assert_ne!(index.id(1), ids[1]);
+        // Back to the minted id: the maps are empty again.
+        index.set(1, ids[1]);
+        assert!(index.slots.is_empty() && index.ids.is_empty());
+        // An id with the right prefix but out of range, or another run's id: unknown.
+        assert_eq!(index.get(&index.mint(3)), None);
+        assert_eq!(index.get(&TaskId::new()), None);
+        // Slots reordered (a replan): every id still leads to its slot, even a minted id that
+        // now sits in another slot.
+        let moved = vec![ids[2], ids[0], TaskId::new(), ids[1]];
+        index.rebuild(&moved);
+        for (j, id) in moved.iter().enumerate() {
+            assert_eq!(index.get(id), Some(j as u32));
+            assert_eq!(index.id(j as u32), *id);
         }
+        index.clear();
+        assert_eq!(index.get(&ids[0]), None);
+    }
+
+    #[test]
+    fn seen_keys_accept_each_key_once() {
+        let keys: Vec<DedupeKey> = (0..4).map(|_| DedupeKey::new()).collect();
+        let mut seen = SeenKeys::default();
+        assert!(seen.is_empty());
+        for (n, k) in keys.iter().enumerate() {
+            assert!(!seen.contains(k));
+            assert!(seen.insert(*k), "key {n} is new");
+            assert!(!seen.insert(*k), "key {n} again");
+            assert!(keys[..=n].iter().all(|k| seen.contains(k)));
+        }
+        assert!(!seen.is_empty());
+    }
+
+    #[test]
+    fn a_task_record_stays_small() {
+        // A million-task run keeps one per task.
+        assert!(
+            std::mem::size_of::<TaskSlot>() <= 152,
+            "{}",
+            std::mem::size_of::<TaskSlot>()
+        );
     }
 }

@@ -152,10 +152,10 @@ fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSumma
     let mut granted_total = Budget::ZERO;
     let tasks = (0..plan.len() as u32)
         .map(|i| {
-            let id = plan.node(i).id.to_string();
+            let id = plan.node(i).id.clone();
             let state = stores
                 .states
-                .get_now(&PeerStores::state_key(run, &id))
+                .get_now(&PeerStores::state_key(run, id.as_str()))
                 .map_or(TaskState::Pending, |v| v.value.state);
             let (attempts, granted, spent) = peers
                 .iter()

@@ -81,6 +81,14 @@ impl From<NodeId> for String {
     }
 }
 
+/// A node id reads as its text: `id.len()`, `&id` where a `&str` is expected.
+impl std::ops::Deref for NodeId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Debug for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.0)
