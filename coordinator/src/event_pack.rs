@@ -345,6 +345,14 @@ mod tests {
     use crate::StopReason;
     use quorate_state::{PackedLog, Seq};
 
+    /// Up to `limit` events of `run` from `from`.
+    fn read(log: &PackedLog<Event>, run: RunId, from: Seq, limit: usize) -> Vec<Event> {
+        log.read_now(run, from, limit)
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
+    }
+
     #[test]
     fn every_kind_reads_back_as_written() {
         let run = RunId::from_u128(1);
@@ -440,12 +448,8 @@ mod tests {
             log.append_now(run, &event);
             written.push(event);
         }
-        let read: Vec<Event> = log
-            .read_now(run, Seq(0), 100)
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect();
-        assert_eq!(read, written);
+        let back = read(&log, run, Seq(0), 100);
+        assert_eq!(back, written);
         let struct_bytes = written.len() * std::mem::size_of::<Event>();
         assert!(log.bytes(run) * 2 < struct_bytes, "{}", log.bytes(run));
     }
@@ -468,11 +472,7 @@ mod tests {
             log.append_now(run, e);
         }
         for from in [0u64, 1, 1023, 1024, 1025, 2047, 2999] {
-            let got: Vec<Event> = log
-                .read_now(run, Seq(from), 3)
-                .into_iter()
-                .map(|(_, e)| e)
-                .collect();
+            let got = read(&log, run, Seq(from), 3);
             let end = (from as usize + 3).min(events.len());
             assert_eq!(got, events[from as usize..end], "from {from}");
         }
@@ -506,12 +506,8 @@ mod tests {
             log.append_now(run, &event);
             written.push(event);
         }
-        let read: Vec<Event> = log
-            .read_now(run, Seq(0), usize::MAX)
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect();
-        assert_eq!(read, written);
+        let back = read(&log, run, Seq(0), usize::MAX);
+        assert_eq!(back, written);
     }
 
     #[test]
@@ -536,8 +532,8 @@ mod tests {
                 task: Some(name.clone()),
                 // Mostly forward, sometimes back (a resumed core's clock), once far ahead.
                 at_ms: match i % 9 {
+                    _ if i == 2000 => u64::MAX,
                     4 => i.saturating_sub(50),
-                    8 if i == 2000 => u64::MAX,
                     _ => i * 3,
                 },
                 kind: EventKind::Dispatched {
@@ -553,19 +549,11 @@ mod tests {
             log.append_now(run, e);
         }
         for from in [0u64, 1023, 1024, 2047, 2048, 2599] {
-            let got: Vec<Event> = log
-                .read_now(run, Seq(from), 5)
-                .into_iter()
-                .map(|(_, e)| e)
-                .collect();
+            let got = read(&log, run, Seq(from), 5);
             let end = (from as usize + 5).min(events.len());
             assert_eq!(got, events[from as usize..end], "from {from}");
         }
-        let all: Vec<Event> = log
-            .read_now(run, Seq(0), usize::MAX)
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect();
+        let all = read(&log, run, Seq(0), usize::MAX);
         assert_eq!(all, events);
     }
 

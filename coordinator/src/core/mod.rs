@@ -125,8 +125,6 @@ pub struct SupervisorCore {
     workers: Vec<Sender>,
     next_worker: usize,
     tasks: Vec<TaskSlot>,
-    /// Node ids as shared strings, for events (one allocation per node, not per event).
-    names: Vec<std::sync::Arc<str>>,
     /// `result/<run>/`: result keys are this plus the node id.
     result_prefix: String,
     /// Task id -> node index.
@@ -182,7 +180,6 @@ impl SupervisorCore {
         let root = Account::open(None, spec.budget, spec.reserve)
             .expect("a validated plan's reserve fits its budget");
         let n = plan.len();
-        let names = node_names(&plan);
         let by_id = TaskIndex::new(plan.len() as u32);
         let tasks = (0..plan.len() as u32)
             .map(|i| TaskSlot::new(plan.deps(i).len() as u32))
@@ -195,7 +192,6 @@ impl SupervisorCore {
             me,
             workers,
             next_worker: 0,
-            names,
             result_prefix: crate::run::result_key(run, ""),
             tasks,
             by_id,
@@ -552,7 +548,7 @@ impl SupervisorCore {
         let event = Event {
             seq: self.seq,
             run_id: self.run,
-            task: task.map(|i| self.names[i as usize].clone()),
+            task: task.map(|i| self.plan.node(i).id.shared()),
             at_ms: now,
             kind,
         };
@@ -596,11 +592,4 @@ const fn state_index(state: TaskState) -> usize {
         TaskState::StoppedLimit => 6,
         TaskState::Cancelled => 7,
     }
-}
-
-/// Node ids of `plan` as shared strings, in node order.
-fn node_names(plan: &Plan) -> Vec<std::sync::Arc<str>> {
-    (0..plan.len() as u32)
-        .map(|i| plan.node(i).id.shared())
-        .collect()
 }

@@ -133,7 +133,6 @@ impl SupervisorCore {
         self.by_id.rebuild(&ids);
         self.tasks = tasks;
         self.counts = counts;
-        self.names = super::node_names(&plan);
         self.plan = plan;
         self.plan_version += 1;
         self.root.limit = self.plan.spec().budget;

@@ -232,7 +232,7 @@ impl SupervisorCore {
 
     /// The store key of node `i`'s result.
     pub fn result_key(&self, i: u32) -> String {
-        let name = &self.names[i as usize];
+        let name = self.plan.node(i).id.as_str();
         let mut key = String::with_capacity(self.result_prefix.len() + name.len());
         key.push_str(&self.result_prefix);
         key.push_str(name);
