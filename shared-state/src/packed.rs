@@ -63,6 +63,7 @@ pub trait Pack: Sized {
 }
 
 /// Appends `v` as a varint: 7 bits a byte, low bits first, so small numbers take one byte.
+#[inline]
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -73,6 +74,7 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 
 /// Reads a varint written by [`put_varint`] from the front of `input` and advances it; `None`
 /// if the bytes end first or run past 64 bits.
+#[inline]
 pub fn take_varint(input: &mut &[u8]) -> Option<u64> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
@@ -134,10 +136,14 @@ impl<E: Pack> Packed<E> {
     fn push(&mut self, entry: &E) -> Seq {
         let seq = Seq(self.len as u64);
         if self.len % CHUNK == 0 {
+            // The next chunk starts with room for as much as the last one took (entries of one
+            // log are alike), so it seldom grows by copying.
+            let mut room = 0;
             if let Some(full) = self.chunks.last_mut() {
                 full.shrink_to_fit();
+                room = full.len();
             }
-            self.chunks.push(Vec::new());
+            self.chunks.push(Vec::with_capacity(room));
             E::chunk_start(&mut self.dict);
         }
         let at = Slot { run: self.run, seq };
