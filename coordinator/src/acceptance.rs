@@ -1,6 +1,6 @@
 //! The acceptance check: a task completes only when its observed result passes it.
 
-use quorate_protocols::{Acceptance, Check, ResultKind};
+use quorate_protocols::{Acceptance, Check, Plan, Precondition, ResultKind};
 use quorate_workers::messages::Receipt;
 
 /// Runs `acceptance` on a reply that claims to be `kind` with `value` and `receipts`. Returns the
@@ -59,6 +59,39 @@ pub fn check(
         }
     }
     Ok(())
+}
+
+/// Checks node `i`'s `inputs-non-empty` precondition, if it has one, on the results of its
+/// dependencies (`result(d)` for dependency `d`, `None` if it has none); the star and peer cores
+/// both ask here. Store-backed preconditions are the shell's to check. The observation names the
+/// empty inputs.
+pub(crate) fn check_inputs<'a>(
+    plan: &Plan,
+    i: u32,
+    result: impl Fn(u32) -> Option<&'a serde_json::Value>,
+) -> Result<(), String> {
+    let wanted = plan
+        .node(i)
+        .preconditions
+        .iter()
+        .any(|p| matches!(p, Precondition::InputsNonEmpty));
+    if !wanted {
+        return Ok(());
+    }
+    let empty: Vec<&str> = plan
+        .deps(i)
+        .iter()
+        .filter(|&&d| result(d).is_none_or(is_empty))
+        .map(|&d| plan.node(d).id.as_str())
+        .collect();
+    if empty.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "precondition does not hold: empty input from {}",
+            empty.join(", ")
+        ))
+    }
 }
 
 /// `true` for null, an empty string, an empty array or an empty object: what the `non-empty`

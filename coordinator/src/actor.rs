@@ -2,14 +2,15 @@
 //! core's effects, and arms one timer for the core's next timeout. No domain decisions here.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use actix::prelude::*;
 use quorate_protocols::Envelope;
-use quorate_state::{CasOutcome, MemoryStore, PackedLog, PackedWriter};
+use quorate_state::{MemoryStore, PackedLog, PackedWriter};
 use quorate_workers::{AssignBatch, Assignment, ControlMsg, ReportBatch, ReportMsg};
 use tokio::sync::oneshot;
 
+use crate::shell::{commit_result, RunClock, Tick, Wakeup};
 use crate::trace::TraceSink;
 use crate::{Effect, Event, RunReport, SupervisorCore};
 
@@ -38,10 +39,6 @@ pub struct Decide {
     pub approved: bool,
 }
 
-#[derive(Message, Debug)]
-#[rtype(result = "()")]
-struct Tick;
-
 /// The supervisor actor.
 pub struct SupervisorActor {
     core: SupervisorCore,
@@ -54,9 +51,8 @@ pub struct SupervisorActor {
     /// Assignments for each worker, sent as one message when the input is carried out.
     outgoing: Vec<Vec<Envelope<Assignment>>>,
     trace: Option<TraceSink>,
-    started: Instant,
-    /// The armed timer and the core time it fires at.
-    timer: Option<(SpawnHandle, u64)>,
+    clock: RunClock,
+    timer: Wakeup,
     done: Option<oneshot::Sender<RunReport>>,
 }
 
@@ -88,14 +84,14 @@ impl SupervisorActor {
             log: log.writer(core_run),
             event_counts: crate::event::KindCounts::default(),
             trace,
-            started: Instant::now(),
-            timer: None,
+            clock: RunClock::since(Instant::now()),
+            timer: Wakeup::default(),
             done: Some(done),
         }
     }
 
     fn now(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+        self.clock.now()
     }
 
     /// Carries out every pending effect, then arms the timer for the core's next deadline.
@@ -113,14 +109,7 @@ impl SupervisorActor {
                     self.send_assignments(worker);
                     self.workers[worker].control.do_send(ControlMsg(*envelope))
                 }
-                Effect::CommitResult { key, value } => {
-                    // First writer wins; a conflicting commit keeps what is there (never overwrite).
-                    if let CasOutcome::Conflict { current } =
-                        self.results.cas_now(&key, None, value)
-                    {
-                        tracing::warn!(%key, existing = ?current.map(|c| c.version), "result already committed; kept");
-                    }
-                }
+                Effect::CommitResult { key, value } => commit_result(&self.results, &key, value),
                 Effect::CheckPreconditions { node, checks } => {
                     let outcome = crate::precheck::check(&self.results, &checks);
                     let now = self.now();
@@ -154,20 +143,7 @@ impl SupervisorActor {
         for w in 0..self.outgoing.len() {
             self.send_assignments(w);
         }
-        // Re-arm only when the next deadline moved earlier: a timer that fires early just
-        // ticks the core for nothing, and cancelling timers costs more than that.
-        match (self.timer, self.core.poll_timeout()) {
-            (Some((_, armed)), Some(at)) if armed <= at => {}
-            (old, next) => {
-                if let Some((handle, _)) = old {
-                    ctx.cancel_future(handle);
-                }
-                self.timer = next.map(|at| {
-                    let wait = Duration::from_millis(at.saturating_sub(self.now()));
-                    (ctx.notify_later(Tick, wait), at)
-                });
-            }
-        }
+        self.timer.arm(ctx, self.clock, self.core.poll_timeout());
     }
 }
 
@@ -187,7 +163,7 @@ impl Actor for SupervisorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        self.started = Instant::now();
+        self.clock = RunClock::since(Instant::now());
         // A core rebuilt with `SupervisorCore::resume` continues the run from here.
         self.core.start(0);
         self.drive(ctx);
@@ -220,7 +196,7 @@ impl Handler<Tick> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
         let _span = tracing::debug_span!("supervisor.tick", run = %self.core.run()).entered();
-        self.timer = None;
+        self.timer.fired();
         let now = self.now();
         self.core.handle_tick(now);
         self.drive(ctx);

@@ -25,6 +25,7 @@ pub mod peer;
 pub mod precheck;
 mod report;
 mod run;
+mod shell;
 mod stop;
 pub mod trace;
 

@@ -40,6 +40,16 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// The stop for a budget slice the ledger refused: the component that ran out (steps when
+    /// the refusal names none, e.g. an arithmetic overflow).
+    pub(crate) fn refused(e: &quorate_state::LedgerError) -> Self {
+        let component = match e {
+            quorate_state::LedgerError::Insufficient { component, .. } => *component,
+            _ => Component::Steps,
+        };
+        StopReason::StoppedLimit { component }
+    }
+
     /// The reason's name as it appears in JSON output (`stop_reason`).
     #[must_use]
     pub fn name(&self) -> &'static str {

@@ -3,53 +3,28 @@
 use quorate_state::AccountId;
 
 use super::*;
-use crate::acceptance::is_empty;
 use crate::event::EventKind;
 use crate::StopReason;
 
 impl SupervisorCore {
     pub(super) fn make_ready(&mut self, now: u64, i: u32) {
-        if self.preconditions_hold(i) {
-            let checks = self.store_preconditions(i);
-            if !checks.is_empty() {
-                self.tasks[i as usize].checking = true;
-                self.effects
-                    .push_back(Effect::CheckPreconditions { node: i, checks });
-                return;
-            }
+        let tasks = &self.tasks;
+        let inputs =
+            crate::acceptance::check_inputs(&self.plan, i, |d| tasks[d as usize].result.as_ref());
+        if let Err(observation) = inputs {
+            self.fail(now, i, observation);
+            return;
         }
-        if self.preconditions_hold(i) && self.transition(now, i, TaskEvent::DependenciesMet) {
+        let checks = self.store_preconditions(i);
+        if !checks.is_empty() {
+            self.tasks[i as usize].checking = true;
+            self.effects
+                .push_back(Effect::CheckPreconditions { node: i, checks });
+            return;
+        }
+        if self.transition(now, i, TaskEvent::DependenciesMet) {
             self.ready.push_back(i);
-        } else if !self.preconditions_hold(i) {
-            let empty: Vec<String> = self
-                .plan
-                .deps(i)
-                .iter()
-                .filter(|&&d| self.tasks[d as usize].result.as_ref().is_none_or(is_empty))
-                .map(|&d| self.plan.node(d).id.to_string())
-                .collect();
-            self.fail(
-                now,
-                i,
-                format!(
-                    "precondition does not hold: empty input from {}",
-                    empty.join(", ")
-                ),
-            );
         }
-    }
-
-    pub(super) fn preconditions_hold(&self, i: u32) -> bool {
-        self.plan.node(i).preconditions.iter().all(|p| match p {
-            Precondition::InputsNonEmpty => self.plan.deps(i).iter().all(|&d| {
-                self.tasks[d as usize]
-                    .result
-                    .as_ref()
-                    .is_some_and(|v| !is_empty(v))
-            }),
-            // Store-backed preconditions go to the shell as `Effect::CheckPreconditions`.
-            _ => true,
-        })
     }
 
     pub(super) fn dispatch_ready(&mut self, now: u64) {
@@ -74,18 +49,9 @@ impl SupervisorCore {
                         self.granted_total = self.granted_total.saturating_add(&slice);
                     }
                     Err(e) => {
-                        let component = match &e {
-                            LedgerError::Insufficient { component, .. } => *component,
-                            _ => quorate_protocols::Component::Steps,
-                        };
-                        self.record(
-                            now,
-                            Some(i),
-                            EventKind::BudgetRefused {
-                                detail: e.to_string(),
-                            },
-                        );
-                        let reason = StopReason::StoppedLimit { component };
+                        let detail = e.to_string();
+                        self.record(now, Some(i), EventKind::BudgetRefused { detail });
+                        let reason = StopReason::refused(&e);
                         self.stop_with(now, i, TaskEvent::LimitReached, reason);
                         return;
                     }

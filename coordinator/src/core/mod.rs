@@ -20,6 +20,7 @@ pub use config::{ApprovalPolicy, SupervisorConfig};
 pub use replan::ReplanError;
 pub(crate) use reply::{judge, ReplyGuard};
 pub use resume::ResumeError;
+use task::StateCounts;
 pub(crate) use task::{SeenKeys, TaskSlot};
 
 use std::collections::{HashSet, VecDeque};
@@ -27,7 +28,7 @@ use std::collections::{HashSet, VecDeque};
 use quorate_protocols::{
     Budget, Envelope, Plan, Precondition, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
 };
-use quorate_state::{Account, LedgerError};
+use quorate_state::Account;
 use quorate_workers::messages::{Assignment, Control, Outcome, Report};
 use serde::{Deserialize, Serialize};
 
@@ -140,7 +141,7 @@ pub struct SupervisorCore {
     /// skipped lazily. Attempt timeouts are uniform, so the front is the earliest.
     timeouts: VecDeque<(u64, TaskId, u32)>,
     /// Number of tasks in each state (indexed by [`state_index`]).
-    counts: [usize; 8],
+    counts: StateCounts,
     root: Account,
     granted_total: Budget,
     stop: Option<StopReason>,
@@ -176,14 +177,12 @@ impl SupervisorCore {
             !workers.is_empty(),
             "a supervisor needs at least one worker"
         );
-        let spec = plan.spec();
-        let root = Account::open(None, spec.budget, spec.reserve)
-            .expect("a validated plan's reserve fits its budget");
-        let n = plan.len();
+        let root = root_account(&plan);
         let by_id = TaskIndex::new(plan.len() as u32);
         let tasks = (0..plan.len() as u32)
             .map(|i| TaskSlot::new(plan.deps(i).len() as u32))
             .collect::<Vec<_>>();
+        let counts = StateCounts::of(&tasks);
         Self {
             run,
             plan,
@@ -200,11 +199,7 @@ impl SupervisorCore {
             retired: HashSet::new(),
             fallback: None,
             timeouts: VecDeque::new(),
-            counts: {
-                let mut c = [0; 8];
-                c[state_index(TaskState::Pending)] = n;
-                c
-            },
+            counts,
             root,
             granted_total: Budget::ZERO,
             stop: None,
@@ -565,9 +560,7 @@ impl SupervisorCore {
         let from = self.tasks[i as usize].state;
         match from.on(event) {
             Ok(to) => {
-                self.tasks[i as usize].state = to;
-                self.counts[state_index(from)] -= 1;
-                self.counts[state_index(to)] += 1;
+                self.set_state(i, to);
                 self.record(now, Some(i), EventKind::Transition { from, to });
                 true
             }
@@ -575,21 +568,22 @@ impl SupervisorCore {
         }
     }
 
+    /// Task `i` is in state `to` now (the caller records why).
+    fn set_state(&mut self, i: u32, to: TaskState) {
+        let slot = &mut self.tasks[i as usize];
+        self.counts.moved(slot.state, to);
+        slot.state = to;
+    }
+
     fn add_actions(&mut self, a: quorate_workers::messages::ActionCounts) {
         self.actions += a;
     }
 }
 
-/// Position of a state in [`SupervisorCore`]'s per-state counters.
-const fn state_index(state: TaskState) -> usize {
-    match state {
-        TaskState::Pending => 0,
-        TaskState::Ready => 1,
-        TaskState::Running => 2,
-        TaskState::WaitingApproval => 3,
-        TaskState::Completed => 4,
-        TaskState::Failed => 5,
-        TaskState::StoppedLimit => 6,
-        TaskState::Cancelled => 7,
-    }
+/// The run's root account: the plan's budget, with its coordination reserve held back. Star and
+/// peer runs open it alike.
+pub(crate) fn root_account(plan: &Plan) -> Account {
+    let spec = plan.spec();
+    Account::open(None, spec.budget, spec.reserve)
+        .expect("a validated plan's reserve fits its budget")
 }

@@ -99,7 +99,6 @@ impl SupervisorCore {
             .collect();
         let mut tasks = Vec::with_capacity(plan.len());
         let mut ids = Vec::with_capacity(plan.len());
-        let mut counts = [0usize; 8];
         for j in 0..plan.len() as u32 {
             let id = &plan.node(j).id;
             let (slot, task_id) = match self.plan.index_of(id) {
@@ -112,7 +111,6 @@ impl SupervisorCore {
                 // A fresh id: the minted one of slot `j` may belong to a node that moved.
                 None => (TaskSlot::new(0), TaskId::new()),
             };
-            counts[super::state_index(slot.state)] += 1;
             tasks.push(slot);
             ids.push(task_id);
         }
@@ -131,8 +129,8 @@ impl SupervisorCore {
             tasks[j as usize].deps_left = left as u32;
         }
         self.by_id.rebuild(&ids);
+        self.counts = super::StateCounts::of(&tasks);
         self.tasks = tasks;
-        self.counts = counts;
         self.plan = plan;
         self.plan_version += 1;
         self.root.limit = self.plan.spec().budget;

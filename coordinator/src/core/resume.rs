@@ -127,13 +127,10 @@ impl SupervisorCore {
                         core.granted_total = core.granted_total.saturating_add(granted);
                     }
                 }
-                (EventKind::Transition { from, to }, Some(i)) => {
-                    let slot = &mut core.tasks[i as usize];
-                    if slot.state == *from {
-                        slot.state = *to;
-                        core.counts[super::state_index(*from)] -= 1;
-                        core.counts[super::state_index(*to)] += 1;
-                    }
+                (EventKind::Transition { from, to }, Some(i))
+                    if core.tasks[i as usize].state == *from =>
+                {
+                    core.set_state(i, *to);
                 }
                 (EventKind::StopRequested { reason }, _) if core.pending_stop.is_none() => {
                     core.pending_stop = Some(reason.clone());
@@ -219,9 +216,7 @@ impl SupervisorCore {
 
     fn force_state(&mut self, i: u32, to: TaskState) {
         let from = self.tasks[i as usize].state;
-        self.tasks[i as usize].state = to;
-        self.counts[super::state_index(from)] -= 1;
-        self.counts[super::state_index(to)] += 1;
+        self.set_state(i, to);
         self.record(0, Some(i), EventKind::Transition { from, to });
     }
 

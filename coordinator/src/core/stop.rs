@@ -112,15 +112,8 @@ impl SupervisorCore {
         if self.stop.is_some() {
             return;
         }
-        let live = |s: TaskState| self.counts[state_index(s)];
-        let all_terminal = [
-            TaskState::Pending,
-            TaskState::Ready,
-            TaskState::Running,
-            TaskState::WaitingApproval,
-        ]
-        .into_iter()
-        .all(|s| live(s) == 0);
+        let all_terminal = self.counts.all_terminal();
+        let live = |s: TaskState| self.counts.get(s);
         if all_terminal && !self.drained {
             if !self.awaiting_ack.is_empty() {
                 // Wait for the workers to acknowledge the cancel (bounded).

@@ -100,6 +100,58 @@ impl TaskSlot {
     }
 }
 
+/// How many tasks are in each state, kept as tasks move, so "is every task terminal" is a
+/// look at four numbers instead of a pass over every task.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct StateCounts([usize; 8]);
+
+impl StateCounts {
+    /// The counts of `tasks`.
+    pub(crate) fn of(tasks: &[TaskSlot]) -> Self {
+        let mut c = Self::default();
+        for t in tasks {
+            c.0[Self::index(t.state)] += 1;
+        }
+        c
+    }
+
+    /// One task moved from `from` to `to`.
+    pub(crate) fn moved(&mut self, from: TaskState, to: TaskState) {
+        self.0[Self::index(from)] -= 1;
+        self.0[Self::index(to)] += 1;
+    }
+
+    /// Tasks in `state`.
+    pub(crate) fn get(&self, state: TaskState) -> usize {
+        self.0[Self::index(state)]
+    }
+
+    /// `true` if no task is in a live (non-terminal) state.
+    pub(crate) fn all_terminal(&self) -> bool {
+        [
+            TaskState::Pending,
+            TaskState::Ready,
+            TaskState::Running,
+            TaskState::WaitingApproval,
+        ]
+        .into_iter()
+        .all(|s| self.get(s) == 0)
+    }
+
+    const fn index(state: TaskState) -> usize {
+        match state {
+            TaskState::Pending => 0,
+            TaskState::Ready => 1,
+            TaskState::Running => 2,
+            TaskState::WaitingApproval => 3,
+            TaskState::Completed => 4,
+            TaskState::Failed => 5,
+            TaskState::StoppedLimit => 6,
+            TaskState::Cancelled => 7,
+        }
+    }
+}
+
 /// The dedupe keys of the replies accepted for one task. Almost always one or two (an answer,
 /// perhaps an approval request first), so the first is kept inline and more go behind one
 /// pointer, grown by copying in the rare task that needs it.
@@ -276,6 +328,24 @@ mod tests {
             assert!(keys[..=n].iter().all(|k| seen.contains(k)));
         }
         assert!(!seen.is_empty());
+    }
+
+    #[test]
+    fn state_counts_follow_the_moves_and_tell_when_all_are_terminal() {
+        let mut tasks: Vec<TaskSlot> = (0..3).map(|_| TaskSlot::new(0)).collect();
+        tasks[2].state = TaskState::Completed;
+        let mut c = StateCounts::of(&tasks);
+        assert_eq!(
+            (c.get(TaskState::Pending), c.get(TaskState::Completed)),
+            (2, 1)
+        );
+        assert!(!c.all_terminal());
+        c.moved(TaskState::Pending, TaskState::WaitingApproval);
+        assert_eq!(c.get(TaskState::Pending), 1);
+        assert!(!c.all_terminal(), "waiting for a human is not terminal");
+        c.moved(TaskState::WaitingApproval, TaskState::Cancelled);
+        c.moved(TaskState::Pending, TaskState::Failed);
+        assert!(c.all_terminal());
     }
 
     #[test]

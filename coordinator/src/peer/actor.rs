@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use actix::prelude::*;
 use quorate_protocols::{Budget, Envelope, RunId};
@@ -12,6 +12,7 @@ use quorate_workers::{AssignMsg, ControlMsg, ReportMsg};
 use tokio::sync::oneshot;
 
 use super::{PeerCore, PeerEffect, PeerMsg, Terminal};
+use crate::shell::{commit_result, RunClock, Tick, Wakeup};
 use crate::trace::TraceSink;
 use crate::{Event, MessageCounts, StopReason};
 
@@ -28,10 +29,6 @@ impl quorate_workers::Envelopes for PeerMsgEnvelope {
         vec![self]
     }
 }
-
-#[derive(Message, Debug)]
-#[rtype(result = "()")]
-struct Tick;
 
 /// The stores every peer of a run shares.
 #[derive(Clone, Debug)]
@@ -131,8 +128,8 @@ pub struct PeerActor {
     control: Recipient<ControlMsg>,
     stores: PeerStores,
     trace: Option<TraceSink>,
-    started: Instant,
-    timer: Option<SpawnHandle>,
+    clock: RunClock,
+    timer: Wakeup,
     done: Option<oneshot::Sender<PeerSummary>>,
 }
 
@@ -166,14 +163,14 @@ impl PeerActor {
             control,
             stores,
             trace,
-            started,
-            timer: None,
+            clock: RunClock::since(started),
+            timer: Wakeup::default(),
             done: Some(done),
         }
     }
 
     fn now(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+        self.clock.now()
     }
 
     fn node_id(&self, node: u32) -> String {
@@ -230,12 +227,7 @@ impl PeerActor {
                     }
                 }
                 PeerEffect::CommitResult { key, value } => {
-                    // First writer wins; a conflicting commit keeps what is there.
-                    if let CasOutcome::Conflict { .. } =
-                        self.stores.results.cas_now(&key, None, value)
-                    {
-                        tracing::warn!(%key, "result already committed; kept");
-                    }
+                    commit_result(&self.stores.results, &key, value);
                 }
                 PeerEffect::Broadcast(envelope) => {
                     for other in &self.others {
@@ -266,13 +258,7 @@ impl PeerActor {
                 }
             }
         }
-        if let Some(handle) = self.timer.take() {
-            ctx.cancel_future(handle);
-        }
-        if let Some(at) = self.core.poll_timeout() {
-            let wait = Duration::from_millis(at.saturating_sub(self.now()));
-            self.timer = Some(ctx.notify_later(Tick, wait));
-        }
+        self.timer.arm(ctx, self.clock, self.core.poll_timeout());
     }
 }
 
@@ -307,7 +293,7 @@ impl Handler<ReportMsg> for PeerActor {
 impl Handler<Tick> for PeerActor {
     type Result = ();
     fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
-        self.timer = None;
+        self.timer.fired();
         let now = self.now();
         self.core.handle_tick(now);
         self.drive(ctx);

@@ -6,10 +6,8 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use quorate_protocols::{
-    DedupeKey, Envelope, Plan, Precondition, RunId, Sender, TaskId, TaskState, Version,
-};
-use quorate_state::{LedgerError, MemoryStore};
+use quorate_protocols::{DedupeKey, Envelope, Plan, RunId, Sender, TaskId, TaskState, Version};
+use quorate_state::MemoryStore;
 use quorate_workers::messages::{ActionCounts, Control};
 
 mod terminal;
@@ -94,10 +92,7 @@ impl PeerCore {
 
     /// Opens the run's shared root account in `store` under `key` (once per run, before start).
     pub fn open_root(plan: &Plan, store: &MemoryStore<quorate_state::Account>, key: &str) {
-        let spec = plan.spec();
-        let root = quorate_state::Account::open(None, spec.budget, spec.reserve)
-            .expect("a validated plan's reserve fits its budget");
-        let _ = store.cas_now(key, None, root);
+        let _ = store.cas_now(key, None, crate::core::root_account(plan));
     }
 
     /// Evidence text handed to node `node` with its assignment (data only).
@@ -222,14 +217,10 @@ impl PeerCore {
         let i = node;
         match outcome {
             Err(e) => {
-                let component = match &e {
-                    LedgerError::Insufficient { component, .. } => *component,
-                    _ => quorate_protocols::Component::Steps,
-                };
                 let detail = e.to_string();
                 self.record(now, Some(i), EventKind::BudgetRefused { detail });
                 self.busy = false;
-                let cause = StopReason::StoppedLimit { component };
+                let cause = StopReason::refused(&e);
                 self.propose(i, TaskState::StoppedLimit, Some(cause));
             }
             Ok(()) => {
@@ -374,27 +365,19 @@ impl PeerCore {
     }
 
     fn make_ready(&mut self, now: u64, i: u32) {
-        if self.preconditions_hold(i) {
-            self.set_state(now, i, TaskState::Ready);
-        } else {
-            let node = self.plan.node(i).id.to_string();
-            let observation = "precondition does not hold: an input is empty".to_string();
-            let cause = StopReason::Failed { node, observation };
-            self.propose(i, TaskState::Failed, Some(cause));
+        // Store preconditions are not checked in peer mode (see `run_peer`).
+        let tasks = &self.tasks;
+        let inputs = crate::acceptance::check_inputs(&self.plan, i, |d| {
+            tasks[d as usize].result.as_ref().map(|(v, _)| v)
+        });
+        match inputs {
+            Ok(()) => self.set_state(now, i, TaskState::Ready),
+            Err(observation) => {
+                let node = self.plan.node(i).id.to_string();
+                let cause = StopReason::Failed { node, observation };
+                self.propose(i, TaskState::Failed, Some(cause));
+            }
         }
-    }
-
-    fn preconditions_hold(&self, i: u32) -> bool {
-        self.plan.node(i).preconditions.iter().all(|p| match p {
-            Precondition::InputsNonEmpty => self.plan.deps(i).iter().all(|&d| {
-                self.tasks[d as usize]
-                    .result
-                    .as_ref()
-                    .is_some_and(|(v, _)| !crate::acceptance::is_empty(v))
-            }),
-            // Store preconditions are not checked in peer mode (see `run_peer`).
-            _ => true,
-        })
     }
 
     /// Stops claiming and proposes `cancelled` for every task not yet settled.

@@ -1,0 +1,72 @@
+//! What the supervisor and peer actors share as shells: the run clock the cores read, the one
+//! timer armed for a core's next deadline, and the first-writer-wins commit of a result.
+
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use quorate_state::{CasOutcome, MemoryStore};
+
+/// Milliseconds since the run started: the time every core input carries.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunClock(Instant);
+
+impl RunClock {
+    /// A clock that starts at `start`.
+    pub(crate) fn since(start: Instant) -> Self {
+        Self(start)
+    }
+
+    /// Now, in run milliseconds.
+    pub(crate) fn now(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The message an actor's armed timer delivers.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct Tick;
+
+/// The one timer an actor keeps for its core's next deadline.
+#[derive(Debug, Default)]
+pub(crate) struct Wakeup(Option<(SpawnHandle, u64)>);
+
+impl Wakeup {
+    /// Arms the timer for `next` (run milliseconds), if any. It is re-armed only when the
+    /// deadline moved earlier: a timer that fires early just ticks the core for nothing, and
+    /// cancelling timers costs more than that.
+    pub(crate) fn arm<A>(&mut self, ctx: &mut Context<A>, clock: RunClock, next: Option<u64>)
+    where
+        A: Actor<Context = Context<A>> + Handler<Tick>,
+    {
+        match (self.0, next) {
+            (Some((_, armed)), Some(at)) if armed <= at => {}
+            (old, next) => {
+                if let Some((handle, _)) = old {
+                    ctx.cancel_future(handle);
+                }
+                self.0 = next.map(|at| {
+                    let wait = Duration::from_millis(at.saturating_sub(clock.now()));
+                    (ctx.notify_later(Tick, wait), at)
+                });
+            }
+        }
+    }
+
+    /// The timer fired: nothing is armed any more.
+    pub(crate) fn fired(&mut self) {
+        self.0 = None;
+    }
+}
+
+/// Commits `value` under `key` unless a result is there already: the first writer wins, and a
+/// later commit never overwrites it.
+pub(crate) fn commit_result(
+    store: &MemoryStore<serde_json::Value>,
+    key: &str,
+    value: serde_json::Value,
+) {
+    if let CasOutcome::Conflict { current } = store.cas_now(key, None, value) {
+        tracing::warn!(%key, existing = ?current.map(|c| c.version), "result already committed; kept");
+    }
+}
