@@ -182,6 +182,44 @@ pub enum ParameterError {
     },
 }
 
+/// An authority that does not cover a record's access rule, as found by
+/// [`authorize`](crate::record::authorize); each operation reports it as its own
+/// `ScopeViolation` variant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ScopeViolation {
+    /// The caller's authority.
+    pub(crate) writer: Box<AccessRule>,
+    /// The access rule it does not cover.
+    pub(crate) record_access: Box<AccessRule>,
+}
+
+impl From<ScopeViolation> for WriteError {
+    fn from(v: ScopeViolation) -> Self {
+        Self::ScopeViolation {
+            writer: v.writer,
+            record_access: v.record_access,
+        }
+    }
+}
+
+impl From<ScopeViolation> for ResolveError {
+    fn from(v: ScopeViolation) -> Self {
+        Self::ScopeViolation {
+            writer: v.writer,
+            record_access: v.record_access,
+        }
+    }
+}
+
+impl From<ScopeViolation> for ForgetError {
+    fn from(v: ScopeViolation) -> Self {
+        Self::ScopeViolation {
+            writer: v.writer,
+            record_access: v.record_access,
+        }
+    }
+}
+
 /// A [`Memory`](crate::Memory) operation failed: the pure step refused, the backend failed, or the
 /// CAS kept losing.
 #[derive(Debug, thiserror::Error)]

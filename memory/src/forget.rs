@@ -12,11 +12,11 @@
 
 use std::collections::BTreeSet;
 
-use quorate_protocols::{AccessRule, EvidenceStatus, RecordId, Timestamp};
+use quorate_protocols::{AccessRule, RecordId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ForgetError;
-use crate::record::{access_within, FULL_PRIORITY};
+use crate::record::{authorize, MemoryRecord, FULL_PRIORITY};
 use crate::view::MemoryView;
 
 /// One forgetting operation, for [`Memory::forget`](crate::Memory::forget).
@@ -62,19 +62,31 @@ impl Forget {
     }
 }
 
+/// A copy of `view` to change record `id` in, if the record exists and `authority` covers it.
 fn target(
     view: &MemoryView,
     authority: &AccessRule,
     id: RecordId,
 ) -> Result<MemoryView, ForgetError> {
     let r = view.get(id).ok_or(ForgetError::UnknownRecord { id })?;
-    if !access_within(&r.record().access, authority) {
-        return Err(ForgetError::ScopeViolation {
-            writer: Box::new(authority.clone()),
-            record_access: Box::new(r.record().access.clone()),
-        });
-    }
+    authorize(authority, &r.record().access)?;
     Ok(view.clone())
+}
+
+/// Applies `change` to record `id` in a copy of `view` ([`target`]); `change` returns whether it
+/// changed the record, and the report lists the record as changed if it did.
+fn change_record(
+    view: &MemoryView,
+    authority: &AccessRule,
+    id: RecordId,
+    change: impl FnOnce(&mut MemoryRecord) -> bool,
+) -> Result<(MemoryView, ForgetReport), ForgetError> {
+    let mut next = target(view, authority, id)?;
+    let mut report = ForgetReport::default();
+    if next.record_mut(id).is_some_and(change) {
+        report.changed.push(id);
+    }
+    Ok((next, report))
 }
 
 /// The record leaves the hot context: it is still retrievable, but only when it earns its place
@@ -84,15 +96,9 @@ pub fn evict_from_hot(
     authority: &AccessRule,
     id: RecordId,
 ) -> Result<(MemoryView, ForgetReport), ForgetError> {
-    let mut next = target(view, authority, id)?;
-    let mut report = ForgetReport::default();
-    if let Some(r) = next.record_mut(id) {
-        if r.hot {
-            r.hot = false;
-            report.changed.push(id);
-        }
-    }
-    Ok((next, report))
+    change_record(view, authority, id, |r| {
+        std::mem::replace(&mut r.hot, false)
+    })
 }
 
 /// Lowers the record's retrieval priority to `priority` percent (never raises it): its relevance
@@ -106,15 +112,13 @@ pub fn deprioritize(
     if priority > FULL_PRIORITY {
         return Err(ForgetError::InvalidPriority { priority });
     }
-    let mut next = target(view, authority, id)?;
-    let mut report = ForgetReport::default();
-    if let Some(r) = next.record_mut(id) {
-        if priority < r.priority {
+    change_record(view, authority, id, |r| {
+        let lower = priority < r.priority;
+        if lower {
             r.priority = priority;
-            report.changed.push(id);
         }
-    }
-    Ok((next, report))
+        lower
+    })
 }
 
 /// Marks the record expired (its validity ended at `at`): it is kept as history but no longer
@@ -125,18 +129,7 @@ pub fn expire(
     id: RecordId,
     at: Timestamp,
 ) -> Result<(MemoryView, ForgetReport), ForgetError> {
-    let mut next = target(view, authority, id)?;
-    let mut report = ForgetReport::default();
-    if let Some(r) = next.record_mut(id) {
-        if r.record.status != EvidenceStatus::Expired {
-            r.record.status = EvidenceStatus::Expired;
-            r.hot = false;
-            if r.record.validity.until.is_none_or(|u| at < u) {
-                r.record.validity.until = Some(at);
-            }
-            report.changed.push(id);
-        }
-    }
+    let (mut next, mut report) = change_record(view, authority, id, |r| r.expire(at))?;
     report.invalidated = next.invalidate_derived(id);
     Ok((next, report))
 }
@@ -152,11 +145,10 @@ pub fn expire_due(view: &MemoryView, now: Timestamp) -> (MemoryView, ForgetRepor
     let mut next = view.clone();
     let mut report = ForgetReport::default();
     for id in due {
-        if let Some(r) = next.record_mut(id) {
-            r.record.status = EvidenceStatus::Expired;
-            r.hot = false;
+        // Active, so not expired yet: `expire` changes it (its validity already ended by `now`).
+        if next.record_mut(id).is_some_and(|r| r.expire(now)) {
+            report.changed.push(id);
         }
-        report.changed.push(id);
         report.invalidated.extend(next.invalidate_derived(id));
     }
     (next, report)
@@ -186,7 +178,7 @@ pub fn delete(
 
 #[cfg(test)]
 mod tests {
-    use quorate_protocols::{MemoryKind, Source, TaskId, Validity};
+    use quorate_protocols::{EvidenceStatus, MemoryKind, Source, TaskId, Validity};
 
     use super::*;
     use crate::observation::{ClaimSpec, Observation};

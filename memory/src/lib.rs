@@ -40,6 +40,8 @@
 
 mod classify;
 mod error;
+#[cfg(test)]
+mod fixtures;
 mod forget;
 mod freshness;
 mod memory;

@@ -3,8 +3,10 @@
 
 use std::collections::BTreeSet;
 
-use quorate_protocols::{AccessRule, EvidenceStatus, Record, RecordId, TaskId};
+use quorate_protocols::{AccessRule, EvidenceStatus, Record, RecordId, TaskId, Timestamp};
 use serde::{Deserialize, Serialize};
+
+use crate::error::ScopeViolation;
 
 /// Priority of a record that was never deprioritised (a percentage).
 pub const FULL_PRIORITY: u8 = 100;
@@ -104,11 +106,35 @@ impl MemoryRecord {
     /// and not invalidated through a superseded or expired ancestor.
     #[must_use]
     pub fn is_active(&self) -> bool {
-        self.invalidated_by.is_none()
-            && matches!(
-                self.record.status,
-                EvidenceStatus::Verified | EvidenceStatus::Unverified | EvidenceStatus::Conflicting
-            )
+        matches!(
+            self.effective_status(),
+            EvidenceStatus::Verified | EvidenceStatus::Unverified | EvidenceStatus::Conflicting
+        )
+    }
+
+    /// The status the record counts with: a derived record invalidated through a superseded or
+    /// expired ancestor counts as superseded, whatever its own status says.
+    pub(crate) fn effective_status(&self) -> EvidenceStatus {
+        if self.invalidated_by.is_some() {
+            EvidenceStatus::Superseded
+        } else {
+            self.record.status
+        }
+    }
+
+    /// Marks the record expired and takes it out of the hot context; its validity ends at `at`
+    /// unless it already ended earlier. Returns `false` (and changes nothing) if it was already
+    /// expired.
+    pub(crate) fn expire(&mut self, at: Timestamp) -> bool {
+        if self.record.status == EvidenceStatus::Expired {
+            return false;
+        }
+        self.record.status = EvidenceStatus::Expired;
+        self.hot = false;
+        if self.record.validity.until.is_none_or(|u| at < u) {
+            self.record.validity.until = Some(at);
+        }
+        true
     }
 }
 
@@ -154,12 +180,7 @@ impl Principal {
     /// unset or this one, the record's task unset or this reader's task.
     #[must_use]
     pub fn can_read(&self, access: &AccessRule) -> bool {
-        access.tenant == self.tenant
-            && access
-                .principal
-                .as_ref()
-                .is_none_or(|p| *p == self.principal)
-            && access.task.is_none_or(|t| self.task == Some(t))
+        admits(access, &self.tenant, Some(&self.principal), self.task)
     }
 
     /// The narrowest access rule this reader can read: only this principal, only this task.
@@ -178,9 +199,32 @@ impl Principal {
 /// record derived from a source with access `outer` may have access `inner`.
 #[must_use]
 pub fn access_within(inner: &AccessRule, outer: &AccessRule) -> bool {
-    inner.tenant == outer.tenant
-        && (outer.principal.is_none() || inner.principal == outer.principal)
-        && (outer.task.is_none() || inner.task == outer.task)
+    admits(outer, &inner.tenant, inner.principal.as_deref(), inner.task)
+}
+
+/// The one scope rule behind [`Principal::can_read`] and [`access_within`]: `rule` admits a
+/// reader of `tenant` who is `principal` (`None`: any principal) working in `task` (`None`: no
+/// particular task) if the tenant matches and every part `rule` restricts matches exactly.
+fn admits(rule: &AccessRule, tenant: &str, principal: Option<&str>, task: Option<TaskId>) -> bool {
+    rule.tenant == tenant
+        && rule
+            .principal
+            .as_deref()
+            .is_none_or(|p| principal == Some(p))
+        && rule.task.is_none_or(|t| task == Some(t))
+}
+
+/// The scope check of every operation that changes records: `Ok` if `authority` covers a record
+/// with `access` ([`access_within`]), else the violation naming both rules.
+pub(crate) fn authorize(authority: &AccessRule, access: &AccessRule) -> Result<(), ScopeViolation> {
+    if access_within(access, authority) {
+        Ok(())
+    } else {
+        Err(ScopeViolation {
+            writer: Box::new(authority.clone()),
+            record_access: Box::new(access.clone()),
+        })
+    }
 }
 
 /// Lower-case alphanumeric words of `text`; the retrieval keys of records and queries.

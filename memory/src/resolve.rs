@@ -6,7 +6,7 @@ use quorate_protocols::{AccessRule, EvidenceStatus, RecordId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ResolveError;
-use crate::record::{access_within, normalized_claim};
+use crate::record::{authorize, normalized_claim};
 use crate::view::{MemoryView, NeedId, Resolution};
 
 /// What a resolution changed.
@@ -56,15 +56,8 @@ pub fn resolve(
     if w.record.is_derived() {
         return Err(ResolveError::DerivedCannotBeVerified { id: winner });
     }
-    for id in &n.records {
-        if let Some(r) = view.get(*id) {
-            if !access_within(&r.record.access, authority) {
-                return Err(ResolveError::ScopeViolation {
-                    writer: Box::new(authority.clone()),
-                    record_access: Box::new(r.record.access.clone()),
-                });
-            }
-        }
+    for r in n.records.iter().filter_map(|id| view.get(*id)) {
+        authorize(authority, &r.record.access)?;
     }
     let winning_claim = normalized_claim(&w.record.claim);
     let members: Vec<RecordId> = n
@@ -111,39 +104,16 @@ pub fn resolve(
 
 #[cfg(test)]
 mod tests {
-    use quorate_protocols::{MemoryKind, Source, Validity};
-
     use super::*;
-    use crate::observation::{ClaimSpec, Observation};
+    use crate::fixtures::{observation, tenant};
+    use crate::observation::Observation;
     use crate::write::write;
 
-    fn tenant() -> AccessRule {
-        AccessRule {
-            tenant: "acme".into(),
-            principal: None,
-            task: None,
-        }
-    }
-
+    /// One semantic claim about `price/sku-42`, read from `source` at version 1 at time `n`.
     fn obs(n: u128, source: &str, claim: &str, derived: Vec<RecordId>) -> Observation {
         Observation {
-            event: RecordId::from_u128(n * 100),
-            episode: format!("read {source}"),
-            source: Source {
-                name: source.into(),
-                version: "1".into(),
-            },
-            observed_at: Timestamp(n as u64),
-            access: tenant(),
-            status: EvidenceStatus::Unverified,
             derived_from: derived,
-            claims: vec![ClaimSpec::new(
-                RecordId::from_u128(n),
-                MemoryKind::Semantic,
-                "price/sku-42",
-                claim,
-                Validity::default(),
-            )],
+            ..observation(n, source, "1", n as u64, "price/sku-42", claim)
         }
     }
 

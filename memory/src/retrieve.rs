@@ -320,13 +320,8 @@ pub fn retrieve(
         .records()
         .filter(|r| {
             let rec = r.record();
-            let status = if r.invalidated_by().is_some() {
-                EvidenceStatus::Superseded
-            } else {
-                rec.status
-            };
             reader.can_read(&rec.access)
-                && query.statuses.contains(&status)
+                && query.statuses.contains(&r.effective_status())
                 && query.kinds.as_ref().is_none_or(|k| k.contains(&rec.kind))
                 && query.valid_at.is_none_or(|t| rec.validity.contains(t))
         })

@@ -196,9 +196,9 @@ impl MemoryView {
             .collect()
     }
 
-    /// Marks `old` superseded by `new` and invalidates what was derived from `old`. Returns the
-    /// invalidated records.
-    pub(crate) fn supersede(&mut self, old: RecordId, new: RecordId) -> Vec<RecordId> {
+    /// Marks `old` superseded by `new` (out of the hot context) and links the two both ways;
+    /// what was derived from `old` is left alone (see [`supersede`](Self::supersede)).
+    pub(crate) fn mark_superseded(&mut self, old: RecordId, new: RecordId) {
         if let Some(r) = self.records.get_mut(&old) {
             r.record.status = EvidenceStatus::Superseded;
             r.superseded_by = Some(new);
@@ -209,6 +209,12 @@ impl MemoryView {
                 r.supersedes.push(old);
             }
         }
+    }
+
+    /// Marks `old` superseded by `new` and invalidates what was derived from `old`. Returns the
+    /// invalidated records.
+    pub(crate) fn supersede(&mut self, old: RecordId, new: RecordId) -> Vec<RecordId> {
+        self.mark_superseded(old, new);
         self.invalidate_derived(old)
     }
 

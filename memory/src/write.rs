@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::classify::{classify, related, Relation};
 use crate::error::WriteError;
 use crate::observation::{split, Candidates, Observation};
-use crate::record::access_within;
+use crate::record::{access_within, authorize};
 use crate::view::{MemoryView, NeedId, VerificationNeed};
 
 /// What happened to one claim.
@@ -69,12 +69,7 @@ pub fn check(
     candidates: &Candidates,
 ) -> Result<(), WriteError> {
     let event = &candidates.event.record;
-    if !access_within(&event.access, authority) {
-        return Err(WriteError::ScopeViolation {
-            writer: Box::new(authority.clone()),
-            record_access: Box::new(event.access.clone()),
-        });
-    }
+    authorize(authority, &event.access)?;
     let mut ids = BTreeSet::new();
     for r in std::iter::once(&candidates.event).chain(&candidates.claims) {
         if view.contains(r.id()) || !ids.insert(r.id()) {
@@ -177,7 +172,7 @@ pub fn write(
         needs: Vec::new(),
     };
     next.insert(candidates.event);
-    for mut claim in candidates.claims {
+    for claim in candidates.claims {
         let id = claim.id();
         let relations: Vec<Relation> = related(&next, &claim.record)
             .into_iter()
@@ -195,13 +190,8 @@ pub fn write(
             _ => None,
         }) {
             // A late, older reading: kept as history, changes nothing else.
-            claim.record.status = EvidenceStatus::Superseded;
-            claim.superseded_by = Some(newer);
-            claim.hot = false;
             next.insert(claim);
-            if let Some(n) = next.record_mut(newer) {
-                n.supersedes.push(id);
-            }
+            next.mark_superseded(id, newer);
             report.claims.push(ClaimOutcome::Stored {
                 id,
                 status: EvidenceStatus::Superseded,
@@ -216,22 +206,14 @@ pub fn write(
                     report.invalidated.extend(next.supersede(old, id));
                     report.superseded.push(old);
                 }
-                Relation::Conflicts { with } => {
+                Relation::Conflicts { with } | Relation::Disputes { with } => {
+                    // A conflict marks both sides conflicting; a dispute only the new claim.
+                    let both = matches!(relation, Relation::Conflicts { .. });
                     open_conflict(
                         &mut next,
                         id,
                         with,
-                        true,
-                        obs.observed_at,
-                        &mut report.needs,
-                    );
-                }
-                Relation::Disputes { with } => {
-                    open_conflict(
-                        &mut next,
-                        id,
-                        with,
-                        false,
+                        both,
                         obs.observed_at,
                         &mut report.needs,
                     );
@@ -257,39 +239,14 @@ pub fn write(
 
 #[cfg(test)]
 mod tests {
-    use quorate_protocols::{MemoryKind, Source, Validity};
+    use quorate_protocols::MemoryKind;
 
     use super::*;
-    use crate::observation::ClaimSpec;
+    use crate::fixtures::{observation, tenant};
 
-    fn tenant() -> AccessRule {
-        AccessRule {
-            tenant: "acme".into(),
-            principal: None,
-            task: None,
-        }
-    }
-
+    /// One semantic claim about `sku-42`, read from `source` at version `r<at>`.
     fn obs(n: u128, source: &str, at: u64, claim: &str) -> Observation {
-        Observation {
-            event: RecordId::from_u128(n * 100),
-            episode: format!("read {source}"),
-            source: Source {
-                name: source.into(),
-                version: format!("r{at}"),
-            },
-            observed_at: Timestamp(at),
-            access: tenant(),
-            status: EvidenceStatus::Unverified,
-            derived_from: vec![],
-            claims: vec![ClaimSpec::new(
-                RecordId::from_u128(n),
-                MemoryKind::Semantic,
-                "sku-42",
-                claim,
-                Validity::default(),
-            )],
-        }
+        observation(n, source, &format!("r{at}"), at, "sku-42", claim)
     }
 
     fn status(view: &MemoryView, id: u128) -> EvidenceStatus {
