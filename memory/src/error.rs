@@ -3,7 +3,7 @@
 //! is re-read and merged; only losing too often in a row is).
 
 use quorate_protocols::{AccessRule, EvidenceStatus, RecordId};
-use quorate_state::StoreError;
+use quorate_state::{StoreError, UpdateError};
 
 use crate::NeedId;
 
@@ -236,4 +236,14 @@ pub enum CommitError<E> {
         /// Conflicts seen.
         attempts: u32,
     },
+}
+
+impl<E> From<UpdateError<E>> for CommitError<E> {
+    fn from(e: UpdateError<E>) -> Self {
+        match e {
+            UpdateError::Refused(e) => Self::Refused(e),
+            UpdateError::Store(e) => Self::Store(e),
+            UpdateError::Contention { attempts } => Self::Contention { attempts },
+        }
+    }
 }

@@ -268,6 +268,23 @@ mod tests {
         assert!(v4.indexes_consistent());
     }
 
+    /// An expired record is history: it leaves the hot context, whether it was expired by hand
+    /// or by the clock, and the records that were not touched stay hot.
+    #[test]
+    fn expiring_takes_the_record_out_of_the_hot_context() {
+        let v = setup();
+        assert!(v.get(id(1)).unwrap().is_hot(), "a working note starts hot");
+
+        let (by_hand, r) = expire(&v, &scope(), id(1), Timestamp(10)).unwrap();
+        assert_eq!(r.changed, vec![id(1)]);
+        assert!(!by_hand.get(id(1)).unwrap().is_hot());
+
+        let (by_clock, r) = expire_due(&v, Timestamp(60));
+        assert_eq!(r.changed, vec![id(1)]);
+        assert!(!by_clock.get(id(1)).unwrap().is_hot());
+        assert!(by_clock.get(id(4)).unwrap().is_hot());
+    }
+
     #[test]
     fn expire_due_uses_validity_and_refusals_name_the_record() {
         let (v, r) = expire_due(&setup(), Timestamp(60));

@@ -1,13 +1,14 @@
 //! [`Memory`]: the thin shell that runs the pure operations against a versioned store.
 //!
-//! Each operation is one loop: read the view and its version, run the pure operation, CAS the
-//! new view on the version read; on a conflict, run the pure operation again against the view
-//! that won (never write the stale result). The decisions all live in the pure functions.
+//! Each operation is one loop ([`quorate_state::update`]): read the view and its version, run the
+//! pure operation, CAS the new view on the version read; on a conflict, run the pure operation
+//! again against the view that won (never write the stale result). The decisions all live in the
+//! pure functions.
 
 use std::convert::Infallible;
 
 use quorate_protocols::{AccessRule, EvidenceRef, RecordId, Timestamp, Version};
-use quorate_state::{CasOutcome, Store, StoreError, Versioned, MAX_CAS_ATTEMPTS};
+use quorate_state::{update, Change, Store, StoreError, Versioned};
 
 use crate::error::{CommitError, ForgetError, ResolveError, WriteError};
 use crate::forget::{expire_due, Forget, ForgetReport};
@@ -145,31 +146,26 @@ impl<S: Store<MemoryView>> Memory<S> {
         })
     }
 
-    /// Runs a pure operation under CAS: on a conflict it is run again against the current view.
-    /// `f` may therefore run several times and must not have side effects.
+    /// Runs a pure operation under CAS ([`quorate_state::update`]): on a conflict it is run again
+    /// against the current view. `f` may therefore run several times and must not have side
+    /// effects.
     pub async fn update<T, E>(
         &self,
         mut f: impl FnMut(&MemoryView) -> Result<(MemoryView, T), E>,
     ) -> Result<Committed<T>, CommitError<E>> {
         let empty = MemoryView::new();
-        let mut current = self.store.get(&self.key).await?;
-        for conflicts in 0..MAX_CAS_ATTEMPTS {
-            let base = current.as_ref().map_or(&empty, |c| &c.value);
-            let (next, report) = f(base).map_err(CommitError::Refused)?;
-            let expected = current.as_ref().map(|c| c.version);
-            match self.store.cas(&self.key, expected, next).await? {
-                CasOutcome::Committed(version) => {
-                    return Ok(Committed {
-                        version,
-                        report,
-                        conflicts,
-                    })
-                }
-                CasOutcome::Conflict { current: now } => current = now,
-            }
-        }
-        Err(CommitError::Contention {
-            attempts: MAX_CAS_ATTEMPTS,
+        let done = update(&self.store, &self.key, |current: Option<&MemoryView>| {
+            let (next, report) = f(current.unwrap_or(&empty))?;
+            Ok(Change::Write(next, report))
+        })
+        .await?;
+        let Some(version) = done.version else {
+            unreachable!("the step above always writes, and only a kept value has no version")
+        };
+        Ok(Committed {
+            version,
+            report: done.value,
+            conflicts: done.conflicts,
         })
     }
 

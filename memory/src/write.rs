@@ -270,6 +270,47 @@ mod tests {
         assert!(v.indexes_consistent());
     }
 
+    /// A dispute changes only the new claim: the record it disputes keeps its status (a model's
+    /// inference never demotes an observation, and a narrower claim never changes a record that
+    /// readers outside its scope can see), though both sides go into the verification need.
+    #[test]
+    fn a_dispute_marks_only_the_new_claim_conflicting() {
+        let mut db = obs(1, "db", 1, "12");
+        db.status = EvidenceStatus::Verified;
+        let (v, _) = write(&MemoryView::new(), &tenant(), &db).unwrap();
+        let log = observation(5, "shipping-log", "r2", 2, "order-7", "9 shipped");
+        let (v, _) = write(&v, &tenant(), &log).unwrap();
+        let disputed = |id: u128| {
+            vec![ClaimOutcome::Stored {
+                id: RecordId::from_u128(id),
+                status: EvidenceStatus::Conflicting,
+                relations: vec![Relation::Disputes {
+                    with: RecordId::from_u128(1),
+                }],
+            }]
+        };
+
+        // A model's inference against an observation.
+        let mut inference = obs(2, "model", 3, "3");
+        inference.derived_from = vec![RecordId::from_u128(5)];
+        let (after, report) = write(&v, &tenant(), &inference).unwrap();
+        assert_eq!(report.claims, disputed(2));
+        assert_eq!(status(&after, 1), EvidenceStatus::Verified);
+        assert_eq!(report.needs, vec![NeedId(RecordId::from_u128(2))]);
+        let need = after.open_needs().next().unwrap();
+        assert!(need.records.contains(&RecordId::from_u128(1)));
+        assert!(need.records.contains(&RecordId::from_u128(2)));
+
+        // A private reading against a tenant-wide record (a conflict weakened to a dispute).
+        let mut private = obs(3, "scanner", 3, "7");
+        private.access.principal = Some("alice".into());
+        let (after, report) = write(&v, &tenant(), &private).unwrap();
+        assert_eq!(report.claims, disputed(3));
+        assert_eq!(status(&after, 1), EvidenceStatus::Verified);
+        assert_eq!(after.open_needs().count(), 1);
+        assert!(after.indexes_consistent());
+    }
+
     #[test]
     fn newer_reading_supersedes_and_invalidates_derived() {
         let (v, _) = write(&MemoryView::new(), &tenant(), &obs(1, "db", 1, "12")).unwrap();

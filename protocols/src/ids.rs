@@ -1,8 +1,9 @@
 //! Identifier newtypes.
 //!
 //! Every id is a [`Uuid`] wrapped in its own type, so a `TaskId` can never be passed where a
-//! `RunId` is expected. Ids whose creation order matters (runs, correlation ids) use UUID v7, which
-//! sorts by creation time; the others use v4 from a thread-local fast RNG (no syscall per id).
+//! `RunId` is expected. Ids whose creation order matters (runs, correlation ids, records) use UUID
+//! v7, which sorts by creation time; the others use v4 from a thread-local fast RNG (no syscall
+//! per id).
 
 use std::fmt;
 
@@ -149,6 +150,12 @@ uuid_id!(
     DedupeKey,
     new_v4
 );
+uuid_id!(
+    /// Identifies one provenance record ([`Record`](crate::Record)). UUID v7: records sort by
+    /// creation (to the millisecond; exactly for ids made on one thread).
+    RecordId,
+    now_v7
+);
 
 #[cfg(test)]
 mod tests {
@@ -194,6 +201,21 @@ mod tests {
         assert_ne!(a, b);
         assert!(a < b, "v7 ids are time ordered: {a} !< {b}");
         assert_ne!(TaskId::new(), TaskId::new());
+    }
+
+    #[test]
+    fn record_ids_are_v7_and_keep_their_formats() {
+        let (a, b) = (RecordId::new(), RecordId::new());
+        assert!(a < b, "v7 ids are time ordered: {a} !< {b}");
+        assert_eq!(a.as_uuid().get_version_num(), 7);
+        let id = RecordId::from_u128(7);
+        assert_eq!(
+            format!("{id:?}"),
+            "RecordId(00000000-0000-0000-0000-000000000007)"
+        );
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, "\"00000000-0000-0000-0000-000000000007\"");
+        assert_eq!(serde_json::from_str::<RecordId>(&json).unwrap(), id);
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub use budget::{Budget, BudgetError, Component};
 pub use capability::{Capabilities, Capability, CapabilityError, MAX_CAPABILITY_LEN};
 pub use decode::{decode_envelope, encode_envelope, prescan, DecodeError, Limits};
 pub use envelope::{Envelope, EvidenceRef, ResultKind, Role, Scope, Sender};
-pub use ids::{AgentId, CorrelationId, DedupeKey, RunId, TaskId};
+pub use ids::{AgentId, CorrelationId, DedupeKey, RecordId, RunId, TaskId};
 pub use lifecycle::{
     ActionEvent, ActionState, ActionTransitionError, TaskEvent, TaskState, TaskTransitionError,
 };
@@ -47,7 +47,5 @@ pub use plan::{
     Acceptance, Check, NodeId, NodeIdError, NodeSpec, Plan, PlanError, PlanSpec, Precondition,
     MAX_NODE_ID_LEN,
 };
-pub use record::{
-    AccessRule, EvidenceStatus, MemoryKind, Record, RecordId, Source, Timestamp, Validity,
-};
+pub use record::{AccessRule, EvidenceStatus, MemoryKind, Record, Source, Timestamp, Validity};
 pub use version::Version;

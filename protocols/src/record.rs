@@ -3,12 +3,9 @@
 //! A record that a model inferred is *derived*: it lists the records it came from in
 //! `derived_from` and never counts as an independent source ([`Record::is_independent`]).
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
-use crate::TaskId;
+use crate::{RecordId, TaskId};
 
 /// Milliseconds since the Unix epoch. Time is always passed in, never read inside the cores.
 #[derive(
@@ -16,43 +13,6 @@ use crate::TaskId;
 )]
 #[serde(transparent)]
 pub struct Timestamp(pub u64);
-
-/// Identifies one record.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RecordId(Uuid);
-
-impl RecordId {
-    /// A fresh id (v7: records sort by creation).
-    #[must_use]
-    pub fn new() -> Self {
-        Self(Uuid::now_v7())
-    }
-
-    /// A deterministic id for tests and simulations.
-    #[must_use]
-    pub const fn from_u128(v: u128) -> Self {
-        Self(Uuid::from_u128(v))
-    }
-}
-
-impl Default for RecordId {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Debug for RecordId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RecordId({})", self.0)
-    }
-}
-
-impl fmt::Display for RecordId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
-    }
-}
 
 /// How far a record's claim can be trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

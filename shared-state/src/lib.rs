@@ -11,6 +11,9 @@
 //!   [`DedupeRegistry`] (first sighting wins; not used by the runtime yet, whose supervisor keeps
 //!   each task's dedupe keys in its core) and [`IdempotencyRegistry`] (one `ActionId`, one set of
 //!   parameters, one effect).
+//! * [`update`]: the one CAS-retry loop (read, pure update, CAS, retry from the value that won)
+//!   under the ledgers and `quorate-memory`; it reports the committed version and the conflicts
+//!   lost ([`Updated`]).
 //! * [`conformance`]: the test suite every backend must pass.
 
 #![forbid(unsafe_code)]
@@ -35,7 +38,7 @@ pub use ledger::{
 pub use log::{RunLog, Seq};
 pub use memory::{MemoryLog, MemoryStore};
 pub use packed::{put_varint, take_varint, Pack, PackedLog, PackedWriter, Slot};
-pub use retry::MAX_CAS_ATTEMPTS;
+pub use retry::{update, Change, UpdateError, Updated, MAX_CAS_ATTEMPTS};
 pub use store::{CasOutcome, DeleteOutcome, Store, StoreError, Versioned};
 
 use quorate_protocols::{RunId, Version};

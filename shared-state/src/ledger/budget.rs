@@ -86,6 +86,7 @@ impl<S: Store<Account>> BudgetLedger<S> {
     ) -> Result<T, BudgetLedgerError> {
         update(&self.store, &self.key(account), f)
             .await
+            .map(|done| done.value)
             .map_err(|e| match e {
                 UpdateError::Refused(e) => BudgetLedgerError::Refused(e),
                 UpdateError::Store(e) => BudgetLedgerError::Store(e),

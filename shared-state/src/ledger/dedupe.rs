@@ -111,6 +111,7 @@ impl<S: Store<DedupeSet>> DedupeRegistry<S> {
             },
         )
         .await
+        .map(|done| done.value)
         .map_err(|e| match e {
             UpdateError::Refused(e) => e,
             UpdateError::Store(e) => DedupeError::Store(e),

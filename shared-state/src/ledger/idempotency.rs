@@ -147,7 +147,7 @@ impl<S: Store<ActionRecord>> IdempotencyRegistry<S> {
             },
         )
         .await?;
-        Ok(out)
+        Ok(out.value)
     }
 
     /// Applies `event` to the action's state (and records `outcome` if given); returns the new
@@ -180,7 +180,7 @@ impl<S: Store<ActionRecord>> IdempotencyRegistry<S> {
             },
         )
         .await?;
-        Ok(out)
+        Ok(out.value)
     }
 
     /// What is known about `action`, if anything.
