@@ -382,13 +382,19 @@ impl WorkerCore {
 
     /// Replies to an assignment that could not even start.
     fn fail_assignment(&mut self, envelope: &Envelope<Assignment>, observation: String) {
+        self.reply_unstarted(envelope, Outcome::Failed { observation });
+    }
+
+    /// The final reply of an attempt that never started (nothing spent, nothing done), to the
+    /// message that ended it.
+    fn reply_unstarted<P>(&mut self, to: &Envelope<P>, outcome: Outcome) {
         let report = Report {
-            outcome: Outcome::Failed { observation },
+            outcome,
             spent: Budget::ZERO,
             actions: ActionCounts::default(),
             rejected_calls: Vec::new(),
         };
-        let reply = envelope.reply(self.me, ResultKind::Suggestion, report);
+        let reply = to.reply(self.me, ResultKind::Suggestion, report);
         self.effects.push_back(Effect::Reply(Box::new(reply)));
     }
 
@@ -421,6 +427,17 @@ impl WorkerCore {
     ) -> Result<(), InputError> {
         let task = envelope.task;
         let got = envelope.attempt;
+        let unseen = !self.attempts.contains_key(&task)
+            && self.history.attempt(task).is_none_or(|last| last < got);
+        if matches!(envelope.payload, Control::Cancel) && unseen {
+            // The cancel overtook its assignment (the transport may reorder). Nothing ran, so the
+            // attempt ends here, unstarted: the cancel is acknowledged at once, and the
+            // assignment, when it comes, is refused as a duplicate instead of running after it.
+            self.history.adopt_run_of(task);
+            self.end_unstarted(task, got);
+            self.reply_unstarted(&envelope, Outcome::Cancelled);
+            return Ok(());
+        }
         let mut cancel_tree = false;
         let below = self.descendants(task);
         let result = self.with_attempt(now, task, |attempt, deps| {

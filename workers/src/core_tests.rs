@@ -1,6 +1,6 @@
 //! Scenario tests of the worker core, on the deterministic driver.
 
-use quorate_protocols::{ActionId, ActionState, Budget, Component, ResultKind};
+use quorate_protocols::{ActionId, ActionState, Budget, Component, Envelope, ResultKind, RunId};
 use serde_json::json;
 
 use crate::agent::{Agent, AgentContext, AgentRegistry, Proposal};
@@ -149,6 +149,51 @@ fn cancel_stops_further_calls() {
         d.control(Control::Cancel),
         Err(InputError::AttemptEnded { .. })
     ));
+}
+
+#[test]
+fn a_cancel_that_overtakes_its_assignment_ends_it_before_it_runs() {
+    let mut d = Driver::new(
+        script(json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 } }])),
+        vec![],
+    );
+    let mut assignment = Envelope::new(
+        RunId::from_u128(9),
+        d.task,
+        crate::testing::supervisor(),
+        Driver::assignment(&["db.save"], budget()),
+    );
+    assignment.attempt = 2;
+    let cancel = assignment.reply(
+        crate::testing::supervisor(),
+        ResultKind::Suggestion,
+        Control::Cancel,
+    );
+    // The cancel arrives first: acknowledged at once, with nothing spent.
+    d.core.handle_control(d.now, cancel.clone()).unwrap();
+    d.drive();
+    assert_eq!(d.replies.len(), 1);
+    assert_eq!(d.last().outcome, Outcome::Cancelled);
+    assert_eq!(d.last().spent, Budget::ZERO);
+    assert_eq!(d.replies[0].attempt, 2);
+    // Its assignment, arriving after, is refused: nothing runs, no call is made.
+    assert_eq!(
+        d.core.handle_assignment(d.now, assignment.clone()),
+        Err(InputError::DuplicateAssignment {
+            task: d.task,
+            attempt: 2
+        })
+    );
+    d.drive();
+    assert!(d.calls.is_empty(), "no call after the cancel");
+    assert_eq!(d.replies.len(), 1);
+    // A second copy of the cancel is not acknowledged twice.
+    assert!(d.core.handle_control(d.now, cancel).is_err());
+    // A later attempt of the same task still runs.
+    assignment.attempt = 3;
+    d.core.handle_assignment(d.now, assignment).unwrap();
+    d.drive();
+    assert_eq!(d.calls.len(), 1);
 }
 
 #[test]
