@@ -3,7 +3,7 @@
 //! is re-read and merged; only losing too often in a row is).
 
 use quorate_protocols::{AccessRule, EvidenceStatus, RecordId};
-use quorate_state::{StoreError, UpdateError};
+use quorate_state::UpdateError;
 
 use crate::NeedId;
 
@@ -220,30 +220,7 @@ impl From<ScopeViolation> for ForgetError {
     }
 }
 
-/// A [`Memory`](crate::Memory) operation failed: the pure step refused, the backend failed, or the
-/// CAS kept losing.
-#[derive(Debug, thiserror::Error)]
-pub enum CommitError<E> {
-    /// The pure step refused the input (see its own error type). Retrying cannot help.
-    #[error(transparent)]
-    Refused(E),
-    /// The backend failed; re-read before acting (the write may or may not have landed).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// Lost the CAS race this many times in a row; retrying later can help.
-    #[error("gave up after {attempts} CAS conflicts")]
-    Contention {
-        /// Conflicts seen.
-        attempts: u32,
-    },
-}
-
-impl<E> From<UpdateError<E>> for CommitError<E> {
-    fn from(e: UpdateError<E>) -> Self {
-        match e {
-            UpdateError::Refused(e) => Self::Refused(e),
-            UpdateError::Store(e) => Self::Store(e),
-            UpdateError::Contention { attempts } => Self::Contention { attempts },
-        }
-    }
-}
+/// A [`Memory`](crate::Memory) operation failed: the pure step refused (`Refused`, with the
+/// operation's own error), the backend failed (`Store`), or the CAS kept losing (`Contention`).
+/// It is the state crate's [`UpdateError`]: memory commits through the same retry loop.
+pub type CommitError<E> = UpdateError<E>;
