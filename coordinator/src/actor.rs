@@ -110,10 +110,10 @@ impl SupervisorActor {
                     self.workers[worker].control.do_send(ControlMsg(*envelope))
                 }
                 Effect::CommitResult { key, value } => commit_result(&self.results, &key, value),
-                Effect::CheckPreconditions { node, checks } => {
+                Effect::CheckPreconditions { task, checks, .. } => {
                     let outcome = crate::precheck::check(&self.results, &checks);
                     let now = self.now();
-                    self.core.handle_preconditions(now, node, outcome);
+                    self.core.handle_preconditions(now, task, outcome);
                 }
                 Effect::Record(event) => {
                     self.event_counts.count(&event.kind);
@@ -132,8 +132,9 @@ impl SupervisorActor {
                     for (kind, n) in self.event_counts.drain() {
                         metrics::counter!("quorate_supervisor_events", "kind" => kind).increment(n);
                     }
-                    if let Some(done) = self.done.take() {
-                        let _ = done.send(self.core.final_report());
+                    if let (Some(done), Some(report)) = (self.done.take(), self.core.final_report())
+                    {
+                        let _ = done.send(report);
                     }
                     ctx.stop();
                     return;

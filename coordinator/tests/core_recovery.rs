@@ -33,8 +33,9 @@ fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_complete
         "publish's store precondition goes to the shell"
     );
     assert_eq!(h.state(1), TaskState::Pending, "not ready until checked");
+    let publish = h.core.task_id(1);
     h.core
-        .handle_preconditions(2, 1, Err("config/channel does not exist".into()));
+        .handle_preconditions(2, publish, Err("config/channel does not exist".into()));
     h.drain();
     let report = h.core.snapshot();
     assert_eq!(report.plan_version, 2);
@@ -345,4 +346,78 @@ fn evidence_text_moves_with_its_task_across_a_replan() {
     h.send(2, h.answer("a", json!("A")));
     let (_, b) = h.assignment("b");
     assert_eq!(b.payload.evidence_text, vec!["doc for b".to_string()]);
+}
+
+#[test]
+fn a_precondition_answer_reaches_its_task_after_a_replan_moved_it() {
+    use quorate_protocols::Precondition;
+    let guarded = |id: &str| {
+        let mut n = node(id, &[]);
+        n.preconditions = vec![Precondition::KeyExists {
+            key: format!("config/{id}"),
+        }];
+        n
+    };
+    let mut h = Harness::new(
+        vec![guarded("x"), guarded("y")],
+        SupervisorConfig::default(),
+    );
+    // In the fallback, x is gone and y sits where x was.
+    h.core
+        .set_fallback_plan(spec_of(vec![guarded("y"), node("z", &[])]));
+    assert_eq!(h.checks, vec![0, 1], "both checks go to the shell");
+    let (x, y) = (h.core.task_id(0), h.core.task_id(1));
+    h.core.handle_preconditions(1, x, Err("no config/x".into()));
+    h.drain();
+    assert_eq!(h.core.snapshot().plan_version, 2);
+    assert_eq!(h.core.task_id(0), y, "y moved to index 0 and kept its id");
+    // y's answer, asked for before the replan, still reaches y.
+    h.core.handle_preconditions(2, y, Ok(()));
+    h.drain();
+    assert_eq!(h.state(0), TaskState::Running, "y was dispatched");
+    assert_eq!(h.assignment("y").1.task, y);
+    // An answer for the dropped task changes nothing.
+    h.core.handle_preconditions(3, x, Ok(()));
+    assert!(h.core.poll_effect().is_none());
+}
+
+#[test]
+fn a_task_dropped_by_a_replan_still_acknowledges_its_cancel() {
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
+    assert_eq!(
+        (h.state(0), h.state(1)),
+        (TaskState::Running, TaskState::Running)
+    );
+    h.core
+        .handle_replan(1, spec_of(vec![node("a", &[])]))
+        .expect("a narrower plan");
+    h.drain();
+    assert!(
+        h.controls
+            .iter()
+            .any(|(_, c)| matches!(c.payload, Control::Cancel)),
+        "b, running, is told to stop"
+    );
+    // b's worker acknowledges (with what the attempt did), then a completes.
+    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
+    ack.payload.actions = ActionCounts {
+        executed: 1,
+        ..ActionCounts::default()
+    };
+    h.send(2, ack);
+    h.send(3, h.answer("a", json!("done")));
+    // Nothing is awaited any more: the run stops at the next tick, not after the attempt
+    // timeout, and b's action is counted.
+    h.core.handle_tick(3);
+    h.drain();
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    let report = h.core.snapshot();
+    assert_eq!(report.actions.executed, 1);
+    assert_eq!(
+        report.messages.rejected_late, 1,
+        "the acknowledgement itself is late"
+    );
 }

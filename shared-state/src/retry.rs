@@ -9,7 +9,8 @@ use crate::{CasOutcome, Store, StoreError, Versioned};
 /// [`UpdateError::Contention`].
 pub const MAX_CAS_ATTEMPTS: u32 = 10_000;
 
-/// An [`update`] could not be applied. Nothing was written.
+/// An [`update`] could not be applied. Nothing was written, except perhaps on a `Store` error
+/// (the backend may have failed after the write landed).
 #[derive(Debug, thiserror::Error)]
 pub enum UpdateError<E> {
     /// The pure update refused (its own typed error). Retrying the same input cannot help.

@@ -427,14 +427,30 @@ impl WorkerCore {
     ) -> Result<(), InputError> {
         let task = envelope.task;
         let got = envelope.attempt;
-        let unseen = !self.attempts.contains_key(&task)
-            && self.history.attempt(task).is_none_or(|last| last < got);
-        if matches!(envelope.payload, Control::Cancel) && unseen {
-            // The cancel overtook its assignment (the transport may reorder). Nothing ran, so the
-            // attempt ends here, unstarted: the cancel is acknowledged at once, and the
-            // assignment, when it comes, is refused as a duplicate instead of running after it.
+        let latest = self
+            .attempts
+            .get(&task)
+            .map(Attempt::number)
+            .or_else(|| self.history.attempt(task));
+        if matches!(envelope.payload, Control::Cancel) && latest.is_none_or(|n| n < got) {
+            // The cancel overtook its assignment (the transport may reorder). Nothing of that
+            // attempt ran, so it ends here, unstarted: the cancel is acknowledged at once, and
+            // the assignment, when it comes, is refused as a duplicate instead of running after
+            // it. An older attempt still running is stale (the supervisor moved on): it is
+            // cancelled too, and what it spent stays charged to the task.
+            if self.attempts.contains_key(&task) {
+                let below = self.descendants(task);
+                let _ = self.with_attempt(now, task, |a, d| a.on_cancel(d));
+                for child in below {
+                    let _ = self.with_attempt(now, child, |a, d| a.on_cancel(d));
+                }
+            }
+            if let Some(old) = self.attempts.remove(&task) {
+                self.history
+                    .replaced(task, old.number(), old.spent_or_reserved());
+            }
             self.history.adopt_run_of(task);
-            self.end_unstarted(task, got);
+            self.history.unstarted(task, got);
             self.reply_unstarted(&envelope, Outcome::Cancelled);
             return Ok(());
         }

@@ -197,6 +197,52 @@ fn a_cancel_that_overtakes_its_assignment_ends_it_before_it_runs() {
 }
 
 #[test]
+fn a_cancel_overtaking_a_retry_also_stops_the_stale_attempt_still_running() {
+    let mut d = Driver::new(
+        script(json!([
+            { "do": "call", "tool": "db.save", "params": { "id": 1 } },
+            { "do": "call", "tool": "db.save", "params": { "id": 2 } },
+        ])),
+        vec![],
+    );
+    d.assign(1, Driver::assignment(&["db.save"], budget()));
+    // Attempt 1 waits on its first call; the supervisor gave up on it, sent attempt 2 and then
+    // cancelled the run, and the cancel of attempt 2 arrives first.
+    let Some(crate::Effect::CallTool { .. }) = d.core.poll_effect() else {
+        panic!("expected a call")
+    };
+    let mut retry = d.assignment.clone().expect("assigned");
+    retry.attempt = 2;
+    let cancel = retry.reply(
+        crate::testing::supervisor(),
+        ResultKind::Suggestion,
+        Control::Cancel,
+    );
+    d.core.handle_control(d.now, cancel).unwrap();
+    d.drive();
+    let cancelled: Vec<u32> = d
+        .replies
+        .iter()
+        .filter(|r| r.payload.outcome == Outcome::Cancelled)
+        .map(|r| r.attempt)
+        .collect();
+    assert_eq!(
+        cancelled,
+        vec![1, 2],
+        "the stale attempt ends, the cancel is acknowledged"
+    );
+    assert_eq!(
+        d.core.handle_assignment(d.now, retry),
+        Err(InputError::DuplicateAssignment {
+            task: d.task,
+            attempt: 2
+        })
+    );
+    d.drive();
+    assert!(d.calls.is_empty(), "no call after the cancel");
+}
+
+#[test]
 fn approval_parks_then_resumes_and_reject_cancels() {
     let steps = json!([
         { "do": "call", "tool": "db.drop", "params": {}, "needs-approval": true, "output": "gone" },

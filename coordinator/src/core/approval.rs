@@ -34,7 +34,8 @@ impl SupervisorCore {
             return;
         };
         if matches!(control, Control::Cancel | Control::Reject { .. }) {
-            self.awaiting_ack.insert(i);
+            let told = (slot.attempt, self.workers[worker].agent);
+            self.awaiting_ack.insert(self.by_id.id(i), told);
         }
         let mut envelope = Envelope::new(self.run, self.by_id.id(i), self.me, control);
         envelope.attempt = slot.attempt;

@@ -18,8 +18,11 @@ impl SupervisorCore {
         let checks = self.store_preconditions(i);
         if !checks.is_empty() {
             self.tasks[i as usize].checking = true;
-            self.effects
-                .push_back(Effect::CheckPreconditions { node: i, checks });
+            self.effects.push_back(Effect::CheckPreconditions {
+                node: i,
+                task: self.by_id.id(i),
+                checks,
+            });
             return;
         }
         if self.transition(now, i, TaskEvent::DependenciesMet) {

@@ -23,10 +23,11 @@ pub use resume::ResumeError;
 use task::StateCounts;
 pub(crate) use task::{SeenKeys, TaskSlot};
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use quorate_protocols::{
-    Budget, Envelope, Plan, Precondition, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
+    AgentId, Budget, Envelope, Plan, Precondition, RunId, Sender, TaskEvent, TaskId, TaskState,
+    Version,
 };
 use quorate_state::Account;
 use quorate_workers::messages::{Assignment, Control, Outcome, Report};
@@ -62,10 +63,12 @@ pub enum Effect {
         value: serde_json::Value,
     },
     /// Check node `node`'s store preconditions and answer with
-    /// [`SupervisorCore::handle_preconditions`].
+    /// [`SupervisorCore::handle_preconditions`], naming `task`.
     CheckPreconditions {
-        /// Node index.
+        /// Node index (in the plan version that asked).
         node: u32,
+        /// The task: the answer names it, so it reaches the task even if a replan moved it.
+        task: TaskId,
         /// What must hold.
         checks: Vec<Precondition>,
     },
@@ -151,10 +154,13 @@ pub struct SupervisorCore {
     steps: u64,
     messages: MessageCounts,
     actions: quorate_workers::messages::ActionCounts,
-    /// Tasks told to stop (cancel or rejected approval) whose worker has not acknowledged yet.
-    /// The run's report waits for them (up to `attempt_timeout_ms`), so their actions and any
-    /// reply that follows them are counted.
-    awaiting_ack: HashSet<u32>,
+    /// Tasks told to stop (cancel or rejected approval) whose worker has not acknowledged yet,
+    /// by task id (a replan may drop or move the task meanwhile): the attempt told and its
+    /// worker. The run's report waits for them (up to `attempt_timeout_ms`), so their actions
+    /// and any reply that follows them are counted.
+    awaiting_ack: HashMap<TaskId, (u32, AgentId)>,
+    /// The final report took the per-task records: no input is handled any more.
+    finished: bool,
     /// While draining: the time at which the run stops regardless.
     drain_until: Option<u64>,
     /// The drain is over; the run may stop.
@@ -209,7 +215,8 @@ impl SupervisorCore {
             steps: 0,
             messages: MessageCounts::default(),
             actions: Default::default(),
-            awaiting_ack: HashSet::new(),
+            awaiting_ack: HashMap::new(),
+            finished: false,
             drain_until: None,
             drained: false,
         }
@@ -257,17 +264,21 @@ impl SupervisorCore {
 
     /// The report of a stopped run, built from the core's per-task records, which it takes
     /// (they are most of a large run's memory, and the report's rows reuse it): afterwards the
-    /// core knows no task and ignores every input. Before the stop it is [`Self::snapshot`] and
-    /// takes nothing.
-    pub fn final_report(&mut self) -> crate::report::RunReport {
-        if self.stop.is_none() {
-            return self.snapshot();
+    /// core knows no task, ignores every input and has no report to give again (`None`). Before
+    /// the stop it is [`Self::snapshot`] and takes nothing.
+    pub fn final_report(&mut self) -> Option<crate::report::RunReport> {
+        if self.finished {
+            return None;
         }
-        crate::report::RunReport::take_from_core(self)
+        if self.stop.is_none() {
+            return Some(self.snapshot());
+        }
+        Some(crate::report::RunReport::take_from_core(self))
     }
 
     /// Takes the per-task records (see [`Self::final_report`]).
     pub(crate) fn take_tasks(&mut self) -> Vec<TaskSlot> {
+        self.finished = true;
         self.by_id.clear();
         std::mem::take(&mut self.tasks)
     }
@@ -343,14 +354,25 @@ impl SupervisorCore {
 
     /// A reply arrived from a worker.
     pub fn handle_report(&mut self, now: u64, reply: Envelope<Report>) {
+        if self.finished {
+            return;
+        }
         self.messages.delivered += 1;
         let Some(i) = self.by_id.get(&reply.task) else {
+            // A task a replan dropped may still acknowledge its cancel.
+            let acknowledges = self.take_ack(&reply);
+            if acknowledges {
+                self.add_actions(reply.payload.actions);
+            }
             let reason = if self.retired.contains(&reply.task) {
                 Rejection::Late
             } else {
                 Rejection::Unauthorized
             };
             self.reject(now, None, reason);
+            if acknowledges {
+                self.settle_run(now);
+            }
             return;
         };
         let slot = &self.tasks[i as usize];
@@ -362,17 +384,12 @@ impl SupervisorCore {
             assigned: slot.worker.map(|w| self.workers[w as usize].agent),
             seen: &slot.seen,
         };
-        // The worker's final reply to a cancel or a rejected approval: the task is terminal, so
-        // the reply is rejected (late) like any other, but its action counts are kept.
-        let acknowledges = self.awaiting_ack.contains(&i)
-            && reply.run == self.run
-            && reply.attempt == slot.attempt
-            && Some(reply.sender.agent) == guard.assigned
-            && !slot.seen.contains(&reply.dedupe)
-            && matches!(reply.payload.outcome, Outcome::Cancelled);
         if let Err(reason) = judge(&guard, &reply) {
+            // The worker's final reply to a cancel or a rejected approval: the task is terminal,
+            // so the reply is rejected (late) like any other, but its action counts are kept.
+            let acknowledges =
+                !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(&reply);
             if acknowledges {
-                self.awaiting_ack.remove(&i);
                 self.tasks[i as usize].seen.insert(reply.dedupe);
                 self.add_actions(reply.payload.actions);
             }
@@ -513,6 +530,24 @@ impl SupervisorCore {
     }
 
     // ----- internals -----
+
+    /// `true` (and no longer awaited) if `reply` is the acknowledgement of a cancel or a rejected
+    /// approval sent for its task: the attempt told, from the worker told, saying cancelled.
+    fn take_ack(&mut self, reply: &Envelope<Report>) -> bool {
+        let told = self
+            .awaiting_ack
+            .get(&reply.task)
+            .is_some_and(|&(attempt, worker)| {
+                reply.run == self.run
+                    && reply.attempt == attempt
+                    && reply.sender.agent == worker
+                    && matches!(reply.payload.outcome, Outcome::Cancelled)
+            });
+        if told {
+            self.awaiting_ack.remove(&reply.task);
+        }
+        told
+    }
 
     /// The node index of task `id` if it is running `attempt`.
     fn live_attempt(&self, id: TaskId, attempt: u32) -> Option<u32> {

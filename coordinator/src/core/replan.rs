@@ -155,10 +155,14 @@ impl SupervisorCore {
         Ok(())
     }
 
-    /// The shell checked node `node`'s store preconditions: `Ok` or the first failing
+    /// The shell checked task `task`'s store preconditions: `Ok` or the first failing
     /// observation. A failure switches to the fallback plan if there is one (once), otherwise the
-    /// task fails.
-    pub fn handle_preconditions(&mut self, now: u64, node: u32, outcome: Result<(), String>) {
+    /// task fails. A task no longer in the plan (a replan dropped it) is ignored; one a replan
+    /// moved is found where it is now.
+    pub fn handle_preconditions(&mut self, now: u64, task: TaskId, outcome: Result<(), String>) {
+        let Some(node) = self.by_id.get(&task) else {
+            return;
+        };
         let Some(slot) = self.tasks.get_mut(node as usize) else {
             return;
         };
