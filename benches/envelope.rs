@@ -4,7 +4,7 @@
 //! the sender check.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::Criterion;
 use quorate_protocols::{
@@ -14,6 +14,8 @@ use quorate_protocols::{
 
 #[path = "support/ratio.rs"]
 mod ratio;
+
+use ratio::timed_each;
 
 fn sample() -> (Envelope<serde_json::Value>, Sender) {
     let sender = Sender {
@@ -37,16 +39,6 @@ fn sample() -> (Envelope<serde_json::Value>, Sender) {
     (e, sender)
 }
 
-fn timed<T>(name: &'static str, n: u64, mut f: impl FnMut() -> T) -> Duration {
-    let start = Instant::now();
-    for _ in 0..n {
-        black_box(f());
-    }
-    let d = start.elapsed();
-    ratio::record(name, d, n);
-    d
-}
-
 fn main() {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_millis(300))
@@ -57,25 +49,25 @@ fn main() {
     let limits = Limits::default();
     let mut g = c.benchmark_group("envelope");
     g.bench_function("encode", |b| {
-        b.iter_custom(|n| timed("encode", n, || encode_envelope(black_box(&env))))
+        b.iter_custom(|n| timed_each("encode", n, || encode_envelope(black_box(&env))))
     });
     g.bench_function("serde_json::to_vec", |b| {
         b.iter_custom(|n| {
-            timed("serde_json::to_vec", n, || {
+            timed_each("serde_json::to_vec", n, || {
                 serde_json::to_vec(black_box(&env)).unwrap()
             })
         })
     });
     g.bench_function("decode_envelope", |b| {
         b.iter_custom(|n| {
-            timed("decode_envelope", n, || {
+            timed_each("decode_envelope", n, || {
                 decode_envelope::<serde_json::Value>(black_box(&bytes), &limits, sender).unwrap()
             })
         })
     });
     g.bench_function("serde_json::from_slice", |b| {
         b.iter_custom(|n| {
-            timed("serde_json::from_slice", n, || {
+            timed_each("serde_json::from_slice", n, || {
                 serde_json::from_slice::<Envelope<serde_json::Value>>(black_box(&bytes)).unwrap()
             })
         })

@@ -4,7 +4,7 @@
 //! issue 2: versioned CAS <= 1.5x the raw `get` + `insert` baseline.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::Criterion;
 use dashmap::DashMap;
@@ -12,6 +12,8 @@ use quorate_state::{CasOutcome, MemoryStore};
 
 #[path = "support/ratio.rs"]
 mod ratio;
+
+use ratio::timed;
 
 const KEYS: usize = 10_000;
 
@@ -40,14 +42,6 @@ fn raw_get_insert(map: &DashMap<String, u64>, key: &str) {
 fn raw_get_getmut(map: &DashMap<String, u64>, key: &str) {
     let v = *map.get(key).expect("key exists");
     *map.get_mut(key).expect("key exists") = v + 1;
-}
-
-fn timed(name: &'static str, iters: u64, f: impl FnOnce()) -> Duration {
-    let start = Instant::now();
-    f();
-    let elapsed = start.elapsed();
-    ratio::record(name, elapsed, iters);
-    elapsed
 }
 
 fn single_thread(c: &mut Criterion) {

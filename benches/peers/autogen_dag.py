@@ -17,9 +17,7 @@ n(n-1) messages a round. Receivers count the words they read (the "delta" token 
 driver starts each round and awaits its end (not counted, as in quorate's experiment).
 """
 
-import argparse
 import asyncio
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,6 +29,8 @@ from autogen_core import (
     SingleThreadedAgentRuntime,
     message_handler,
 )
+
+from common import args_ok, deps_of, emit, parse_args, tid
 
 
 # ---------------------------------------------------------------- DAG
@@ -57,17 +57,6 @@ class TaskRequest:
 class TaskResult:
     task: str
     value: int
-
-
-def tid(l: int, i: int) -> str:
-    return f"l{l}n{i}"
-
-
-def deps_of(l: int, i: int, width: int) -> list:
-    if l == 0:
-        return []
-    j = (i + 1) % width
-    return [tid(l - 1, i)] if j == i else [tid(l - 1, i), tid(l - 1, j)]
 
 
 class Worker(RoutedAgent):
@@ -194,36 +183,20 @@ async def run_round(topology: str, n: int, rounds: int, msg_tokens: int) -> dict
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--layers", type=int, default=20)
-    p.add_argument("--width", type=int, default=50)
-    p.add_argument("--round", choices=["star", "all-to-all"])
-    p.add_argument("--agents", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--msg-tokens", type=int, default=100)
-    p.add_argument("--json", action="store_true")
-    a = p.parse_args()
+    a = parse_args(__doc__)
     from importlib.metadata import version
 
+    if not args_ok(a):
+        return 2
     if a.round:
-        if a.agents < 2 or a.rounds < 1:
-            print("--agents must be at least 2 and --rounds at least 1", file=sys.stderr)
-            return 2
         res = asyncio.run(run_round(a.round, a.agents, a.rounds, a.msg_tokens))
         res.update(system="autogen-core", version=version("autogen-core"))
-        print(json.dumps(res) if a.json else
-              f"autogen-core {res['version']} {a.round}: n {a.agents} rounds {a.rounds} messages "
-              f"{res['messages']} elapsed_s {res['elapsed_s']:.3f} messages_per_s {res['messages_per_s']:.0f}")
+        emit(a, res)
         return 0
-    if a.layers < 1 or a.width < 1:
-        print("--layers and --width must be at least 1", file=sys.stderr)
-        return 2
     res = asyncio.run(run_dag(a.layers, a.width))
     res.update(system="autogen-core", version=version("autogen-core"),
                mode="SingleThreadedAgentRuntime, coordinator + worker RoutedAgents, one send_message per task")
-    print(json.dumps(res) if a.json else
-          f"autogen-core {res['version']}: tasks {res['tasks']} elapsed_s {res['elapsed_s']:.3f} "
-          f"tasks_per_s {res['tasks_per_s']:.0f}")
+    emit(a, res)
     return 0
 
 

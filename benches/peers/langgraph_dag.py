@@ -23,11 +23,11 @@ other node; in the next superstep each node reads the n-1 others' contributions:
 n(n-1) messages a round. Only invoke() is timed.
 """
 
-import argparse
-import json
 import sys
 import time
 from typing import Annotated, TypedDict
+
+from common import args_ok, deps_of, emit, parse_args, tid
 
 
 def merge(a: dict, b: dict) -> dict:
@@ -37,17 +37,6 @@ def merge(a: dict, b: dict) -> dict:
 
 class State(TypedDict):
     results: Annotated[dict, merge]
-
-
-def tid(l: int, i: int) -> str:
-    return f"l{l}n{i}"
-
-
-def deps_of(l: int, i: int, width: int) -> list:
-    if l == 0:
-        return []
-    j = (i + 1) % width
-    return [tid(l - 1, i)] if j == i else [tid(l - 1, i), tid(l - 1, j)]
 
 
 def make_node(name: str, deps: list):
@@ -169,35 +158,19 @@ def run_round(topology: str, n: int, rounds: int, msg_tokens: int) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--layers", type=int, default=20)
-    p.add_argument("--width", type=int, default=50)
-    p.add_argument("--round", choices=["star", "all-to-all"])
-    p.add_argument("--agents", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--msg-tokens", type=int, default=100)
-    p.add_argument("--json", action="store_true")
-    a = p.parse_args()
-    if a.round:
-        from importlib.metadata import version
+    a = parse_args(__doc__)
+    if not args_ok(a):
+        return 2
+    from importlib.metadata import version
 
-        if a.agents < 2 or a.rounds < 1:
-            print("--agents must be at least 2 and --rounds at least 1", file=sys.stderr)
-            return 2
+    if a.round:
         res = run_round(a.round, a.agents, a.rounds, a.msg_tokens)
         res.update(system="langgraph", version=version("langgraph"))
         if res["messages"] != res["formula_messages"]:
             print(f"counted {res['messages']} messages, formula {res['formula_messages']}", file=sys.stderr)
             return 1
-        print(json.dumps(res) if a.json else
-              f"langgraph {res['version']} {a.round}: n {a.agents} rounds {a.rounds} messages "
-              f"{res['messages']} elapsed_s {res['elapsed_s']:.3f} messages_per_s {res['messages_per_s']:.0f}")
+        emit(a, res)
         return 0
-    if a.layers < 1 or a.width < 1:
-        print("--layers and --width must be at least 1", file=sys.stderr)
-        return 2
-    from importlib.metadata import version
-
     t0 = time.perf_counter()
     graph = build(a.layers, a.width)
     build_s = time.perf_counter() - t0
@@ -220,13 +193,7 @@ def main() -> int:
         "elapsed_s": elapsed,
         "tasks_per_s": tasks / elapsed,
     }
-    if a.json:
-        print(json.dumps(res))
-    else:
-        print(
-            f"langgraph {res['version']}: tasks {tasks} elapsed_s {elapsed:.3f} "
-            f"tasks_per_s {res['tasks_per_s']:.0f} (build+compile {build_s:.2f}s)"
-        )
+    emit(a, res, f" (build+compile {build_s:.2f}s)")
     return 0
 
 

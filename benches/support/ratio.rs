@@ -3,8 +3,9 @@
 //! ratio, so a result never depends on numbers from another run or machine.
 
 use std::collections::BTreeMap;
+use std::hint::black_box;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 static TOTALS: Mutex<BTreeMap<&'static str, (Duration, u64)>> = Mutex::new(BTreeMap::new());
 
@@ -14,6 +15,26 @@ pub(crate) fn record(name: &'static str, elapsed: Duration, iters: u64) {
     let e = t.entry(name).or_default();
     e.0 += elapsed;
     e.1 += iters;
+}
+
+/// Runs `f` once, timed, records the time as `iters` iterations of `name` and returns it (for
+/// `iter_custom`, where `f` does the `iters` operations itself).
+pub(crate) fn timed(name: &'static str, iters: u64, f: impl FnOnce()) -> Duration {
+    let start = Instant::now();
+    f();
+    let elapsed = start.elapsed();
+    record(name, elapsed, iters);
+    elapsed
+}
+
+/// Like [`timed`], for one operation: runs `f` `iters` times (each result through `black_box`).
+#[allow(dead_code)] // Not every bench that includes this file calls it.
+pub(crate) fn timed_each<T>(name: &'static str, iters: u64, mut f: impl FnMut() -> T) -> Duration {
+    timed(name, iters, || {
+        for _ in 0..iters {
+            black_box(f());
+        }
+    })
 }
 
 fn mean_ns(name: &str) -> Option<f64> {

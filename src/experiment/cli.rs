@@ -32,6 +32,7 @@ pub enum ModelName {
 #[derive(clap::Subcommand, Debug)]
 pub enum ExperimentCommand {
     /// Star vs all-to-all: counted messages, bytes and context tokens beside the formulas.
+    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of messages and tokens against n")))]
     Topology {
         /// Participant counts.
         #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32")]
@@ -48,17 +49,15 @@ pub enum ExperimentCommand {
         /// Seed of the message text.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Print one JSON object instead of the table, or with FILE write it there.
-        #[arg(long, value_name = "FILE", num_args = 0..=1)]
-        json: Option<Option<PathBuf>>,
-        /// Write the rows as CSV.
-        #[arg(long, value_name = "FILE")]
-        csv: Option<PathBuf>,
-        /// Write an SVG plot of messages and tokens against n.
-        #[arg(long, value_name = "FILE.svg")]
-        plot: Option<PathBuf>,
+        /// `--json`, `--csv`, `--plot`.
+        #[command(flatten)]
+        out: Outputs,
     },
     /// Majority voting under correlated errors: Monte Carlo beside the exact closed form.
+    #[command(
+        mut_arg("csv", |a| a.help("Write the cells as CSV")),
+        mut_arg("plot", |a| a.help("Write an SVG plot of accuracy against n per rho"))
+    )]
     Voting {
         /// Voter counts.
         #[arg(long, value_delimiter = ',', default_value = "1,3,5,7,9,11,13,15")]
@@ -97,17 +96,12 @@ pub enum ExperimentCommand {
         /// Seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Print one JSON object instead of the table, or with FILE write it there.
-        #[arg(long, value_name = "FILE", num_args = 0..=1)]
-        json: Option<Option<PathBuf>>,
-        /// Write the cells as CSV.
-        #[arg(long, value_name = "FILE")]
-        csv: Option<PathBuf>,
-        /// Write an SVG plot of accuracy against n per rho.
-        #[arg(long, value_name = "FILE.svg")]
-        plot: Option<PathBuf>,
+        /// `--json`, `--csv`, `--plot`.
+        #[command(flatten)]
+        out: Outputs,
     },
     /// Makespan of DAGs under a list scheduler on a virtual clock, beside the lower bound.
+    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of makespan / lower bound against W per DAG")))]
     CriticalPath {
         /// A DAG file (TOML or JSON) instead of the built-in set.
         #[arg(long, value_name = "FILE")]
@@ -118,16 +112,26 @@ pub enum ExperimentCommand {
         /// Include each schedule in the JSON output.
         #[arg(long)]
         schedule: bool,
-        /// Print one JSON object instead of the table, or with FILE write it there.
-        #[arg(long, value_name = "FILE", num_args = 0..=1)]
-        json: Option<Option<PathBuf>>,
-        /// Write the rows as CSV.
-        #[arg(long, value_name = "FILE")]
-        csv: Option<PathBuf>,
-        /// Write an SVG plot of makespan / lower bound against W per DAG.
-        #[arg(long, value_name = "FILE.svg")]
-        plot: Option<PathBuf>,
+        /// `--json`, `--csv`, `--plot`.
+        #[command(flatten)]
+        out: Outputs,
     },
+}
+
+/// The output flags every experiment takes (flattened into each subcommand). Each subcommand
+/// words the help of `--plot` (and voting that of `--csv`) itself, with `mut_arg` on its variant
+/// (no final period there: the derive drops the one of a doc comment).
+#[derive(clap::Args, Debug)]
+pub struct Outputs {
+    /// Print one JSON object instead of the table, or with FILE write it there.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub json: Option<Option<PathBuf>>,
+    /// Write the rows as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write an SVG plot.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Runs an experiment subcommand.
@@ -139,9 +143,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             msg_tokens,
             mode,
             seed,
-            json,
-            csv,
-            plot,
+            out: Outputs { json, csv, plot },
         } => {
             let config = TopologyConfig {
                 agents,
@@ -182,9 +184,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             blocs,
             runtime_trials,
             seed,
-            json,
-            csv,
-            plot,
+            out: Outputs { json, csv, plot },
         } => {
             let blocs = match parse_blocs(&blocs) {
                 Ok(b) => b,
@@ -240,9 +240,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             dag,
             workers,
             schedule,
-            json,
-            csv,
-            plot,
+            out: Outputs { json, csv, plot },
         } => {
             let dags = match dag {
                 Some(path) => match Dag::load(&path) {
