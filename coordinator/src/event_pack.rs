@@ -515,6 +515,8 @@ mod tests {
         let run = RunId::from_u128(1);
         let name: Arc<str> = Arc::from("t");
         let prefix = 0xabcd_u128 << 64;
+        // Deltas small and large, both ways, and just past what the varint form holds
+        // (|delta| >= 2^62 goes raw).
         let ids = [
             prefix | 5,
             prefix | 4,
@@ -522,6 +524,8 @@ mod tests {
             7,
             u128::MAX,
             0,
+            1 << 62,
+            (1 << 62) - 1,
             prefix | 6,
         ];
         let grants = [Budget::steps(3), Budget::steps(3), Budget::new(1, 2, 3, 4)];
@@ -539,7 +543,7 @@ mod tests {
                 kind: EventKind::Dispatched {
                     attempt: 1,
                     worker: 0,
-                    task_id: TaskId::from_u128(ids[(i % 7) as usize]),
+                    task_id: TaskId::from_u128(ids[i as usize % ids.len()]),
                     granted: grants[(i % 3) as usize],
                 },
             })

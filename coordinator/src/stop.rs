@@ -41,7 +41,7 @@ pub enum StopReason {
 
 impl StopReason {
     /// The stop for a budget slice the ledger refused: the component that ran out (steps when
-    /// the refusal names none, e.g. an arithmetic overflow).
+    /// the refusal names none, e.g. a closed account or an arithmetic overflow).
     pub(crate) fn refused(e: &quorate_state::LedgerError) -> Self {
         let component = match e {
             quorate_state::LedgerError::Insufficient { component, .. } => *component,
@@ -91,5 +91,37 @@ impl fmt::Display for StopReason {
             StopReason::WaitingApproval { node } => write!(f, "waiting-approval at {node}"),
             other => f.write_str(other.name()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorate_state::LedgerError;
+
+    #[test]
+    fn a_refused_slice_stops_on_the_component_that_ran_out() {
+        let short = LedgerError::Insufficient {
+            account: quorate_state::AccountId::Root,
+            component: Component::Tokens,
+            requested: 10,
+            available: 3,
+        };
+        assert_eq!(
+            StopReason::refused(&short),
+            StopReason::StoppedLimit {
+                component: Component::Tokens
+            }
+        );
+        // A refusal that names no component (here a closed root) stops on steps.
+        let closed = LedgerError::Closed {
+            account: quorate_state::AccountId::Root,
+        };
+        assert_eq!(
+            StopReason::refused(&closed),
+            StopReason::StoppedLimit {
+                component: Component::Steps
+            }
+        );
     }
 }

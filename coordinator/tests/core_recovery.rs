@@ -421,3 +421,26 @@ fn a_task_dropped_by_a_replan_still_acknowledges_its_cancel() {
         "the acknowledgement itself is late"
     );
 }
+
+#[test]
+fn a_late_reply_of_a_dropped_task_never_reaches_the_new_task_in_its_place() {
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
+    let b_answer = h.answer("b", json!("old"));
+    // b is dropped; the new node c takes index 1.
+    h.core
+        .handle_replan(1, spec_of(vec![node("a", &[]), node("c", &[])]))
+        .expect("same budget, same authority");
+    h.drain();
+    assert_ne!(h.core.task_id(1), b_answer.task, "c has an id of its own");
+    let late_before = h.core.snapshot().messages.rejected_late;
+    h.send(2, b_answer);
+    assert_eq!(h.state(1), TaskState::Running, "c is untouched");
+    assert_eq!(h.core.snapshot().messages.rejected_late, late_before + 1);
+    assert!(
+        !h.commits.iter().any(|k| k.ends_with("/c")),
+        "nothing committed for c"
+    );
+}
