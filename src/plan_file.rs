@@ -47,6 +47,9 @@ pub enum Topology {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSection {
+    // `budget`, `reserve` and `capabilities` repeat `PlanSpec`'s fields instead of flattening a
+    // `PlanSpec` in: serde does not support `#[serde(flatten)]` with `deny_unknown_fields`, which
+    // both structs use. The test `sections_take_every_spec_field` keeps the two in step.
     /// `star` or `peer`.
     #[serde(default)]
     pub topology: Topology,
@@ -99,6 +102,9 @@ fn default_attempts() -> u32 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSection {
+    // The fields up to `acceptance` repeat `NodeSpec`'s instead of flattening a `NodeSpec` in:
+    // serde does not support `#[serde(flatten)]` with `deny_unknown_fields`, which both structs
+    // use. The test `sections_take_every_spec_field` keeps the two in step.
     /// Unique id.
     pub id: NodeId,
     /// The agent role (the scripted agent serves every role).
@@ -317,5 +323,41 @@ impl PlanFile {
             .filter(|(_, t)| !t.evidence.is_empty())
             .map(|(i, t)| (i as u32, t.evidence.clone()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quorate_protocols::{Check, ResultKind};
+    use serde_json::json;
+
+    use super::*;
+
+    /// Every field of `PlanSpec` and `NodeSpec`, under its serde name, must be a field of
+    /// `RunSection` or `TaskSection` (`deny_unknown_fields` refuses any other) and come back
+    /// unchanged from `PlanFile::spec`.
+    #[test]
+    fn sections_take_every_spec_field() {
+        let node = NodeSpec::named("b")
+            .after(&["a"])
+            .with_role("reviewer")
+            .with_capabilities(Capabilities::parse(["db.read"]).unwrap())
+            .with_budget(Budget::new(5, 4, 3, 2))
+            .with_preconditions(vec![Precondition::KeyExists { key: "k".into() }])
+            .with_acceptance(Acceptance {
+                kinds: vec![ResultKind::Suggestion],
+                checks: vec![Check::NonEmpty],
+            });
+        let spec = PlanSpec {
+            budget: Budget::new(50, 40, 30, 20),
+            reserve: Budget::steps(1),
+            capabilities: Capabilities::parse(["db.read", "db.save"]).unwrap(),
+            nodes: vec![node],
+        };
+        let mut run = serde_json::to_value(&spec).unwrap();
+        let tasks = run.as_object_mut().unwrap().remove("nodes").unwrap();
+        let file: PlanFile = serde_json::from_value(json!({ "run": run, "tasks": tasks }))
+            .expect("the sections take every spec field");
+        assert_eq!(file.spec(), spec);
     }
 }

@@ -4,11 +4,24 @@
 mod support;
 
 use quorate_coordinator::{ApprovalPolicy, EventKind, StopReason, SupervisorConfig};
-use quorate_protocols::{ActionId, AgentId, Budget, ResultKind, Role, Sender, TaskState};
-use quorate_workers::messages::{Control, Outcome};
+use quorate_protocols::{ActionId, AgentId, Budget, Envelope, ResultKind, Role, Sender, TaskState};
+use quorate_workers::messages::{Control, Outcome, Report};
 use serde_json::json;
 
 use support::{node, Harness};
+
+/// The worker of node "a" (task 0) asks approval for the task's first action, giving `reason`.
+fn approval_request(h: &Harness, reason: &str) -> Envelope<Report> {
+    let action = ActionId::new(h.core.task_id(0), 0, 0);
+    h.reply(
+        "a",
+        ResultKind::Suggestion,
+        Outcome::ApprovalRequested {
+            action,
+            reason: reason.into(),
+        },
+    )
+}
 
 #[test]
 fn dependencies_gate_dispatch_and_results_flow_downstream() {
@@ -82,15 +95,7 @@ fn a_duplicate_of_a_live_reply_is_rejected() {
         ..SupervisorConfig::default()
     };
     let mut h = Harness::new(vec![node("a", &[])], cfg);
-    let action = ActionId::new(h.core.task_id(0), 0, 0);
-    let ask = h.reply(
-        "a",
-        ResultKind::Suggestion,
-        Outcome::ApprovalRequested {
-            action,
-            reason: "delete rows".into(),
-        },
-    );
+    let ask = approval_request(&h, "delete rows");
     h.send(1, ask.clone());
     assert_eq!(h.state(0), TaskState::Running, "approved at once");
     assert!(matches!(
@@ -167,18 +172,7 @@ fn a_failure_stops_the_run_and_cancels_running_tasks() {
 #[test]
 fn approval_rejected_cancels_and_unanswered_waits() {
     let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
-    let action = ActionId::new(h.core.task_id(0), 0, 0);
-    h.send(
-        1,
-        h.reply(
-            "a",
-            ResultKind::Suggestion,
-            Outcome::ApprovalRequested {
-                action,
-                reason: "r".into(),
-            },
-        ),
-    );
+    h.send(1, approval_request(&h, "r"));
     assert_eq!(h.state(0), TaskState::Cancelled);
     assert!(
         h.stops.is_empty(),
@@ -194,18 +188,7 @@ fn approval_rejected_cancels_and_unanswered_waits() {
         ..SupervisorConfig::default()
     };
     let mut h = Harness::new(vec![node("a", &[])], cfg);
-    let action = ActionId::new(h.core.task_id(0), 0, 0);
-    h.send(
-        1,
-        h.reply(
-            "a",
-            ResultKind::Suggestion,
-            Outcome::ApprovalRequested {
-                action,
-                reason: "r".into(),
-            },
-        ),
-    );
+    h.send(1, approval_request(&h, "r"));
     assert_eq!(h.state(0), TaskState::WaitingApproval);
     assert_eq!(
         h.stops,

@@ -3,17 +3,20 @@
 //! broadcasts are rejected, a terminal task is never reactivated, and all peers agree on the
 //! stop reason.
 
+mod support;
+
 use std::collections::VecDeque;
 
 use quorate_coordinator::peer::{PeerEffect, PeerMsg, Terminal};
 use quorate_coordinator::{PeerCore, StopReason, SupervisorConfig};
 use quorate_protocols::{
-    AgentId, Budget, Envelope, NodeSpec, PlanSpec, ResultKind, Role, RunId, Sender, TaskId,
-    TaskState,
+    AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId, TaskState,
 };
 use quorate_state::{Account, AccountId, MemoryStore};
 use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
+
+use support::{node, spec_of};
 
 const ROOT: &str = "budget/root";
 
@@ -35,23 +38,11 @@ struct Net {
     done: Vec<Option<StopReason>>,
 }
 
-fn node(id: &str, deps: &[&str]) -> NodeSpec {
-    NodeSpec::named(id)
-        .after(deps)
-        .with_budget(Budget::new(10, 2, 100, 10))
-}
-
 impl Net {
     /// `n` peers on `nodes`; `root` overrides the shared root account's limit (e.g. another
     /// run already drew on it).
     fn new(n: usize, nodes: Vec<NodeSpec>, root: Option<Budget>) -> Self {
-        let spec = PlanSpec {
-            budget: Budget::new(100, 20, 1000, 100),
-            reserve: Budget::steps(4),
-            nodes,
-            ..PlanSpec::default()
-        };
-        let plan = spec.validate().expect("valid plan");
+        let plan = spec_of(nodes).validate().expect("valid plan");
         let run = RunId::from_u128(7);
         let peers: Vec<Sender> = (0..n)
             .map(|i| Sender {

@@ -12,18 +12,48 @@ fn budget() -> Budget {
     Budget::new(20, 10, 1_000, 1_000)
 }
 
+/// A worker playing `steps` (and no other script), assigned attempt 0 of its task with the
+/// capabilities `caps` and the default budget; nothing carried out yet.
+fn start(steps: serde_json::Value, caps: &[&str]) -> Driver {
+    let mut d = Driver::new(script(steps), vec![]);
+    d.assign(0, Driver::assignment(caps, budget()));
+    d
+}
+
+/// [`start`], then driven until quiet.
+fn run(steps: serde_json::Value, caps: &[&str]) -> Driver {
+    let mut d = start(steps, caps);
+    d.drive();
+    d
+}
+
+/// Cancels the task while call `call` of `action` is in flight, then lets that call answer:
+/// the answer wakes nothing (the cancel ended the attempt), and the worker is driven until quiet.
+#[track_caller]
+fn cancel_during_call(d: &mut Driver, action: ActionId, call: u64) {
+    d.control(Control::Cancel).unwrap();
+    let answer = crate::ToolAnswer::Ok {
+        output: json!(1),
+        cost: Budget::ZERO,
+        changed: true,
+    };
+    assert_eq!(
+        d.core.handle_tool_answer(d.now, action, call, answer),
+        Err(InputError::NotAwaited { action })
+    );
+    d.drive();
+}
+
 #[test]
 fn call_then_answer_issues_a_receipt_and_settles_cost() {
-    let mut d = Driver::new(
-        script(json!([
+    let d = run(
+        json!([
             { "do": "call", "tool": "db.save", "params": { "id": 1 }, "output": "row 1",
               "cost": { "tokens": 7 } },
             { "do": "answer", "value": "done" },
-        ])),
-        vec![],
+        ]),
+        &["db.save"],
     );
-    d.assign(0, Driver::assignment(&["db.save"], budget()));
-    d.drive();
     assert_eq!(d.replies.len(), 1);
     let reply = &d.replies[0];
     assert_eq!(reply.result_kind, Some(ResultKind::VerifiedConclusion));
@@ -45,15 +75,11 @@ fn call_then_answer_issues_a_receipt_and_settles_cost() {
 
 #[test]
 fn timeout_after_commit_is_queried_and_recovered_with_exactly_one_effect() {
-    let mut d = Driver::new(
-        script(
-            json!([{ "do": "call", "tool": "db.save", "params": { "id": 7 },
-                        "outcome": "timeout-after-commit", "output": "saved" }]),
-        ),
-        vec![],
+    let d = run(
+        json!([{ "do": "call", "tool": "db.save", "params": { "id": 7 },
+                 "outcome": "timeout-after-commit", "output": "saved" }]),
+        &["db.save"],
     );
-    d.assign(0, Driver::assignment(&["db.save"], budget()));
-    d.drive();
     let action = ActionId::new(d.task, 0, 0);
     assert_eq!(d.calls, vec![(action, "db.save".to_owned())]);
     assert_eq!(d.queries, vec![action]);
@@ -75,15 +101,11 @@ fn timeout_after_commit_is_queried_and_recovered_with_exactly_one_effect() {
 
 #[test]
 fn timeout_before_commit_retries_same_id_only_for_idempotent_tools() {
-    let mut d = Driver::new(
-        script(
-            json!([{ "do": "call", "tool": "db.save", "params": { "id": 7 },
-                        "outcome": "timeout-before-commit", "output": "saved" }]),
-        ),
-        vec![],
+    let d = run(
+        json!([{ "do": "call", "tool": "db.save", "params": { "id": 7 },
+                 "outcome": "timeout-before-commit", "output": "saved" }]),
+        &["db.save"],
     );
-    d.assign(0, Driver::assignment(&["db.save"], budget()));
-    d.drive();
     let action = ActionId::new(d.task, 0, 0);
     assert_eq!(d.calls.len(), 2);
     assert!(
@@ -94,16 +116,12 @@ fn timeout_before_commit_retries_same_id_only_for_idempotent_tools() {
     assert_eq!(d.last().actions.executed, 2);
     assert!(matches!(d.last().outcome, Outcome::Answer { .. }));
 
-    let mut d = Driver::new(
-        script(
-            json!([{ "do": "call", "tool": "mail.send", "params": { "to": "x" },
-                        "outcome": "timeout-before-commit",
-                        "side-effect": "non-idempotent-write" }]),
-        ),
-        vec![],
+    let d = run(
+        json!([{ "do": "call", "tool": "mail.send", "params": { "to": "x" },
+                 "outcome": "timeout-before-commit",
+                 "side-effect": "non-idempotent-write" }]),
+        &["mail.send"],
     );
-    d.assign(0, Driver::assignment(&["mail.send"], budget()));
-    d.drive();
     assert_eq!(d.calls.len(), 1, "never re-sent");
     assert!(d.world.effects().is_empty());
     let action = ActionId::new(d.task, 0, 0);
@@ -115,29 +133,18 @@ fn timeout_before_commit_retries_same_id_only_for_idempotent_tools() {
 
 #[test]
 fn cancel_stops_further_calls() {
-    let mut d = Driver::new(
-        script(json!([
+    let mut d = start(
+        json!([
             { "do": "call", "tool": "db.save", "params": { "id": 1 } },
             { "do": "call", "tool": "db.save", "params": { "id": 2 } },
-        ])),
-        vec![],
+        ]),
+        &["db.save"],
     );
-    d.assign(0, Driver::assignment(&["db.save"], budget()));
     // The first call is in flight; cancel arrives before its answer.
     let Some(crate::Effect::CallTool { action, call, .. }) = d.core.poll_effect() else {
         panic!("expected a call")
     };
-    d.control(Control::Cancel).unwrap();
-    let answer = crate::ToolAnswer::Ok {
-        output: json!(1),
-        cost: Budget::ZERO,
-        changed: true,
-    };
-    assert_eq!(
-        d.core.handle_tool_answer(d.now, action, call, answer),
-        Err(InputError::NotAwaited { action })
-    );
-    d.drive();
+    cancel_during_call(&mut d, action, call);
     assert!(d.calls.is_empty(), "no call started after the cancel");
     assert_eq!(d.replies.len(), 1);
     assert_eq!(d.last().outcome, Outcome::Cancelled);
@@ -247,9 +254,7 @@ fn approval_parks_then_resumes_and_reject_cancels() {
     let steps = json!([
         { "do": "call", "tool": "db.drop", "params": {}, "needs-approval": true, "output": "gone" },
     ]);
-    let mut d = Driver::new(script(steps.clone()), vec![]);
-    d.assign(0, Driver::assignment(&["db.drop"], budget()));
-    d.drive();
+    let mut d = run(steps.clone(), &["db.drop"]);
     let action = ActionId::new(d.task, 0, 0);
     assert!(d.calls.is_empty());
     assert_eq!(d.replies.len(), 1);
@@ -267,9 +272,7 @@ fn approval_parks_then_resumes_and_reject_cancels() {
     assert_eq!(d.calls, vec![(action, "db.drop".to_owned())]);
     assert!(matches!(&d.last().outcome, Outcome::Answer { value, .. } if value == &json!("gone")));
 
-    let mut d = Driver::new(script(steps), vec![]);
-    d.assign(0, Driver::assignment(&["db.drop"], budget()));
-    d.drive();
+    let mut d = run(steps, &["db.drop"]);
     d.control(Control::Reject { action }).unwrap();
     d.drive();
     assert!(d.calls.is_empty());
@@ -312,15 +315,11 @@ fn step_and_tool_call_limits_end_the_loop() {
 
 #[test]
 fn repeated_errors_without_new_information_stop_with_no_progress() {
-    let mut d = Driver::new(
-        script(
-            json!([{ "do": "call", "tool": "db.read", "outcome": "error",
-                        "output": "busy", "repeat": 10 }]),
-        ),
-        vec![],
+    let d = run(
+        json!([{ "do": "call", "tool": "db.read", "outcome": "error",
+                 "output": "busy", "repeat": 10 }]),
+        &["db.read"],
     );
-    d.assign(0, Driver::assignment(&["db.read"], budget()));
-    d.drive();
     assert_eq!(d.calls.len(), 3);
     let Outcome::NoProgress { signature, times } = &d.last().outcome else {
         panic!("{:?}", d.last().outcome)
@@ -384,13 +383,10 @@ fn evidence_text_is_data_and_cannot_add_a_call() {
 
 #[test]
 fn a_new_attempt_gets_recorded_answers_instead_of_second_effects() {
-    let steps = script(
-        json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 },
-                                 "output": "saved" }]),
+    let mut d = run(
+        json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 }, "output": "saved" }]),
+        &["db.save"],
     );
-    let mut d = Driver::new(steps, vec![]);
-    d.assign(0, Driver::assignment(&["db.save"], budget()));
-    d.drive();
     assert_eq!(d.calls.len(), 1);
     d.assign(1, Driver::assignment(&["db.save"], budget()));
     d.drive();
@@ -412,24 +408,20 @@ fn a_new_attempt_gets_recorded_answers_instead_of_second_effects() {
 
 #[test]
 fn faults_duplicate_and_late_replies() {
-    let mut d = Driver::new(
-        script(json!([{ "do": "duplicate-reply" }, { "do": "answer", "value": 1 }])),
-        vec![],
+    let d = run(
+        json!([{ "do": "duplicate-reply" }, { "do": "answer", "value": 1 }]),
+        &[],
     );
-    d.assign(0, Driver::assignment(&[], budget()));
-    d.drive();
     assert_eq!(d.replies.len(), 2);
     assert_eq!(d.replies[0], d.replies[1], "same envelope, same dedupe key");
 
-    let mut d = Driver::new(
-        script(json!([
+    let mut d = run(
+        json!([
             { "do": "late-reply" },
             { "do": "call", "tool": "db.save", "needs-approval": true },
-        ])),
-        vec![],
+        ]),
+        &["db.save"],
     );
-    d.assign(0, Driver::assignment(&["db.save"], budget()));
-    d.drive();
     d.control(Control::Cancel).unwrap();
     d.drive();
     let outcomes: Vec<_> = d.replies.iter().map(|r| &r.payload.outcome).collect();
@@ -465,8 +457,8 @@ fn unknown_role_fails_the_assignment_with_a_reply() {
 
 #[test]
 fn a_cancel_reaches_delegated_sub_tasks() {
-    let mut d = Driver::new(
-        script(json!([
+    let mut d = start(
+        json!([
             { "do": "delegate", "subtasks": [
                 { "name": "child", "capabilities": ["db.save"], "budget": { "steps": 4, "tool_calls": 2 },
                   "script": [
@@ -474,10 +466,9 @@ fn a_cancel_reaches_delegated_sub_tasks() {
                     { "do": "call", "tool": "db.save", "params": { "id": 2 } }
                   ] }
             ] },
-        ])),
-        vec![],
+        ]),
+        &["db.save"],
     );
-    d.assign(0, Driver::assignment(&["db.save"], budget()));
     // The child's first call is in flight; it belongs to the child task, not the parent.
     let Some(crate::Effect::CallTool {
         action, task, call, ..
@@ -486,17 +477,7 @@ fn a_cancel_reaches_delegated_sub_tasks() {
         panic!("expected the child's call")
     };
     assert_ne!(task, d.task, "the call is the sub-task's");
-    d.control(Control::Cancel).unwrap();
-    let answer = crate::ToolAnswer::Ok {
-        output: json!(1),
-        cost: Budget::ZERO,
-        changed: true,
-    };
-    assert_eq!(
-        d.core.handle_tool_answer(d.now, action, call, answer),
-        Err(InputError::NotAwaited { action })
-    );
-    d.drive();
+    cancel_during_call(&mut d, action, call);
     assert!(
         d.calls.is_empty(),
         "no call started after the cancel, at any depth"
@@ -513,17 +494,15 @@ fn a_cancel_reaches_delegated_sub_tasks() {
 
 #[test]
 fn a_sub_task_cannot_widen_capabilities() {
-    let mut d = Driver::new(
-        script(json!([
+    let d = run(
+        json!([
             { "do": "delegate", "subtasks": [
                 { "name": "child", "capabilities": ["db.delete"], "budget": { "steps": 2 },
                   "script": [ { "do": "call", "tool": "db.delete", "params": {} } ] }
             ] },
-        ])),
-        vec![],
+        ]),
+        &["db.save"],
     );
-    d.assign(0, Driver::assignment(&["db.save"], budget()));
-    d.drive();
     assert!(d.calls.is_empty());
     match &d.last().outcome {
         Outcome::Failed { observation } => {
@@ -536,14 +515,13 @@ fn a_sub_task_cannot_widen_capabilities() {
 
 #[test]
 fn a_late_answer_of_an_earlier_call_does_not_settle_the_retry() {
-    let mut d = Driver::new(
-        script(json!([
+    let mut d = start(
+        json!([
             { "do": "call", "tool": "db.save", "params": { "id": 1 }, "outcome": "timeout-before-commit" },
             { "do": "answer", "value": "saved" },
-        ])),
-        vec![],
+        ]),
+        &["db.save"],
     );
-    d.assign(0, Driver::assignment(&["db.save"], budget()));
     let Some(crate::Effect::CallTool {
         action,
         call: first,

@@ -177,6 +177,13 @@ impl PeerActor {
         self.core.plan().node(node).id.to_string()
     }
 
+    /// Hands the core one input at the current run time, then carries out what it asks for.
+    fn feed(&mut self, ctx: &mut Context<Self>, input: impl FnOnce(&mut PeerCore, u64)) {
+        let now = self.now();
+        input(&mut self.core, now);
+        self.drive(ctx);
+    }
+
     fn drive(&mut self, ctx: &mut Context<Self>) {
         let run = self.core.run();
         while let Some(effect) = self.core.poll_effect() {
@@ -266,27 +273,21 @@ impl Actor for PeerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        let now = self.now();
-        self.core.start(now);
-        self.drive(ctx);
+        self.feed(ctx, PeerCore::start);
     }
 }
 
 impl Handler<PeerMsgEnvelope> for PeerActor {
     type Result = ();
     fn handle(&mut self, msg: PeerMsgEnvelope, ctx: &mut Self::Context) {
-        let now = self.now();
-        self.core.handle_broadcast(now, msg.0);
-        self.drive(ctx);
+        self.feed(ctx, |core, now| core.handle_broadcast(now, msg.0));
     }
 }
 
 impl Handler<ReportMsg> for PeerActor {
     type Result = ();
     fn handle(&mut self, msg: ReportMsg, ctx: &mut Self::Context) {
-        let now = self.now();
-        self.core.handle_worker_reply(now, msg.0);
-        self.drive(ctx);
+        self.feed(ctx, |core, now| core.handle_worker_reply(now, msg.0));
     }
 }
 
@@ -294,8 +295,6 @@ impl Handler<Tick> for PeerActor {
     type Result = ();
     fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
         self.timer.fired();
-        let now = self.now();
-        self.core.handle_tick(now);
-        self.drive(ctx);
+        self.feed(ctx, PeerCore::handle_tick);
     }
 }

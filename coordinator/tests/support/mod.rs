@@ -1,5 +1,6 @@
 //! The supervisor-core test harness shared by the core test files: a core driven directly,
-//! with hand-made worker replies and every effect collected.
+//! with hand-made worker replies and every effect collected. The plan helpers ([`node`],
+//! [`spec_of`]) serve the peer-core tests as well.
 #![allow(dead_code)]
 
 use quorate_coordinator::{Effect, EventKind, StopReason, SupervisorConfig, SupervisorCore};
@@ -23,13 +24,7 @@ pub(crate) struct Harness {
 
 impl Harness {
     pub(crate) fn new(nodes: Vec<NodeSpec>, config: SupervisorConfig) -> Self {
-        let spec = PlanSpec {
-            budget: Budget::new(100, 20, 1000, 100),
-            reserve: Budget::steps(4),
-            nodes,
-            ..PlanSpec::default()
-        };
-        let plan = spec.validate().expect("valid plan");
+        let plan = spec_of(nodes).validate().expect("valid plan");
         let workers: Vec<Sender> = (0..2)
             .map(|i| Sender {
                 agent: AgentId::from_u128(100 + i),
@@ -122,12 +117,15 @@ impl Harness {
     }
 }
 
+/// Node `id` after `deps`, with a slice of 10 steps, 2 tool calls, 100 tokens and 10 cost.
 pub(crate) fn node(id: &str, deps: &[&str]) -> NodeSpec {
     NodeSpec::named(id)
         .after(deps)
         .with_budget(Budget::new(10, 2, 100, 10))
 }
 
+/// The test plan over `nodes`: a run budget of 100 steps, 20 tool calls, 1000 tokens and 100
+/// cost, with a reserve of 4 steps.
 pub(crate) fn spec_of(nodes: Vec<NodeSpec>) -> PlanSpec {
     PlanSpec {
         budget: Budget::new(100, 20, 1000, 100),

@@ -31,19 +31,14 @@ impl WorkerCore {
                     }
                 };
                 match Attempt::new(child, agent, &self.config, Budget::ZERO) {
-                    Ok(mut attempt) => {
-                        let mut deps = Deps {
-                            now,
-                            me: self.me,
-                            config: &self.config,
-                            tools: &self.tools,
-                            book: self.books.entry(task).or_default(),
-                            out: &mut self.effects,
-                            spawn: &mut spawn,
-                            calls: &mut self.calls,
-                        };
-                        attempt.run(&mut deps);
+                    Ok(attempt) => {
+                        // Running it sees only its deps, so it may enter `attempts` first.
                         self.attempts.insert(task, attempt);
+                        let started = self.with_attempt_spawning(now, task, &mut spawn, |a, d| {
+                            a.run(d);
+                            Ok(())
+                        });
+                        debug_assert!(started.is_ok(), "the attempt was just inserted");
                     }
                     Err((e, child)) => self.fail_assignment(&child, e.to_string()),
                 }
