@@ -91,3 +91,46 @@ fn all_inputs_in_peer_mode_under_chaos() {
         println!("seed {seed}: {m:?} chaos {:?}", run.output.chaos);
     }
 }
+
+/// `precondition_replan.toml` in peer mode with two peers; `channel` adds `config/channel` to
+/// its `[data]`.
+fn precondition_plan(tag: &str, channel: bool) -> PathBuf {
+    let mut text = std::fs::read_to_string(plan("precondition_replan.toml")).expect("example plan");
+    text = text.replace("[run]\n", "[run]\ntopology = \"peer\"\n");
+    if channel {
+        text = text.replace("[data]\n", "[data]\n\"config/channel\" = \"mail\"\n");
+    }
+    assert!(text.contains("topology = \"peer\""));
+    let path = temp_path(&format!("precondition_peer_{tag}.toml"));
+    std::fs::write(&path, text).expect("write plan");
+    path
+}
+
+#[test]
+fn peer_mode_writes_data_and_checks_store_preconditions() {
+    // The key is in [data]: publish's precondition holds and it runs.
+    let run = run_file(&precondition_plan("held", true), &RunArgs::default()).expect("runs");
+    let r = &run.output.report;
+    assert_eq!(r.stop_reason.as_deref(), Some("completed"), "{r:#?}");
+    assert_eq!(run.world.effects_of("mail.send"), 1);
+    // It is not: publish fails on the observation and never runs (peer mode has no fallback).
+    let run = run_file(&precondition_plan("missing", false), &RunArgs::default()).expect("runs");
+    let r = &run.output.report;
+    assert_eq!(r.stop_reason.as_deref(), Some("failed"), "{r:#?}");
+    assert!(
+        r.stop_detail
+            .as_deref()
+            .is_some_and(|d| d.contains("config/channel")),
+        "{r:#?}"
+    );
+    assert_eq!(r.plan_version, 1, "no fallback in peer mode");
+    let states: Vec<(&str, TaskState)> = r.tasks.iter().map(|t| (t.id.as_str(), t.state)).collect();
+    assert_eq!(
+        states,
+        [
+            ("load", TaskState::Completed),
+            ("publish", TaskState::Failed)
+        ]
+    );
+    assert_eq!(run.world.effects_of("mail.send"), 0, "publish never ran");
+}

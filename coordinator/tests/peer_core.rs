@@ -26,6 +26,8 @@ struct Net {
     claims: MemoryStore<usize>,
     states: MemoryStore<Terminal>,
     budget: MemoryStore<Account>,
+    /// Results and data: what store preconditions check.
+    results: MemoryStore<serde_json::Value>,
     /// Broadcasts in flight: (to, envelope).
     inbox: VecDeque<(usize, Envelope<PeerMsg>)>,
     /// Every broadcast ever sent (for replays).
@@ -42,6 +44,16 @@ impl Net {
     /// `n` peers on `nodes`; `root` overrides the shared root account's limit (e.g. another
     /// run already drew on it).
     fn new(n: usize, nodes: Vec<NodeSpec>, root: Option<Budget>) -> Self {
+        Self::with_results(n, nodes, root, MemoryStore::new())
+    }
+
+    /// As [`Net::new`], over a result store that already holds some keys.
+    fn with_results(
+        n: usize,
+        nodes: Vec<NodeSpec>,
+        root: Option<Budget>,
+        results: MemoryStore<serde_json::Value>,
+    ) -> Self {
         let plan = spec_of(nodes).validate().expect("valid plan");
         let run = RunId::from_u128(7);
         let peers: Vec<Sender> = (0..n)
@@ -85,6 +97,7 @@ impl Net {
             claims: MemoryStore::new(),
             states: MemoryStore::new(),
             budget,
+            results,
             inbox: VecDeque::new(),
             sent: vec![],
             running: vec![],
@@ -131,6 +144,10 @@ impl Net {
                         .budget
                         .cas_now(ROOT, Some(cur.version), acc)
                         .is_committed());
+                }
+                PeerEffect::CheckPreconditions { node, checks } => {
+                    let outcome = quorate_coordinator::precheck::check(&self.results, &checks);
+                    self.cores[p].handle_preconditions(0, node, outcome);
                 }
                 PeerEffect::Execute(env) => {
                     self.executed.push((p, env.payload.node.to_string()));
@@ -363,4 +380,44 @@ fn a_budget_that_cannot_cover_a_slice_stops_with_stopped_limit() {
     }
     let root = net.budget.get_now(ROOT).unwrap().value;
     assert!(root.invariant_holds() && root.children.is_empty());
+}
+
+#[test]
+fn store_preconditions_are_checked_by_the_peers_and_a_failed_one_fails_its_task() {
+    use quorate_protocols::Precondition;
+    let needs = |id: &str, deps: &[&str], key: &str| {
+        let mut n = node(id, deps);
+        n.preconditions = vec![Precondition::KeyExists { key: key.into() }];
+        n
+    };
+    let results = MemoryStore::new();
+    assert!(results
+        .cas_now("config/on", None, json!(true))
+        .is_committed());
+    let mut net = Net::with_results(
+        2,
+        vec![
+            needs("a", &[], "config/on"),
+            needs("b", &["a"], "config/off"),
+        ],
+        None,
+        results,
+    );
+    // a's key is there: it runs; b's is not: once a is done, b fails with the observation
+    // instead of running.
+    assert_eq!(net.running_nodes(), ["a"]);
+    net.ok("a");
+    net.deliver_all();
+    assert!(net.executed.iter().all(|(_, n)| n != "b"), "b never ran");
+    for p in 0..2 {
+        assert_eq!(net.cores[p].task_state(0), TaskState::Completed);
+        assert_eq!(net.cores[p].task_state(1), TaskState::Failed);
+        match &net.done[p] {
+            Some(StopReason::Failed { node, observation }) => {
+                assert_eq!(node, "b");
+                assert!(observation.contains("config/off"), "{observation}");
+            }
+            other => panic!("peer {p}: {other:?}"),
+        }
+    }
 }

@@ -15,7 +15,7 @@ impl SupervisorCore {
             self.fail(now, i, observation);
             return;
         }
-        let checks = self.store_preconditions(i);
+        let checks = crate::acceptance::store_checks(&self.plan, i);
         if !checks.is_empty() {
             self.tasks[i as usize].checking = true;
             self.effects.push_back(Effect::CheckPreconditions {

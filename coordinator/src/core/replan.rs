@@ -5,9 +5,7 @@
 //! can neither widen the run's capabilities nor raise its budget. Replies for dropped tasks are
 //! late from then on.
 
-use quorate_protocols::{
-    Component, NodeId, PlanError, PlanSpec, Precondition, TaskEvent, TaskId, TaskState,
-};
+use quorate_protocols::{Component, NodeId, PlanError, PlanSpec, TaskEvent, TaskId, TaskState};
 use quorate_workers::messages::Control;
 
 use super::task::TaskSlot;
@@ -204,16 +202,5 @@ impl SupervisorCore {
     /// A plan to switch to (once) when a store precondition fails.
     pub fn set_fallback_plan(&mut self, spec: PlanSpec) {
         self.fallback = Some(spec);
-    }
-
-    /// The preconditions of node `i` that need the store.
-    pub(crate) fn store_preconditions(&self, i: u32) -> Vec<Precondition> {
-        self.plan
-            .node(i)
-            .preconditions
-            .iter()
-            .filter(|p| !matches!(p, Precondition::InputsNonEmpty))
-            .cloned()
-            .collect()
     }
 }

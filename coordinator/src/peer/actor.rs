@@ -213,6 +213,10 @@ impl PeerActor {
                         tracing::warn!(%error, "closing a task's slice failed");
                     }
                 }
+                PeerEffect::CheckPreconditions { node, checks } => {
+                    let outcome = crate::precheck::check(&self.stores.results, &checks);
+                    self.core.handle_preconditions(now, node, outcome);
+                }
                 PeerEffect::Execute(envelope) => self.assign.do_send(AssignMsg(*envelope)),
                 PeerEffect::Control(envelope) => self.control.do_send(ControlMsg(envelope)),
                 PeerEffect::CommitTerminal(record) => {

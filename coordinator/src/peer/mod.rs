@@ -87,6 +87,14 @@ pub enum PeerEffect {
         /// What it spent.
         spent: Budget,
     },
+    /// Check node `node`'s store preconditions against the shared result store and answer with
+    /// [`PeerCore::handle_preconditions`].
+    CheckPreconditions {
+        /// Node index.
+        node: u32,
+        /// What must hold.
+        checks: Vec<quorate_protocols::Precondition>,
+    },
     /// Hand an assignment to this peer's own worker.
     Execute(Box<Envelope<Assignment>>),
     /// Send a control message to this peer's own worker.

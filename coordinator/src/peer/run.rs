@@ -23,30 +23,25 @@ use crate::{
 /// policy and `cancel_after_steps` (per peer) come from `options.supervisor`; chaos applies to
 /// every peer -> peer link. Blocks until every peer is done.
 ///
-/// Not in peer mode (yet): store preconditions (`key-exists`, `key-absent`, `key-at-version`)
-/// count as holding, `options.data` is not written, `options.fallback` is never switched to, and
-/// `options.worker_threads` is ignored. A run that asks for any of them logs a warning.
+/// Store preconditions (`key-exists`, `key-absent`, `key-at-version`) are checked by every peer
+/// against the shared result store when a task is about to become ready, and `options.data` is
+/// written there first, as in star mode. Not in peer mode (yet): `options.fallback` is never
+/// switched to (a failed store precondition fails its task), and `options.worker_threads` is
+/// ignored. A run that asks for a fallback logs a warning.
 pub fn run_peer(
     plan: Plan,
     options: RunOptions,
     parts: impl Fn() -> (AgentRegistry, ToolRegistry),
 ) -> Result<RunOutput, RunError> {
-    let store_checks = (0..plan.len() as u32).any(|i| {
-        plan.node(i)
-            .preconditions
-            .iter()
-            .any(|p| !matches!(p, quorate_protocols::Precondition::InputsNonEmpty))
-    });
-    if store_checks || !options.data.is_empty() || options.fallback.is_some() {
-        tracing::warn!(
-            store_checks,
-            data = options.data.len(),
-            fallback = options.fallback.is_some(),
-            "peer mode does not check store preconditions, write data or switch to a fallback plan"
-        );
+    if options.fallback.is_some() {
+        tracing::warn!("peer mode does not switch to a fallback plan; a failed store precondition fails its task");
     }
     let (writer, sink) = open_trace(options.trace.as_deref())?;
     let stores = PeerStores::new();
+    for (key, value) in &options.data {
+        // A fresh store: every key is absent, so each create commits.
+        let _ = stores.results.cas_now(key, None, value.clone());
+    }
     let chaos = options
         .chaos
         .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));

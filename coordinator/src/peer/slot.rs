@@ -12,6 +12,8 @@ pub(crate) struct PeerTask {
     /// The state in this peer's view (`running` also for tasks another peer claimed).
     pub(crate) state: TaskState,
     pub(crate) deps_left: usize,
+    /// Waiting for the shell to check the task's store preconditions.
+    pub(crate) checking: bool,
     /// This peer tried to claim the task (a claim is tried once: the key is written once).
     pub(crate) claim_tried: bool,
     /// This peer won the claim.
@@ -38,6 +40,7 @@ impl PeerTask {
             id,
             state: TaskState::Pending,
             deps_left: deps,
+            checking: false,
             claim_tried: false,
             mine: false,
             worker_live: false,

@@ -212,6 +212,34 @@ impl PeerCore {
         self.after_input(now);
     }
 
+    /// The shell checked node `node`'s store preconditions: `Ok`, or the first failing
+    /// observation, which fails the task (peer mode has no fallback plan). Every peer checks
+    /// for itself; if peers disagree (the store changed between their checks), the first
+    /// terminal record committed decides, as for any other race between peers.
+    pub fn handle_preconditions(&mut self, now: u64, node: u32, outcome: Result<(), String>) {
+        let Some(t) = self.tasks.get_mut(node as usize) else {
+            return;
+        };
+        if !t.checking {
+            return;
+        }
+        t.checking = false;
+        match outcome {
+            Ok(()) => self.set_state(now, node, TaskState::Ready),
+            Err(observation) => {
+                self.record(
+                    now,
+                    Some(node),
+                    EventKind::PreconditionFailed {
+                        observation: observation.clone(),
+                    },
+                );
+                self.fail(node, format!("precondition: {observation}"));
+            }
+        }
+        self.after_input(now);
+    }
+
     /// The outcome of allocating `node`'s slice from the shared root account.
     pub fn handle_allocation(&mut self, now: u64, node: u32, outcome: AllocationResult) {
         let i = node;
@@ -365,19 +393,29 @@ impl PeerCore {
     }
 
     fn make_ready(&mut self, now: u64, i: u32) {
-        // Store preconditions are not checked in peer mode (see `run_peer`).
         let tasks = &self.tasks;
         let inputs = crate::acceptance::check_inputs(&self.plan, i, |d| {
             tasks[d as usize].result.as_ref().map(|(v, _)| v)
         });
-        match inputs {
-            Ok(()) => self.set_state(now, i, TaskState::Ready),
-            Err(observation) => {
-                let node = self.plan.node(i).id.to_string();
-                let cause = StopReason::Failed { node, observation };
-                self.propose(i, TaskState::Failed, Some(cause));
-            }
+        if let Err(observation) = inputs {
+            self.fail(i, observation);
+            return;
         }
+        let checks = crate::acceptance::store_checks(&self.plan, i);
+        if checks.is_empty() {
+            self.set_state(now, i, TaskState::Ready);
+        } else {
+            self.tasks[i as usize].checking = true;
+            self.effects
+                .push_back(PeerEffect::CheckPreconditions { node: i, checks });
+        }
+    }
+
+    /// Proposes `failed` for node `i`, with the first failing observation.
+    fn fail(&mut self, i: u32, observation: String) {
+        let node = self.plan.node(i).id.to_string();
+        let cause = StopReason::Failed { node, observation };
+        self.propose(i, TaskState::Failed, Some(cause));
     }
 
     /// Stops claiming and proposes `cancelled` for every task not yet settled.
