@@ -110,10 +110,10 @@ impl SupervisorActor {
                     self.workers[worker].control.do_send(ControlMsg(*envelope))
                 }
                 Effect::CommitResult { key, value } => commit_result(&self.results, &key, value),
-                Effect::CheckPreconditions { task, checks, .. } => {
+                Effect::CheckPreconditions { ticket, checks, .. } => {
                     let outcome = crate::precheck::check(&self.results, &checks);
                     let now = self.now();
-                    self.core.handle_preconditions(now, task, outcome);
+                    self.core.handle_preconditions(now, ticket, outcome);
                 }
                 Effect::Record(event) => {
                     self.event_counts.count(&event.kind);

@@ -30,7 +30,7 @@ mod stop;
 pub mod trace;
 
 pub use crate::core::{
-    ApprovalPolicy, Effect, MessageCounts, ReplanError, ResumeError, SupervisorConfig,
+    ApprovalPolicy, CheckTicket, Effect, MessageCounts, ReplanError, ResumeError, SupervisorConfig,
     SupervisorCore,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};

@@ -33,9 +33,8 @@ fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_complete
         "publish's store precondition goes to the shell"
     );
     assert_eq!(h.state(1), TaskState::Pending, "not ready until checked");
-    let publish = h.core.task_id(1);
     h.core
-        .handle_preconditions(2, publish, Err("config/channel does not exist".into()));
+        .handle_preconditions(2, h.tickets[0], Err("config/channel does not exist".into()));
     h.drain();
     let report = h.core.snapshot();
     assert_eq!(report.plan_version, 2);
@@ -349,36 +348,106 @@ fn evidence_text_moves_with_its_task_across_a_replan() {
 }
 
 #[test]
-fn a_precondition_answer_reaches_its_task_after_a_replan_moved_it() {
+fn precondition_answers_follow_their_task_across_a_replan_and_stale_ones_are_ignored() {
     use quorate_protocols::Precondition;
-    let guarded = |id: &str| {
-        let mut n = node(id, &[]);
+    let guarded = |id: &str, deps: &[&str]| {
+        let mut n = node(id, deps);
         n.preconditions = vec![Precondition::KeyExists {
             key: format!("config/{id}"),
         }];
         n
     };
     let mut h = Harness::new(
-        vec![guarded("x"), guarded("y")],
+        vec![guarded("x", &[]), guarded("y", &[])],
         SupervisorConfig::default(),
     );
     // In the fallback, x is gone and y sits where x was.
     h.core
-        .set_fallback_plan(spec_of(vec![guarded("y"), node("z", &[])]));
+        .set_fallback_plan(spec_of(vec![guarded("y", &[]), node("z", &[])]));
     assert_eq!(h.checks, vec![0, 1], "both checks go to the shell");
-    let (x, y) = (h.core.task_id(0), h.core.task_id(1));
-    h.core.handle_preconditions(1, x, Err("no config/x".into()));
+    let (x_check, y_check) = (h.tickets[0], h.tickets[1]);
+    let y = h.core.task_id(1);
+    h.core
+        .handle_preconditions(1, x_check, Err("no config/x".into()));
     h.drain();
     assert_eq!(h.core.snapshot().plan_version, 2);
     assert_eq!(h.core.task_id(0), y, "y moved to index 0 and kept its id");
-    // y's answer, asked for before the replan, still reaches y.
-    h.core.handle_preconditions(2, y, Ok(()));
+    // The new version asks about y again; the answer to the old version's question is ignored.
+    assert_eq!(h.checks, vec![0, 1, 0]);
+    h.core.handle_preconditions(2, y_check, Ok(()));
+    h.drain();
+    assert_eq!(
+        h.state(0),
+        TaskState::Pending,
+        "a stale answer moves nothing"
+    );
+    h.core.handle_preconditions(2, h.tickets[2], Ok(()));
     h.drain();
     assert_eq!(h.state(0), TaskState::Running, "y was dispatched");
     assert_eq!(h.assignment("y").1.task, y);
     // An answer for the dropped task changes nothing.
-    h.core.handle_preconditions(3, x, Ok(()));
+    h.core.handle_preconditions(3, x_check, Ok(()));
     assert!(h.core.poll_effect().is_none());
+}
+
+#[test]
+fn a_task_whose_new_version_waits_for_a_dependency_is_not_released_by_an_old_answer() {
+    use quorate_protocols::Precondition;
+    let guarded = |id: &str, deps: &[&str]| {
+        let mut n = node(id, deps);
+        n.preconditions = vec![Precondition::KeyExists {
+            key: format!("config/{id}"),
+        }];
+        n
+    };
+    let mut h = Harness::new(
+        vec![guarded("x", &[]), guarded("y", &[])],
+        SupervisorConfig::default(),
+    );
+    // The fallback makes y wait for a new task w.
+    h.core
+        .set_fallback_plan(spec_of(vec![node("w", &[]), guarded("y", &["w"])]));
+    let y_check = h.tickets[1];
+    h.core
+        .handle_preconditions(1, h.tickets[0], Err("no config/x".into()));
+    h.drain();
+    h.core.handle_preconditions(2, y_check, Ok(()));
+    h.drain();
+    assert_eq!(h.state(1), TaskState::Pending, "y waits for w");
+    assert_eq!(
+        h.checks,
+        vec![0, 1],
+        "and is asked about again only once w is done"
+    );
+    h.send(3, h.answer("w", json!("built")));
+    assert_eq!(h.checks, vec![0, 1, 1]);
+    h.core.handle_preconditions(4, h.tickets[2], Ok(()));
+    h.drain();
+    assert_eq!(h.state(1), TaskState::Running);
+}
+
+#[test]
+fn an_answer_for_a_task_that_ended_meanwhile_changes_nothing() {
+    use quorate_protocols::Precondition;
+    let mut guarded = node("a", &[]);
+    guarded.preconditions = vec![Precondition::KeyExists {
+        key: "config/a".into(),
+    }];
+    let mut h = Harness::new(vec![guarded, node("b", &[])], SupervisorConfig::default());
+    h.core.set_fallback_plan(spec_of(vec![node("b", &[])]));
+    h.core.handle_cancel(1);
+    h.drain();
+    assert_eq!(h.state(0), TaskState::Cancelled);
+    let events = h.events.len();
+    h.core
+        .handle_preconditions(2, h.tickets[0], Err("no config/a".into()));
+    h.drain();
+    assert_eq!(
+        h.events.len(),
+        events,
+        "no precondition-failed event, no replan"
+    );
+    assert_eq!(h.core.snapshot().plan_version, 1);
 }
 
 #[test]

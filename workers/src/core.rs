@@ -382,16 +382,20 @@ impl WorkerCore {
 
     /// Replies to an assignment that could not even start.
     fn fail_assignment(&mut self, envelope: &Envelope<Assignment>, observation: String) {
-        self.reply_unstarted(envelope, Outcome::Failed { observation });
+        self.reply_unstarted(
+            envelope,
+            Outcome::Failed { observation },
+            ActionCounts::default(),
+        );
     }
 
-    /// The final reply of an attempt that never started (nothing spent, nothing done), to the
-    /// message that ended it.
-    fn reply_unstarted<P>(&mut self, to: &Envelope<P>, outcome: Outcome) {
+    /// The final reply of an attempt that never started (nothing spent), to the message that
+    /// ended it; `actions` are counts it carries for an earlier attempt whose own reply is late.
+    fn reply_unstarted<P>(&mut self, to: &Envelope<P>, outcome: Outcome, actions: ActionCounts) {
         let report = Report {
             outcome,
             spent: Budget::ZERO,
-            actions: ActionCounts::default(),
+            actions,
             rejected_calls: Vec::new(),
         };
         let reply = to.reply(self.me, ResultKind::Suggestion, report);
@@ -445,13 +449,18 @@ impl WorkerCore {
                     let _ = self.with_attempt(now, child, |a, d| a.on_cancel(d));
                 }
             }
+            // Still there only if it could not end yet (a sub-task still open): the newer
+            // attempt replaces it, as an assignment would.
             if let Some(old) = self.attempts.remove(&task) {
                 self.history
                     .replaced(task, old.number(), old.spent_or_reserved());
             }
+            // The stale attempt's own final reply is late for the supervisor (it names the older
+            // attempt), so the acknowledgement carries what it did.
+            let carried = self.history.counts(task).unwrap_or_default();
             self.history.adopt_run_of(task);
             self.history.unstarted(task, got);
-            self.reply_unstarted(&envelope, Outcome::Cancelled);
+            self.reply_unstarted(&envelope, Outcome::Cancelled, carried);
             return Ok(());
         }
         let mut cancel_tree = false;

@@ -238,6 +238,13 @@ fn a_cancel_overtaking_a_retry_also_stops_the_stale_attempt_still_running() {
         vec![1, 2],
         "the stale attempt ends, the cancel is acknowledged"
     );
+    // The stale attempt's reply is late at the supervisor: the acknowledgement carries what it
+    // did (its first call, whose answer never came).
+    let ack = d.replies.last().expect("the acknowledgement");
+    assert_eq!(ack.attempt, 2);
+    assert_ne!(ack.payload.actions, Default::default());
+    assert_eq!(ack.payload.actions, d.replies[0].payload.actions);
+    assert_eq!(ack.payload.spent, Budget::ZERO);
     assert_eq!(
         d.core.handle_assignment(d.now, retry),
         Err(InputError::DuplicateAssignment {

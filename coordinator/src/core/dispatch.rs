@@ -20,7 +20,10 @@ impl SupervisorCore {
             self.tasks[i as usize].checking = true;
             self.effects.push_back(Effect::CheckPreconditions {
                 node: i,
-                task: self.by_id.id(i),
+                ticket: CheckTicket {
+                    task: self.by_id.id(i),
+                    plan_version: self.plan_version,
+                },
                 checks,
             });
             return;

@@ -63,12 +63,14 @@ pub enum Effect {
         value: serde_json::Value,
     },
     /// Check node `node`'s store preconditions and answer with
-    /// [`SupervisorCore::handle_preconditions`], naming `task`.
+    /// [`SupervisorCore::handle_preconditions`], handing `ticket` back.
     CheckPreconditions {
         /// Node index (in the plan version that asked).
         node: u32,
-        /// The task: the answer names it, so it reaches the task even if a replan moved it.
-        task: TaskId,
+        /// What the answer hands back: it names the task (so the answer reaches it even if a
+        /// replan moved it) and the plan version that asked (an answer to an older version's
+        /// checks is ignored; the replan asks again).
+        ticket: CheckTicket,
         /// What must hold.
         checks: Vec<Precondition>,
     },
@@ -76,6 +78,13 @@ pub enum Effect {
     Record(Event),
     /// The run is over.
     Stop(StopReason),
+}
+
+/// Names a store-precondition check the core asked for (see [`Effect::CheckPreconditions`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckTicket {
+    task: TaskId,
+    plan_version: u32,
 }
 
 /// Message counters.
@@ -531,8 +540,10 @@ impl SupervisorCore {
 
     // ----- internals -----
 
-    /// `true` (and no longer awaited) if `reply` is the acknowledgement of a cancel or a rejected
-    /// approval sent for its task: the attempt told, from the worker told, saying cancelled.
+    /// `true` (and no longer awaited) if `reply` acknowledges a cancel or a rejected approval sent
+    /// for its task: a final reply of the attempt told, from the worker told. Usually it says
+    /// cancelled; an attempt that ended just before the cancel reached its worker answered with
+    /// its own final reply, and the worker has nothing more to say.
     fn take_ack(&mut self, reply: &Envelope<Report>) -> bool {
         let told = self
             .awaiting_ack
@@ -541,7 +552,7 @@ impl SupervisorCore {
                 reply.run == self.run
                     && reply.attempt == attempt
                     && reply.sender.agent == worker
-                    && matches!(reply.payload.outcome, Outcome::Cancelled)
+                    && !matches!(reply.payload.outcome, Outcome::ApprovalRequested { .. })
             });
         if told {
             self.awaiting_ack.remove(&reply.task);

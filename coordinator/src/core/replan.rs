@@ -117,6 +117,12 @@ impl SupervisorCore {
                 self.retired.insert(self.by_id.id(i as u32));
             }
         }
+        // Checks still out were asked by the old version: their answers will be ignored, and a
+        // task that still has no dependency left is checked again below, against its new
+        // version's preconditions.
+        for slot in &mut tasks {
+            slot.checking = false;
+        }
         // Recount dependencies against completed tasks; live tasks keep their state.
         for j in 0..plan.len() as u32 {
             let left = plan
@@ -153,12 +159,21 @@ impl SupervisorCore {
         Ok(())
     }
 
-    /// The shell checked task `task`'s store preconditions: `Ok` or the first failing
+    /// The shell checked the store preconditions named by `ticket`: `Ok` or the first failing
     /// observation. A failure switches to the fallback plan if there is one (once), otherwise the
-    /// task fails. A task no longer in the plan (a replan dropped it) is ignored; one a replan
-    /// moved is found where it is now.
-    pub fn handle_preconditions(&mut self, now: u64, task: TaskId, outcome: Result<(), String>) {
-        let Some(node) = self.by_id.get(&task) else {
+    /// task fails. An answer is ignored if its task is gone (a replan dropped it) or ended
+    /// meanwhile, or if it answers an older plan version's checks (the replan asked again); a
+    /// task a replan moved is found where it is now.
+    pub fn handle_preconditions(
+        &mut self,
+        now: u64,
+        ticket: super::CheckTicket,
+        outcome: Result<(), String>,
+    ) {
+        if ticket.plan_version != self.plan_version {
+            return;
+        }
+        let Some(node) = self.by_id.get(&ticket.task) else {
             return;
         };
         let Some(slot) = self.tasks.get_mut(node as usize) else {
@@ -168,6 +183,9 @@ impl SupervisorCore {
             return;
         }
         slot.checking = false;
+        if slot.state.is_terminal() {
+            return;
+        }
         match outcome {
             Ok(()) => {
                 if self.transition(now, node, TaskEvent::DependenciesMet) {

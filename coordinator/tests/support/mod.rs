@@ -18,6 +18,8 @@ pub(crate) struct Harness {
     pub commits: Vec<String>,
     pub stops: Vec<StopReason>,
     pub checks: Vec<u32>,
+    /// The tickets of the checks asked for, in order (what an answer hands back).
+    pub tickets: Vec<quorate_coordinator::CheckTicket>,
     pub log: Vec<quorate_coordinator::Event>,
     pub results: std::collections::HashMap<String, serde_json::Value>,
 }
@@ -45,6 +47,7 @@ impl Harness {
             commits: vec![],
             stops: vec![],
             checks: vec![],
+            tickets: vec![],
             log: vec![],
             results: Default::default(),
         };
@@ -67,7 +70,10 @@ impl Harness {
                     self.events.push(ev.kind);
                 }
                 Effect::Stop(r) => self.stops.push(r),
-                Effect::CheckPreconditions { node, .. } => self.checks.push(node),
+                Effect::CheckPreconditions { node, ticket, .. } => {
+                    self.checks.push(node);
+                    self.tickets.push(ticket);
+                }
             }
         }
     }

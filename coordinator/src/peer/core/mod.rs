@@ -213,7 +213,8 @@ impl PeerCore {
     }
 
     /// The shell checked node `node`'s store preconditions: `Ok`, or the first failing
-    /// observation, which fails the task (peer mode has no fallback plan). Every peer checks
+    /// observation, which fails the task (peer mode has no fallback plan); an answer for a task
+    /// that ended meanwhile changes nothing. Every peer checks
     /// for itself; if peers disagree (the store changed between their checks), the first
     /// terminal record committed decides, as for any other race between peers.
     pub fn handle_preconditions(&mut self, now: u64, node: u32, outcome: Result<(), String>) {
@@ -224,6 +225,10 @@ impl PeerCore {
             return;
         }
         t.checking = false;
+        if t.settled() || t.committing {
+            // Ended meanwhile (another peer's record, or this peer's stop).
+            return;
+        }
         match outcome {
             Ok(()) => self.set_state(now, node, TaskState::Ready),
             Err(observation) => {
