@@ -3,7 +3,7 @@
 
 mod support;
 
-use quorate_coordinator::{EventKind, StopReason, SupervisorConfig, SupervisorCore};
+use quorate_coordinator::{EventKind, ResumeError, StopReason, SupervisorConfig, SupervisorCore};
 use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
 };
@@ -512,4 +512,113 @@ fn a_late_reply_of_a_dropped_task_never_reaches_the_new_task_in_its_place() {
         !h.commits.iter().any(|k| k.ends_with("/c")),
         "nothing committed for c"
     );
+}
+
+/// The precondition-replan run: `publish` needs a key that is not there, so the run switches
+/// to the fallback, where `draft` replaces it.
+fn replanning_run() -> (Harness, PlanSpec) {
+    use quorate_protocols::Precondition;
+    let mut publish = node("publish", &["load"]);
+    publish.preconditions = vec![Precondition::KeyExists {
+        key: "config/channel".into(),
+    }];
+    let mut h = Harness::new(
+        vec![node("load", &[]), publish],
+        SupervisorConfig::default(),
+    );
+    let fallback = spec_of(vec![node("load", &[]), node("draft", &["load"])]);
+    h.core.set_fallback_plan(fallback.clone());
+    h.send(1, h.answer("load", json!("rows")));
+    (h, fallback)
+}
+
+/// A supervisor rebuilt from `h`'s log and results, with `fallback` if given.
+fn rebuilt(h: &Harness, fallback: Option<PlanSpec>) -> Result<SupervisorCore, ResumeError> {
+    let plan = {
+        use quorate_protocols::Precondition;
+        let mut publish = node("publish", &["load"]);
+        publish.preconditions = vec![Precondition::KeyExists {
+            key: "config/channel".into(),
+        }];
+        spec_of(vec![node("load", &[]), publish])
+            .validate()
+            .unwrap()
+    };
+    let me = Sender {
+        agent: AgentId::from_u128(1),
+        role: Role::Supervisor,
+    };
+    let mut core = SupervisorCore::new(
+        RunId::from_u128(7),
+        plan,
+        SupervisorConfig::default(),
+        me,
+        h.workers.clone(),
+    );
+    if let Some(f) = fallback {
+        core.set_fallback_plan(f);
+    }
+    let results = h.results.clone();
+    core.replay(&h.log, |k| results.get(k).cloned())?;
+    Ok(core)
+}
+
+#[test]
+fn a_replanned_run_resumes_with_its_fallback_plan() {
+    let (mut h, fallback) = replanning_run();
+    h.core
+        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
+    h.drain();
+    let draft = h.assignment("draft").1.task;
+    assert_eq!(h.core.snapshot().plan_version, 2);
+    // The supervisor crashes with draft running. Without the fallback the log cannot be
+    // replayed; with it, the resumed core is on version 2 and sends draft again, same id.
+    assert!(matches!(
+        rebuilt(&h, None),
+        Err(ResumeError::Replanned { .. })
+    ));
+    let loads = h.dispatched.len();
+    h.core = rebuilt(&h, Some(fallback)).expect("replays the replan");
+    h.core.start_resumed(3);
+    h.drain();
+    assert_eq!(h.core.snapshot().plan_version, 2);
+    assert_eq!(h.dispatched.len(), loads + 1, "only draft is sent again");
+    assert_eq!(h.assignment("draft").1.task, draft, "with its id");
+    h.send(4, h.answer("draft", json!("text")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    let states: Vec<(String, TaskState)> = h
+        .core
+        .snapshot()
+        .tasks
+        .iter()
+        .map(|t| (t.id.to_string(), t.state))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("load".to_string(), TaskState::Completed),
+            ("draft".to_string(), TaskState::Completed)
+        ]
+    );
+}
+
+#[test]
+fn a_run_resumed_before_its_replan_keeps_the_fallback_for_later() {
+    let (mut h, fallback) = replanning_run();
+    // The crash comes while publish's check is out: the log has no replan yet.
+    h.core = rebuilt(&h, Some(fallback)).expect("replays");
+    h.core.start_resumed(2);
+    h.drain();
+    assert_eq!(h.checks, vec![1, 1], "publish is checked again");
+    let ticket = *h.tickets.last().unwrap();
+    h.core
+        .handle_preconditions(3, ticket, Err("no config/channel".into()));
+    h.drain();
+    assert_eq!(
+        h.core.snapshot().plan_version,
+        2,
+        "the fallback was still there"
+    );
+    h.send(4, h.answer("draft", json!("text")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
 }

@@ -90,6 +90,33 @@ impl SupervisorCore {
                 self.end_task(now, i, TaskEvent::Cancelled);
             }
         }
+        self.adopt_plan(plan);
+        self.ready.clear();
+        self.record(
+            now,
+            None,
+            EventKind::Replanned {
+                plan_version: self.plan_version,
+                tasks: self.plan.len(),
+            },
+        );
+        for j in 0..self.plan.len() as u32 {
+            let slot = &self.tasks[j as usize];
+            if slot.state == TaskState::Ready {
+                self.ready.push_back(j);
+            } else if slot.state == TaskState::Pending && slot.deps_left == 0 && !slot.checking {
+                self.make_ready(now, j);
+            }
+        }
+        self.after_input(now);
+        Ok(())
+    }
+
+    /// The structural half of a replan, shared with resume: `plan` becomes the next version;
+    /// slots move over by node id (new nodes get fresh slots and ids, dropped ones' ids are
+    /// retired), pending checks are forgotten and dependencies recounted. Nothing is recorded
+    /// or sent.
+    pub(super) fn adopt_plan(&mut self, plan: quorate_protocols::Plan) {
         // Move slots over by node id; new nodes get fresh slots.
         let mut old_slots: Vec<Option<TaskSlot>> = std::mem::take(&mut self.tasks)
             .into_iter()
@@ -138,25 +165,6 @@ impl SupervisorCore {
         self.plan = plan;
         self.plan_version += 1;
         self.root.limit = self.plan.spec().budget;
-        self.ready.clear();
-        self.record(
-            now,
-            None,
-            EventKind::Replanned {
-                plan_version: self.plan_version,
-                tasks: self.plan.len(),
-            },
-        );
-        for j in 0..self.plan.len() as u32 {
-            let slot = &self.tasks[j as usize];
-            if slot.state == TaskState::Ready {
-                self.ready.push_back(j);
-            } else if slot.state == TaskState::Pending && slot.deps_left == 0 && !slot.checking {
-                self.make_ready(now, j);
-            }
-        }
-        self.after_input(now);
-        Ok(())
     }
 
     /// The shell checked the store preconditions named by `ticket`: `Ok` or the first failing

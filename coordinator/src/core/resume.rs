@@ -37,12 +37,20 @@ pub enum ResumeError {
         /// The event's run.
         found: RunId,
     },
-    /// The run was replanned; resuming a replanned run needs the plan versions, which the log
-    /// does not hold yet.
-    #[error("the run was replanned (event {seq}); resuming replanned runs is not supported")]
+    /// The run was replanned, and no fallback plan was given to replay it with (the log holds
+    /// the switch, not the plan).
+    #[error("the run was replanned (event {seq}) and no fallback plan was given to resume it")]
     Replanned {
         /// The event.
         seq: u64,
+    },
+    /// The fallback plan given to replay a replan is not a valid plan.
+    #[error("event {seq}: the fallback plan is invalid: {error}")]
+    BadFallback {
+        /// The `replanned` event.
+        seq: u64,
+        /// What is wrong with it.
+        error: quorate_protocols::PlanError,
     },
     /// A completed task's result is missing from the store.
     #[error("task {task} completed but its result {key} is not in the store")]
@@ -62,7 +70,10 @@ pub enum ResumeError {
 
 impl SupervisorCore {
     /// Rebuilds a core for `run` from its log `events` (in order) and `result(key)` lookups of
-    /// the result store. [`start`](Self::start) (or [`start_resumed`](Self::start_resumed)) then continues the run.
+    /// the result store: [`new`](Self::new), then [`replay`](Self::replay). A run that was
+    /// replanned needs the plan it switched to: build the core with `new`, give it with
+    /// [`set_fallback_plan`](Self::set_fallback_plan), then `replay`.
+    /// [`start`](Self::start) (or [`start_resumed`](Self::start_resumed)) then continues the run.
     pub fn resume(
         run: RunId,
         plan: Plan,
@@ -73,6 +84,22 @@ impl SupervisorCore {
         result: impl Fn(&str) -> Option<serde_json::Value>,
     ) -> Result<Self, ResumeError> {
         let mut core = SupervisorCore::new(run, plan, config, me, workers);
+        core.replay(events, result)?;
+        Ok(core)
+    }
+
+    /// Replays the log `events` (in order) of this core's run into this fresh core, reading the
+    /// results of completed tasks with `result(key)`. A `replanned` event switches to the
+    /// fallback plan set with [`set_fallback_plan`](Self::set_fallback_plan) (a run replans at
+    /// most once, to its fallback); without one the log cannot be replayed. A fallback the log
+    /// did not use stays set for the rest of the run.
+    pub fn replay(
+        &mut self,
+        events: &[Event],
+        result: impl Fn(&str) -> Option<serde_json::Value>,
+    ) -> Result<(), ResumeError> {
+        let run = self.run;
+        let core = self;
         core.resumed = true;
         for e in events {
             if e.run_id != run {
@@ -97,7 +124,13 @@ impl SupervisorCore {
             };
             match (&e.kind, node) {
                 (EventKind::Replanned { .. }, _) => {
-                    return Err(ResumeError::Replanned { seq: e.seq })
+                    let Some(spec) = core.fallback.take() else {
+                        return Err(ResumeError::Replanned { seq: e.seq });
+                    };
+                    let plan = spec
+                        .validate()
+                        .map_err(|error| ResumeError::BadFallback { seq: e.seq, error })?;
+                    core.adopt_plan(plan);
                 }
                 (EventKind::RunStopped { .. }, _) => {
                     return Err(ResumeError::AlreadyStopped { seq: e.seq })
@@ -165,7 +198,7 @@ impl SupervisorCore {
                 .count();
             core.tasks[i as usize].deps_left = left as u32;
         }
-        Ok(core)
+        Ok(())
     }
 
     /// Continues a resumed run: re-dispatches attempts that were in flight, makes ready what
