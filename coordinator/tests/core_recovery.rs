@@ -14,19 +14,8 @@ use support::{node, spec_of, Harness};
 
 #[test]
 fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_completed_tasks() {
-    use quorate_protocols::Precondition;
-    let mut publish = node("publish", &["load"]);
-    publish.preconditions = vec![Precondition::KeyExists {
-        key: "config/channel".into(),
-    }];
-    let mut h = Harness::new(
-        vec![node("load", &[]), publish],
-        SupervisorConfig::default(),
-    );
-    // Fallback: same load, and a draft instead of publish.
-    h.core
-        .set_fallback_plan(spec_of(vec![node("load", &[]), node("draft", &["load"])]));
-    h.send(1, h.answer("load", json!("rows")));
+    // Fallback: same load, and a draft instead of publish; load has answered.
+    let (mut h, _) = replanning_run();
     assert_eq!(
         h.checks,
         vec![1],
