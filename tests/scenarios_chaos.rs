@@ -114,6 +114,30 @@ fn scenarios() -> Vec<Scenario> {
             },
         },
         Scenario {
+            file: "delegated_approval.toml",
+            args: no_args,
+            stop: "waiting-approval",
+            states: &[("cleanup", WaitingApproval)],
+            check: |r| assert_eq!(r.world.effects_of("db.drop"), 0, "parked, not run"),
+        },
+        Scenario {
+            file: "delegated_approval.toml",
+            args: || approve(Approve::All),
+            stop: "completed",
+            states: &[("cleanup", Completed)],
+            check: |r| {
+                assert_eq!(r.world.effects_of("db.drop"), 1);
+                assert_eq!(r.output.report.actions.executed, 1);
+            },
+        },
+        Scenario {
+            file: "delegated_approval.toml",
+            args: || approve(Approve::None),
+            stop: "cancelled",
+            states: &[("cleanup", Cancelled)],
+            check: |r| assert_eq!(r.world.effects_of("db.drop"), 0),
+        },
+        Scenario {
             file: "approval_required.toml",
             args: no_args,
             stop: "waiting-approval",

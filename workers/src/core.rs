@@ -465,6 +465,15 @@ impl WorkerCore {
         }
         let mut cancel_tree = false;
         let below = self.descendants(task);
+        // A decision about a call a sub-task parked names the sub-task in its action: it goes
+        // down to that sub-task; a rejection then cancels the whole task, as it would had the
+        // task parked the call itself.
+        let decision = match &envelope.payload {
+            Control::Approve { action } => Some((*action, true)),
+            Control::Reject { action } => Some((*action, false)),
+            Control::Cancel => None,
+        };
+        let for_sub_task = decision.filter(|(action, _)| below.contains(&action.task));
         let result = self.with_attempt(now, task, |attempt, deps| {
             if attempt.number() != got {
                 return Err(InputError::StaleAttempt {
@@ -472,6 +481,14 @@ impl WorkerCore {
                     current: attempt.number(),
                     got,
                 });
+            }
+            if let Some((_, approved)) = for_sub_task {
+                cancel_tree = !approved;
+                return if approved {
+                    Ok(())
+                } else {
+                    attempt.on_cancel(deps)
+                };
             }
             match envelope.payload {
                 Control::Cancel => {
@@ -482,6 +499,13 @@ impl WorkerCore {
                 Control::Reject { action } => attempt.on_approval(deps, action, false),
             }
         });
+        if let (Some((action, approved)), Ok(())) = (for_sub_task, &result) {
+            let decided =
+                self.with_attempt(now, action.task, |a, d| a.on_approval(d, action, approved));
+            if approved {
+                return decided;
+            }
+        }
         if cancel_tree {
             // A cancel reaches every sub-task below the task; nothing starts after it.
             for child in below {

@@ -500,6 +500,49 @@ fn a_cancel_reaches_delegated_sub_tasks() {
 }
 
 #[test]
+fn a_sub_task_asks_for_approval_through_its_parent() {
+    let steps = json!([
+        { "do": "delegate", "subtasks": [
+            { "name": "child", "capabilities": ["db.drop"], "budget": { "steps": 4, "tool_calls": 2 },
+              "script": [ { "do": "call", "tool": "db.drop", "params": {}, "needs-approval": true,
+                            "output": "gone" } ] }
+        ] },
+    ]);
+    // The request reaches the supervisor as the delegating task's non-final reply, naming the
+    // sub-task's action.
+    let mut d = run(steps.clone(), &["db.drop"]);
+    assert!(d.calls.is_empty(), "nothing runs before the decision");
+    assert_eq!(d.replies.len(), 1);
+    assert_eq!(d.replies[0].task, d.task);
+    let Outcome::ApprovalRequested { action, .. } = d.last().outcome.clone() else {
+        panic!("{:?}", d.last().outcome)
+    };
+    assert_ne!(action.task, d.task, "the action is the sub-task's");
+    // Approved: the decision, sent to the delegating task, goes down to the sub-task.
+    d.control(Control::Approve { action }).unwrap();
+    d.drive();
+    assert_eq!(d.calls, vec![(action, "db.drop".to_owned())]);
+    assert_eq!(d.replies.len(), 2);
+    assert!(
+        matches!(&d.last().outcome, Outcome::Answer { .. }),
+        "{:?}",
+        d.last().outcome
+    );
+    assert_eq!(d.last().actions.executed, 1);
+
+    // Rejected: nothing runs, the action is recorded as rejected, the whole task is cancelled.
+    let mut d = run(steps, &["db.drop"]);
+    let Outcome::ApprovalRequested { action, .. } = d.last().outcome.clone() else {
+        panic!("{:?}", d.last().outcome)
+    };
+    d.control(Control::Reject { action }).unwrap();
+    d.drive();
+    assert!(d.calls.is_empty());
+    assert_eq!(d.last().outcome, Outcome::Cancelled);
+    assert_eq!(d.core.action(&action).unwrap().state, ActionState::Rejected);
+}
+
+#[test]
 fn a_sub_task_cannot_widen_capabilities() {
     let d = run(
         json!([

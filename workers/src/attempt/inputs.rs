@@ -213,9 +213,6 @@ impl Attempt {
                 self.receipts.extend(receipts);
                 Ok(value)
             }
-            crate::messages::Outcome::ApprovalRequested { reason, .. } => Err(format!(
-                "sub-task asked for approval ({reason}); delegated sub-tasks cannot park for a human"
-            )),
             other => Err(format!("{other:?}")),
         };
         entry.2 = Some(SubtaskResult {
@@ -243,6 +240,26 @@ impl Attempt {
             return Err(self.ended());
         }
         self.finish(d, ResultKind::Suggestion, Outcome::Cancelled);
+        Ok(())
+    }
+
+    /// A delegated sub-task (below this attempt, at any depth) parked `action` for a human:
+    /// this attempt passes the request up, as its own non-final reply, and keeps waiting for
+    /// its sub-tasks.
+    pub(crate) fn relay_approval(
+        &mut self,
+        d: &mut Deps<'_>,
+        action: ActionId,
+        reason: String,
+    ) -> Result<(), InputError> {
+        if !matches!(self.phase, Phase::Delegating { .. }) {
+            return Err(self.ended());
+        }
+        self.send(
+            d,
+            ResultKind::Suggestion,
+            Outcome::ApprovalRequested { action, reason },
+        );
         Ok(())
     }
 

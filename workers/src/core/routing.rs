@@ -59,9 +59,14 @@ impl WorkerCore {
             };
             let child = reply.task;
             let parent = self.parents[&child];
-            if matches!(reply.payload.outcome, Outcome::ApprovalRequested { .. }) {
-                // A sub-task cannot park for a human: cancel it; the parent sees why.
-                let _ = self.with_attempt_spawning(now, child, &mut spawn, |a, d| a.on_cancel(d));
+            if let Outcome::ApprovalRequested { action, reason } = reply.payload.outcome {
+                // The sub-task parked a call for a human: the request goes up through its
+                // parent (and the parent's, at any depth) to the supervisor; the decision comes
+                // back to the top task and is routed down to the sub-task by the action's task.
+                let _ = self.with_attempt_spawning(now, parent, &mut spawn, |a, d| {
+                    a.relay_approval(d, action, reason)
+                });
+                continue;
             }
             let _ = self.with_attempt_spawning(now, parent, &mut spawn, |a, d| {
                 a.on_child_done(d, child, reply.payload)
