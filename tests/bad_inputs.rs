@@ -124,3 +124,85 @@ fn idempotency_key_reused_with_other_parameters() {
             .starts_with(&format!("action {action} is bound to parameters ")));
     });
 }
+
+#[test]
+fn self_loop_unknown_dependency_and_duplicate_id() {
+    let refused = |nodes: Vec<NodeSpec>| {
+        PlanSpec {
+            nodes,
+            ..PlanSpec::default()
+        }
+        .validate()
+        .unwrap_err()
+    };
+    let e = refused(vec![NodeSpec::named("a").after(&["a"])]);
+    assert!(matches!(e, PlanError::SelfLoop { .. }));
+    assert_eq!(e.to_string(), "node a depends on itself");
+    let e = refused(vec![NodeSpec::named("a").after(&["zz"])]);
+    assert!(matches!(e, PlanError::UnknownDep { .. }));
+    assert_eq!(e.to_string(), "node a depends on unknown node zz");
+    let e = refused(vec![NodeSpec::named("a"), NodeSpec::named("a")]);
+    assert!(matches!(e, PlanError::DuplicateId { .. }));
+    assert_eq!(e.to_string(), "node id a is used more than once");
+}
+
+#[test]
+fn node_budgets_over_the_plan_budget() {
+    let err = PlanSpec {
+        budget: Budget::steps(10),
+        reserve: Budget::steps(3),
+        nodes: vec![
+            NodeSpec::named("a").with_budget(Budget::steps(4)),
+            NodeSpec::named("b").with_budget(Budget::steps(4)),
+        ],
+        ..PlanSpec::default()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(matches!(
+        err,
+        PlanError::BudgetExceeded {
+            component: Component::Steps,
+            requested: 11,
+            available: 10
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        "reserve + node budgets need 11 steps but the plan has 10"
+    );
+}
+
+#[test]
+fn forged_sender() {
+    let env = Envelope::new(RunId::from_u128(1), TaskId::from_u128(2), worker(), 1u32);
+    let other = Sender {
+        agent: AgentId::from_u128(9),
+        role: Role::Worker,
+    };
+    let err =
+        decode_envelope::<u32>(&encode_envelope(&env), &Limits::default(), other).unwrap_err();
+    assert!(matches!(err, DecodeError::ForgedSender { .. }));
+    let text = err.to_string();
+    assert!(
+        text.starts_with("envelope claims sender ") && text.contains(" but arrived from "),
+        "{text}"
+    );
+}
+
+#[test]
+fn node_asks_for_a_capability_the_run_lacks() {
+    let err = PlanSpec {
+        capabilities: quorate::protocols::Capabilities::parse(["db.read"]).unwrap(),
+        nodes: vec![NodeSpec::named("a")
+            .with_capabilities(quorate::protocols::Capabilities::parse(["db.delete"]).unwrap())],
+        ..PlanSpec::default()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(matches!(err, PlanError::CapabilityWidened { .. }));
+    assert_eq!(
+        err.to_string(),
+        r#"node a asks for capabilities the run does not hold: ["db.delete"]"#
+    );
+}

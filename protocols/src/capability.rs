@@ -180,6 +180,26 @@ impl Capabilities {
     }
 }
 
+/// A set reads as a list of its names: `["db.read", "db.save"]`.
+///
+/// ```
+/// use quorate_protocols::Capabilities;
+/// let caps = Capabilities::parse(["db.save", "db.read"]).unwrap();
+/// assert_eq!(caps.to_string(), r#"["db.read", "db.save"]"#);
+/// ```
+impl fmt::Display for Capabilities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, c) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{:?}", c.0)?;
+        }
+        f.write_str("]")
+    }
+}
+
 impl FromIterator<Capability> for Capabilities {
     fn from_iter<T: IntoIterator<Item = Capability>>(iter: T) -> Self {
         Self(iter.into_iter().collect())

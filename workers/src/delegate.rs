@@ -31,7 +31,7 @@ pub enum DelegationError {
         name: String,
     },
     /// A sub-task asks for capabilities the delegating task does not hold.
-    #[error("sub-task {name} asks for capabilities the task does not hold: {missing:?}")]
+    #[error("sub-task {name} asks for capabilities the task does not hold: {missing}")]
     WidensCapabilities {
         /// The sub-task.
         name: String,

@@ -19,7 +19,7 @@ pub enum ReplanError {
     #[error("new plan is invalid: {0}")]
     Invalid(#[from] PlanError),
     /// The new plan asks for capabilities the run does not hold.
-    #[error("new plan widens the run's capabilities by {missing:?}")]
+    #[error("new plan widens the run's capabilities by {missing}")]
     WidensCapabilities {
         /// What it asked for beyond the old set.
         missing: quorate_protocols::Capabilities,

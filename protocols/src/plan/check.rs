@@ -57,8 +57,8 @@ pub enum Check {
 
 /// What a task's observed result must satisfy before the task may complete.
 ///
-/// The default requires a *verified conclusion* and nothing else: an agent that only suggests an
-/// answer does not complete its task.
+/// The default accepts a *verified conclusion* or an *execution receipt*, and no checks: an
+/// agent that only suggests an answer does not complete its task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Acceptance {

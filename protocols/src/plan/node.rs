@@ -95,9 +95,15 @@ impl fmt::Debug for NodeId {
     }
 }
 
+/// The id's text; width and alignment apply, as for a `str`:
+///
+/// ```
+/// let id = quorate_protocols::NodeId::new("load").unwrap();
+/// assert_eq!(format!("[{id:<6}]"), "[load  ]");
+/// ```
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 

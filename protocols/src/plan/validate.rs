@@ -51,7 +51,7 @@ pub enum PlanError {
     #[error("summing node budgets: {0}")]
     BudgetOverflow(#[from] BudgetError),
     /// A node asks for capabilities the run does not hold (delegation may only narrow).
-    #[error("node {node} asks for capabilities the run does not hold: {missing:?}")]
+    #[error("node {node} asks for capabilities the run does not hold: {missing}")]
     CapabilityWidened {
         /// The node.
         node: NodeId,
