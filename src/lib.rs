@@ -21,6 +21,7 @@ pub mod bench_dag;
 pub mod experiment;
 pub mod plan_file;
 pub mod runner;
+pub mod stdout;
 
 pub use quorate_coordinator as coordinator;
 pub use quorate_memory as memory;

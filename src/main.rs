@@ -132,14 +132,14 @@ fn main() -> ExitCode {
             };
             match quorate::bench_dag::run(args) {
                 Ok(b) if json => {
-                    println!("{}", serde_json::to_string(&b).expect("serializes"));
+                    quorate::outln!("{}", serde_json::to_string(&b).expect("serializes"));
                     ExitCode::SUCCESS
                 }
                 Ok(b) => {
-                    println!("tasks {}  elapsed_s {:.3}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads; every run completed; the median of {} runs: {:.0?})", b.tasks, b.elapsed_s, b.tasks_per_s, b.layers, b.width, b.workers, b.threads, b.tasks_per_s_runs.len(), b.tasks_per_s_runs);
-                    println!("baseline: raw actix request/response {:.0} round trips/s in the same process; ratio {:.3}", b.baseline_round_trips_per_s, b.ratio);
+                    quorate::outln!("tasks {}  elapsed_s {:.3}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads; every run completed; the median of {} runs: {:.0?})", b.tasks, b.elapsed_s, b.tasks_per_s, b.layers, b.width, b.workers, b.threads, b.tasks_per_s_runs.len(), b.tasks_per_s_runs);
+                    quorate::outln!("baseline: raw actix request/response {:.0} round trips/s in the same process; ratio {:.3}", b.baseline_round_trips_per_s, b.ratio);
                     if let Some(m) = b.peak_rss_bytes_per_task {
-                        println!("peak RSS growth per task: {m:.0} bytes");
+                        quorate::outln!("peak RSS growth per task: {m:.0} bytes");
                     }
                     ExitCode::SUCCESS
                 }
@@ -197,11 +197,11 @@ fn check(path: &std::path::Path) -> ExitCode {
     let result = PlanFile::load(path).and_then(|f| f.compile(path).map(|(plan, _)| plan));
     match result {
         Ok(plan) => {
-            println!("{}: {} tasks, valid", path.display(), plan.len());
+            quorate::outln!("{}: {} tasks, valid", path.display(), plan.len());
             for &i in plan.topological_order() {
                 let node = plan.node(i);
                 let deps: Vec<String> = node.deps.iter().map(ToString::to_string).collect();
-                println!(
+                quorate::outln!(
                     "  {:<24} deps [{}]  budget {}",
                     node.id.to_string(),
                     deps.join(", "),
@@ -223,20 +223,24 @@ fn print_run(run: &FileRun, json: bool) {
         let mut value = serde_json::to_value(r).expect("reports serialize");
         value["chaos"] = serde_json::to_value(run.output.chaos).expect("counts serialize");
         value["effects"] = serde_json::json!(run.world.effects().len());
-        println!("{value}");
+        quorate::outln!("{value}");
         return;
     }
-    println!(
+    quorate::outln!(
         "run {}  stop: {}",
         r.run_id,
         r.stop_detail.as_deref().unwrap_or("-")
     );
-    println!(
+    quorate::outln!(
         "{:<20} {:<16} {:>8} {:>8} {:>8}",
-        "task", "state", "attempts", "steps", "calls"
+        "task",
+        "state",
+        "attempts",
+        "steps",
+        "calls"
     );
     for t in &r.tasks {
-        println!(
+        quorate::outln!(
             "{:<20} {:<16} {:>8} {:>8} {:>8}",
             t.id,
             t.state.to_string(),
@@ -246,12 +250,16 @@ fn print_run(run: &FileRun, json: bool) {
         );
     }
     let b = &r.budget;
-    println!(
+    quorate::outln!(
         "budget   limit {}  reserve {}  granted {}  spent {}  returned {}",
-        b.limit, b.reserve, b.granted, b.spent, b.returned
+        b.limit,
+        b.reserve,
+        b.granted,
+        b.spent,
+        b.returned
     );
     let m = &r.messages;
-    println!(
+    quorate::outln!(
         "messages sent {}  delivered {}  rejected: duplicate {} late {} stale {} unauthorized {}",
         m.sent,
         m.delivered,
@@ -261,7 +269,7 @@ fn print_run(run: &FileRun, json: bool) {
         m.rejected_unauthorized
     );
     let a = &r.actions;
-    println!(
+    quorate::outln!(
         "actions  executed {}  rejected {}  unknown {}  recovered {}  duplicate effects {}  (world effects {})",
         a.executed,
         a.rejected,

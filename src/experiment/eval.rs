@@ -528,7 +528,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
         }
     }
     match &args.json {
-        Some(path) if path.as_os_str() == "-" => println!(
+        Some(path) if path.as_os_str() == "-" => crate::outln!(
             "{}",
             serde_json::to_string(&report).expect("the report serializes")
         ),
@@ -536,9 +536,9 @@ pub fn run(args: EvalArgs) -> ExitCode {
             if let Err(e) = write_json(path, &report) {
                 return bad(e.to_string());
             }
-            print!("{}", table(&report));
+            crate::out!("{}", table(&report));
         }
-        None => print!("{}", table(&report)),
+        None => crate::out!("{}", table(&report)),
     }
     ExitCode::SUCCESS
 }

@@ -30,7 +30,7 @@ fn emit_json<T: serde::Serialize>(
     match json {
         Some(Some(path)) => written(write_json(path, value)).map(|()| false),
         Some(None) => {
-            println!("{}", serde_json::to_string(value).unwrap_or_default());
+            crate::outln!("{}", serde_json::to_string(value).unwrap_or_default());
             Ok(true)
         }
         None => Ok(false),
@@ -49,14 +49,14 @@ pub(super) fn topology_outputs(
 ) -> Result<(), ExitCode> {
     if !emit_json(&report, &json)? {
         let c = &report.config;
-        println!(
+        crate::outln!(
             "topology: R = {} rounds, M = {} tokens/message, mode {}, seed {}",
             c.rounds,
             c.msg_tokens,
             c.mode.name(),
             c.seed
         );
-        println!(
+        crate::outln!(
             "{:<11} {:>4} {:>9} {:>9} {:>5} {:>11} {:>12} {:>12} {:>5} {:>9}",
             "topology",
             "n",
@@ -70,7 +70,7 @@ pub(super) fn topology_outputs(
             "wall ms"
         );
         for r in &report.rows {
-            println!(
+            crate::outln!(
                 "{:<11} {:>4} {:>9} {:>9} {:>5} {:>11} {:>12} {:>12} {:>5} {:>9.2}",
                 r.topology.name(),
                 r.n,
@@ -84,7 +84,7 @@ pub(super) fn topology_outputs(
                 r.wall_ms
             );
         }
-        println!("formulas: star 2(n-1)R, all-to-all n(n-1)R messages; tokens: see `experiment::topology` docs");
+        crate::outln!("formulas: star 2(n-1)R, all-to-all n(n-1)R messages; tokens: see `experiment::topology` docs");
     }
     if let Some(path) = csv {
         let rows: Vec<Vec<String>> = report
@@ -174,20 +174,29 @@ pub(super) fn voting_outputs(
         let runtime: u64 = report.cells.iter().map(|c| c.runtime_trials).sum();
         let direct: u64 = report.cells.iter().map(|c| c.direct_trials).sum();
         let mismatches: u64 = report.cells.iter().map(|c| c.runtime_mismatches).sum();
-        println!(
+        crate::outln!(
             "voting: model {}, p = {}, {} questions per cell, seed {}",
             c.model.name(),
             c.p,
             c.trials,
             c.seed
         );
-        println!(
+        crate::outln!(
             "paths: {runtime} questions through worker actors (VoterAgent in WorkerActor, Report envelopes), \
              {direct} by calling the vote directly; runtime decisions differing from direct: {mismatches}"
         );
-        println!(
+        crate::outln!(
             "{:>3} {:>9} {:>5} {:>7} {:>17} {:>7} {:>7} {:>7} {:>7} {:>7}",
-            "n", "blocs", "rho", "naive", "95% CI", "exact", "dedup", "exact", "corr", "model"
+            "n",
+            "blocs",
+            "rho",
+            "naive",
+            "95% CI",
+            "exact",
+            "dedup",
+            "exact",
+            "corr",
+            "model"
         );
         for cell in &report.cells {
             let blocs: Vec<String> = cell.blocs.iter().map(ToString::to_string).collect();
@@ -196,7 +205,7 @@ pub(super) fn voting_outputs(
             } else {
                 blocs.join("+")
             };
-            println!(
+            crate::outln!(
                 "{:>3} {:>9} {:>5} {:>7.4} [{:.4}, {:.4}] {:>7.4} {:>7.4} {:>7.4} {:>7} {:>7.4}",
                 cell.n,
                 blocs,
@@ -213,10 +222,10 @@ pub(super) fn voting_outputs(
             );
         }
         if report.config.model != Model::SharedEvidence {
-            println!("(every voter is its own source in this model, so dedup = naive)");
+            crate::outln!("(every voter is its own source in this model, so dedup = naive)");
         }
         for peak in &report.peaks {
-            println!(
+            crate::outln!(
                 "peak at rho {}: n = {} (exact accuracy {:.4}), measured peak n = {}",
                 rho(peak.rho),
                 peak.n_closed_form,
@@ -350,13 +359,20 @@ pub(super) fn critical_path_outputs(
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
     if !emit_json(&rows, &json)? {
-        println!("critical path: list scheduler on a virtual clock (exact, ms resolution)");
-        println!(
+        crate::outln!("critical path: list scheduler on a virtual clock (exact, ms resolution)");
+        crate::outln!(
             "{:<26} {:>5} {:>3} {:>10} {:>10} {:>10} {:>10} {:>7}",
-            "dag", "tasks", "W", "makespan", "crit path", "work/W", "bound", "ratio"
+            "dag",
+            "tasks",
+            "W",
+            "makespan",
+            "crit path",
+            "work/W",
+            "bound",
+            "ratio"
         );
         for r in rows {
-            println!(
+            crate::outln!(
                 "{:<26} {:>5} {:>3} {:>9.3}s {:>9.3}s {:>9.3}s {:>9.3}s {:>7.3}",
                 r.dag,
                 r.tasks,
