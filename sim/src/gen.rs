@@ -187,10 +187,10 @@ fn script(rng: &mut ChaCha8Rng, i: usize) -> (Script, u64) {
         _ => {}
     }
     if rng.gen_bool(0.1) {
-        steps.push(Step::DuplicateReply);
+        steps.push(Step::DuplicateReply {});
     }
     if rng.gen_bool(0.1) {
-        steps.push(Step::LateReply);
+        steps.push(Step::LateReply {});
     }
     (Script::new(steps), calls)
 }

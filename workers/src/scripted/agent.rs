@@ -58,8 +58,8 @@ impl ScriptedAgent {
                         })
                         .collect(),
                 )),
-                Step::DuplicateReply => faults.duplicate_reply = true,
-                Step::LateReply => faults.late_reply = true,
+                Step::DuplicateReply {} => faults.duplicate_reply = true,
+                Step::LateReply {} => faults.late_reply = true,
             }
         }
         Self {

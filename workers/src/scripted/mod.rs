@@ -75,7 +75,7 @@ pub struct Script {
 
 /// One step of a [`Script`], tagged by its `do` key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "do", rename_all = "kebab-case")]
+#[serde(tag = "do", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Step {
     /// Propose a tool call.
     Call(CallStep),
@@ -86,9 +86,9 @@ pub enum Step {
     /// Delegate sub-tasks (each with its own script) and wait for all of them.
     Delegate(DelegateStep),
     /// Fault: send the final reply twice with the same dedupe key.
-    DuplicateReply,
+    DuplicateReply {},
     /// Fault: after a cancel, still send an answer.
-    LateReply,
+    LateReply {},
 }
 
 /// How a scripted tool answers the first call of an action.

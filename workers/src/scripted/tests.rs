@@ -50,8 +50,8 @@ fn the_documented_toml_format_parses() {
             value: json!({"total": 3})
         })
     );
-    assert_eq!(steps[4], Step::DuplicateReply);
-    assert_eq!(steps[5], Step::LateReply);
+    assert_eq!(steps[4], Step::DuplicateReply {});
+    assert_eq!(steps[5], Step::LateReply {});
     let defaulted: Node = toml::from_str(r#"script = [{ do = "answer", value = 1 }]"#).unwrap();
     assert!(
         matches!(&defaulted.script.steps[0], Step::Answer(a) if a.kind == ResultKind::VerifiedConclusion)
@@ -88,6 +88,12 @@ fn unknown_fields_and_steps_are_refused() {
         toml::from_str::<Node>(r#"script = [{ do = "call", tool = "t", outcome = "maybe" }]"#)
             .is_err()
     );
+    // The steps without fields refuse fields too.
+    for step in ["duplicate-reply", "late-reply"] {
+        let extra = format!(r#"script = [{{ do = "{step}", extra = 2 }}]"#);
+        let err = toml::from_str::<Node>(&extra).err().unwrap().to_string();
+        assert!(err.contains("extra"), "{step}: {err}");
+    }
 }
 
 #[test]
