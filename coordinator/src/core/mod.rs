@@ -10,6 +10,7 @@
 mod approval;
 mod config;
 mod dispatch;
+mod effect;
 mod replan;
 mod reply;
 mod resume;
@@ -17,6 +18,7 @@ mod stop;
 mod task;
 
 pub use config::{ApprovalPolicy, SupervisorConfig};
+pub use effect::{CheckTicket, Effect, MessageCounts};
 pub use replan::ReplanError;
 pub(crate) use reply::{judge, ReplyGuard};
 pub use resume::ResumeError;
@@ -26,106 +28,14 @@ pub(crate) use task::{SeenKeys, TaskSlot};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use quorate_protocols::{
-    AgentId, Budget, Envelope, Plan, Precondition, RunId, Sender, TaskEvent, TaskId, TaskState,
-    Version,
+    AgentId, Budget, Envelope, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
 };
 use quorate_state::Account;
-use quorate_workers::messages::{Assignment, Control, Outcome, Report};
-use serde::{Deserialize, Serialize};
+use quorate_workers::messages::{Control, Outcome, Report};
 
 use crate::event::{Event, EventKind, Rejection};
 use crate::{acceptance, StopReason};
 use task::TaskIndex;
-
-/// What the shell must do.
-#[derive(Clone, Debug, PartialEq)]
-#[must_use]
-pub enum Effect {
-    /// Send an assignment to worker `worker`.
-    Dispatch {
-        /// Worker index.
-        worker: usize,
-        /// The assignment.
-        envelope: Box<Envelope<Assignment>>,
-    },
-    /// Send a control message to worker `worker`.
-    Control {
-        /// Worker index.
-        worker: usize,
-        /// The message.
-        envelope: Box<Envelope<Control>>,
-    },
-    /// Merge an accepted result into the store under `key` (CAS; never overwrite).
-    CommitResult {
-        /// Store key.
-        key: String,
-        /// The result.
-        value: serde_json::Value,
-    },
-    /// Check node `node`'s store preconditions and answer with
-    /// [`SupervisorCore::handle_preconditions`], handing `ticket` back.
-    CheckPreconditions {
-        /// Node index (in the plan version that asked).
-        node: u32,
-        /// What the answer hands back: it names the task (so the answer reaches it even if a
-        /// replan moved it) and the plan version that asked (an answer to an older version's
-        /// checks is ignored; the replan asks again).
-        ticket: CheckTicket,
-        /// What must hold.
-        checks: Vec<Precondition>,
-    },
-    /// Append to the run log and the trace.
-    Record(Event),
-    /// The run is over.
-    Stop(StopReason),
-}
-
-/// Names a store-precondition check the core asked for (see [`Effect::CheckPreconditions`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CheckTicket {
-    task: TaskId,
-    plan_version: u32,
-}
-
-/// Message counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MessageCounts {
-    /// Envelopes the supervisor sent.
-    pub sent: u64,
-    /// Replies that reached the supervisor.
-    pub delivered: u64,
-    /// Rejected: dedupe key seen before.
-    pub rejected_duplicate: u64,
-    /// Rejected: task terminal or attempt over.
-    pub rejected_late: u64,
-    /// Rejected: state version not current.
-    pub rejected_stale: u64,
-    /// Rejected: wrong sender, role, run or task.
-    pub rejected_unauthorized: u64,
-}
-
-impl MessageCounts {
-    /// Counts one reply rejected for `reason`.
-    pub fn count_rejection(&mut self, reason: Rejection) {
-        match reason {
-            Rejection::Duplicate => self.rejected_duplicate += 1,
-            Rejection::Late => self.rejected_late += 1,
-            Rejection::Stale => self.rejected_stale += 1,
-            Rejection::Unauthorized => self.rejected_unauthorized += 1,
-        }
-    }
-}
-
-impl std::ops::AddAssign for MessageCounts {
-    fn add_assign(&mut self, m: MessageCounts) {
-        self.sent += m.sent;
-        self.delivered += m.delivered;
-        self.rejected_duplicate += m.rejected_duplicate;
-        self.rejected_late += m.rejected_late;
-        self.rejected_stale += m.rejected_stale;
-        self.rejected_unauthorized += m.rejected_unauthorized;
-    }
-}
 
 /// The supervisor's pure core. See the module docs for the call order.
 #[derive(Debug)]

@@ -140,3 +140,22 @@ pub(crate) fn spec_of(nodes: Vec<NodeSpec>) -> PlanSpec {
         ..PlanSpec::default()
     }
 }
+
+/// `load`, then `publish`, which needs `config/channel` in the store.
+pub(crate) fn replanning_nodes() -> Vec<NodeSpec> {
+    let mut publish = node("publish", &["load"]);
+    publish.preconditions = vec![quorate_protocols::Precondition::KeyExists {
+        key: "config/channel".into(),
+    }];
+    vec![node("load", &[]), publish]
+}
+
+/// The precondition-replan run after `load` answered: `publish` needs a key that is not there,
+/// so the run will switch to the fallback (returned), where `draft` replaces it.
+pub(crate) fn replanning_run() -> (Harness, PlanSpec) {
+    let mut h = Harness::new(replanning_nodes(), SupervisorConfig::default());
+    let fallback = spec_of(vec![node("load", &[]), node("draft", &["load"])]);
+    h.core.set_fallback_plan(fallback.clone());
+    h.send(1, h.answer("load", serde_json::json!("rows")));
+    (h, fallback)
+}

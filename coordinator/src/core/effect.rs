@@ -1,0 +1,99 @@
+//! What the supervisor core asks its shell to do ([`Effect`]), and the message counters it
+//! keeps.
+
+use quorate_protocols::{Envelope, Precondition, TaskId};
+use quorate_workers::messages::{Assignment, Control};
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Event, Rejection};
+use crate::StopReason;
+
+/// What the shell must do.
+#[derive(Clone, Debug, PartialEq)]
+#[must_use]
+pub enum Effect {
+    /// Send an assignment to worker `worker`.
+    Dispatch {
+        /// Worker index.
+        worker: usize,
+        /// The assignment.
+        envelope: Box<Envelope<Assignment>>,
+    },
+    /// Send a control message to worker `worker`.
+    Control {
+        /// Worker index.
+        worker: usize,
+        /// The message.
+        envelope: Box<Envelope<Control>>,
+    },
+    /// Merge an accepted result into the store under `key` (CAS; never overwrite).
+    CommitResult {
+        /// Store key.
+        key: String,
+        /// The result.
+        value: serde_json::Value,
+    },
+    /// Check node `node`'s store preconditions and answer with
+    /// [`SupervisorCore::handle_preconditions`], handing `ticket` back.
+    CheckPreconditions {
+        /// Node index (in the plan version that asked).
+        node: u32,
+        /// What the answer hands back: it names the task (so the answer reaches it even if a
+        /// replan moved it) and the plan version that asked (an answer to an older version's
+        /// checks is ignored; the replan asks again).
+        ticket: CheckTicket,
+        /// What must hold.
+        checks: Vec<Precondition>,
+    },
+    /// Append to the run log and the trace.
+    Record(Event),
+    /// The run is over.
+    Stop(StopReason),
+}
+
+/// Names a store-precondition check the core asked for (see [`Effect::CheckPreconditions`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckTicket {
+    pub(super) task: TaskId,
+    pub(super) plan_version: u32,
+}
+
+/// Message counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageCounts {
+    /// Envelopes the supervisor sent.
+    pub sent: u64,
+    /// Replies that reached the supervisor.
+    pub delivered: u64,
+    /// Rejected: dedupe key seen before.
+    pub rejected_duplicate: u64,
+    /// Rejected: task terminal or attempt over.
+    pub rejected_late: u64,
+    /// Rejected: state version not current.
+    pub rejected_stale: u64,
+    /// Rejected: wrong sender, role, run or task.
+    pub rejected_unauthorized: u64,
+}
+
+impl MessageCounts {
+    /// Counts one reply rejected for `reason`.
+    pub fn count_rejection(&mut self, reason: Rejection) {
+        match reason {
+            Rejection::Duplicate => self.rejected_duplicate += 1,
+            Rejection::Late => self.rejected_late += 1,
+            Rejection::Stale => self.rejected_stale += 1,
+            Rejection::Unauthorized => self.rejected_unauthorized += 1,
+        }
+    }
+}
+
+impl std::ops::AddAssign for MessageCounts {
+    fn add_assign(&mut self, m: MessageCounts) {
+        self.sent += m.sent;
+        self.delivered += m.delivered;
+        self.rejected_duplicate += m.rejected_duplicate;
+        self.rejected_late += m.rejected_late;
+        self.rejected_stale += m.rejected_stale;
+        self.rejected_unauthorized += m.rejected_unauthorized;
+    }
+}

@@ -1,0 +1,301 @@
+//! Resuming a crashed supervisor from its run log and the result store: completed work is not
+//! run again, a crash at any point ends like the uncrashed run, and a replanned run resumes
+//! with its fallback plan.
+
+mod support;
+
+use quorate_coordinator::{ResumeError, StopReason, SupervisorConfig, SupervisorCore};
+use quorate_protocols::{
+    AgentId, Budget, Envelope, NodeSpec, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
+};
+use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
+use serde_json::json;
+
+use support::{node, replanning_nodes, replanning_run, spec_of, Harness};
+
+#[test]
+fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() {
+    let nodes = || vec![node("a", &[]), node("b", &[]), node("c", &["a", "b"])];
+    let mut h = Harness::new(nodes(), SupervisorConfig::default());
+    h.send(1, h.answer("a", json!("A")));
+    let b_old = h.answer("b", json!("B-late"));
+    let b_task = h.core.task_id(1);
+    // Crash: only the log, the result store and the workers survive.
+    let log = h.log.clone();
+    let results = h.results.clone();
+    let plan = PlanSpec {
+        budget: Budget::new(100, 20, 1000, 100),
+        reserve: Budget::steps(4),
+        nodes: nodes(),
+        ..PlanSpec::default()
+    }
+    .validate()
+    .unwrap();
+    let me = Sender {
+        agent: AgentId::from_u128(1),
+        role: Role::Supervisor,
+    };
+    let core = SupervisorCore::resume(
+        RunId::from_u128(7),
+        plan,
+        SupervisorConfig::default(),
+        me,
+        h.workers.clone(),
+        &log,
+        |k| results.get(k).cloned(),
+    )
+    .unwrap();
+    h.core = core;
+    h.dispatched.clear();
+    h.core.start_resumed(10);
+    h.drain();
+    // b was in flight: dispatched again, same task id, same worker, new attempt. a is not re-run.
+    assert_eq!(h.dispatched.len(), 1);
+    let (w, again) = h.dispatched[0].clone();
+    assert_eq!(
+        (again.payload.node.as_str(), again.task, again.attempt),
+        ("b", b_task, 2)
+    );
+    assert_eq!(w, 1);
+    assert!(
+        h.log
+            .last()
+            .is_some_and(|e| e.seq > log.last().unwrap().seq),
+        "seq keeps increasing"
+    );
+    // The reply of the attempt from before the crash is late now.
+    h.send(11, b_old);
+    assert_eq!(h.core.snapshot().messages.rejected_late, 1);
+    h.send(12, h.answer("b", json!("B")));
+    let (_, c) = h.assignment("c");
+    assert_eq!(
+        c.payload.inputs[0].value,
+        json!("A"),
+        "a's result is read back from the store"
+    );
+    h.send(13, h.answer("c", json!("C")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    let r = h.core.snapshot();
+    assert!(r.tasks.iter().all(|t| t.state == TaskState::Completed));
+    assert_eq!(r.tasks[0].attempts, 1);
+    assert_eq!(
+        r.budget.granted,
+        Budget::new(30, 6, 300, 30),
+        "slices are not granted twice"
+    );
+}
+
+/// How a driven run ended: final task states, results by node, the number of distinct task ids
+/// the workers saw, the stop reason, and whether the supervisor crashed on the way.
+type Ending = (
+    Vec<TaskState>,
+    Vec<(String, serde_json::Value)>,
+    usize,
+    Option<StopReason>,
+    bool,
+);
+
+/// Drives a core to its stop with workers that answer every assignment with the node's name.
+/// With `crash_after = Some(k)`, the supervisor crashes after the k-th reply it handled (if the
+/// run has not stopped by then) and is rebuilt from its log and the result store.
+fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) -> Ending {
+    let mut h = Harness::new(nodes(), SupervisorConfig::default());
+    let mut executions: std::collections::HashSet<quorate_protocols::TaskId> = Default::default();
+    let mut inputs = 0usize;
+    let mut queue: std::collections::VecDeque<(usize, Envelope<Assignment>)> =
+        h.dispatched.drain(..).collect();
+    let mut crashed = false;
+    let mut now = 1;
+    while h.stops.is_empty() {
+        let Some((w, a)) = queue.pop_front() else {
+            // Nothing in flight: let time pass (re-dispatch or stop).
+            now += 10_000;
+            h.core.handle_tick(now);
+            h.drain();
+            queue.extend(h.dispatched.drain(..));
+            if queue.is_empty() && h.stops.is_empty() {
+                panic!("stuck");
+            }
+            continue;
+        };
+        // One entry per task id; a re-dispatched attempt of the same task adds nothing.
+        executions.insert(a.task);
+        let value = json!(a.payload.node.as_str());
+        let reply = a.reply(
+            h.workers[w],
+            ResultKind::VerifiedConclusion,
+            Report {
+                outcome: Outcome::Answer {
+                    value,
+                    receipts: vec![],
+                },
+                spent: Budget::steps(1),
+                actions: ActionCounts::default(),
+                rejected_calls: vec![],
+            },
+        );
+        now += 1;
+        h.core.handle_report(now, reply);
+        h.drain();
+        queue.extend(h.dispatched.drain(..));
+        inputs += 1;
+        if !crashed && crash_after == Some(inputs) && h.stops.is_empty() {
+            crashed = true;
+            let plan = spec_of(nodes()).validate().unwrap();
+            let me = Sender {
+                agent: AgentId::from_u128(1),
+                role: Role::Supervisor,
+            };
+            let results = h.results.clone();
+            h.core = SupervisorCore::resume(
+                RunId::from_u128(7),
+                plan,
+                SupervisorConfig::default(),
+                me,
+                h.workers.clone(),
+                &h.log,
+                |k| results.get(k).cloned(),
+            )
+            .unwrap();
+            // Envelopes in flight to the old supervisor are lost with it.
+            queue.clear();
+            h.core.start_resumed(now);
+            h.drain();
+            queue.extend(h.dispatched.drain(..));
+        }
+    }
+    let r = h.core.snapshot();
+    let states = r.tasks.iter().map(|t| t.state).collect();
+    let mut results: Vec<(String, serde_json::Value)> = h
+        .results
+        .iter()
+        .map(|(k, v)| (k.rsplit('/').next().unwrap().to_string(), v.clone()))
+        .collect();
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    (
+        states,
+        results,
+        executions.len(),
+        h.stops.first().cloned(),
+        crashed,
+    )
+}
+
+#[test]
+fn resuming_at_any_point_ends_like_the_uncrashed_run() {
+    fn nodes() -> Vec<NodeSpec> {
+        vec![
+            node("a", &[]),
+            node("b", &[]),
+            node("c", &["a", "b"]),
+            node("d", &["c"]),
+            node("e", &["a"]),
+        ]
+    }
+    let uncrashed = drive_with_crash(nodes, None);
+    assert_eq!(uncrashed.3, Some(StopReason::Completed));
+    assert_eq!(uncrashed.1.len(), 5);
+    assert!(!uncrashed.4);
+    // The fifth reply ends the run, so a crash can come after any of the first four.
+    for k in 1..=4 {
+        let resumed = drive_with_crash(nodes, Some(k));
+        assert!(resumed.4, "the supervisor crashed after reply {k}");
+        assert_eq!(
+            resumed.0, uncrashed.0,
+            "task states after a crash at input {k}"
+        );
+        assert_eq!(resumed.1, uncrashed.1, "results after a crash at input {k}");
+        assert_eq!(
+            resumed.3, uncrashed.3,
+            "stop reason after a crash at input {k}"
+        );
+        // Five task ids in all: a task re-dispatched after the resume keeps its id, so a worker's
+        // action records (keyed by task, step, intent) recognise its actions and repeat none.
+        assert_eq!(
+            resumed.2, 5,
+            "no task id changed across the resume (crash at {k})"
+        );
+    }
+}
+
+/// A supervisor rebuilt from `h`'s log and results, with `fallback` if given.
+fn rebuilt(h: &Harness, fallback: Option<PlanSpec>) -> Result<SupervisorCore, ResumeError> {
+    let plan = spec_of(replanning_nodes()).validate().unwrap();
+    let me = Sender {
+        agent: AgentId::from_u128(1),
+        role: Role::Supervisor,
+    };
+    let mut core = SupervisorCore::new(
+        RunId::from_u128(7),
+        plan,
+        SupervisorConfig::default(),
+        me,
+        h.workers.clone(),
+    );
+    if let Some(f) = fallback {
+        core.set_fallback_plan(f);
+    }
+    let results = h.results.clone();
+    core.replay(&h.log, |k| results.get(k).cloned())?;
+    Ok(core)
+}
+
+#[test]
+fn a_replanned_run_resumes_with_its_fallback_plan() {
+    let (mut h, fallback) = replanning_run();
+    h.core
+        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
+    h.drain();
+    let draft = h.assignment("draft").1.task;
+    assert_eq!(h.core.snapshot().plan_version, 2);
+    // The supervisor crashes with draft running. Without the fallback the log cannot be
+    // replayed; with it, the resumed core is on version 2 and sends draft again, same id.
+    assert!(matches!(
+        rebuilt(&h, None),
+        Err(ResumeError::Replanned { .. })
+    ));
+    let loads = h.dispatched.len();
+    h.core = rebuilt(&h, Some(fallback)).expect("replays the replan");
+    h.core.start_resumed(3);
+    h.drain();
+    assert_eq!(h.core.snapshot().plan_version, 2);
+    assert_eq!(h.dispatched.len(), loads + 1, "only draft is sent again");
+    assert_eq!(h.assignment("draft").1.task, draft, "with its id");
+    h.send(4, h.answer("draft", json!("text")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    let states: Vec<(String, TaskState)> = h
+        .core
+        .snapshot()
+        .tasks
+        .iter()
+        .map(|t| (t.id.to_string(), t.state))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("load".to_string(), TaskState::Completed),
+            ("draft".to_string(), TaskState::Completed)
+        ]
+    );
+}
+
+#[test]
+fn a_run_resumed_before_its_replan_keeps_the_fallback_for_later() {
+    let (mut h, fallback) = replanning_run();
+    // The crash comes while publish's check is out: the log has no replan yet.
+    h.core = rebuilt(&h, Some(fallback)).expect("replays");
+    h.core.start_resumed(2);
+    h.drain();
+    assert_eq!(h.checks, vec![1, 1], "publish is checked again");
+    let ticket = *h.tickets.last().unwrap();
+    h.core
+        .handle_preconditions(3, ticket, Err("no config/channel".into()));
+    h.drain();
+    assert_eq!(
+        h.core.snapshot().plan_version,
+        2,
+        "the fallback was still there"
+    );
+    h.send(4, h.answer("draft", json!("text")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+}
