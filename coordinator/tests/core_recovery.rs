@@ -130,16 +130,17 @@ fn evidence_text_moves_with_its_task_across_a_replan() {
     assert_eq!(b.payload.evidence_text, vec!["doc for b".to_string()]);
 }
 
+/// Node `id` after `deps`, needing `config/<id>` in the store.
+fn guarded(id: &str, deps: &[&str]) -> quorate_protocols::NodeSpec {
+    let mut n = node(id, deps);
+    n.preconditions = vec![quorate_protocols::Precondition::KeyExists {
+        key: format!("config/{id}"),
+    }];
+    n
+}
+
 #[test]
 fn precondition_answers_follow_their_task_across_a_replan_and_stale_ones_are_ignored() {
-    use quorate_protocols::Precondition;
-    let guarded = |id: &str, deps: &[&str]| {
-        let mut n = node(id, deps);
-        n.preconditions = vec![Precondition::KeyExists {
-            key: format!("config/{id}"),
-        }];
-        n
-    };
     let mut h = Harness::new(
         vec![guarded("x", &[]), guarded("y", &[])],
         SupervisorConfig::default(),
@@ -175,14 +176,6 @@ fn precondition_answers_follow_their_task_across_a_replan_and_stale_ones_are_ign
 
 #[test]
 fn a_task_whose_new_version_waits_for_a_dependency_is_not_released_by_an_old_answer() {
-    use quorate_protocols::Precondition;
-    let guarded = |id: &str, deps: &[&str]| {
-        let mut n = node(id, deps);
-        n.preconditions = vec![Precondition::KeyExists {
-            key: format!("config/{id}"),
-        }];
-        n
-    };
     let mut h = Harness::new(
         vec![guarded("x", &[]), guarded("y", &[])],
         SupervisorConfig::default(),

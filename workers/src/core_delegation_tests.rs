@@ -76,11 +76,7 @@ fn a_sub_task_asks_for_approval_through_its_parent() {
     let Outcome::ApprovalRequested { action, .. } = d.last().outcome.clone() else {
         panic!("{:?}", d.last().outcome)
     };
-    d.control(Control::Reject { action }).unwrap();
-    d.drive();
-    assert!(d.calls.is_empty());
-    assert_eq!(d.last().outcome, Outcome::Cancelled);
-    assert_eq!(d.core.action(&action).unwrap().state, ActionState::Rejected);
+    reject_cancels(&mut d, action);
 }
 
 #[test]

@@ -280,6 +280,12 @@ fn approval_parks_then_resumes_and_reject_cancels() {
     assert!(matches!(&d.last().outcome, Outcome::Answer { value, .. } if value == &json!("gone")));
 
     let mut d = run(steps, &["db.drop"]);
+    reject_cancels(&mut d, action);
+}
+
+/// Rejects the parked `action`: nothing runs, the action is recorded as rejected and the task
+/// ends cancelled.
+fn reject_cancels(d: &mut Driver, action: ActionId) {
     d.control(Control::Reject { action }).unwrap();
     d.drive();
     assert!(d.calls.is_empty());
