@@ -34,7 +34,8 @@ pub enum Effect {
         value: serde_json::Value,
     },
     /// Check node `node`'s store preconditions and answer with
-    /// [`SupervisorCore::handle_preconditions`], handing `ticket` back.
+    /// [`handle_preconditions`](crate::SupervisorCore::handle_preconditions), handing `ticket`
+    /// back.
     CheckPreconditions {
         /// Node index (in the plan version that asked).
         node: u32,
