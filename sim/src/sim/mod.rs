@@ -9,14 +9,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use quorate_coordinator::{
-    ApprovalPolicy, Effect as SupEffect, Event, EventKind, ResumeError, SupervisorConfig,
-    SupervisorCore,
-};
+use quorate_coordinator::{Event, SupervisorConfig, SupervisorCore};
 use quorate_protocols::{
     ActionId, AgentId, Envelope, Plan, Role, RunId, Sender, TaskId, TaskState,
 };
-use quorate_state::{CasOutcome, MemoryStore};
+use quorate_state::MemoryStore;
 use quorate_workers::messages::{Assignment, Control, Report};
 use quorate_workers::{ScriptBook, ToolAnswer, WorkerCore, World};
 use rand::{Rng, SeedableRng};
@@ -24,10 +21,11 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::check::{canonical, Checker, Delivering, Invariant, Violation};
+use crate::check::{Checker, Delivering, Invariant, Violation};
 use crate::fault::{Fault, FaultCounts};
 use crate::gen::{scenario, FaultPlan};
 
+mod supervisor;
 mod worker;
 
 use worker::{describe, worker_core};
@@ -457,103 +455,6 @@ impl Sim {
         (0..self.plan.len() as u32)
             .find(|&i| self.core.task_id(i) == task)
             .map(|i| self.checker.granted[i as usize])
-    }
-
-    fn drain_supervisor(&mut self) {
-        let mut effects = Vec::new();
-        while let Some(e) = self.core.poll_effect() {
-            effects.push(e);
-        }
-        let crash = std::mem::take(&mut self.crash_armed) && !self.stopped && !self.healed();
-        let keep = if crash {
-            self.rng.gen_range(0..=effects.len())
-        } else {
-            effects.len()
-        };
-        for effect in effects.into_iter().take(keep) {
-            self.carry_out(effect);
-        }
-        if crash && !self.stopped {
-            self.resume();
-        }
-    }
-
-    fn carry_out(&mut self, effect: SupEffect) {
-        match effect {
-            SupEffect::Dispatch { worker, envelope } => {
-                self.send(Msg::Assign(worker, envelope));
-            }
-            SupEffect::Control { worker, envelope } => {
-                self.send(Msg::Control(worker, envelope));
-            }
-            SupEffect::CommitResult { key, value } => {
-                if let CasOutcome::Conflict { current } =
-                    self.results.cas_now(&key, None, value.clone())
-                {
-                    if current.is_some_and(|c| c.value != value) {
-                        let detail = format!("result {key} would be overwritten");
-                        self.fail(Invariant::ResultLost, detail);
-                    }
-                }
-            }
-            SupEffect::CheckPreconditions { .. } => {}
-            SupEffect::Record(event) => {
-                let line = canonical(&event);
-                if self.opts.trace {
-                    eprint!("  event {line}");
-                }
-                self.hasher.update(line.as_bytes());
-                self.checker.on_event(self.now, &event);
-                if let EventKind::ApprovalRequested { .. } = event.kind {
-                    if self.config.approvals == ApprovalPolicy::Ask {
-                        let node = *self
-                            .checker
-                            .approvals_requested
-                            .last()
-                            .expect("just pushed");
-                        let at = self.now + self.rng.gen_range(10..500);
-                        let approved = self.rng.gen_bool(0.7);
-                        self.schedule(at, Msg::Approval(node as u32, approved));
-                    }
-                }
-                if matches!(event.kind, EventKind::RunStopped { .. }) {
-                    self.stopped = true;
-                }
-                self.log.push(event);
-            }
-            SupEffect::Stop(_) => self.stopped = true,
-        }
-    }
-
-    /// The coordinator crashed: rebuild it from the log and the result store.
-    fn resume(&mut self) {
-        self.counts.bump(Fault::CoordinatorCrash);
-        if self.opts.trace {
-            eprintln!(
-                "{} ms: coordinator crash, resume from {} events",
-                self.now,
-                self.log.len()
-            );
-        }
-        let results = &self.results;
-        let resumed = SupervisorCore::resume(
-            self.run,
-            self.plan.clone(),
-            self.config.clone(),
-            self.me,
-            self.senders.clone(),
-            &self.log,
-            |key| results.get_now(key).map(|v| v.value),
-        );
-        match resumed {
-            Ok(core) => {
-                self.core = core;
-                self.core.start_resumed(self.now);
-                self.drain_supervisor();
-            }
-            Err(ResumeError::AlreadyStopped { .. }) => self.stopped = true,
-            Err(e) => self.fail(Invariant::Resume, e.to_string()),
-        }
     }
 
     fn after_step(&mut self) {
