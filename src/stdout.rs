@@ -1,35 +1,40 @@
 //! Writing the CLI's output to stdout. `println!` panics when stdout is closed (the reader went
-//! away: `quorate run plan.toml | head -3`); these end the process quietly instead, as a Unix
-//! tool does on a broken pipe.
+//! away: `quorate run plan.toml | head -3`); these stop writing instead, and the command goes on
+//! (files it was asked to write are still written) and exits with its own exit code.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once a write found stdout closed; later output is dropped.
+static CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Prints `args` and a newline to stdout (see [`outln!`](crate::outln)).
 pub fn line(args: std::fmt::Arguments<'_>) {
     text(format_args!("{args}\n"));
 }
 
-/// Prints `args` to stdout (see [`out!`](crate::out)). A closed stdout ends the process with
-/// exit code 0; any other write error ends it with exit code 8 (the runtime failed).
+/// Prints `args` to stdout (see [`out!`](crate::out)). Once stdout is found closed, this and
+/// every later call write nothing; another write error is reported on stderr once.
 pub fn text(args: std::fmt::Arguments<'_>) {
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
+    if CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("quorate: writing to stdout: {e}");
         }
-        eprintln!("quorate: writing to stdout: {e}");
-        std::process::exit(8);
     }
 }
 
-/// `println!` for the CLI's output: a closed stdout ends the process quietly.
+/// `println!` for the CLI's output: a closed stdout stops the output, not the command.
 #[macro_export]
 macro_rules! outln {
     () => { $crate::stdout::line(format_args!("")) };
     ($($arg:tt)*) => { $crate::stdout::line(format_args!($($arg)*)) };
 }
 
-/// `print!` for the CLI's output: a closed stdout ends the process quietly.
+/// `print!` for the CLI's output: a closed stdout stops the output, not the command.
 #[macro_export]
 macro_rules! out {
     ($($arg:tt)*) => { $crate::stdout::text(format_args!($($arg)*)) };

@@ -1,23 +1,55 @@
-//! The CLI's output to a reader that went away (`quorate run plan.toml | head -1`): the process
-//! ends quietly instead of panicking on the broken pipe.
+//! The CLI's output to a reader that went away (`quorate run plan.toml | head -1`): no panic on
+//! the broken pipe, the command's own exit code, and the files it was asked to write.
 
 mod support;
 
 use std::process::{Command, Stdio};
 
-#[test]
-fn a_closed_stdout_ends_the_run_quietly() {
+/// Runs the binary with `args`, its stdout closed before it writes anything.
+fn with_stdout_closed(args: &[&std::ffi::OsStr]) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_quorate"))
-        .arg("run")
-        .arg(support::plan("all_inputs.toml"))
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the binary");
-    // Close the reading end before the run prints anything: every write then fails.
+    // Close the reading end before the command prints anything: every write then fails.
     drop(child.stdout.take());
     let out = child.wait_with_output().expect("the binary ends");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    out
+}
+
+#[test]
+fn a_closed_stdout_keeps_the_exit_code() {
+    let ok = support::plan("all_inputs.toml");
+    let out = with_stdout_closed(&["run".as_ref(), ok.as_os_str()]);
+    assert_eq!(out.status.code(), Some(0), "completed");
+    let failing = support::plan("missing_input.toml");
+    let out = with_stdout_closed(&["run".as_ref(), failing.as_os_str()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "failed, not hidden by the closed pipe"
+    );
+}
+
+#[test]
+fn a_closed_stdout_still_writes_the_files_asked_for() {
+    let csv = support::temp_path("closed_stdout_topology.csv");
+    let _ = std::fs::remove_file(&csv);
+    let out = with_stdout_closed(&[
+        "experiment".as_ref(),
+        "topology".as_ref(),
+        "--agents".as_ref(),
+        "2,4".as_ref(),
+        "--rounds".as_ref(),
+        "1".as_ref(),
+        "--csv".as_ref(),
+        csv.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = std::fs::read_to_string(&csv).expect("the CSV was written");
+    assert!(text.lines().count() > 1, "{text}");
 }
