@@ -465,15 +465,16 @@ impl WorkerCore {
         }
         let mut cancel_tree = false;
         let below = self.descendants(task);
-        // A decision about a call a sub-task parked names the sub-task in its action: it goes
-        // down to that sub-task; a rejection then cancels the whole task, as it would had the
-        // task parked the call itself.
-        let decision = match &envelope.payload {
-            Control::Approve { action } => Some((*action, true)),
-            Control::Reject { action } => Some((*action, false)),
+        // A decision about a call a sub-task parked names the sub-task in its action. An
+        // approval goes down to that sub-task (and the task may pass up its next request); a
+        // rejection is recorded in the sub-task's book, then cancels the whole task from the top
+        // down, as it would had the task parked the call itself: no sub-task goes on after it.
+        let sub_task_decision = match &envelope.payload {
+            Control::Approve { action } | Control::Reject { action } => {
+                (action.task != task).then_some(*action)
+            }
             Control::Cancel => None,
         };
-        let for_sub_task = decision.filter(|(action, _)| below.contains(&action.task));
         let result = self.with_attempt(now, task, |attempt, deps| {
             if attempt.number() != got {
                 return Err(InputError::StaleAttempt {
@@ -482,15 +483,12 @@ impl WorkerCore {
                     got,
                 });
             }
-            if let Some((_, approved)) = for_sub_task {
-                cancel_tree = !approved;
-                return if approved {
-                    Ok(())
-                } else {
-                    attempt.on_cancel(deps)
-                };
-            }
             match envelope.payload {
+                Control::Approve { action } if sub_task_decision.is_some() => {
+                    attempt.approval_decided(deps, action);
+                    Ok(())
+                }
+                Control::Reject { .. } if sub_task_decision.is_some() => Ok(()),
                 Control::Cancel => {
                     cancel_tree = true;
                     attempt.on_cancel(deps)
@@ -499,12 +497,19 @@ impl WorkerCore {
                 Control::Reject { action } => attempt.on_approval(deps, action, false),
             }
         });
-        if let (Some((action, approved)), Ok(())) = (for_sub_task, &result) {
-            let decided =
-                self.with_attempt(now, action.task, |a, d| a.on_approval(d, action, approved));
-            if approved {
-                return decided;
+        if let (Some(action), Ok(())) = (sub_task_decision, &result) {
+            let live = below.contains(&action.task);
+            if matches!(envelope.payload, Control::Approve { .. }) {
+                if !live {
+                    return Err(InputError::NotParked { action });
+                }
+                return self.with_attempt(now, action.task, |a, d| a.on_approval(d, action, true));
             }
+            if live {
+                let _ = self.with_attempt(now, action.task, |a, d| a.reject_parked(d, action));
+            }
+            let _ = self.with_attempt(now, task, |a, d| a.on_cancel(d));
+            cancel_tree = true;
         }
         if cancel_tree {
             // A cancel reaches every sub-task below the task; nothing starts after it.

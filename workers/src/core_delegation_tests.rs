@@ -1,5 +1,6 @@
 //! Scenario tests of the worker core with delegated sub-tasks: cancels and approvals reach
-//! them, and they cannot widen capabilities.
+//! them at any depth, their approval requests go up one at a time, and they cannot widen
+//! capabilities.
 
 use super::*;
 
@@ -98,4 +99,119 @@ fn a_sub_task_cannot_widen_capabilities() {
         other => panic!("expected a failure, got {other:?}"),
     }
     assert_eq!(d.last().actions.rejected, 1);
+}
+
+/// The approval requests among `d`'s replies so far, by action.
+fn requests(d: &Driver) -> Vec<ActionId> {
+    d.replies
+        .iter()
+        .filter_map(|r| match &r.payload.outcome {
+            Outcome::ApprovalRequested { action, .. } => Some(*action),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `mid` delegates `leaf`, whose drop needs approval, then saves.
+fn nested() -> serde_json::Value {
+    json!([
+        { "do": "delegate", "subtasks": [
+            { "name": "mid", "capabilities": ["db.drop", "db.save"], "budget": { "steps": 8, "tool_calls": 3 },
+              "script": [
+                { "do": "delegate", "subtasks": [
+                    { "name": "leaf", "capabilities": ["db.drop"], "budget": { "steps": 3, "tool_calls": 1 },
+                      "script": [ { "do": "call", "tool": "db.drop", "params": {}, "needs-approval": true } ] }
+                ] },
+                { "do": "call", "tool": "db.save", "params": { "id": 1 } }
+              ] }
+        ] },
+    ])
+}
+
+#[test]
+fn a_rejected_request_of_a_grandchild_stops_every_level_before_it_goes_on() {
+    let mut d = run(nested(), &["db.drop", "db.save"]);
+    let [action] = requests(&d)[..] else {
+        panic!("one request: {:?}", d.replies)
+    };
+    d.control(Control::Reject { action }).unwrap();
+    d.drive();
+    assert!(
+        d.calls.is_empty(),
+        "neither the drop nor mid's save: {:?}",
+        d.calls
+    );
+    assert_eq!(d.last().outcome, Outcome::Cancelled);
+    assert_eq!(d.core.action(&action).unwrap().state, ActionState::Rejected);
+}
+
+#[test]
+fn an_approved_request_of_a_grandchild_lets_every_level_go_on() {
+    let mut d = run(nested(), &["db.drop", "db.save"]);
+    let [action] = requests(&d)[..] else {
+        panic!("one request: {:?}", d.replies)
+    };
+    d.control(Control::Approve { action }).unwrap();
+    d.drive();
+    let tools: Vec<&str> = d.calls.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(tools, ["db.drop", "db.save"]);
+    assert!(
+        matches!(d.last().outcome, Outcome::Answer { .. }),
+        "{:?}",
+        d.last().outcome
+    );
+}
+
+#[test]
+fn requests_of_two_sub_tasks_go_up_one_at_a_time() {
+    let asks = |name: &str, table: &str| {
+        json!({ "name": name, "capabilities": ["db.drop"], "budget": { "steps": 3, "tool_calls": 1 },
+                "script": [ { "do": "call", "tool": "db.drop", "params": { "table": table }, "needs-approval": true } ] })
+    };
+    let mut d = run(
+        json!([{ "do": "delegate", "subtasks": [asks("x", "a"), asks("y", "b")] }]),
+        &["db.drop"],
+    );
+    let first = requests(&d);
+    assert_eq!(first.len(), 1, "the supervisor parks one action per task");
+    d.control(Control::Approve { action: first[0] }).unwrap();
+    d.drive();
+    let both = requests(&d);
+    assert_eq!(
+        both.len(),
+        2,
+        "the second goes up once the first is decided"
+    );
+    assert_ne!(both[1], both[0]);
+    d.control(Control::Approve { action: both[1] }).unwrap();
+    d.drive();
+    assert_eq!(d.calls.len(), 2);
+    assert!(
+        matches!(d.last().outcome, Outcome::Answer { .. }),
+        "{:?}",
+        d.last().outcome
+    );
+    // The task answered: a late decision finds nothing to decide.
+    assert!(d.control(Control::Reject { action: both[0] }).is_err());
+}
+
+#[test]
+fn a_rejection_naming_an_ended_sub_task_still_cancels_the_task() {
+    let asks = |name: &str, table: &str| {
+        json!({ "name": name, "capabilities": ["db.drop"], "budget": { "steps": 3, "tool_calls": 1 },
+                "script": [ { "do": "call", "tool": "db.drop", "params": { "table": table }, "needs-approval": true } ] })
+    };
+    let mut d = run(
+        json!([{ "do": "delegate", "subtasks": [asks("x", "a"), asks("y", "b")] }]),
+        &["db.drop"],
+    );
+    let x = requests(&d)[0];
+    d.control(Control::Approve { action: x }).unwrap();
+    d.drive();
+    // x has run and ended; y's request is out. A rejection that names x (a stale decision)
+    // cancels the task all the same: y never runs.
+    d.control(Control::Reject { action: x }).unwrap();
+    d.drive();
+    assert_eq!(d.calls.len(), 1, "only x's drop");
+    assert_eq!(d.last().outcome, Outcome::Cancelled);
 }

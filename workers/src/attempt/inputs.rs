@@ -243,9 +243,11 @@ impl Attempt {
         Ok(())
     }
 
-    /// A delegated sub-task (below this attempt, at any depth) parked `action` for a human:
-    /// this attempt passes the request up, as its own non-final reply, and keeps waiting for
-    /// its sub-tasks.
+    /// A delegated sub-task (below this attempt, at any depth) parked `action` for a human: this
+    /// attempt, the one the supervisor knows, passes the request up as its own non-final reply
+    /// and keeps waiting for its sub-tasks. The supervisor parks one action per task, so while
+    /// a request is out, later ones wait here, and go up one at a time as decisions come back
+    /// ([`approval_decided`](Self::approval_decided)).
     pub(crate) fn relay_approval(
         &mut self,
         d: &mut Deps<'_>,
@@ -255,11 +257,51 @@ impl Attempt {
         if !matches!(self.phase, Phase::Delegating { .. }) {
             return Err(self.ended());
         }
-        self.send(
-            d,
-            ResultKind::Suggestion,
-            Outcome::ApprovalRequested { action, reason },
-        );
+        if self.relay.out.is_some() {
+            self.relay.waiting.push_back((action, reason));
+        } else {
+            self.relay.out = Some(action);
+            self.send(
+                d,
+                ResultKind::Suggestion,
+                Outcome::ApprovalRequested { action, reason },
+            );
+        }
+        Ok(())
+    }
+
+    /// The supervisor decided about `action`, a sub-task's request this attempt passed up: the
+    /// next waiting request, if any, goes up now.
+    pub(crate) fn approval_decided(&mut self, d: &mut Deps<'_>, action: ActionId) {
+        if self.relay.out != Some(action) {
+            return;
+        }
+        self.relay.out = None;
+        if let Some((next, reason)) = self.relay.waiting.pop_front() {
+            let _ = self.relay_approval(d, next, reason);
+        }
+    }
+
+    /// A human rejected the call this attempt parked as `action`: the rejection is recorded in
+    /// its book and the attempt stops waiting, without going on (the caller cancels it, with the
+    /// task it belongs to).
+    pub(crate) fn reject_parked(
+        &mut self,
+        d: &mut Deps<'_>,
+        action: ActionId,
+    ) -> Result<(), InputError> {
+        let parked = matches!(&self.phase, Phase::Parked { request } if request.action == action);
+        if !parked {
+            return Err(InputError::NotParked { action });
+        }
+        let Phase::Parked { request } = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return Err(InputError::NotParked { action });
+        };
+        if d.book
+            .propose(action, &request.tool, ParamDigest::of(&request.params))
+        {
+            d.book.apply(action, ActionEvent::GateRejected)?;
+        }
         Ok(())
     }
 

@@ -78,6 +78,16 @@ pub(crate) struct Attempt {
     rejected_calls: Vec<crate::messages::RejectedCall>,
     progress: ProgressDetector,
     phase: Phase,
+    /// Sub-tasks' approval requests passed up to the supervisor, one at a time.
+    relay: Relay,
+}
+
+/// The approval request of a sub-task that is out with the supervisor, and the ones waiting
+/// behind it (the supervisor parks one action per task).
+#[derive(Debug, Default)]
+struct Relay {
+    out: Option<ActionId>,
+    waiting: VecDeque<(ActionId, String)>,
 }
 
 impl Attempt {
@@ -117,6 +127,7 @@ impl Attempt {
             rejected_calls: Vec::new(),
             progress: ProgressDetector::new(config.no_progress_limit),
             phase: Phase::Idle,
+            relay: Relay::default(),
         })
     }
 

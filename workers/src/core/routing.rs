@@ -60,10 +60,14 @@ impl WorkerCore {
             let child = reply.task;
             let parent = self.parents[&child];
             if let Outcome::ApprovalRequested { action, reason } = reply.payload.outcome {
-                // The sub-task parked a call for a human: the request goes up through its
-                // parent (and the parent's, at any depth) to the supervisor; the decision comes
-                // back to the top task and is routed down to the sub-task by the action's task.
-                let _ = self.with_attempt_spawning(now, parent, &mut spawn, |a, d| {
+                // The sub-task parked a call for a human: the request goes to the task the
+                // supervisor knows (the top of the delegation chain), which passes it up; the
+                // decision comes back to that task and is routed down by the action's task.
+                let mut top = parent;
+                while let Some(&up) = self.parents.get(&top) {
+                    top = up;
+                }
+                let _ = self.with_attempt_spawning(now, top, &mut spawn, |a, d| {
                     a.relay_approval(d, action, reason)
                 });
                 continue;
