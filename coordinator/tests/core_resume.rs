@@ -299,3 +299,47 @@ fn a_run_resumed_before_its_replan_keeps_the_fallback_for_later() {
     h.send(4, h.answer("draft", json!("text")));
     assert_eq!(h.stops, vec![StopReason::Completed]);
 }
+
+#[test]
+fn a_crash_in_the_middle_of_a_replan_finishes_it_on_resume() {
+    use quorate_coordinator::EventKind;
+    let (mut h, fallback) = replanning_run();
+    h.core
+        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
+    h.drain();
+    let failed_at = h
+        .log
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::PreconditionFailed { .. }))
+        .expect("the precondition failed");
+    let replanned_at = h
+        .log
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::Replanned { .. }))
+        .expect("the run replanned");
+    // Crash after the failure was logged, and after each event of the replan before the
+    // `replanned` one (publish's cancellation, its closed account): the resumed run switches
+    // to the fallback all the same and ends like the uncrashed one.
+    assert!(
+        replanned_at > failed_at + 1,
+        "the replan logs something before `replanned`"
+    );
+    for cut in failed_at + 1..replanned_at {
+        let mut crashed = Harness::new(replanning_nodes(), SupervisorConfig::default());
+        crashed.log = h.log[..cut].to_vec();
+        crashed.results = h.results.clone();
+        crashed.core = rebuilt(&crashed, Some(fallback.clone())).expect("replays");
+        crashed.dispatched.clear();
+        crashed.core.start_resumed(3);
+        crashed.drain();
+        assert_eq!(crashed.core.snapshot().plan_version, 2, "cut at {cut}");
+        let sent: Vec<String> = crashed
+            .dispatched
+            .iter()
+            .map(|(_, e)| e.payload.node.to_string())
+            .collect();
+        assert_eq!(sent, ["draft"], "only draft runs (cut at {cut})");
+        crashed.send(4, crashed.answer("draft", json!("text")));
+        assert_eq!(crashed.stops, vec![StopReason::Completed], "cut at {cut}");
+    }
+}

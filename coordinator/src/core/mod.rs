@@ -55,6 +55,10 @@ pub struct SupervisorCore {
     ready: VecDeque<u32>,
     /// Built by `resume` from a run log: `start` continues the run.
     resumed: bool,
+    /// Replay saw a store precondition fail (node, observation) with a fallback plan at hand
+    /// but no `replanned` after it: the crash came in the middle of the replan, which
+    /// [`start_resumed`](Self::start_resumed) carries out.
+    replan_pending: Option<(u32, String)>,
     /// Ids of tasks dropped by a replan: their replies are late.
     retired: HashSet<TaskId>,
     /// The plan to switch to when a store precondition fails.
@@ -121,6 +125,7 @@ impl SupervisorCore {
             by_id,
             ready: VecDeque::new(),
             resumed: false,
+            replan_pending: None,
             retired: HashSet::new(),
             fallback: None,
             timeouts: VecDeque::new(),

@@ -9,7 +9,7 @@
 //! actions and no effect repeats. Message counters start again from zero (they count this
 //! incarnation's traffic); `seq` continues, so the trace stays strictly increasing.
 
-use quorate_protocols::{Plan, RunId, Sender, TaskState};
+use quorate_protocols::{Plan, RunId, Sender, TaskId, TaskState};
 use quorate_state::AccountId;
 
 use super::SupervisorCore;
@@ -131,6 +131,7 @@ impl SupervisorCore {
                         .validate()
                         .map_err(|error| ResumeError::BadFallback { seq: e.seq, error })?;
                     core.adopt_plan(plan);
+                    core.replan_pending = None;
                 }
                 (EventKind::RunStopped { .. }, _) => {
                     return Err(ResumeError::AlreadyStopped { seq: e.seq })
@@ -160,10 +161,21 @@ impl SupervisorCore {
                         core.granted_total = core.granted_total.saturating_add(granted);
                     }
                 }
+                (EventKind::PreconditionFailed { observation }, Some(i))
+                    if core.fallback.is_some() =>
+                {
+                    core.replan_pending = Some((i, observation.clone()));
+                }
                 (EventKind::Transition { from, to }, Some(i))
                     if core.tasks[i as usize].state == *from =>
                 {
                     core.set_state(i, *to);
+                    if *to == TaskState::Failed
+                        && core.replan_pending.as_ref().is_some_and(|(n, _)| *n == i)
+                    {
+                        // The task failed instead: the replan was refused.
+                        core.replan_pending = None;
+                    }
                 }
                 (EventKind::StopRequested { reason }, _) if core.pending_stop.is_none() => {
                     core.pending_stop = Some(reason.clone());
@@ -205,6 +217,31 @@ impl SupervisorCore {
     /// became ready, and stops if nothing is left.
     pub fn start_resumed(&mut self, now: u64) {
         let replayed = self.seq;
+        // The attempts in flight at the crash, by task id (a replan below may move them, and
+        // dispatches what it makes ready itself).
+        let in_flight: std::collections::HashSet<TaskId> = (0..self.tasks.len() as u32)
+            .filter(|&i| {
+                matches!(
+                    self.tasks[i as usize].state,
+                    TaskState::Running | TaskState::WaitingApproval
+                )
+            })
+            .map(|i| self.by_id.id(i))
+            .collect();
+        if let (Some((node, observation)), None) = (self.replan_pending.take(), &self.pending_stop)
+        {
+            // The crash came in the middle of a replan: carry it out (live tasks the new plan
+            // drops and the log did not cancel yet are cancelled now).
+            if let Some(fallback) = self.fallback.take() {
+                if let Err(e) = self.handle_replan(now, fallback) {
+                    self.fail(
+                        now,
+                        node,
+                        format!("precondition: {observation}; replan refused: {e}"),
+                    );
+                }
+            }
+        }
         if let Some(reason) = self.pending_stop.clone() {
             // The crash came in the middle of a stop: finish it (cancel what is still live)
             // instead of dispatching anything again.
@@ -223,7 +260,9 @@ impl SupervisorCore {
         let mut redispatched = 0;
         for i in 0..self.tasks.len() as u32 {
             match self.tasks[i as usize].state {
-                TaskState::Running | TaskState::WaitingApproval => {
+                TaskState::Running | TaskState::WaitingApproval
+                    if in_flight.contains(&self.by_id.id(i)) =>
+                {
                     // Back to ready for a new attempt (the old attempt's replies become late).
                     self.force_state(i, TaskState::Ready);
                     self.ready.push_back(i);
