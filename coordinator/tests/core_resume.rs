@@ -343,3 +343,32 @@ fn a_crash_in_the_middle_of_a_replan_finishes_it_on_resume() {
         assert_eq!(crashed.stops, vec![StopReason::Completed], "cut at {cut}");
     }
 }
+
+#[test]
+fn a_replanned_log_is_not_replayed_with_another_plan() {
+    let (mut h, _) = replanning_run();
+    h.core
+        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
+    h.drain();
+    // Another shape than the plan the log switched to.
+    let other = spec_of(vec![
+        node("load", &[]),
+        node("draft", &["load"]),
+        node("extra", &[]),
+    ]);
+    assert!(matches!(
+        rebuilt(&h, Some(other)),
+        Err(ResumeError::FallbackMismatch {
+            logged: 2,
+            given: 3,
+            ..
+        })
+    ));
+    // One the run could never have switched to: a bigger budget.
+    let mut wider = spec_of(vec![node("load", &[]), node("draft", &["load"])]);
+    wider.budget.steps += 1;
+    assert!(matches!(
+        rebuilt(&h, Some(wider)),
+        Err(ResumeError::BadFallback { .. })
+    ));
+}

@@ -52,33 +52,7 @@ impl SupervisorCore {
         if self.stop.is_some() || self.pending_stop.is_some() {
             return Err(ReplanError::Stopped);
         }
-        let old = self.plan.spec();
-        let missing = old.capabilities.missing(&spec.capabilities);
-        if !missing.is_empty() {
-            return Err(ReplanError::WidensCapabilities { missing });
-        }
-        if let Some(component) = spec.budget.first_excess(&old.budget) {
-            return Err(ReplanError::WidensBudget {
-                component,
-                old: old.budget.get(component),
-                new: spec.budget.get(component),
-            });
-        }
-        let plan = spec.validate()?;
-        // Completed tasks must keep their meaning: same dependencies.
-        for (i, slot) in self.tasks.iter().enumerate() {
-            if slot.state != TaskState::Completed {
-                continue;
-            }
-            let node = self.plan.node(i as u32);
-            if let Some(j) = plan.index_of(&node.id) {
-                if plan.node(j).deps != node.deps {
-                    return Err(ReplanError::CompletedTaskChanged {
-                        node: node.id.clone(),
-                    });
-                }
-            }
-        }
+        let plan = self.check_replan(spec)?;
         // Cancel live tasks the new plan drops.
         for i in 0..self.tasks.len() as u32 {
             let id = self.plan.node(i).id.clone();
@@ -110,6 +84,43 @@ impl SupervisorCore {
         }
         self.after_input(now);
         Ok(())
+    }
+
+    /// What a new plan version must satisfy against the current one (see the module docs): it
+    /// is valid, does not widen the run's capabilities or budget, and keeps the dependencies of
+    /// completed tasks. Replay checks a fallback with it too.
+    pub(super) fn check_replan(
+        &self,
+        spec: PlanSpec,
+    ) -> Result<quorate_protocols::Plan, ReplanError> {
+        let old = self.plan.spec();
+        let missing = old.capabilities.missing(&spec.capabilities);
+        if !missing.is_empty() {
+            return Err(ReplanError::WidensCapabilities { missing });
+        }
+        if let Some(component) = spec.budget.first_excess(&old.budget) {
+            return Err(ReplanError::WidensBudget {
+                component,
+                old: old.budget.get(component),
+                new: spec.budget.get(component),
+            });
+        }
+        let plan = spec.validate()?;
+        // Completed tasks must keep their meaning: same dependencies.
+        for (i, slot) in self.tasks.iter().enumerate() {
+            if slot.state != TaskState::Completed {
+                continue;
+            }
+            let node = self.plan.node(i as u32);
+            if let Some(j) = plan.index_of(&node.id) {
+                if plan.node(j).deps != node.deps {
+                    return Err(ReplanError::CompletedTaskChanged {
+                        node: node.id.clone(),
+                    });
+                }
+            }
+        }
+        Ok(plan)
     }
 
     /// The structural half of a replan, shared with resume: `plan` becomes the next version;

@@ -44,13 +44,24 @@ pub enum ResumeError {
         /// The event.
         seq: u64,
     },
-    /// The fallback plan given to replay a replan is not a valid plan.
-    #[error("event {seq}: the fallback plan is invalid: {error}")]
+    /// The fallback plan given to replay a replan is not one the run could have switched to
+    /// (invalid, wider, changing a completed task).
+    #[error("event {seq}: the fallback plan is refused: {error}")]
     BadFallback {
         /// The `replanned` event.
         seq: u64,
-        /// What is wrong with it.
-        error: quorate_protocols::PlanError,
+        /// Why it is refused.
+        error: super::ReplanError,
+    },
+    /// The fallback plan given to replay a replan is not the one the log switched to.
+    #[error("event {seq}: the run switched to a plan of {logged} tasks; the fallback has {given}")]
+    FallbackMismatch {
+        /// The `replanned` event.
+        seq: u64,
+        /// Tasks of the plan the log switched to.
+        logged: usize,
+        /// Tasks of the fallback given.
+        given: usize,
     },
     /// A completed task's result is missing from the store.
     #[error("task {task} completed but its result {key} is not in the store")]
@@ -123,13 +134,20 @@ impl SupervisorCore {
                 None => None,
             };
             match (&e.kind, node) {
-                (EventKind::Replanned { .. }, _) => {
+                (EventKind::Replanned { tasks, .. }, _) => {
                     let Some(spec) = core.fallback.take() else {
                         return Err(ResumeError::Replanned { seq: e.seq });
                     };
-                    let plan = spec
-                        .validate()
+                    let plan = core
+                        .check_replan(spec)
                         .map_err(|error| ResumeError::BadFallback { seq: e.seq, error })?;
+                    if plan.len() != *tasks {
+                        return Err(ResumeError::FallbackMismatch {
+                            seq: e.seq,
+                            logged: *tasks,
+                            given: plan.len(),
+                        });
+                    }
                     core.adopt_plan(plan);
                     core.replan_pending = None;
                 }
