@@ -257,10 +257,11 @@ impl Attempt {
         if !matches!(self.phase, Phase::Delegating { .. }) {
             return Err(self.ended());
         }
-        if self.relay.out.is_some() {
-            self.relay.waiting.push_back((action, reason));
+        let relay = self.relay.get_or_insert_with(Box::default);
+        if relay.out.is_some() {
+            relay.waiting.push_back((action, reason));
         } else {
-            self.relay.out = Some(action);
+            relay.out = Some(action);
             self.send(
                 d,
                 ResultKind::Suggestion,
@@ -273,11 +274,11 @@ impl Attempt {
     /// The supervisor decided about `action`, a sub-task's request this attempt passed up: the
     /// next waiting request, if any, goes up now.
     pub(crate) fn approval_decided(&mut self, d: &mut Deps<'_>, action: ActionId) {
-        if self.relay.out != Some(action) {
+        let Some(relay) = self.relay.as_mut().filter(|r| r.out == Some(action)) else {
             return;
-        }
-        self.relay.out = None;
-        if let Some((next, reason)) = self.relay.waiting.pop_front() {
+        };
+        relay.out = None;
+        if let Some((next, reason)) = relay.waiting.pop_front() {
             let _ = self.relay_approval(d, next, reason);
         }
     }

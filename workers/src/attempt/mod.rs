@@ -78,8 +78,9 @@ pub(crate) struct Attempt {
     rejected_calls: Vec<crate::messages::RejectedCall>,
     progress: ProgressDetector,
     phase: Phase,
-    /// Sub-tasks' approval requests passed up to the supervisor, one at a time.
-    relay: Relay,
+    /// Sub-tasks' approval requests passed up to the supervisor, one at a time (boxed: few
+    /// attempts have any, and every attempt is moved around whole).
+    relay: Option<Box<Relay>>,
 }
 
 /// The approval request of a sub-task that is out with the supervisor, and the ones waiting
@@ -127,7 +128,7 @@ impl Attempt {
             rejected_calls: Vec::new(),
             progress: ProgressDetector::new(config.no_progress_limit),
             phase: Phase::Idle,
-            relay: Relay::default(),
+            relay: None,
         })
     }
 
