@@ -162,16 +162,18 @@ fn an_approved_request_of_a_grandchild_lets_every_level_go_on() {
     );
 }
 
-#[test]
-fn requests_of_two_sub_tasks_go_up_one_at_a_time() {
+/// Two sub-tasks, `x` and `y`, each dropping a table, a call that needs approval.
+fn two_askers() -> serde_json::Value {
     let asks = |name: &str, table: &str| {
         json!({ "name": name, "capabilities": ["db.drop"], "budget": { "steps": 3, "tool_calls": 1 },
                 "script": [ { "do": "call", "tool": "db.drop", "params": { "table": table }, "needs-approval": true } ] })
     };
-    let mut d = run(
-        json!([{ "do": "delegate", "subtasks": [asks("x", "a"), asks("y", "b")] }]),
-        &["db.drop"],
-    );
+    json!([{ "do": "delegate", "subtasks": [asks("x", "a"), asks("y", "b")] }])
+}
+
+#[test]
+fn requests_of_two_sub_tasks_go_up_one_at_a_time() {
+    let mut d = run(two_askers(), &["db.drop"]);
     let first = requests(&d);
     assert_eq!(first.len(), 1, "the supervisor parks one action per task");
     d.control(Control::Approve { action: first[0] }).unwrap();
@@ -197,14 +199,7 @@ fn requests_of_two_sub_tasks_go_up_one_at_a_time() {
 
 #[test]
 fn a_rejection_naming_an_ended_sub_task_still_cancels_the_task() {
-    let asks = |name: &str, table: &str| {
-        json!({ "name": name, "capabilities": ["db.drop"], "budget": { "steps": 3, "tool_calls": 1 },
-                "script": [ { "do": "call", "tool": "db.drop", "params": { "table": table }, "needs-approval": true } ] })
-    };
-    let mut d = run(
-        json!([{ "do": "delegate", "subtasks": [asks("x", "a"), asks("y", "b")] }]),
-        &["db.drop"],
-    );
+    let mut d = run(two_askers(), &["db.drop"]);
     let x = requests(&d)[0];
     d.control(Control::Approve { action: x }).unwrap();
     d.drive();

@@ -291,13 +291,7 @@ impl Attempt {
         d: &mut Deps<'_>,
         action: ActionId,
     ) -> Result<(), InputError> {
-        let parked = matches!(&self.phase, Phase::Parked { request } if request.action == action);
-        if !parked {
-            return Err(InputError::NotParked { action });
-        }
-        let Phase::Parked { request } = std::mem::replace(&mut self.phase, Phase::Idle) else {
-            return Err(InputError::NotParked { action });
-        };
+        let request = self.unpark(action)?;
         if d.book
             .propose(action, &request.tool, ParamDigest::of(&request.params))
         {
@@ -306,28 +300,29 @@ impl Attempt {
         Ok(())
     }
 
+    /// The call parked as `action`, which stops being parked; `NotParked` if it is not.
+    fn unpark(&mut self, action: ActionId) -> Result<CallRequest, InputError> {
+        match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Parked { request } if request.action == action => Ok(request),
+            other => {
+                self.phase = other;
+                Err(InputError::NotParked { action })
+            }
+        }
+    }
+
     pub(crate) fn on_approval(
         &mut self,
         d: &mut Deps<'_>,
         action: ActionId,
         approved: bool,
     ) -> Result<(), InputError> {
-        let parked = matches!(&self.phase, Phase::Parked { request } if request.action == action);
-        if !parked {
-            return Err(InputError::NotParked { action });
-        }
-        let Phase::Parked { request } = std::mem::replace(&mut self.phase, Phase::Idle) else {
-            return Err(InputError::NotParked { action });
-        };
         if approved {
+            let request = self.unpark(action)?;
             self.submit(d, request, true);
             self.run(d);
         } else {
-            if d.book
-                .propose(action, &request.tool, ParamDigest::of(&request.params))
-            {
-                d.book.apply(action, ActionEvent::GateRejected)?;
-            }
+            self.reject_parked(d, action)?;
             self.finish(d, ResultKind::Suggestion, Outcome::Cancelled);
         }
         Ok(())
