@@ -140,14 +140,32 @@ fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Runs the benchmark: per run, the baseline and then the DAG.
+/// The index of the median of `values` (the upper one of an even count); `None` if empty.
+///
+/// ```
+/// use quorate::bench_dag::median_index;
+/// assert_eq!(median_index(&[5.0, 1.0, 3.0]), Some(2));
+/// assert_eq!(median_index(&[4.0, 1.0, 3.0, 2.0]), Some(2));
+/// assert_eq!(median_index(&[]), None);
+/// ```
+#[must_use]
+pub fn median_index(values: &[f64]) -> Option<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
+    order.get(values.len() / 2).copied()
+}
+
+/// Runs the benchmark: per run, the baseline and then the DAG. Zero runs is an error.
 pub fn run(args: DagArgs) -> Result<DagBench, String> {
     let spec = layered_plan(args.layers, args.width);
     let tasks = spec.nodes.len();
     let plan = spec.validate().map_err(|e| e.to_string())?;
+    if args.runs == 0 {
+        return Err("--runs must be at least 1".to_string());
+    }
     let mut samples = Vec::new();
     let mut rss_per_task = None;
-    for i in 0..args.runs.max(1) {
+    for i in 0..args.runs {
         let baseline = actix_round_trips_per_s(200_000);
         // The plan is the input, built before the run: not counted as the run's memory.
         let plan = plan.clone();
@@ -161,11 +179,10 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
         }
         samples.push((elapsed, tasks as f64 / elapsed, baseline));
     }
-    // The median run by tasks/s (the upper one of an even count); its figures are reported
-    // together, so they belong to one run.
-    let mut order: Vec<usize> = (0..samples.len()).collect();
-    order.sort_by(|&a, &b| samples[a].1.total_cmp(&samples[b].1));
-    let (elapsed_s, tasks_per_s, baseline) = samples[order[order.len() / 2]];
+    // The median run by tasks/s; its figures are reported together, so they belong to one run.
+    let rates: Vec<f64> = samples.iter().map(|s| s.1).collect();
+    let median = median_index(&rates).expect("at least one run");
+    let (elapsed_s, tasks_per_s, baseline) = samples[median];
     Ok(DagBench {
         layers: args.layers,
         width: args.width,

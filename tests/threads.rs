@@ -47,6 +47,17 @@ fn workers_on_their_own_threads_survive_chaos() {
 
 #[test]
 fn bench_dag_reports_the_median_run_of_complete_runs() {
+    let none = DagArgs {
+        layers: 3,
+        width: 4,
+        workers: 2,
+        threads: 1,
+        runs: 0,
+    };
+    assert!(
+        bench(none).is_err(),
+        "zero runs is refused, not taken for one"
+    );
     for runs in [2, 3] {
         let args = DagArgs {
             layers: 3,
@@ -59,9 +70,7 @@ fn bench_dag_reports_the_median_run_of_complete_runs() {
         assert_eq!(b.tasks, 12);
         assert_eq!(b.tasks_per_s_runs.len(), runs);
         assert_eq!(b.baseline_round_trips_per_s_runs.len(), runs);
-        let mut order: Vec<usize> = (0..runs).collect();
-        order.sort_by(|&x, &y| b.tasks_per_s_runs[x].total_cmp(&b.tasks_per_s_runs[y]));
-        let median = order[runs / 2];
+        let median = quorate::bench_dag::median_index(&b.tasks_per_s_runs).expect("runs");
         assert_eq!(b.tasks_per_s, b.tasks_per_s_runs[median], "the median run");
         // Every figure is the median run's own: its time and the baseline measured before it.
         assert!(

@@ -92,7 +92,7 @@ const HAS_TASK: u8 = 1 << 5;
 const OTHER_RUN: u8 = 1 << 6;
 const SEQ_OFFSET: u8 = 1 << 7;
 
-/// Every task state, by its 4-bit code.
+/// Every task state, by its 4-bit code ([`crate::core::state_index`]).
 const STATES: [TaskState; 8] = [
     TaskState::Pending,
     TaskState::Ready,
@@ -105,7 +105,7 @@ const STATES: [TaskState; 8] = [
 ];
 
 fn state_code(state: TaskState) -> u8 {
-    STATES.iter().position(|&s| s == state).unwrap_or(0) as u8
+    crate::core::state_index(state) as u8
 }
 
 fn put_budget(out: &mut Vec<u8>, b: &Budget) {
@@ -585,5 +585,12 @@ mod tests {
         }
         // head, name number, time, attempt, worker, id delta, same grant: 7 bytes.
         assert!(log.bytes(run) <= 1000 * 7 + 64, "{}", log.bytes(run));
+    }
+
+    #[test]
+    fn every_state_reads_back_from_its_code() {
+        for state in STATES {
+            assert_eq!(STATES[usize::from(state_code(state))], state);
+        }
     }
 }

@@ -102,10 +102,7 @@ pub fn run_star(
     let (writer, sink) = open_trace(options.trace.as_deref())?;
     let log = Arc::new(PackedLog::new());
     let results = Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len()));
-    for (key, value) in &options.data {
-        // A fresh store: every key is absent, so each create commits.
-        let _ = results.cas_now(key, None, value.clone());
-    }
+    write_data(&results, &options.data);
     let chaos = options
         .chaos
         .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));
@@ -202,6 +199,17 @@ pub fn run_star(
         log,
         results,
     })
+}
+
+/// Writes a run's `[data]` into its fresh result store before it starts (what store
+/// preconditions check); every key is absent, so each create commits.
+pub(crate) fn write_data(
+    store: &MemoryStore<serde_json::Value>,
+    data: &[(String, serde_json::Value)],
+) {
+    for (key, value) in data {
+        let _ = store.cas_now(key, None, value.clone());
+    }
 }
 
 /// The store key of node `node`'s accepted result in run `run`: `result/<run>/<node>`.

@@ -193,32 +193,21 @@ pub(crate) struct ScopeViolation {
     pub(crate) record_access: Box<AccessRule>,
 }
 
-impl From<ScopeViolation> for WriteError {
-    fn from(v: ScopeViolation) -> Self {
-        Self::ScopeViolation {
-            writer: v.writer,
-            record_access: v.record_access,
+/// Each operation reports a [`ScopeViolation`] as its own `ScopeViolation` variant.
+macro_rules! scope_violation_is {
+    ($($error:ty),*) => {$(
+        impl From<ScopeViolation> for $error {
+            fn from(v: ScopeViolation) -> Self {
+                Self::ScopeViolation {
+                    writer: v.writer,
+                    record_access: v.record_access,
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl From<ScopeViolation> for ResolveError {
-    fn from(v: ScopeViolation) -> Self {
-        Self::ScopeViolation {
-            writer: v.writer,
-            record_access: v.record_access,
-        }
-    }
-}
-
-impl From<ScopeViolation> for ForgetError {
-    fn from(v: ScopeViolation) -> Self {
-        Self::ScopeViolation {
-            writer: v.writer,
-            record_access: v.record_access,
-        }
-    }
-}
+scope_violation_is!(WriteError, ResolveError, ForgetError);
 
 /// A [`Memory`](crate::Memory) operation failed: the pure step refused (`Refused`, with the
 /// operation's own error), the backend failed (`Store`), or the CAS kept losing (`Contention`).

@@ -32,7 +32,7 @@ thread_local! {
 /// by their millisecond; ids made on one thread also sort in the order they were made (within a
 /// millisecond, ids of different threads are ordered by their counters, not by creation). The
 /// counter is per thread, so no lock is taken (the uuid crate's `now_v7` shares one context
-/// across threads behind a lock, which costs several times a v4 id).
+/// across threads behind a lock).
 fn now_v7() -> Uuid {
     V7.with(|cell| {
         let mut st = cell.get();

@@ -444,10 +444,7 @@ impl WorkerCore {
             // cancelled too, and what it spent stays charged to the task.
             if self.attempts.contains_key(&task) {
                 let below = self.descendants(task);
-                let _ = self.with_attempt(now, task, |a, d| a.on_cancel(d));
-                for child in below {
-                    let _ = self.with_attempt(now, child, |a, d| a.on_cancel(d));
-                }
+                self.cancel_all(now, std::iter::once(task).chain(below));
             }
             // Still there only if it could not end yet (a sub-task still open): the newer
             // attempt replaces it, as an assignment would.
@@ -508,16 +505,22 @@ impl WorkerCore {
             if live {
                 let _ = self.with_attempt(now, action.task, |a, d| a.reject_parked(d, action));
             }
-            let _ = self.with_attempt(now, task, |a, d| a.on_cancel(d));
+            self.cancel_all(now, [task]);
             cancel_tree = true;
         }
         if cancel_tree {
             // A cancel reaches every sub-task below the task; nothing starts after it.
-            for child in below {
-                let _ = self.with_attempt(now, child, |a, d| a.on_cancel(d));
-            }
+            self.cancel_all(now, below);
         }
         result
+    }
+
+    /// Cancels the running attempt of each of `tasks`, in order (a task before its sub-tasks,
+    /// so none goes on after its parent stopped); tasks already ended are skipped.
+    fn cancel_all(&mut self, now: Instant, tasks: impl IntoIterator<Item = TaskId>) {
+        for t in tasks {
+            let _ = self.with_attempt(now, t, |a, d| a.on_cancel(d));
+        }
     }
 
     /// The tool answered the call for `action`.

@@ -23,7 +23,7 @@ pub use replan::ReplanError;
 pub(crate) use reply::{judge, ReplyGuard};
 pub use resume::ResumeError;
 use task::StateCounts;
-pub(crate) use task::{SeenKeys, TaskSlot};
+pub(crate) use task::{state_index, SeenKeys, TaskSlot};
 
 use std::collections::{HashMap, HashSet, VecDeque};
 

@@ -110,20 +110,20 @@ impl StateCounts {
     pub(crate) fn of(tasks: &[TaskSlot]) -> Self {
         let mut c = Self::default();
         for t in tasks {
-            c.0[Self::index(t.state)] += 1;
+            c.0[state_index(t.state)] += 1;
         }
         c
     }
 
     /// One task moved from `from` to `to`.
     pub(crate) fn moved(&mut self, from: TaskState, to: TaskState) {
-        self.0[Self::index(from)] -= 1;
-        self.0[Self::index(to)] += 1;
+        self.0[state_index(from)] -= 1;
+        self.0[state_index(to)] += 1;
     }
 
     /// Tasks in `state`.
     pub(crate) fn get(&self, state: TaskState) -> usize {
-        self.0[Self::index(state)]
+        self.0[state_index(state)]
     }
 
     /// `true` if no task is in a live (non-terminal) state.
@@ -137,18 +137,20 @@ impl StateCounts {
         .into_iter()
         .all(|s| self.get(s) == 0)
     }
+}
 
-    const fn index(state: TaskState) -> usize {
-        match state {
-            TaskState::Pending => 0,
-            TaskState::Ready => 1,
-            TaskState::Running => 2,
-            TaskState::WaitingApproval => 3,
-            TaskState::Completed => 4,
-            TaskState::Failed => 5,
-            TaskState::StoppedLimit => 6,
-            TaskState::Cancelled => 7,
-        }
+/// A task state's number, 0 to 7, in the order of the state machine: the index of the
+/// per-state counters and the code the packed log writes.
+pub(crate) const fn state_index(state: TaskState) -> usize {
+    match state {
+        TaskState::Pending => 0,
+        TaskState::Ready => 1,
+        TaskState::Running => 2,
+        TaskState::WaitingApproval => 3,
+        TaskState::Completed => 4,
+        TaskState::Failed => 5,
+        TaskState::StoppedLimit => 6,
+        TaskState::Cancelled => 7,
     }
 }
 

@@ -38,10 +38,7 @@ pub fn run_peer(
     }
     let (writer, sink) = open_trace(options.trace.as_deref())?;
     let stores = PeerStores::new();
-    for (key, value) in &options.data {
-        // A fresh store: every key is absent, so each create commits.
-        let _ = stores.results.cas_now(key, None, value.clone());
-    }
+    crate::run::write_data(&stores.results, &options.data);
     let chaos = options
         .chaos
         .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));

@@ -121,7 +121,7 @@ pub struct Settlement {
 /// input from other parties, so the maps share one hash key per process instead of drawing one
 /// per map (which costs a little on every account opened). Iteration order therefore differs
 /// between processes: whatever iterates these maps must not depend on the order (the one place
-/// that closes open children sorts them first).
+/// that closes open children, `Attempt::finish` in quorate-workers, sorts them first).
 pub type AccountMap<K, V> =
     std::collections::HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
 

@@ -417,7 +417,7 @@ impl PeerCore {
     }
 
     /// Proposes `failed` for node `i`, with the first failing observation.
-    fn fail(&mut self, i: u32, observation: String) {
+    pub(super) fn fail(&mut self, i: u32, observation: String) {
         let node = self.plan.node(i).id.to_string();
         let cause = StopReason::Failed { node, observation };
         self.propose(i, TaskState::Failed, Some(cause));

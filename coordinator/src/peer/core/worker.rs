@@ -44,9 +44,7 @@ impl PeerCore {
                             observation: observation.clone(),
                         };
                         self.record(now, Some(i), kind);
-                        let observation = format!("acceptance check: {observation}");
-                        let cause = StopReason::Failed { node, observation };
-                        self.propose(i, TaskState::Failed, Some(cause));
+                        self.fail(i, format!("acceptance check: {observation}"));
                     }
                 }
             }
@@ -76,10 +74,7 @@ impl PeerCore {
                     }
                 }
             }
-            Outcome::Failed { observation } => {
-                let cause = StopReason::Failed { node, observation };
-                self.propose(i, TaskState::Failed, Some(cause));
-            }
+            Outcome::Failed { observation } => self.fail(i, observation),
             Outcome::NoProgress { .. } => {
                 let cause = StopReason::NoProgress { node };
                 self.propose(i, TaskState::Failed, Some(cause));
