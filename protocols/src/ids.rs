@@ -134,6 +134,45 @@ uuid_id!(
     TaskId,
     new_v4
 );
+/// The layout of the task ids a supervisor mints for a run: a prefix drawn at random per run
+/// (the 96 upper bits of a v4 id) with the node index in the low 32 bits. The supervisor finds a
+/// reply's task from it and a worker keeps its records by it, without a map; the ids are names,
+/// not secrets.
+impl TaskId {
+    const INDEX_BITS: u128 = 0xffff_ffff;
+
+    /// A fresh random run prefix for [`minted`](Self::minted) ids.
+    #[must_use]
+    pub fn fresh_prefix() -> u128 {
+        TaskId::new().as_uuid().as_u128() & !Self::INDEX_BITS
+    }
+
+    /// The id of node `index` under run prefix `prefix`.
+    ///
+    /// ```
+    /// use quorate_protocols::TaskId;
+    /// let prefix = TaskId::fresh_prefix();
+    /// let id = TaskId::minted(prefix, 7);
+    /// assert_eq!((id.prefix(), id.index()), (prefix, 7));
+    /// ```
+    #[must_use]
+    pub fn minted(prefix: u128, index: u32) -> TaskId {
+        TaskId::from_u128((prefix & !Self::INDEX_BITS) | u128::from(index))
+    }
+
+    /// The run prefix part of the id (whatever minted it).
+    #[must_use]
+    pub fn prefix(&self) -> u128 {
+        self.as_uuid().as_u128() & !Self::INDEX_BITS
+    }
+
+    /// The node index part of the id (meaningful for minted ids only).
+    #[must_use]
+    pub fn index(&self) -> u32 {
+        (self.as_uuid().as_u128() & Self::INDEX_BITS) as u32
+    }
+}
+
 uuid_id!(
     /// One agent: a worker, a peer or the supervisor itself.
     AgentId,

@@ -21,9 +21,6 @@ struct Ended {
     spent: Budget,
 }
 
-/// Low bits of a minted task id: the node index.
-const INDEX_BITS: u128 = 0xffff_ffff;
-
 /// Per task: the last ended (or replaced) attempt.
 #[derive(Debug, Default)]
 pub(crate) struct History {
@@ -41,17 +38,16 @@ impl History {
     /// Tasks of `task`'s run go by node index from now on (the first call decides).
     pub(crate) fn adopt_run_of(&mut self, task: TaskId) {
         if self.prefix.is_none() {
-            self.prefix = Some(task.as_uuid().as_u128() & !INDEX_BITS);
+            self.prefix = Some(task.prefix());
         }
     }
 
     /// The node index of `task` if it is kept in `dense`. An index far beyond the tasks seen so
     /// far goes to the map instead, so no id can make the vector huge.
     fn index(&self, task: TaskId) -> Option<usize> {
-        let id = task.as_uuid().as_u128();
-        let i = (id & INDEX_BITS) as usize;
+        let i = task.index() as usize;
         let near = i <= self.dense.len().max(4096) * 2;
-        (self.prefix == Some(id & !INDEX_BITS) && near).then_some(i)
+        (self.prefix == Some(task.prefix()) && near).then_some(i)
     }
 
     fn get(&self, task: TaskId) -> Option<&Ended> {
@@ -168,7 +164,7 @@ mod tests {
     #[test]
     fn a_runs_minted_ids_go_by_index_and_every_other_id_by_map() {
         let prefix: u128 = 0xabcd << 112;
-        let minted = |i: u32| TaskId::from_u128(prefix | u128::from(i));
+        let minted = |i: u32| TaskId::minted(prefix, i);
         let mut h = History::default();
         h.adopt_run_of(minted(0));
         h.adopt_run_of(TaskId::from_u128(5)); // the first call decides

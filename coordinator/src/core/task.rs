@@ -217,13 +217,11 @@ pub(crate) struct TaskIndex {
     ids: AHashMap<u32, TaskId>,
 }
 
-const INDEX_BITS: u128 = 0xffff_ffff;
-
 impl TaskIndex {
     /// `len` slots, each with its minted id under a fresh random prefix.
     pub(crate) fn new(len: u32) -> Self {
         Self {
-            prefix: TaskId::new().as_uuid().as_u128() & !INDEX_BITS,
+            prefix: TaskId::fresh_prefix(),
             len,
             slots: AHashMap::new(),
             ids: AHashMap::new(),
@@ -231,7 +229,7 @@ impl TaskIndex {
     }
 
     fn mint(&self, i: u32) -> TaskId {
-        TaskId::from_u128(self.prefix | u128::from(i))
+        TaskId::minted(self.prefix, i)
     }
 
     /// The id of slot `i`.
@@ -241,9 +239,8 @@ impl TaskIndex {
 
     /// The slot of task `id`.
     pub(crate) fn get(&self, id: &TaskId) -> Option<u32> {
-        let v = id.as_uuid().as_u128();
-        let i = v as u32;
-        if v & !INDEX_BITS == self.prefix && i < self.len && !self.ids.contains_key(&i) {
+        let i = id.index();
+        if id.prefix() == self.prefix && i < self.len && !self.ids.contains_key(&i) {
             return Some(i);
         }
         self.slots.get(id).copied()
