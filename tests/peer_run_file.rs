@@ -8,18 +8,31 @@ use std::path::PathBuf;
 use quorate::coordinator::chaos::ChaosConfig;
 use quorate::protocols::TaskState;
 use quorate::runner::{run_file, FileRun, RunArgs};
-use support::{assert_no_duplicate_effects, plan, temp_path, CHAOS};
+use support::{assert_no_duplicate_effects, assert_outcome, plan, temp_path, CHAOS};
+
+/// A copy of example plan `name` with each `(from, to)` text replaced, written under `tag`.
+fn variant(name: &str, tag: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(plan(name)).expect("example plan");
+    for (from, to) in edits {
+        assert!(text.contains(from), "{name} has {from:?}");
+        text = text.replace(from, to);
+    }
+    let path = temp_path(&format!("{tag}_{name}"));
+    std::fs::write(&path, text).expect("write plan");
+    path
+}
 
 /// A copy of `all_inputs.toml` switched to peer mode with `peers` peers.
 fn peer_plan(tag: &str, peers: usize) -> PathBuf {
-    let text = std::fs::read_to_string(plan("all_inputs.toml")).expect("example plan");
-    let text = text
-        .replace("topology = \"star\"", "topology = \"peer\"")
-        .replace("workers = 2", &format!("workers = {peers}"));
-    assert!(text.contains("topology = \"peer\""));
-    let path = temp_path(&format!("all_inputs_peer_{tag}.toml"));
-    std::fs::write(&path, text).expect("write plan");
-    path
+    let peers = format!("workers = {peers}");
+    variant(
+        "all_inputs.toml",
+        tag,
+        &[
+            ("topology = \"star\"", "topology = \"peer\""),
+            ("workers = 2", &peers),
+        ],
+    )
 }
 
 #[track_caller]
@@ -65,8 +78,7 @@ fn all_inputs_in_peer_mode_completes() {
         0
     );
     println!("peer messages (3 peers): {m:?}");
-    let star = plan("all_inputs.toml");
-    let star = run_file(&star, &RunArgs::default()).expect("star runs");
+    let star = support::run("all_inputs.toml");
     println!(
         "star messages (2 workers): {:?}",
         star.output.report.messages
@@ -95,15 +107,10 @@ fn all_inputs_in_peer_mode_under_chaos() {
 /// `precondition_replan.toml` in peer mode with two peers; `channel` adds `config/channel` to
 /// its `[data]`.
 fn precondition_plan(tag: &str, channel: bool) -> PathBuf {
-    let mut text = std::fs::read_to_string(plan("precondition_replan.toml")).expect("example plan");
-    text = text.replace("[run]\n", "[run]\ntopology = \"peer\"\n");
-    if channel {
-        text = text.replace("[data]\n", "[data]\n\"config/channel\" = \"mail\"\n");
-    }
-    assert!(text.contains("topology = \"peer\""));
-    let path = temp_path(&format!("precondition_peer_{tag}.toml"));
-    std::fs::write(&path, text).expect("write plan");
-    path
+    let peer = ("[run]\n", "[run]\ntopology = \"peer\"\n");
+    let data = ("[data]\n", "[data]\n\"config/channel\" = \"mail\"\n");
+    let edits: &[(&str, &str)] = if channel { &[peer, data] } else { &[peer] };
+    variant("precondition_replan.toml", tag, edits)
 }
 
 #[test]
@@ -116,7 +123,14 @@ fn peer_mode_writes_data_and_checks_store_preconditions() {
     // It is not: publish fails on the observation and never runs (peer mode has no fallback).
     let run = run_file(&precondition_plan("missing", false), &RunArgs::default()).expect("runs");
     let r = &run.output.report;
-    assert_eq!(r.stop_reason.as_deref(), Some("failed"), "{r:#?}");
+    assert_outcome(
+        &run,
+        "failed",
+        &[
+            ("load", TaskState::Completed),
+            ("publish", TaskState::Failed),
+        ],
+    );
     assert!(
         r.stop_detail
             .as_deref()
@@ -124,13 +138,5 @@ fn peer_mode_writes_data_and_checks_store_preconditions() {
         "{r:#?}"
     );
     assert_eq!(r.plan_version, 1, "no fallback in peer mode");
-    let states: Vec<(&str, TaskState)> = r.tasks.iter().map(|t| (t.id.as_str(), t.state)).collect();
-    assert_eq!(
-        states,
-        [
-            ("load", TaskState::Completed),
-            ("publish", TaskState::Failed)
-        ]
-    );
     assert_eq!(run.world.effects_of("mail.send"), 0, "publish never ran");
 }

@@ -9,7 +9,7 @@ use quorate_protocols::{ResultKind, TaskState};
 use quorate_workers::messages::{ActionCounts, Control, Outcome};
 use serde_json::json;
 
-use support::{node, replanning_run, spec_of, Harness};
+use support::{needs_key, node, replanning_run, spec_of, Harness};
 
 #[test]
 fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_completed_tasks() {
@@ -132,11 +132,7 @@ fn evidence_text_moves_with_its_task_across_a_replan() {
 
 /// Node `id` after `deps`, needing `config/<id>` in the store.
 fn guarded(id: &str, deps: &[&str]) -> quorate_protocols::NodeSpec {
-    let mut n = node(id, deps);
-    n.preconditions = vec![quorate_protocols::Precondition::KeyExists {
-        key: format!("config/{id}"),
-    }];
-    n
+    needs_key(id, deps, &format!("config/{id}"))
 }
 
 #[test]
@@ -204,12 +200,10 @@ fn a_task_whose_new_version_waits_for_a_dependency_is_not_released_by_an_old_ans
 
 #[test]
 fn an_answer_for_a_task_that_ended_meanwhile_changes_nothing() {
-    use quorate_protocols::Precondition;
-    let mut guarded = node("a", &[]);
-    guarded.preconditions = vec![Precondition::KeyExists {
-        key: "config/a".into(),
-    }];
-    let mut h = Harness::new(vec![guarded, node("b", &[])], SupervisorConfig::default());
+    let mut h = Harness::new(
+        vec![guarded("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
     h.core.set_fallback_plan(spec_of(vec![node("b", &[])]));
     h.core.handle_cancel(1);
     h.drain();

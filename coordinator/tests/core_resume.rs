@@ -5,13 +5,11 @@
 mod support;
 
 use quorate_coordinator::{ResumeError, StopReason, SupervisorConfig, SupervisorCore};
-use quorate_protocols::{
-    AgentId, Budget, Envelope, NodeSpec, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
-};
+use quorate_protocols::{Budget, Envelope, NodeSpec, PlanSpec, ResultKind, RunId, TaskState};
 use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
 
-use support::{node, replanning_nodes, replanning_run, spec_of, Harness};
+use support::{node, replanning_nodes, replanning_run, spec_of, supervisor, Harness};
 
 #[test]
 fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() {
@@ -23,18 +21,8 @@ fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() 
     // Crash: only the log, the result store and the workers survive.
     let log = h.log.clone();
     let results = h.results.clone();
-    let plan = PlanSpec {
-        budget: Budget::new(100, 20, 1000, 100),
-        reserve: Budget::steps(4),
-        nodes: nodes(),
-        ..PlanSpec::default()
-    }
-    .validate()
-    .unwrap();
-    let me = Sender {
-        agent: AgentId::from_u128(1),
-        role: Role::Supervisor,
-    };
+    let plan = spec_of(nodes()).validate().unwrap();
+    let me = supervisor();
     let core = SupervisorCore::resume(
         RunId::from_u128(7),
         plan,
@@ -142,10 +130,7 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
         if !crashed && crash_after == Some(inputs) && h.stops.is_empty() {
             crashed = true;
             let plan = spec_of(nodes()).validate().unwrap();
-            let me = Sender {
-                agent: AgentId::from_u128(1),
-                role: Role::Supervisor,
-            };
+            let me = supervisor();
             let results = h.results.clone();
             h.core = SupervisorCore::resume(
                 RunId::from_u128(7),
@@ -221,10 +206,7 @@ fn resuming_at_any_point_ends_like_the_uncrashed_run() {
 /// A supervisor rebuilt from `h`'s log and results, with `fallback` if given.
 fn rebuilt(h: &Harness, fallback: Option<PlanSpec>) -> Result<SupervisorCore, ResumeError> {
     let plan = spec_of(replanning_nodes()).validate().unwrap();
-    let me = Sender {
-        agent: AgentId::from_u128(1),
-        role: Role::Supervisor,
-    };
+    let me = supervisor();
     let mut core = SupervisorCore::new(
         RunId::from_u128(7),
         plan,

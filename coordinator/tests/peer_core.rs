@@ -16,7 +16,7 @@ use quorate_state::{Account, AccountId, MemoryStore};
 use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
 
-use support::{node, spec_of};
+use support::{needs_key, node, spec_of};
 
 const ROOT: &str = "budget/root";
 
@@ -384,12 +384,6 @@ fn a_budget_that_cannot_cover_a_slice_stops_with_stopped_limit() {
 
 #[test]
 fn store_preconditions_are_checked_by_the_peers_and_a_failed_one_fails_its_task() {
-    use quorate_protocols::Precondition;
-    let needs = |id: &str, deps: &[&str], key: &str| {
-        let mut n = node(id, deps);
-        n.preconditions = vec![Precondition::KeyExists { key: key.into() }];
-        n
-    };
     let results = MemoryStore::new();
     assert!(results
         .cas_now("config/on", None, json!(true))
@@ -397,8 +391,8 @@ fn store_preconditions_are_checked_by_the_peers_and_a_failed_one_fails_its_task(
     let mut net = Net::with_results(
         2,
         vec![
-            needs("a", &[], "config/on"),
-            needs("b", &["a"], "config/off"),
+            needs_key("a", &[], "config/on"),
+            needs_key("b", &["a"], "config/off"),
         ],
         None,
         results,

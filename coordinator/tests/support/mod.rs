@@ -33,10 +33,7 @@ impl Harness {
                 role: Role::Worker,
             })
             .collect();
-        let me = Sender {
-            agent: AgentId::from_u128(1),
-            role: Role::Supervisor,
-        };
+        let me = supervisor();
         let core = SupervisorCore::new(RunId::from_u128(7), plan, config, me, workers.clone());
         let mut h = Self {
             core,
@@ -143,11 +140,10 @@ pub(crate) fn spec_of(nodes: Vec<NodeSpec>) -> PlanSpec {
 
 /// `load`, then `publish`, which needs `config/channel` in the store.
 pub(crate) fn replanning_nodes() -> Vec<NodeSpec> {
-    let mut publish = node("publish", &["load"]);
-    publish.preconditions = vec![quorate_protocols::Precondition::KeyExists {
-        key: "config/channel".into(),
-    }];
-    vec![node("load", &[]), publish]
+    vec![
+        node("load", &[]),
+        needs_key("publish", &["load"], "config/channel"),
+    ]
 }
 
 /// The precondition-replan run after `load` answered: `publish` needs a key that is not there,
@@ -158,4 +154,19 @@ pub(crate) fn replanning_run() -> (Harness, PlanSpec) {
     h.core.set_fallback_plan(fallback.clone());
     h.send(1, h.answer("load", serde_json::json!("rows")));
     (h, fallback)
+}
+
+/// Node `id` after `deps`, needing `key` in the result store (a store precondition).
+pub(crate) fn needs_key(id: &str, deps: &[&str], key: &str) -> NodeSpec {
+    let mut n = node(id, deps);
+    n.preconditions = vec![quorate_protocols::Precondition::KeyExists { key: key.into() }];
+    n
+}
+
+/// The supervisor's identity in these tests.
+pub(crate) fn supervisor() -> Sender {
+    Sender {
+        agent: AgentId::from_u128(1),
+        role: Role::Supervisor,
+    }
 }
