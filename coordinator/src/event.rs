@@ -213,3 +213,33 @@ pub struct Event {
     #[serde(flatten)]
     pub kind: EventKind,
 }
+
+/// An event as the supervisor core emits it ([`crate::Effect::Record`]): [`Event`] without the
+/// run id, and with the task named by its node index where it can be. Emitting one copies no
+/// shared name (a clone and a drop of an `Arc` are two atomic operations, and every task logs
+/// seven events). [`crate::SupervisorCore::event`] makes the full [`Event`].
+///
+/// Turn a record into an event before the core takes its next input: a replan renumbers the
+/// nodes. (Records still waiting in the core when it switches plans are given their names.)
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// Strictly increasing within a run (the event's `seq`).
+    pub seq: u64,
+    /// The task, if any.
+    pub task: RecordTask,
+    /// Milliseconds since the run started (virtual in simulations).
+    pub at_ms: u64,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// The task of a [`Record`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum RecordTask {
+    /// A run-level event.
+    None,
+    /// The node at this index of the core's current plan.
+    Node(u32),
+    /// A node named outright (its record was emitted before a replan renumbered the nodes).
+    Named(std::sync::Arc<str>),
+}

@@ -28,23 +28,24 @@
 
 use std::sync::Arc;
 
-use quorate_protocols::{Budget, RunId, TaskId, TaskState};
+use quorate_protocols::{Budget, Plan, RunId, TaskId, TaskState};
 use quorate_state::{put_varint, take_varint, Pack, Slot};
 
-use crate::event::{Event, EventKind};
+use crate::event::{Event, EventKind, Record, RecordTask};
 
 /// Task names already written in one chunk of a run's log.
 #[derive(Debug, Default)]
 pub struct Names {
-    /// Packing: the number of a name by the address of its shared string, in a small
-    /// direct-mapped table of `(address, chunk, number)`; an entry of an earlier chunk is
-    /// stale. A name that lost its slot to another is simply written again, under a new
-    /// number. Each string is kept alive in `names`, so an address is never reused for another
-    /// name within the chunk.
+    /// Packing: the number of a name by its key (see [`TaskName`]), in a small direct-mapped
+    /// table of `(key, chunk, number)`; an entry of an earlier chunk is stale. A name that lost
+    /// its slot to another is simply written again, under a new number.
     slots: Vec<(usize, u32, u32)>,
     /// Chunks started (packing).
     chunk: u32,
-    /// The chunk's names, by number.
+    /// Numbers given in this chunk (packing).
+    given: u32,
+    /// Unpacking: the chunk's names, by number. Packing: the shared strings keyed by address,
+    /// kept alive so that an address is never reused for another name within the chunk.
     names: Vec<Arc<str>>,
     /// The chunk's previous event time, dispatched task id and grant (both ways).
     last: Last,
@@ -61,22 +62,50 @@ struct Last {
 /// Slots of the packing table (a chunk holds the events of a few hundred tasks).
 const SLOTS: usize = 1024;
 
+/// The task of an entry being packed, and how the chunk's table knows it.
+#[derive(Clone, Copy)]
+enum TaskName<'a> {
+    /// An [`Event`]'s shared name, known by the string's address.
+    Shared(&'a Arc<str>),
+    /// The name of the plan node at this index (a supervisor's [`Record`]), known by the index.
+    Node(u32, &'a str),
+}
+
+impl TaskName<'_> {
+    fn text(&self) -> &str {
+        match self {
+            TaskName::Shared(name) => name,
+            TaskName::Node(_, name) => name,
+        }
+    }
+}
+
 impl Names {
     /// The name's number, and whether it is new to the chunk (then its text follows).
-    fn number(&mut self, name: &Arc<str>) -> (u32, bool) {
+    fn number(&mut self, name: TaskName<'_>) -> (u32, bool) {
         if self.slots.is_empty() {
             self.slots = vec![(0, u32::MAX, 0); SLOTS];
         }
-        let addr = Arc::as_ptr(name).cast::<u8>() as usize;
-        // Heap addresses are 16-byte aligned; the bits above spread consecutive names.
-        let slot = &mut self.slots[(addr >> 4) % SLOTS];
-        if slot.0 == addr && slot.1 == self.chunk {
+        // Keys of the two kinds never meet: a string's address is even, an index key odd.
+        let (key, spread) = match name {
+            TaskName::Shared(shared) => {
+                let addr = Arc::as_ptr(shared).cast::<u8>() as usize;
+                // Heap addresses are 16-byte aligned; the bits above spread consecutive names.
+                (addr, addr >> 4)
+            }
+            TaskName::Node(index, _) => (((index as usize) << 1) | 1, index as usize),
+        };
+        let slot = &mut self.slots[spread % SLOTS];
+        if slot.0 == key && slot.1 == self.chunk {
             return (slot.2, false);
         }
         // A chunk holds at most `CHUNK` entries, hence as many names.
-        let n = self.names.len() as u32;
-        self.names.push(name.clone());
-        *slot = (addr, self.chunk, n);
+        let n = self.given;
+        self.given += 1;
+        if let TaskName::Shared(shared) = name {
+            self.names.push(shared.clone());
+        }
+        *slot = (key, self.chunk, n);
         (n, true)
     }
 }
@@ -205,11 +234,18 @@ impl Reader<'_, '_> {
     }
 }
 
-impl Pack for Event {
-    type Dict = Names;
+/// What an entry is made of, borrowed: from an [`Event`] or from a supervisor's [`Record`].
+struct Parts<'a> {
+    seq: u64,
+    run_id: RunId,
+    task: Option<TaskName<'a>>,
+    at_ms: u64,
+    kind: &'a EventKind,
+}
 
+impl Parts<'_> {
     fn pack(&self, at: Slot, names: &mut Names, out: &mut Vec<u8>) {
-        let tag = match &self.kind {
+        let tag = match self.kind {
             EventKind::Transition { .. } => TRANSITION,
             EventKind::Dispatched { .. } => DISPATCHED,
             EventKind::TaskClosed { .. } => TASK_CLOSED,
@@ -229,12 +265,13 @@ impl Pack for Event {
             head |= SEQ_OFFSET;
         }
         out.push(head);
-        if let Some(task) = &self.task {
+        if let Some(task) = self.task {
             let (n, new) = names.number(task);
             put_varint(out, u64::from(n));
             if new {
-                put_varint(out, task.len() as u64);
-                out.extend_from_slice(task.as_bytes());
+                let text = task.text();
+                put_varint(out, text.len() as u64);
+                out.extend_from_slice(text.as_bytes());
             }
         }
         if self.run_id != at.run {
@@ -248,7 +285,7 @@ impl Pack for Event {
             zigzag(self.at_ms.wrapping_sub(names.last.at_ms) as i64),
         );
         names.last.at_ms = self.at_ms;
-        match &self.kind {
+        match self.kind {
             EventKind::Transition { from, to } => {
                 out.push(state_code(*from) << 4 | state_code(*to));
             }
@@ -272,9 +309,49 @@ impl Pack for Event {
             }
         }
     }
+}
+
+/// Packs `record`, of run `run` with node names from `plan`, exactly as its [`Event`] packs
+/// (see [`crate::SupervisorCore::event`]), without building the event.
+pub(crate) fn pack_record(
+    record: &Record,
+    run: RunId,
+    plan: &Plan,
+    at: Slot,
+    names: &mut Names,
+    out: &mut Vec<u8>,
+) {
+    let parts = Parts {
+        seq: record.seq,
+        run_id: run,
+        task: match &record.task {
+            RecordTask::None => None,
+            RecordTask::Node(i) => Some(TaskName::Node(*i, plan.node(*i).id.as_str())),
+            RecordTask::Named(name) => Some(TaskName::Shared(name)),
+        },
+        at_ms: record.at_ms,
+        kind: &record.kind,
+    };
+    parts.pack(at, names, out);
+}
+
+impl Pack for Event {
+    type Dict = Names;
+
+    fn pack(&self, at: Slot, names: &mut Names, out: &mut Vec<u8>) {
+        let parts = Parts {
+            seq: self.seq,
+            run_id: self.run_id,
+            task: self.task.as_ref().map(TaskName::Shared),
+            at_ms: self.at_ms,
+            kind: &self.kind,
+        };
+        parts.pack(at, names, out);
+    }
 
     fn chunk_start(names: &mut Names) {
         names.chunk = names.chunk.wrapping_add(1);
+        names.given = 0;
         names.names.clear();
         names.last = Last::default();
     }
@@ -339,258 +416,5 @@ impl Pack for Event {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::Rejection;
-    use crate::StopReason;
-    use quorate_state::{PackedLog, Seq};
-
-    /// Up to `limit` events of `run` from `from`.
-    fn read(log: &PackedLog<Event>, run: RunId, from: Seq, limit: usize) -> Vec<Event> {
-        log.read_now(run, from, limit)
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect()
-    }
-
-    #[test]
-    fn every_kind_reads_back_as_written() {
-        let run = RunId::from_u128(1);
-        let a: Arc<str> = Arc::from("fetch");
-        let b: Arc<str> = Arc::from("merge");
-        let kinds = vec![
-            EventKind::RunStarted {
-                tasks: 2,
-                plan_version: 1,
-            },
-            EventKind::Transition {
-                from: TaskState::Pending,
-                to: TaskState::Ready,
-            },
-            EventKind::Dispatched {
-                attempt: 3,
-                worker: 1,
-                task_id: TaskId::from_u128(9),
-                granted: Budget::new(5, 2, 1000, 7),
-            },
-            EventKind::TaskClosed {
-                spent: Budget::steps(2),
-            },
-            EventKind::ReplyAccepted,
-            EventKind::ReplyRejected {
-                reason: Rejection::Stale,
-            },
-            EventKind::ResultCommitted,
-            EventKind::CallRejected {
-                tool: "db.delete".into(),
-                reason: "not in capabilities".into(),
-            },
-            EventKind::StopRequested {
-                reason: StopReason::Cancelled,
-            },
-            EventKind::RunResumed {
-                replayed: 40,
-                redispatched: 2,
-            },
-            EventKind::AcceptanceFailed {
-                observation: "empty".into(),
-            },
-            EventKind::ApprovalRequested {
-                reason: "deletes rows".into(),
-            },
-            EventKind::ApprovalDecided { approved: true },
-            EventKind::CancelRequested,
-            EventKind::BudgetRefused {
-                detail: "steps: 3 > 2".into(),
-            },
-            EventKind::Replanned {
-                plan_version: 2,
-                tasks: 5,
-            },
-            EventKind::PreconditionFailed {
-                observation: "version moved".into(),
-            },
-            EventKind::RunStopped {
-                stop_reason: "completed".into(),
-            },
-        ];
-        let mut indices: Vec<usize> = kinds.iter().map(EventKind::index).collect();
-        indices.sort_unstable();
-        indices.dedup();
-        assert_eq!(
-            indices.len(),
-            crate::event::KIND_NAMES.len(),
-            "every kind is covered"
-        );
-        for kind in &kinds {
-            let json = serde_json::to_value(kind).expect("serializes");
-            assert_eq!(
-                json["kind"],
-                kind.name(),
-                "the counted name is the trace's kind"
-            );
-        }
-        let log = PackedLog::new();
-        let mut written = Vec::new();
-        for (i, kind) in kinds.into_iter().enumerate() {
-            let event = Event {
-                // A resumed core may number from elsewhere; the offset keeps it exact.
-                seq: if i == 4 { 40 } else { i as u64 },
-                run_id: if i == 5 { RunId::from_u128(2) } else { run },
-                task: match i % 3 {
-                    0 => None,
-                    1 => Some(a.clone()),
-                    _ => Some(b.clone()),
-                },
-                at_ms: 1000 * i as u64,
-                kind,
-            };
-            log.append_now(run, &event);
-            written.push(event);
-        }
-        let back = read(&log, run, Seq(0), 100);
-        assert_eq!(back, written);
-        let struct_bytes = written.len() * std::mem::size_of::<Event>();
-        assert!(log.bytes(run) * 2 < struct_bytes, "{}", log.bytes(run));
-    }
-
-    #[test]
-    fn names_are_written_once_per_chunk_and_read_from_anywhere() {
-        let run = RunId::from_u128(1);
-        let names: Vec<Arc<str>> = (0..7).map(|i| Arc::from(format!("node-{i}"))).collect();
-        let log = PackedLog::new();
-        let events: Vec<Event> = (0..3000u64)
-            .map(|i| Event {
-                seq: i,
-                run_id: run,
-                task: (i % 5 != 0).then(|| names[(i % 7) as usize].clone()),
-                at_ms: i,
-                kind: EventKind::ReplyAccepted,
-            })
-            .collect();
-        for e in &events {
-            log.append_now(run, e);
-        }
-        for from in [0u64, 1, 1023, 1024, 1025, 2047, 2999] {
-            let got = read(&log, run, Seq(from), 3);
-            let end = (from as usize + 3).min(events.len());
-            assert_eq!(got, events[from as usize..end], "from {from}");
-        }
-        // Three or four bytes an event: head, name number, time; the names' text once a chunk.
-        assert!(log.bytes(run) < 3000 * 5, "{}", log.bytes(run));
-    }
-
-    #[test]
-    fn colliding_and_equal_names_read_back_as_written() {
-        let run = RunId::from_u128(1);
-        // More distinct names than the packing table has slots, so some collide; a second Arc
-        // with the same text is a different name to the table but the same text on reading.
-        let names: Vec<Arc<str>> = (0..1500).map(|i| Arc::from(format!("n{i}"))).collect();
-        let twin: Arc<str> = Arc::from("n7");
-        let log = PackedLog::new();
-        let mut written = Vec::new();
-        let order = (0..1500).chain((0..1500).rev().step_by(3)).chain([7, 7]);
-        for (k, i) in order.enumerate() {
-            let task = if k % 11 == 0 {
-                twin.clone()
-            } else {
-                names[i].clone()
-            };
-            let event = Event {
-                seq: k as u64,
-                run_id: run,
-                task: Some(task),
-                at_ms: k as u64,
-                kind: EventKind::ResultCommitted,
-            };
-            log.append_now(run, &event);
-            written.push(event);
-        }
-        let back = read(&log, run, Seq(0), usize::MAX);
-        assert_eq!(back, written);
-    }
-
-    #[test]
-    fn times_ids_and_grants_read_back_across_deltas_and_chunks() {
-        let run = RunId::from_u128(1);
-        let name: Arc<str> = Arc::from("t");
-        let prefix = 0xabcd_u128 << 64;
-        // Deltas small and large, both ways, and just past what the varint form holds
-        // (|delta| >= 2^62 goes raw).
-        let ids = [
-            prefix | 5,
-            prefix | 4,
-            prefix | 900_000,
-            7,
-            u128::MAX,
-            0,
-            1 << 62,
-            (1 << 62) - 1,
-            prefix | 6,
-        ];
-        let grants = [Budget::steps(3), Budget::steps(3), Budget::new(1, 2, 3, 4)];
-        let events: Vec<Event> = (0..2600u64)
-            .map(|i| Event {
-                seq: i,
-                run_id: run,
-                task: Some(name.clone()),
-                // Mostly forward, sometimes back (a resumed core's clock), once far ahead.
-                at_ms: match i % 9 {
-                    _ if i == 2000 => u64::MAX,
-                    4 => i.saturating_sub(50),
-                    _ => i * 3,
-                },
-                kind: EventKind::Dispatched {
-                    attempt: 1,
-                    worker: 0,
-                    task_id: TaskId::from_u128(ids[i as usize % ids.len()]),
-                    granted: grants[(i % 3) as usize],
-                },
-            })
-            .collect();
-        let log = PackedLog::new();
-        for e in &events {
-            log.append_now(run, e);
-        }
-        for from in [0u64, 1023, 1024, 2047, 2048, 2599] {
-            let got = read(&log, run, Seq(from), 5);
-            let end = (from as usize + 5).min(events.len());
-            assert_eq!(got, events[from as usize..end], "from {from}");
-        }
-        let all = read(&log, run, Seq(0), usize::MAX);
-        assert_eq!(all, events);
-    }
-
-    #[test]
-    fn a_run_of_minted_ids_and_one_grant_packs_small() {
-        let run = RunId::from_u128(1);
-        let name: Arc<str> = Arc::from("t");
-        let log = PackedLog::new();
-        for i in 0..1000u64 {
-            log.append_now(
-                run,
-                &Event {
-                    seq: i,
-                    run_id: run,
-                    task: Some(name.clone()),
-                    at_ms: 10_000 + i / 10,
-                    kind: EventKind::Dispatched {
-                        attempt: 1,
-                        worker: 0,
-                        task_id: TaskId::from_u128((0xfeed_u128 << 64) | u128::from(i)),
-                        granted: Budget::new(10, 2, 1000, 50),
-                    },
-                },
-            );
-        }
-        // head, name number, time, attempt, worker, id delta, same grant: 7 bytes.
-        assert!(log.bytes(run) <= 1000 * 7 + 64, "{}", log.bytes(run));
-    }
-
-    #[test]
-    fn every_state_reads_back_from_its_code() {
-        for state in STATES {
-            assert_eq!(STATES[usize::from(state_code(state))], state);
-        }
-    }
-}
+#[path = "event_pack_tests.rs"]
+mod tests;

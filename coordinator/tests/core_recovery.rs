@@ -59,6 +59,15 @@ fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_complete
             ..
         }
     )));
+    // Recorded by node index before the switch, where index 1 is now "draft": the record keeps
+    // the name it had.
+    let failed: Vec<_> = h
+        .log
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::PreconditionFailed { .. }))
+        .map(|e| e.task.as_deref())
+        .collect();
+    assert_eq!(failed, vec![Some("publish")]);
     h.send(3, h.answer("draft", json!("draft")));
     assert_eq!(h.stops, vec![StopReason::Completed]);
 }

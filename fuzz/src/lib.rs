@@ -290,8 +290,8 @@ impl Observed {
                         .expect("a plan node") as u32;
                     self.assignments.insert(node, (worker, *envelope));
                 }
-                Effect::Record(ev) => {
-                    if let EventKind::Transition { from, to } = ev.kind {
+                Effect::Record(record) => {
+                    if let EventKind::Transition { from, to } = record.kind {
                         assert!(!from.is_terminal(), "transition {from:?} -> {to:?}");
                     }
                 }

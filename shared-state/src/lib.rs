@@ -37,7 +37,7 @@ pub use ledger::{
 };
 pub use log::{RunLog, Seq};
 pub use memory::{MemoryLog, MemoryStore};
-pub use packed::{put_varint, take_varint, Pack, PackedLog, PackedWriter, Slot};
+pub use packed::{put_varint, take_varint, Pack, PackedAppender, PackedLog, PackedWriter, Slot};
 pub use retry::{update, Change, UpdateError, Updated, MAX_CAS_ATTEMPTS};
 pub use store::{CasOutcome, DeleteOutcome, Store, StoreError, Versioned};
 

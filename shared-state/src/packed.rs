@@ -134,6 +134,11 @@ impl<E: Pack> Packed<E> {
     }
 
     fn push(&mut self, entry: &E) -> Seq {
+        self.push_with(|at, dict, out| entry.pack(at, dict, out))
+    }
+
+    /// Appends the entry that `pack` writes (as [`Pack::pack`] would write it).
+    fn push_with(&mut self, pack: impl FnOnce(Slot, &mut E::Dict, &mut Vec<u8>)) -> Seq {
         let seq = Seq(self.len as u64);
         if self.len % CHUNK == 0 {
             // The next chunk starts with room for as much as the last one took (entries of one
@@ -148,7 +153,7 @@ impl<E: Pack> Packed<E> {
         }
         let at = Slot { run: self.run, seq };
         if let Some(chunk) = self.chunks.last_mut() {
-            entry.pack(at, &mut self.dict, chunk);
+            pack(at, &mut self.dict, chunk);
         }
         self.len += 1;
         seq
@@ -209,6 +214,40 @@ pub struct PackedWriter<E: Pack> {
     run: Arc<Mutex<Packed<E>>>,
 }
 
+impl<E: Pack> Clone for PackedWriter<E> {
+    fn clone(&self) -> Self {
+        Self {
+            run: self.run.clone(),
+        }
+    }
+}
+
+/// Appends to one run's log while it holds the log's lock (see [`PackedWriter::hold`]): many
+/// entries for one lock and unlock, where [`PackedWriter::append`] takes the lock per entry.
+pub struct PackedAppender<'a, E: Pack> {
+    run: parking_lot::MutexGuard<'a, Packed<E>>,
+}
+
+impl<E: Pack> std::fmt::Debug for PackedAppender<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedAppender").finish_non_exhaustive()
+    }
+}
+
+impl<E: Pack> PackedAppender<'_, E> {
+    /// Appends `entry`; returns its sequence number.
+    pub fn append(&mut self, entry: &E) -> Seq {
+        self.run.push(entry)
+    }
+
+    /// Appends the entry that `pack` writes, for an appender that has the entry's parts but
+    /// not an `E` (building one would cost more than packing it). `pack` must write exactly
+    /// what [`Pack::pack`] writes for that entry, so that it reads back as one.
+    pub fn append_with(&mut self, pack: impl FnOnce(Slot, &mut E::Dict, &mut Vec<u8>)) -> Seq {
+        self.run.push_with(pack)
+    }
+}
+
 impl<E: Pack> std::fmt::Debug for PackedWriter<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackedWriter").finish_non_exhaustive()
@@ -219,6 +258,29 @@ impl<E: Pack> PackedWriter<E> {
     /// Appends `entry`; returns its sequence number.
     pub fn append(&self, entry: &E) -> Seq {
         self.run.lock().push(entry)
+    }
+
+    /// Holds the run's log for a series of appends: readers of the run wait until the
+    /// appender is dropped, so hold it for one burst of work, not across an await.
+    ///
+    /// ```
+    /// use quorate_protocols::RunId;
+    /// use quorate_state::{PackedLog, Seq};
+    ///
+    /// let log = PackedLog::<u64>::new();
+    /// let run = RunId::from_u128(1);
+    /// let writer = log.writer(run);
+    /// {
+    ///     let mut held = writer.hold();
+    ///     assert_eq!(held.append(&5), Seq(0));
+    ///     assert_eq!(held.append(&300), Seq(1));
+    /// }
+    /// assert_eq!(log.read_now(run, Seq(0), 10), vec![(Seq(0), 5), (Seq(1), 300)]);
+    /// ```
+    pub fn hold(&self) -> PackedAppender<'_, E> {
+        PackedAppender {
+            run: self.run.lock(),
+        }
     }
 }
 

@@ -69,7 +69,7 @@ impl Core {
         while let Some(e) = self.core.poll_effect() {
             match e {
                 Effect::Dispatch { envelope, .. } => self.dispatched.push(*envelope),
-                Effect::Record(ev) => self.events.push(ev.kind),
+                Effect::Record(record) => self.events.push(record.kind),
                 _ => {}
             }
         }

@@ -32,15 +32,17 @@ pub struct ReportMsg(pub Envelope<Report>);
 
 /// Supervisor -> worker: several assignments in one actix message (the supervisor sends the
 /// assignments one input produced for a worker together, at most [`BATCH`] a message; each
-/// envelope is judged on its own).
+/// envelope is judged on its own). Boxed: an envelope is a few hundred bytes, and a box moves
+/// from the supervisor's dispatch into the worker's attempt without being copied.
 #[derive(Clone, Debug, Message)]
 #[rtype(result = "()")]
-pub struct AssignBatch(pub Vec<Envelope<Assignment>>);
+pub struct AssignBatch(pub Vec<Box<Envelope<Assignment>>>);
 
-/// Worker -> supervisor: every reply one input of the worker produced, in one actix message.
+/// Worker -> supervisor: every reply one input of the worker produced, in one actix message
+/// (boxed, like [`AssignBatch`]).
 #[derive(Clone, Debug, Message)]
 #[rtype(result = "()")]
-pub struct ReportBatch(pub Vec<Envelope<Report>>);
+pub struct ReportBatch(pub Vec<Box<Envelope<Report>>>);
 
 /// A message that carries envelopes and can be cut into one message per envelope (so a chaos
 /// link duplicates, delays or drops each envelope on its own).
@@ -157,7 +159,9 @@ pub struct WorkerActor {
     core: WorkerCore,
     reports: Replies,
     /// Replies of the input being handled, sent together when it is done (batched mode).
-    outbox: Vec<Envelope<Report>>,
+    /// Boxed on purpose: each reply arrives boxed and leaves in a [`ReportBatch`] as it came.
+    #[allow(clippy::vec_box)]
+    outbox: Vec<Box<Envelope<Report>>>,
 }
 
 impl WorkerActor {
@@ -271,7 +275,7 @@ impl WorkerActor {
                         metrics::counter!("quorate_worker_replies").increment(1);
                         to.do_send(ReportMsg(*envelope));
                     }
-                    Replies::Batched(_) => self.outbox.push(*envelope),
+                    Replies::Batched(_) => self.outbox.push(envelope),
                 },
             }
         }

@@ -126,7 +126,10 @@ impl Actor for BatchCollector {
 impl Handler<ReportBatch> for BatchCollector {
     type Result = ();
     fn handle(&mut self, msg: ReportBatch, _: &mut Context<Self>) {
-        self.0.lock().unwrap().push(msg.0);
+        self.0
+            .lock()
+            .unwrap()
+            .push(msg.0.into_iter().map(|r| *r).collect());
     }
 }
 
@@ -156,13 +159,18 @@ fn three_answers() -> (ScriptBook, Vec<Envelope<Assignment>>) {
     (book, envs)
 }
 
+/// The envelopes of a batch message.
+fn boxed<P: Clone>(envs: &[Envelope<P>]) -> Vec<Box<Envelope<P>>> {
+    envs.iter().cloned().map(Box::new).collect()
+}
+
 #[test]
 fn a_batch_splits_into_one_message_per_envelope_in_order() {
     let (_, envs) = three_answers();
-    let parts = AssignBatch(envs.clone()).split();
+    let parts = AssignBatch(boxed(&envs)).split();
     assert_eq!(parts.len(), 3);
     for (part, env) in parts.iter().zip(&envs) {
-        assert_eq!(part.0, vec![env.clone()]);
+        assert_eq!(part.0, vec![Box::new(env.clone())]);
     }
 }
 
@@ -182,7 +190,7 @@ async fn a_batched_worker_answers_a_batch_in_one_message_and_refuses_a_repeat() 
     // The second copy of "b" is a duplicate assignment: refused, no second reply.
     let mut batch = envs.clone();
     batch.push(envs[1].clone());
-    worker.send(AssignBatch(batch)).await.unwrap();
+    worker.send(AssignBatch(boxed(&batch))).await.unwrap();
     for _ in 0..200 {
         if !batches.lock().unwrap().is_empty() {
             break;

@@ -262,8 +262,9 @@ impl WorkerCore {
     pub fn handle_assignment(
         &mut self,
         now: Instant,
-        envelope: Envelope<Assignment>,
+        envelope: impl Into<Box<Envelope<Assignment>>>,
     ) -> Result<(), InputError> {
+        let envelope: Box<Envelope<Assignment>> = envelope.into();
         let task = envelope.task;
         self.history.adopt_run_of(task);
         let running = self.attempts.get(&task);

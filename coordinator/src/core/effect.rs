@@ -5,7 +5,7 @@ use quorate_protocols::{Envelope, Precondition, TaskId};
 use quorate_workers::messages::{Assignment, Control};
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, Rejection};
+use crate::event::{Record, Rejection};
 use crate::StopReason;
 
 /// What the shell must do.
@@ -46,8 +46,9 @@ pub enum Effect {
         /// What must hold.
         checks: Vec<Precondition>,
     },
-    /// Append to the run log and the trace.
-    Record(Event),
+    /// Append to the run log and the trace ([`crate::SupervisorCore::event`] makes the
+    /// [`crate::Event`]).
+    Record(Record),
     /// The run is over.
     Stop(StopReason),
 }

@@ -33,7 +33,7 @@ use quorate_protocols::{
 use quorate_state::Account;
 use quorate_workers::messages::{Control, Outcome, Report};
 
-use crate::event::{Event, EventKind, Rejection};
+use crate::event::{Event, EventKind, Record, RecordTask, Rejection};
 use crate::{acceptance, StopReason};
 use task::TaskIndex;
 
@@ -276,8 +276,10 @@ impl SupervisorCore {
         self.settle_run(now);
     }
 
-    /// A reply arrived from a worker.
-    pub fn handle_report(&mut self, now: u64, reply: Envelope<Report>) {
+    /// A reply arrived from a worker (boxed or not: the batch messages carry boxes, so a reply
+    /// is never copied whole on its way in).
+    pub fn handle_report(&mut self, now: u64, reply: impl Into<Box<Envelope<Report>>>) {
+        let reply: Box<Envelope<Report>> = reply.into();
         if self.finished {
             return;
         }
@@ -385,7 +387,7 @@ impl SupervisorCore {
     pub fn handle_reports(
         &mut self,
         now: u64,
-        replies: impl IntoIterator<Item = Envelope<Report>>,
+        replies: impl IntoIterator<Item = impl Into<Box<Envelope<Report>>>>,
     ) {
         for reply in replies {
             if self.stop.is_some() {
@@ -501,15 +503,43 @@ impl SupervisorCore {
     }
 
     fn record(&mut self, now: u64, task: Option<u32>, kind: EventKind) {
-        let event = Event {
+        let record = Record {
             seq: self.seq,
-            run_id: self.run,
-            task: task.map(|i| self.plan.node(i).id.shared()),
+            task: task.map_or(RecordTask::None, RecordTask::Node),
             at_ms: now,
             kind,
         };
         self.seq += 1;
-        self.effects.push_back(Effect::Record(event));
+        self.effects.push_back(Effect::Record(record));
+    }
+
+    /// The full event of `record`, an [`Effect::Record`] of this core (taken from it since its
+    /// last input: see [`Record`]).
+    #[must_use]
+    pub fn event(&self, record: Record) -> Event {
+        Event {
+            seq: record.seq,
+            run_id: self.run,
+            task: match record.task {
+                RecordTask::None => None,
+                RecordTask::Node(i) => Some(self.plan.node(i).id.shared()),
+                RecordTask::Named(name) => Some(name),
+            },
+            at_ms: record.at_ms,
+            kind: record.kind,
+        }
+    }
+
+    /// Gives the records still waiting in the queue their node's name: the plan is about to
+    /// change, and with it what a node index means.
+    fn name_waiting_records(&mut self) {
+        for effect in &mut self.effects {
+            if let Effect::Record(Record { task, .. }) = effect {
+                if let RecordTask::Node(i) = *task {
+                    *task = RecordTask::Named(self.plan.node(i).id.shared());
+                }
+            }
+        }
     }
 
     fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {

@@ -173,6 +173,7 @@ impl SupervisorCore {
         self.by_id.rebuild(&ids);
         self.counts = super::StateCounts::of(&tasks);
         self.tasks = tasks;
+        self.name_waiting_records();
         self.plan = plan;
         self.plan_version += 1;
         self.root.limit = self.plan.spec().budget;

@@ -62,7 +62,8 @@ impl Harness {
                     self.results.insert(key.clone(), value);
                     self.commits.push(key);
                 }
-                Effect::Record(ev) => {
+                Effect::Record(record) => {
+                    let ev = self.core.event(record);
                     self.log.push(ev.clone());
                     self.events.push(ev.kind);
                 }

@@ -51,7 +51,8 @@ impl Sim {
                 }
             }
             SupEffect::CheckPreconditions { .. } => {}
-            SupEffect::Record(event) => {
+            SupEffect::Record(record) => {
+                let event = self.core.event(record);
                 let line = canonical(&event);
                 if self.opts.trace {
                     eprint!("  event {line}");

@@ -64,7 +64,9 @@ enum Phase {
 }
 
 pub(crate) struct Attempt {
-    envelope: Envelope<Assignment>,
+    /// Boxed as it arrived: the assignment travels from the supervisor's dispatch to here
+    /// without being copied.
+    envelope: Box<Envelope<Assignment>>,
     agent: Box<dyn Agent>,
     faults: Faults,
     account: Account,
@@ -98,7 +100,7 @@ impl Attempt {
     ///
     /// On failure the assignment comes back with the error, so the caller can still reply to it.
     pub(crate) fn new(
-        envelope: Envelope<Assignment>,
+        envelope: Box<Envelope<Assignment>>,
         agent: Box<dyn Agent>,
         config: &WorkerConfig,
         already_spent: Budget,
@@ -111,7 +113,7 @@ impl Attempt {
         });
         let account = match account {
             Ok(a) => a,
-            Err(e) => return Err((e, Box::new(envelope))),
+            Err(e) => return Err((e, envelope)),
         };
         Ok(Self {
             account_id: AccountId::Task(envelope.task),

@@ -30,7 +30,7 @@ impl WorkerCore {
                         continue;
                     }
                 };
-                match Attempt::new(child, agent, &self.config, Budget::ZERO) {
+                match Attempt::new(Box::new(child), agent, &self.config, Budget::ZERO) {
                     Ok(attempt) => {
                         // Running it sees only its deps, so it may enter `attempts` first.
                         self.attempts.insert(task, attempt);

@@ -1,0 +1,324 @@
+//! Tests of the run log's packing of events and records.
+
+use super::*;
+use crate::event::Rejection;
+use crate::StopReason;
+use quorate_state::{PackedLog, Seq};
+
+/// Up to `limit` events of `run` from `from`.
+fn read(log: &PackedLog<Event>, run: RunId, from: Seq, limit: usize) -> Vec<Event> {
+    log.read_now(run, from, limit)
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect()
+}
+
+#[test]
+fn every_kind_reads_back_as_written() {
+    let run = RunId::from_u128(1);
+    let a: Arc<str> = Arc::from("fetch");
+    let b: Arc<str> = Arc::from("merge");
+    let kinds = vec![
+        EventKind::RunStarted {
+            tasks: 2,
+            plan_version: 1,
+        },
+        EventKind::Transition {
+            from: TaskState::Pending,
+            to: TaskState::Ready,
+        },
+        EventKind::Dispatched {
+            attempt: 3,
+            worker: 1,
+            task_id: TaskId::from_u128(9),
+            granted: Budget::new(5, 2, 1000, 7),
+        },
+        EventKind::TaskClosed {
+            spent: Budget::steps(2),
+        },
+        EventKind::ReplyAccepted,
+        EventKind::ReplyRejected {
+            reason: Rejection::Stale,
+        },
+        EventKind::ResultCommitted,
+        EventKind::CallRejected {
+            tool: "db.delete".into(),
+            reason: "not in capabilities".into(),
+        },
+        EventKind::StopRequested {
+            reason: StopReason::Cancelled,
+        },
+        EventKind::RunResumed {
+            replayed: 40,
+            redispatched: 2,
+        },
+        EventKind::AcceptanceFailed {
+            observation: "empty".into(),
+        },
+        EventKind::ApprovalRequested {
+            reason: "deletes rows".into(),
+        },
+        EventKind::ApprovalDecided { approved: true },
+        EventKind::CancelRequested,
+        EventKind::BudgetRefused {
+            detail: "steps: 3 > 2".into(),
+        },
+        EventKind::Replanned {
+            plan_version: 2,
+            tasks: 5,
+        },
+        EventKind::PreconditionFailed {
+            observation: "version moved".into(),
+        },
+        EventKind::RunStopped {
+            stop_reason: "completed".into(),
+        },
+    ];
+    let mut indices: Vec<usize> = kinds.iter().map(EventKind::index).collect();
+    indices.sort_unstable();
+    indices.dedup();
+    assert_eq!(
+        indices.len(),
+        crate::event::KIND_NAMES.len(),
+        "every kind is covered"
+    );
+    for kind in &kinds {
+        let json = serde_json::to_value(kind).expect("serializes");
+        assert_eq!(
+            json["kind"],
+            kind.name(),
+            "the counted name is the trace's kind"
+        );
+    }
+    let log = PackedLog::new();
+    let mut written = Vec::new();
+    for (i, kind) in kinds.into_iter().enumerate() {
+        let event = Event {
+            // A resumed core may number from elsewhere; the offset keeps it exact.
+            seq: if i == 4 { 40 } else { i as u64 },
+            run_id: if i == 5 { RunId::from_u128(2) } else { run },
+            task: match i % 3 {
+                0 => None,
+                1 => Some(a.clone()),
+                _ => Some(b.clone()),
+            },
+            at_ms: 1000 * i as u64,
+            kind,
+        };
+        log.append_now(run, &event);
+        written.push(event);
+    }
+    let back = read(&log, run, Seq(0), 100);
+    assert_eq!(back, written);
+    let struct_bytes = written.len() * std::mem::size_of::<Event>();
+    assert!(log.bytes(run) * 2 < struct_bytes, "{}", log.bytes(run));
+}
+
+#[test]
+fn names_are_written_once_per_chunk_and_read_from_anywhere() {
+    let run = RunId::from_u128(1);
+    let names: Vec<Arc<str>> = (0..7).map(|i| Arc::from(format!("node-{i}"))).collect();
+    let log = PackedLog::new();
+    let events: Vec<Event> = (0..3000u64)
+        .map(|i| Event {
+            seq: i,
+            run_id: run,
+            task: (i % 5 != 0).then(|| names[(i % 7) as usize].clone()),
+            at_ms: i,
+            kind: EventKind::ReplyAccepted,
+        })
+        .collect();
+    for e in &events {
+        log.append_now(run, e);
+    }
+    for from in [0u64, 1, 1023, 1024, 1025, 2047, 2999] {
+        let got = read(&log, run, Seq(from), 3);
+        let end = (from as usize + 3).min(events.len());
+        assert_eq!(got, events[from as usize..end], "from {from}");
+    }
+    // Three or four bytes an event: head, name number, time; the names' text once a chunk.
+    assert!(log.bytes(run) < 3000 * 5, "{}", log.bytes(run));
+}
+
+#[test]
+fn colliding_and_equal_names_read_back_as_written() {
+    let run = RunId::from_u128(1);
+    // More distinct names than the packing table has slots, so some collide; a second Arc
+    // with the same text is a different name to the table but the same text on reading.
+    let names: Vec<Arc<str>> = (0..1500).map(|i| Arc::from(format!("n{i}"))).collect();
+    let twin: Arc<str> = Arc::from("n7");
+    let log = PackedLog::new();
+    let mut written = Vec::new();
+    let order = (0..1500).chain((0..1500).rev().step_by(3)).chain([7, 7]);
+    for (k, i) in order.enumerate() {
+        let task = if k % 11 == 0 {
+            twin.clone()
+        } else {
+            names[i].clone()
+        };
+        let event = Event {
+            seq: k as u64,
+            run_id: run,
+            task: Some(task),
+            at_ms: k as u64,
+            kind: EventKind::ResultCommitted,
+        };
+        log.append_now(run, &event);
+        written.push(event);
+    }
+    let back = read(&log, run, Seq(0), usize::MAX);
+    assert_eq!(back, written);
+}
+
+#[test]
+fn times_ids_and_grants_read_back_across_deltas_and_chunks() {
+    let run = RunId::from_u128(1);
+    let name: Arc<str> = Arc::from("t");
+    let prefix = 0xabcd_u128 << 64;
+    // Deltas small and large, both ways, and just past what the varint form holds
+    // (|delta| >= 2^62 goes raw).
+    let ids = [
+        prefix | 5,
+        prefix | 4,
+        prefix | 900_000,
+        7,
+        u128::MAX,
+        0,
+        1 << 62,
+        (1 << 62) - 1,
+        prefix | 6,
+    ];
+    let grants = [Budget::steps(3), Budget::steps(3), Budget::new(1, 2, 3, 4)];
+    let events: Vec<Event> = (0..2600u64)
+        .map(|i| Event {
+            seq: i,
+            run_id: run,
+            task: Some(name.clone()),
+            // Mostly forward, sometimes back (a resumed core's clock), once far ahead.
+            at_ms: match i % 9 {
+                _ if i == 2000 => u64::MAX,
+                4 => i.saturating_sub(50),
+                _ => i * 3,
+            },
+            kind: EventKind::Dispatched {
+                attempt: 1,
+                worker: 0,
+                task_id: TaskId::from_u128(ids[i as usize % ids.len()]),
+                granted: grants[(i % 3) as usize],
+            },
+        })
+        .collect();
+    let log = PackedLog::new();
+    for e in &events {
+        log.append_now(run, e);
+    }
+    for from in [0u64, 1023, 1024, 2047, 2048, 2599] {
+        let got = read(&log, run, Seq(from), 5);
+        let end = (from as usize + 5).min(events.len());
+        assert_eq!(got, events[from as usize..end], "from {from}");
+    }
+    let all = read(&log, run, Seq(0), usize::MAX);
+    assert_eq!(all, events);
+}
+
+#[test]
+fn a_run_of_minted_ids_and_one_grant_packs_small() {
+    let run = RunId::from_u128(1);
+    let name: Arc<str> = Arc::from("t");
+    let log = PackedLog::new();
+    for i in 0..1000u64 {
+        log.append_now(
+            run,
+            &Event {
+                seq: i,
+                run_id: run,
+                task: Some(name.clone()),
+                at_ms: 10_000 + i / 10,
+                kind: EventKind::Dispatched {
+                    attempt: 1,
+                    worker: 0,
+                    task_id: TaskId::from_u128((0xfeed_u128 << 64) | u128::from(i)),
+                    granted: Budget::new(10, 2, 1000, 50),
+                },
+            },
+        );
+    }
+    // head, name number, time, attempt, worker, id delta, same grant: 7 bytes.
+    assert!(log.bytes(run) <= 1000 * 7 + 64, "{}", log.bytes(run));
+}
+
+#[test]
+fn every_state_reads_back_from_its_code() {
+    for state in STATES {
+        assert_eq!(STATES[usize::from(state_code(state))], state);
+    }
+}
+
+#[test]
+fn records_read_back_as_the_events_they_stand_for() {
+    use quorate_protocols::{NodeSpec, PlanSpec};
+    let run = RunId::from_u128(1);
+    let plan = PlanSpec {
+        nodes: (0..7).map(|i| NodeSpec::named(&format!("n{i}"))).collect(),
+        ..PlanSpec::default()
+    }
+    .validate()
+    .unwrap();
+    // Named outright, as a record emitted before a replan is: the same text as node 3's name,
+    // known by another key.
+    let renamed: Arc<str> = Arc::from("n3");
+    let records: Vec<Record> = (0..3000u64)
+        .map(|i| Record {
+            seq: i,
+            task: match i % 4 {
+                0 => RecordTask::None,
+                1 => RecordTask::Named(renamed.clone()),
+                _ => RecordTask::Node((i % 7) as u32),
+            },
+            at_ms: i / 3,
+            kind: if i % 2 == 0 {
+                EventKind::Transition {
+                    from: TaskState::Pending,
+                    to: TaskState::Ready,
+                }
+            } else {
+                EventKind::Dispatched {
+                    attempt: 1,
+                    worker: 0,
+                    task_id: TaskId::from_u128(u128::from(i)),
+                    granted: Budget::steps(i % 3),
+                }
+            },
+        })
+        .collect();
+    let events: Vec<Event> = records
+        .iter()
+        .map(|r| Event {
+            seq: r.seq,
+            run_id: run,
+            task: match &r.task {
+                RecordTask::None => None,
+                RecordTask::Node(i) => Some(plan.node(*i).id.shared()),
+                RecordTask::Named(name) => Some(name.clone()),
+            },
+            at_ms: r.at_ms,
+            kind: r.kind.clone(),
+        })
+        .collect();
+    let by_record = PackedLog::new();
+    let writer = by_record.writer(run);
+    let mut held = writer.hold();
+    for (i, r) in records.iter().enumerate() {
+        let seq = held.append_with(|at, names, out| pack_record(r, run, &plan, at, names, out));
+        assert_eq!(seq, Seq(i as u64));
+    }
+    drop(held);
+    let by_event = PackedLog::new();
+    for e in &events {
+        by_event.append_now(run, e);
+    }
+    assert_eq!(read(&by_record, run, Seq(0), usize::MAX), events);
+    assert_eq!(read(&by_event, run, Seq(0), usize::MAX), events);
+    // The same format: names once a chunk either way.
+    assert!(by_record.bytes(run) <= by_event.bytes(run) + 64);
+}
