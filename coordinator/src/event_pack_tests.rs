@@ -322,3 +322,35 @@ fn records_read_back_as_the_events_they_stand_for() {
     // The same format: names once a chunk either way.
     assert!(by_record.bytes(run) <= by_event.bytes(run) + 64);
 }
+
+#[test]
+fn the_longest_compact_entries_fit_and_read_back() {
+    // Every optional part at once and every number at its widest: another run, a seq offset,
+    // the largest time and attempt, and a task id and grant unlike the chunk's previous ones.
+    let run = RunId::from_u128(1);
+    let name: Arc<str> = Arc::from("n");
+    let widest = Budget::new(u64::MAX, u64::MAX, u64::MAX, u64::MAX);
+    let events: Vec<Event> = [
+        EventKind::Dispatched {
+            attempt: u32::MAX,
+            worker: usize::MAX,
+            task_id: TaskId::from_u128(u128::MAX),
+            granted: widest,
+        },
+        EventKind::TaskClosed { spent: widest },
+    ]
+    .into_iter()
+    .map(|kind| Event {
+        seq: u64::MAX,
+        run_id: RunId::from_u128(u128::MAX),
+        task: Some(name.clone()),
+        at_ms: u64::MAX,
+        kind,
+    })
+    .collect();
+    let log = PackedLog::new();
+    for e in &events {
+        log.append_now(run, e);
+    }
+    assert_eq!(read(&log, run, Seq(0), 10), events);
+}
