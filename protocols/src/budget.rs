@@ -294,5 +294,37 @@ mod tests {
         fn sub_succeeds_exactly_when_it_fits(a in budget(), b in budget()) {
             prop_assert_eq!(a.checked_sub(&b).is_ok(), b.fits_within(&a));
         }
+
+        /// The operations agree with a component-by-component reference, including which
+        /// component an error names (the first in `Component::ALL` order).
+        #[test]
+        fn operations_match_the_component_by_component_rule(a in budget(), b in budget()) {
+            let first = |ok: fn(u64, u64) -> bool| {
+                Component::ALL.into_iter().find(|&c| !ok(a.get(c), b.get(c)))
+            };
+            match (a.checked_add(&b), first(|x, y| x.checked_add(y).is_some())) {
+                (Ok(sum), None) => {
+                    for c in Component::ALL {
+                        prop_assert_eq!(sum.get(c), a.get(c) + b.get(c));
+                    }
+                }
+                (Err(BudgetError::Overflow { component, .. }), Some(c)) => {
+                    prop_assert_eq!(component, c);
+                }
+                (got, want) => prop_assert!(false, "add: {got:?} vs first overflow {want:?}"),
+            }
+            match (a.checked_sub(&b), first(|x, y| x >= y)) {
+                (Ok(diff), None) => {
+                    for c in Component::ALL {
+                        prop_assert_eq!(diff.get(c), a.get(c) - b.get(c));
+                    }
+                }
+                (Err(BudgetError::Underflow { component, .. }), Some(c)) => {
+                    prop_assert_eq!(component, c);
+                }
+                (got, want) => prop_assert!(false, "sub: {got:?} vs first underflow {want:?}"),
+            }
+            prop_assert_eq!(a.first_excess(&b), first(|x, y| x <= y));
+        }
     }
 }
