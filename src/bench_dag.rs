@@ -29,6 +29,10 @@ pub struct DagArgs {
     pub threads: usize,
     /// Measured runs (the figures are medians; the machine is shared and noisy).
     pub runs: usize,
+    /// Run the DAG once, unmeasured, right before each measured run. The baseline before each
+    /// run leaves the caches, branch predictors and allocator in its own state, and a run of
+    /// 1000 tasks lasts about a millisecond: without a warm-up it measures the cold start.
+    pub warmup: bool,
 }
 
 /// Result of `bench dag`: the median run (by tasks/s), each run measured beside its own baseline.
@@ -57,8 +61,13 @@ pub struct DagBench {
     pub baseline_round_trips_per_s: f64,
     /// `tasks_per_s / baseline_round_trips_per_s` of the median run.
     pub ratio: f64,
-    /// Peak resident memory growth during the first run divided by tasks (Linux `VmHWM`),
-    /// bytes; the plan itself is built before and not counted.
+    /// Whether each measured run followed an unmeasured warm-up run.
+    pub warmup: bool,
+    /// Tasks per second of the process's first run of the DAG (cold: first use of the code
+    /// and of the memory); a warm-up run when `warmup`, else the first measured run.
+    pub first_run_tasks_per_s: f64,
+    /// Peak resident memory growth during the process's first run of the DAG divided by tasks
+    /// (Linux `VmHWM`), bytes; the plan itself is built before and not counted.
     pub peak_rss_bytes_per_task: Option<f64>,
 }
 
@@ -165,18 +174,26 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
     }
     let mut samples = Vec::new();
     let mut rss_per_task = None;
-    for i in 0..args.runs {
-        let baseline = actix_round_trips_per_s(200_000);
-        // The plan is the input, built before the run: not counted as the run's memory.
-        let plan = plan.clone();
-        let rss_before = peak_rss_bytes();
-        let elapsed = run_once(plan, args)?;
-        if i == 0 {
-            rss_per_task = match (rss_before, peak_rss_bytes()) {
-                (Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / tasks as f64),
-                _ => None,
-            };
+    let mut first_run = None;
+    // The plan is the input, built before the run: neither its memory nor its freeing is
+    // counted (each run gets a shared handle; this one outlives them).
+    let mut once = |first_run: &mut Option<f64>| -> Result<f64, String> {
+        let rss_before = first_run.is_none().then(peak_rss_bytes).flatten();
+        let elapsed = run_once(plan.clone(), args)?;
+        if first_run.is_none() {
+            *first_run = Some(tasks as f64 / elapsed);
+            rss_per_task = rss_before
+                .zip(peak_rss_bytes())
+                .map(|(b, a)| a.saturating_sub(b) as f64 / tasks as f64);
         }
+        Ok(elapsed)
+    };
+    for _ in 0..args.runs {
+        let baseline = actix_round_trips_per_s(200_000);
+        if args.warmup {
+            once(&mut first_run)?;
+        }
+        let elapsed = once(&mut first_run)?;
         samples.push((elapsed, tasks as f64 / elapsed, baseline));
     }
     // The median run by tasks/s; its figures are reported together, so they belong to one run.
@@ -195,6 +212,8 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
         baseline_round_trips_per_s_runs: samples.iter().map(|s| s.2).collect(),
         baseline_round_trips_per_s: baseline,
         ratio: tasks_per_s / baseline,
+        warmup: args.warmup,
+        first_run_tasks_per_s: first_run.expect("at least one run"),
         peak_rss_bytes_per_task: rss_per_task,
     })
 }

@@ -95,6 +95,10 @@ enum BenchCommand {
         /// Measured runs; the figures are the median run's (each run has its own baseline).
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Measure each run right after its baseline, without the unmeasured warm-up run of
+        /// the DAG that otherwise comes first (the cold figure).
+        #[arg(long)]
+        no_warmup: bool,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -117,6 +121,7 @@ fn main() -> ExitCode {
             workers,
             threads,
             runs,
+            no_warmup,
             json,
         }) => {
             if layers == 0 || width == 0 || workers == 0 || runs == 0 {
@@ -129,6 +134,7 @@ fn main() -> ExitCode {
                 workers,
                 threads,
                 runs,
+                warmup: !no_warmup,
             };
             match quorate::bench_dag::run(args) {
                 Ok(b) if json => {
@@ -138,6 +144,15 @@ fn main() -> ExitCode {
                 Ok(b) => {
                     quorate::outln!("tasks {}  elapsed_s {:.3}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads; every run completed; the median of {} runs: {:.0?})", b.tasks, b.elapsed_s, b.tasks_per_s, b.layers, b.width, b.workers, b.threads, b.tasks_per_s_runs.len(), b.tasks_per_s_runs);
                     quorate::outln!("baseline: raw actix request/response {:.0} round trips/s in the same process; ratio {:.3}", b.baseline_round_trips_per_s, b.ratio);
+                    let warm = if b.warmup {
+                        "each measured run after an unmeasured warm-up run"
+                    } else {
+                        "no warm-up runs"
+                    };
+                    quorate::outln!(
+                        "{warm}; the process's first run: {:.0} tasks/s",
+                        b.first_run_tasks_per_s
+                    );
                     if let Some(m) = b.peak_rss_bytes_per_task {
                         quorate::outln!("peak RSS growth per task: {m:.0} bytes");
                     }

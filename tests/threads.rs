@@ -53,6 +53,7 @@ fn bench_dag_reports_the_median_run_of_complete_runs() {
         workers: 2,
         threads: 1,
         runs: 0,
+        warmup: true,
     };
     assert!(
         bench(none).is_err(),
@@ -65,6 +66,7 @@ fn bench_dag_reports_the_median_run_of_complete_runs() {
             workers: 2,
             threads: 1,
             runs,
+            warmup: runs == 3,
         };
         let b = bench(args).expect("the DAG completes");
         assert_eq!(b.tasks, 12);
@@ -81,5 +83,13 @@ fn bench_dag_reports_the_median_run_of_complete_runs() {
             b.baseline_round_trips_per_s,
             b.baseline_round_trips_per_s_runs[median]
         );
+        assert_eq!(b.warmup, runs == 3);
+        assert!(b.first_run_tasks_per_s > 0.0);
+        if !b.warmup {
+            assert_eq!(
+                b.first_run_tasks_per_s, b.tasks_per_s_runs[0],
+                "without a warm-up the first run is the first measured one"
+            );
+        }
     }
 }
