@@ -117,7 +117,7 @@ impl SupervisorActor {
                     self.send_assignments(worker);
                     self.workers[worker].control.do_send(ControlMsg(*envelope))
                 }
-                Effect::CommitResult { key, value } => commit_result(&self.results, &key, value),
+                Effect::CommitResult { key, value } => commit_result(&self.results, key, value),
                 Effect::CheckPreconditions { ticket, checks, .. } => {
                     let outcome = crate::precheck::check(&self.results, &checks);
                     let now = self.now();

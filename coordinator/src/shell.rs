@@ -60,13 +60,14 @@ impl Wakeup {
 }
 
 /// Commits `value` under `key` unless a result is there already: the first writer wins, and a
-/// later commit never overwrites it.
+/// later commit never overwrites it. The key moves into the store (no copy of its text per
+/// task), so a refused commit is logged by the version it found; the trace names the task.
 pub(crate) fn commit_result(
     store: &MemoryStore<serde_json::Value>,
-    key: &str,
+    key: String,
     value: serde_json::Value,
 ) {
-    if let CasOutcome::Conflict { current } = store.cas_now(key, None, value) {
-        tracing::warn!(%key, existing = ?current.map(|c| c.version), "result already committed; kept");
+    if let CasOutcome::Conflict { current } = store.create_now(key, value) {
+        tracing::warn!(existing = ?current.map(|c| c.version), "result already committed; kept");
     }
 }

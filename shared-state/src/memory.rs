@@ -99,15 +99,29 @@ impl<V: Clone> MemoryStore<V> {
                 },
                 None => CasOutcome::Conflict { current: None },
             },
-            None => match self.map.entry(Box::from(key)) {
-                Entry::Vacant(vacant) => {
-                    let version = self.next_version();
-                    vacant.insert(Versioned { value, version });
-                    CasOutcome::Committed(version)
-                }
-                Entry::Occupied(occupied) => CasOutcome::Conflict {
-                    current: Some(occupied.get().clone()),
-                },
+            None => self.create_now(key, value),
+        }
+    }
+
+    /// `cas_now(key, None, value)`: creates `key` unless it exists, keeping an owned key as the
+    /// stored one (a `String` of exact capacity moves in without a copy of its text).
+    ///
+    /// ```
+    /// use quorate_state::{CasOutcome, MemoryStore};
+    ///
+    /// let store = MemoryStore::new();
+    /// assert!(matches!(store.create_now(String::from("k"), 1), CasOutcome::Committed(_)));
+    /// assert!(matches!(store.create_now("k", 2), CasOutcome::Conflict { current: Some(c) } if c.value == 1));
+    /// ```
+    pub fn create_now(&self, key: impl Into<Box<str>>, value: V) -> CasOutcome<V> {
+        match self.map.entry(key.into()) {
+            Entry::Vacant(vacant) => {
+                let version = self.next_version();
+                vacant.insert(Versioned { value, version });
+                CasOutcome::Committed(version)
+            }
+            Entry::Occupied(occupied) => CasOutcome::Conflict {
+                current: Some(occupied.get().clone()),
             },
         }
     }

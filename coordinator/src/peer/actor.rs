@@ -238,7 +238,7 @@ impl PeerActor {
                     }
                 }
                 PeerEffect::CommitResult { key, value } => {
-                    commit_result(&self.stores.results, &key, value);
+                    commit_result(&self.stores.results, key, value);
                 }
                 PeerEffect::Broadcast(envelope) => {
                     for other in &self.others {
