@@ -44,7 +44,8 @@ def dag_rows(label: str, q: tuple, p: tuple, repeat: int) -> list:
     rows = []
     ql, qw = q
     # One run a process, like each peer: the best of `repeat` fresh processes for every system.
-    r = best([QUORATE, "bench", "dag", "--layers", str(ql), "--width", str(qw), "--runs", "1", "--json"], repeat, "tasks_per_s")
+    # Cold, like the peers: each process runs the DAG once, without a warm-up run.
+    r = best([QUORATE, "bench", "dag", "--layers", str(ql), "--width", str(qw), "--runs", "1", "--no-warmup", "--json"], repeat, "tasks_per_s")
     rows.append({"workload": label, "system": "quorate", "size": f"{ql}x{qw}", "tasks": r["tasks"],
                  "elapsed_s": r["elapsed_s"], "per_s": r["tasks_per_s"]})
     pl, pw = p
