@@ -48,8 +48,17 @@ pub enum EventKind {
         granted: quorate_protocols::Budget,
     },
     /// A task's budget account was closed with what it spent; the rest returned to the root.
+    /// A task cancelled before it reported is charged its whole slice here (its calls may have
+    /// spent it); `task-settled` corrects that once its worker acknowledges the cancel.
     TaskClosed {
         /// What the task spent.
+        spent: quorate_protocols::Budget,
+    },
+    /// A closed task's worker acknowledged its cancel with what the attempt spent: the task's
+    /// charge becomes that (within its slice), and the difference from `task-closed`'s goes back
+    /// to the root (or, if the attempt spent more than it last reported, comes out of it).
+    TaskSettled {
+        /// What the task spent, as its worker reported it.
         spent: quorate_protocols::Budget,
     },
     /// The supervisor was rebuilt from the run log and continues the run.
@@ -123,7 +132,7 @@ pub enum EventKind {
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
-pub(crate) const KIND_NAMES: [&str; 18] = [
+pub(crate) const KIND_NAMES: [&str; 19] = [
     "run-started",
     "transition",
     "dispatched",
@@ -142,6 +151,7 @@ pub(crate) const KIND_NAMES: [&str; 18] = [
     "precondition-failed",
     "stop-requested",
     "run-stopped",
+    "task-settled",
 ];
 
 impl EventKind {
@@ -173,6 +183,7 @@ impl EventKind {
             EventKind::PreconditionFailed { .. } => 15,
             EventKind::StopRequested { .. } => 16,
             EventKind::RunStopped { .. } => 17,
+            EventKind::TaskSettled { .. } => 18,
         }
     }
 }

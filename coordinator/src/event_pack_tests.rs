@@ -36,6 +36,9 @@ fn every_kind_reads_back_as_written() {
         EventKind::TaskClosed {
             spent: Budget::steps(2),
         },
+        EventKind::TaskSettled {
+            spent: Budget::new(1, 0, 7, 0),
+        },
         EventKind::ReplyAccepted,
         EventKind::ReplyRejected {
             reason: Rejection::Stale,

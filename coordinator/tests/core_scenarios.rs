@@ -345,3 +345,97 @@ fn replies_of_a_batch_after_the_run_stopped_are_not_handled() {
         "the second reply came after the stop"
     );
 }
+
+#[test]
+fn a_cancelled_task_is_charged_what_its_worker_acknowledges() {
+    use quorate_coordinator::SupervisorCore;
+    let nodes = || vec![node("a", &[]), node("b", &[])];
+    let mut h = Harness::new(nodes(), SupervisorConfig::default());
+    let slice = Budget::new(10, 2, 100, 10);
+    h.send(
+        1,
+        h.reply(
+            "a",
+            ResultKind::Suggestion,
+            Outcome::Failed {
+                observation: "broken".into(),
+            },
+        ),
+    );
+    // b was running and had not reported: charged its whole slice when cancelled.
+    let before = h.core.snapshot();
+    assert_eq!(before.tasks[1].state, TaskState::Cancelled);
+    assert_eq!(before.tasks[1].spent, slice);
+    // Its worker acknowledges the cancel: the attempt spent three steps and one tool call.
+    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
+    ack.payload.spent = Budget::new(3, 1, 0, 0);
+    h.send(2, ack);
+    let after = h.core.snapshot();
+    assert_eq!(after.tasks[1].spent, Budget::new(3, 1, 0, 0));
+    let a_spent = after.tasks[0].spent;
+    assert_eq!(
+        after.budget.spent,
+        a_spent.checked_add(&Budget::new(3, 1, 0, 0)).unwrap()
+    );
+    assert_eq!(
+        after.budget.returned,
+        before
+            .budget
+            .returned
+            .checked_add(&Budget::new(7, 1, 100, 10))
+            .unwrap(),
+        "the unused part of b's slice goes back"
+    );
+    assert!(h.events.iter().any(
+        |e| matches!(e, EventKind::TaskSettled { spent } if *spent == Budget::new(3, 1, 0, 0))
+    ));
+    // The log carries the correction: a supervisor rebuilt from it reports the same budget.
+    let rebuilt = SupervisorCore::resume(
+        h.core.run(),
+        quorate_protocols::PlanSpec {
+            budget: Budget::new(100, 20, 1000, 100),
+            reserve: Budget::steps(4),
+            nodes: nodes(),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap(),
+        SupervisorConfig::default(),
+        support::supervisor(),
+        h.workers.clone(),
+        &h.log,
+        |k| h.results.get(k).cloned(),
+    )
+    .unwrap();
+    assert_eq!(rebuilt.snapshot().budget, after.budget);
+    assert_eq!(rebuilt.snapshot().tasks[1].spent, after.tasks[1].spent);
+}
+
+#[test]
+fn an_acknowledgement_reporting_more_than_the_slice_is_charged_the_slice() {
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
+    let slice = Budget::new(10, 2, 100, 10);
+    h.send(
+        1,
+        h.reply(
+            "a",
+            ResultKind::Suggestion,
+            Outcome::Failed {
+                observation: "broken".into(),
+            },
+        ),
+    );
+    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
+    ack.payload.spent = Budget::new(50, 5, 500, 50);
+    h.send(2, ack);
+    assert_eq!(h.core.snapshot().tasks[1].spent, slice);
+    assert!(
+        !h.events
+            .iter()
+            .any(|e| matches!(e, EventKind::TaskSettled { .. })),
+        "min(report, slice) is the slice: nothing to correct"
+    );
+}

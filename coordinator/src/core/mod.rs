@@ -317,7 +317,9 @@ impl SupervisorCore {
                 !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(&reply);
             if acknowledges {
                 self.tasks[i as usize].seen.insert(reply.dedupe);
+                let spent = reply.payload.spent;
                 self.add_actions(reply.payload.actions);
+                self.settle_acknowledged(now, i, spent);
             }
             self.reject(now, Some(i), reason);
             if acknowledges {

@@ -87,6 +87,23 @@ impl SupervisorCore {
         }
     }
 
+    /// The worker of task `i`, closed while its attempt was out, acknowledged with what the
+    /// attempt spent: the charge made at the close (the whole slice if the task had not
+    /// reported, else its last report's figure) becomes that, within the slice.
+    pub(super) fn settle_acknowledged(&mut self, now: u64, i: u32, reported: Budget) {
+        let slot = &mut self.tasks[i as usize];
+        if !slot.allocated || !slot.state.is_terminal() {
+            return;
+        }
+        let actual = reported.min(&slot.granted);
+        if actual == slot.spent {
+            return;
+        }
+        let charged = std::mem::replace(&mut slot.spent, actual);
+        let _ = self.root.child_recharged(charged, actual);
+        self.record(now, Some(i), EventKind::TaskSettled { spent: actual });
+    }
+
     /// Records the first stop cause and cancels every live task.
     pub(super) fn begin_stop(&mut self, now: u64, reason: StopReason) {
         self.note_stop(now, reason);

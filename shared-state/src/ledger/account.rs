@@ -361,6 +361,37 @@ impl Account {
         Ok(true)
     }
 
+    /// Corrects what a closed child was charged: `charged` (what [`child_closed`] was given)
+    /// becomes `actual`, the child's spending as learned later (a cancelled child's worker
+    /// reports after the parent closed the child with an estimate). `actual` must lie within
+    /// the child's slice, like `charged`; the difference is returned (or taken back).
+    ///
+    /// [`child_closed`]: Self::child_closed
+    ///
+    /// ```
+    /// use quorate_protocols::{Budget, TaskId};
+    /// use quorate_state::{Account, AccountId};
+    ///
+    /// let mut root = Account::open(None, Budget::steps(10), Budget::ZERO).unwrap();
+    /// let child = AccountId::Task(TaskId::from_u128(1));
+    /// root.allocate(AccountId::Root, child, Budget::steps(4)).unwrap();
+    /// root.child_closed(child, Budget::steps(4)).unwrap(); // charged the whole slice
+    /// root.child_recharged(Budget::steps(4), Budget::steps(1)).unwrap(); // it spent 1
+    /// assert_eq!(root.spent().unwrap(), Budget::steps(1));
+    /// assert_eq!(root.returned, Budget::steps(3));
+    /// ```
+    pub fn child_recharged(&mut self, charged: Budget, actual: Budget) -> Result<(), LedgerError> {
+        self.children_spent = self
+            .children_spent
+            .checked_sub(&charged)?
+            .checked_add(&actual)?;
+        self.returned = self
+            .returned
+            .saturating_add(&charged.saturating_sub(&actual))
+            .saturating_sub(&actual.saturating_sub(&charged));
+        Ok(())
+    }
+
     /// Undoes an allocation whose child account could not be opened. Returns `false` if the
     /// child holds no slice or another one.
     pub fn deallocate(&mut self, child: AccountId, slice: Budget) -> Result<bool, LedgerError> {
