@@ -8,19 +8,7 @@ use std::path::PathBuf;
 use quorate::coordinator::chaos::ChaosConfig;
 use quorate::protocols::TaskState;
 use quorate::runner::{run_file, FileRun, RunArgs};
-use support::{assert_no_duplicate_effects, assert_outcome, plan, temp_path, CHAOS};
-
-/// A copy of example plan `name` with each `(from, to)` text replaced, written under `tag`.
-fn variant(name: &str, tag: &str, edits: &[(&str, &str)]) -> PathBuf {
-    let mut text = std::fs::read_to_string(plan(name)).expect("example plan");
-    for (from, to) in edits {
-        assert!(text.contains(from), "{name} has {from:?}");
-        text = text.replace(from, to);
-    }
-    let path = temp_path(&format!("{tag}_{name}"));
-    std::fs::write(&path, text).expect("write plan");
-    path
-}
+use support::{assert_no_duplicate_effects, assert_outcome, variant, CHAOS};
 
 /// A copy of `all_inputs.toml` switched to peer mode with `peers` peers.
 fn peer_plan(tag: &str, peers: usize) -> PathBuf {

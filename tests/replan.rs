@@ -54,3 +54,47 @@ fn precondition_failure_replans_under_chaos() {
         });
     }
 }
+
+/// A replan that lists the same nodes in another order renumbers them: the run log must still
+/// name every event's task as the trace does (the log packs a task by its node index).
+#[test]
+fn the_run_log_names_tasks_like_the_trace_across_a_reordering_replan() {
+    let plan = support::variant(
+        "precondition_replan.toml",
+        "reordered",
+        &[(
+            "  { id = \"load\", capabilities = [\"db.read\"], budget = { steps = 6, tool_calls = 2 } },\n  { id = \"draft\",",
+            "  { id = \"draft\",",
+        ), (
+            "script = [{ do = \"call\", tool = \"docs.write\", params = { doc = \"orders-summary\" }, output = \"drafted\" }] },\n]",
+            "script = [{ do = \"call\", tool = \"docs.write\", params = { doc = \"orders-summary\" }, output = \"drafted\" }] },\n  { id = \"load\", capabilities = [\"db.read\"], budget = { steps = 6, tool_calls = 2 } },\n]",
+        )],
+    );
+    let trace = support::temp_path("reordered_replan_trace.jsonl");
+    let run = quorate::runner::run_file(
+        &plan,
+        &RunArgs {
+            trace: Some(trace.clone()),
+            ..RunArgs::default()
+        },
+    )
+    .expect("the plan runs");
+    let r = &run.output.report;
+    assert_eq!(r.stop_reason.as_deref(), Some("completed"), "{r:?}");
+    assert_eq!(r.plan_version, 2);
+    let ids: Vec<&str> = r.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["draft", "load"], "the fallback lists draft first");
+    let traced: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
+        .expect("trace written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let logged: Vec<serde_json::Value> = events(&run).iter().map(event_json).collect();
+    assert_eq!(logged.len(), traced.len());
+    for (log, line) in logged.iter().zip(&traced) {
+        assert_eq!(
+            (&log["seq"], &log["task"], &log["kind"]),
+            (&line["seq"], &line["task"], &line["kind"])
+        );
+    }
+}

@@ -125,7 +125,8 @@ impl SupervisorActor {
                 }
                 Effect::Record(record) => {
                     self.event_counts.count(&record.kind);
-                    let (run, plan) = (self.core.run(), self.core.plan());
+                    let run = self.core.run();
+                    let plan = (self.core.plan(), self.core.plan_version());
                     log.append_with(|at, names, out| {
                         crate::event_pack::pack_record(&record, run, plan, at, names, out);
                     });

@@ -37,11 +37,16 @@ use crate::event::{Event, EventKind, Record, RecordTask};
 #[derive(Debug, Default)]
 pub struct Names {
     /// Packing: the number of a name by its key (see [`TaskName`]), in a small direct-mapped
-    /// table of `(key, chunk, number)`; an entry of an earlier chunk is stale. A name that lost
-    /// its slot to another is simply written again, under a new number.
+    /// table of `(key, stamp, number)`; an entry of an earlier stamp is stale. A name that lost
+    /// its slot to another, or whose entry went stale, is simply written again, under a new
+    /// number.
     slots: Vec<(usize, u32, u32)>,
-    /// Chunks started (packing).
-    chunk: u32,
+    /// The table's current stamp (packing): a new one at every chunk start, and whenever the
+    /// plan version changes (a replan renumbers the nodes, so an index key stops naming the
+    /// node it named).
+    stamp: u32,
+    /// The plan version that index keys refer to (packing).
+    plan_version: u32,
     /// Numbers given in this chunk (packing).
     given: u32,
     /// Unpacking: the chunk's names, by number. Packing: the shared strings keyed by address,
@@ -96,7 +101,7 @@ impl Names {
             TaskName::Node(index, _) => (((index as usize) << 1) | 1, index as usize),
         };
         let slot = &mut self.slots[spread % SLOTS];
-        if slot.0 == key && slot.1 == self.chunk {
+        if slot.0 == key && slot.1 == self.stamp {
             return (slot.2, false);
         }
         // A chunk holds at most `CHUNK` entries, hence as many names.
@@ -105,7 +110,7 @@ impl Names {
         if let TaskName::Shared(shared) = name {
             self.names.push(shared.clone());
         }
-        *slot = (key, self.chunk, n);
+        *slot = (key, self.stamp, n);
         (n, true)
     }
 }
@@ -311,16 +316,21 @@ impl Parts<'_> {
     }
 }
 
-/// Packs `record`, of run `run` with node names from `plan`, exactly as its [`Event`] packs
-/// (see [`crate::SupervisorCore::event`]), without building the event.
+/// Packs `record`, of run `run` with node names from `plan` (version `plan_version`), exactly
+/// as its [`Event`] packs (see [`crate::SupervisorCore::event`]), without building the event.
 pub(crate) fn pack_record(
     record: &Record,
     run: RunId,
-    plan: &Plan,
+    (plan, plan_version): (&Plan, u32),
     at: Slot,
     names: &mut Names,
     out: &mut Vec<u8>,
 ) {
+    if names.plan_version != plan_version {
+        // Node indexes now name other nodes: forget what the table knows.
+        names.plan_version = plan_version;
+        names.stamp = names.stamp.wrapping_add(1);
+    }
     let parts = Parts {
         seq: record.seq,
         run_id: run,
@@ -350,7 +360,7 @@ impl Pack for Event {
     }
 
     fn chunk_start(names: &mut Names) {
-        names.chunk = names.chunk.wrapping_add(1);
+        names.stamp = names.stamp.wrapping_add(1);
         names.given = 0;
         names.names.clear();
         names.last = Last::default();

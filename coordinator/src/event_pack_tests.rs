@@ -312,7 +312,8 @@ fn records_read_back_as_the_events_they_stand_for() {
     let writer = by_record.writer(run);
     let mut held = writer.hold();
     for (i, r) in records.iter().enumerate() {
-        let seq = held.append_with(|at, names, out| pack_record(r, run, &plan, at, names, out));
+        let seq =
+            held.append_with(|at, names, out| pack_record(r, run, (&plan, 1), at, names, out));
         assert_eq!(seq, Seq(i as u64));
     }
     drop(held);
@@ -356,4 +357,44 @@ fn the_longest_compact_entries_fit_and_read_back() {
         log.append_now(run, e);
     }
     assert_eq!(read(&log, run, Seq(0), 10), events);
+}
+
+#[test]
+fn a_node_index_names_the_node_of_the_plan_version_it_was_recorded_under() {
+    use quorate_protocols::{NodeSpec, PlanSpec};
+    let run = RunId::from_u128(1);
+    let plan = |names: &[&str]| {
+        PlanSpec {
+            nodes: names.iter().map(|n| NodeSpec::named(n)).collect(),
+            ..PlanSpec::default()
+        }
+        .validate()
+        .unwrap()
+    };
+    // A replan lists the same nodes in another order: index 0 is "load", then "draft".
+    let (first, second) = (plan(&["load", "draft"]), plan(&["draft", "load"]));
+    let record = |seq| Record {
+        seq,
+        task: RecordTask::Node(0),
+        at_ms: seq,
+        kind: EventKind::ReplyAccepted,
+    };
+    let log = PackedLog::new();
+    let writer = log.writer(run);
+    let mut held = writer.hold();
+    for (seq, version) in [(0, 1), (1, 1), (2, 2), (3, 2)] {
+        let plan = if version == 1 { &first } else { &second };
+        held.append_with(|at, names, out| {
+            pack_record(&record(seq), run, (plan, version), at, names, out)
+        });
+    }
+    drop(held);
+    let names: Vec<Option<String>> = read(&log, run, Seq(0), 10)
+        .into_iter()
+        .map(|e| e.task.map(|t| t.to_string()))
+        .collect();
+    assert_eq!(
+        names,
+        ["load", "load", "draft", "draft"].map(|n| Some(n.to_string()))
+    );
 }

@@ -10,17 +10,27 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// 128 random bits from this thread's wyrand generator ([`fastrand`], seeded per thread from
-/// the operating system's randomness).
+thread_local! {
+    /// This thread's id generator, seeded from the operating system's randomness through std's
+    /// per-thread `RandomState` keys. (fastrand's own thread-local generator is seeded from the
+    /// time and the thread id with fixed hash keys: two processes could start alike.)
+    static IDS: std::cell::RefCell<fastrand::Rng> = std::cell::RefCell::new({
+        use std::hash::BuildHasher;
+        let keys = std::collections::hash_map::RandomState::new();
+        fastrand::Rng::with_seed(keys.hash_one(std::thread::current().id()))
+    });
+}
+
+/// 128 random bits from this thread's wyrand generator ([`fastrand::Rng`], see `IDS`).
 ///
 /// Ids need to be unique, not secret: nothing in quorate treats an id as a credential (a reply
 /// is authenticated by its sender, attempt and version, and a forged one is refused before its
 /// dedupe key is noted). A thread's generator does not repeat within 2^64 draws, and the
-/// streams of two threads overlap only if their seeds fall within the draws made (about
-/// 2n/2^64 for n ids). The uuid crate's `fast-rng` (ChaCha) took over a hundred instructions an
-/// id, about 4% of a task's path in `bench dag`, where this takes about ten.
+/// streams of two threads (or processes) overlap only if their seeds fall within the draws
+/// made (about 2n/2^64 for n ids). The uuid crate's `fast-rng` (ChaCha) took over a hundred
+/// instructions an id, about 4% of a task's path in `bench dag`, where this takes about ten.
 fn random_bits() -> u128 {
-    fastrand::u128(..)
+    IDS.with(|rng| rng.borrow_mut().u128(..))
 }
 
 fn new_v4() -> Uuid {

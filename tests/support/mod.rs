@@ -47,6 +47,18 @@ pub(crate) fn approve(a: Approve) -> RunArgs {
 }
 
 /// A fresh path under the temp dir (unique per process and call).
+/// A copy of example plan `name` with each `(from, to)` text replaced, written under `tag`.
+pub(crate) fn variant(name: &str, tag: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(plan(name)).expect("example plan");
+    for (from, to) in edits {
+        assert!(text.contains(from), "{name} has {from:?}");
+        text = text.replace(from, to);
+    }
+    let path = temp_path(&format!("{tag}_{name}"));
+    std::fs::write(&path, text).expect("write plan");
+    path
+}
+
 pub(crate) fn temp_path(name: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(

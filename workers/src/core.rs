@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use quorate_protocols::{ActionId, AgentId, Budget, Envelope, ResultKind, Role, Sender, TaskId};
+use quorate_protocols::{ActionId, AgentId, Envelope, ResultKind, Role, Sender, TaskId};
 
 use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
@@ -390,12 +390,15 @@ impl WorkerCore {
         );
     }
 
-    /// The final reply of an attempt that never started (nothing spent), to the message that
-    /// ended it; `actions` are counts it carries for an earlier attempt whose own reply is late.
+    /// The final reply of an attempt that never started, to the message that ended it: it
+    /// spent nothing itself, and reports what the task's earlier attempts here spent (the figure
+    /// an attempt that started would have been charged up front), so the supervisor never
+    /// charges the task less than that. `actions` are counts it carries for an earlier attempt
+    /// whose own reply is late.
     fn reply_unstarted<P>(&mut self, to: &Envelope<P>, outcome: Outcome, actions: ActionCounts) {
         let report = Report {
             outcome,
-            spent: Budget::ZERO,
+            spent: self.history.spent(to.task),
             actions,
             rejected_calls: Vec::new(),
         };

@@ -244,7 +244,9 @@ fn a_cancel_overtaking_a_retry_also_stops_the_stale_attempt_still_running() {
     assert_eq!(ack.attempt, 2);
     assert_ne!(ack.payload.actions, Default::default());
     assert_eq!(ack.payload.actions, d.replies[0].payload.actions);
-    assert_eq!(ack.payload.spent, Budget::ZERO);
+    // ... and what it spent: the supervisor charges the task that, not nothing.
+    assert_ne!(ack.payload.spent, Budget::ZERO);
+    assert_eq!(ack.payload.spent, d.replies[0].payload.spent);
     assert_eq!(
         d.core.handle_assignment(d.now, retry),
         Err(InputError::DuplicateAssignment {
