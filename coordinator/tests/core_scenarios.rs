@@ -439,3 +439,69 @@ fn an_acknowledgement_reporting_more_than_the_slice_is_charged_the_slice() {
         "min(report, slice) is the slice: nothing to correct"
     );
 }
+
+/// The worker of "a" passes up a delegated sub-task's request: its action is the sub-task's.
+fn sub_task_request(h: &Harness) -> (ActionId, Envelope<Report>) {
+    let action = ActionId::new(quorate_protocols::TaskId::from_u128(99), 0, 0);
+    let request = h.reply(
+        "a",
+        ResultKind::Suggestion,
+        Outcome::ApprovalRequested {
+            action,
+            reason: "drop".into(),
+        },
+    );
+    (action, request)
+}
+
+#[test]
+fn a_sub_task_request_stops_the_run_only_once_its_task_is_quiet() {
+    let ask = || SupervisorConfig {
+        approvals: ApprovalPolicy::Ask,
+        ..SupervisorConfig::default()
+    };
+    let mut h = Harness::new(vec![node("a", &[])], ask());
+    let (action, request) = sub_task_request(&h);
+    h.send(1, request);
+    assert_eq!(h.state(0), TaskState::WaitingApproval);
+    assert!(
+        h.stops.is_empty(),
+        "a's other sub-tasks may still be working: not idle"
+    );
+    h.send(
+        2,
+        h.reply("a", ResultKind::Suggestion, Outcome::Quiet { action }),
+    );
+    assert_eq!(
+        h.stops,
+        vec![StopReason::WaitingApproval { node: "a".into() }]
+    );
+
+    // A `Quiet` that overtakes its request (a reordering transport) still counts.
+    let mut h = Harness::new(vec![node("a", &[])], ask());
+    let (action, request) = sub_task_request(&h);
+    h.send(
+        1,
+        h.reply("a", ResultKind::Suggestion, Outcome::Quiet { action }),
+    );
+    assert!(h.stops.is_empty());
+    h.send(2, request);
+    assert_eq!(
+        h.stops,
+        vec![StopReason::WaitingApproval { node: "a".into() }]
+    );
+
+    // A decision needs no `Quiet`: approved, the task runs on and completes.
+    let mut h = Harness::new(
+        vec![node("a", &[])],
+        SupervisorConfig {
+            approvals: ApprovalPolicy::All,
+            ..SupervisorConfig::default()
+        },
+    );
+    let (_, request) = sub_task_request(&h);
+    h.send(1, request);
+    assert_eq!(h.state(0), TaskState::Running);
+    h.send(2, h.answer("a", json!("done")));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+}

@@ -191,6 +191,9 @@ pub struct WorkerCore {
     /// Tool calls sent (tags them; see [`Effect::CallTool`]).
     calls: u64,
     effects: VecDeque<Effect>,
+    /// Tasks with a sub-task's approval request out with the supervisor (see
+    /// [`Outcome::Quiet`](crate::messages::Outcome::Quiet)).
+    relaying: Vec<TaskId>,
 }
 
 impl WorkerCore {
@@ -216,6 +219,7 @@ impl WorkerCore {
             history: History::default(),
             calls: 0,
             effects: VecDeque::new(),
+            relaying: Vec::new(),
         }
     }
 

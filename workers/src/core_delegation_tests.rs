@@ -54,17 +54,19 @@ fn a_sub_task_asks_for_approval_through_its_parent() {
     // sub-task's action.
     let mut d = run(steps.clone(), &["db.drop"]);
     assert!(d.calls.is_empty(), "nothing runs before the decision");
-    assert_eq!(d.replies.len(), 1);
-    assert_eq!(d.replies[0].task, d.task);
-    let Outcome::ApprovalRequested { action, .. } = d.last().outcome.clone() else {
-        panic!("{:?}", d.last().outcome)
+    assert_eq!(d.replies.len(), 2);
+    assert!(d.replies.iter().all(|r| r.task == d.task));
+    let Outcome::ApprovalRequested { action, .. } = d.replies[0].payload.outcome.clone() else {
+        panic!("{:?}", d.replies[0].payload.outcome)
     };
     assert_ne!(action.task, d.task, "the action is the sub-task's");
+    // Nothing else of the task works: the request is followed by `Quiet` at once.
+    assert_eq!(d.last().outcome, Outcome::Quiet { action });
     // Approved: the decision, sent to the delegating task, goes down to the sub-task.
     d.control(Control::Approve { action }).unwrap();
     d.drive();
     assert_eq!(d.calls, vec![(action, "db.drop".to_owned())]);
-    assert_eq!(d.replies.len(), 2);
+    assert_eq!(d.replies.len(), 3);
     assert!(
         matches!(&d.last().outcome, Outcome::Answer { .. }),
         "{:?}",
@@ -74,9 +76,7 @@ fn a_sub_task_asks_for_approval_through_its_parent() {
 
     // Rejected: nothing runs, the action is recorded as rejected, the whole task is cancelled.
     let mut d = run(steps, &["db.drop"]);
-    let Outcome::ApprovalRequested { action, .. } = d.last().outcome.clone() else {
-        panic!("{:?}", d.last().outcome)
-    };
+    let action = requests(&d)[0];
     reject_cancels(&mut d, action);
 }
 
@@ -209,4 +209,45 @@ fn a_rejection_naming_an_ended_sub_task_still_cancels_the_task() {
     d.drive();
     assert_eq!(d.calls.len(), 1, "only x's drop");
     assert_eq!(d.last().outcome, Outcome::Cancelled);
+}
+
+#[test]
+fn a_sub_task_request_is_followed_by_quiet_once_the_other_sub_tasks_stop_working() {
+    let mut d = start(
+        json!([
+            { "do": "delegate", "subtasks": [
+                { "name": "asker", "capabilities": ["db.drop"], "budget": { "steps": 4, "tool_calls": 1 },
+                  "script": [ { "do": "call", "tool": "db.drop", "params": {}, "needs-approval": true } ] },
+                { "name": "busy", "capabilities": ["db.save"], "budget": { "steps": 4, "tool_calls": 1 },
+                  "script": [ { "do": "call", "tool": "db.save", "params": { "id": 1 } } ] }
+            ] },
+        ]),
+        &["db.drop", "db.save"],
+    );
+    // busy's call is out while asker's request goes up: no `Quiet` yet.
+    let mut out = None;
+    while let Some(effect) = d.core.poll_effect() {
+        match effect {
+            crate::Effect::CallTool { action, call, .. } => out = Some((action, call)),
+            crate::Effect::Reply(reply) => d.replies.push(*reply),
+            crate::Effect::QueryTool { .. } => panic!("no query expected"),
+        }
+    }
+    let (busy, call) = out.expect("busy's call");
+    assert_eq!(d.replies.len(), 1);
+    let Outcome::ApprovalRequested { action, .. } = d.replies[0].payload.outcome.clone() else {
+        panic!("{:?}", d.replies[0].payload.outcome)
+    };
+    // busy's call answers and busy ends: nothing below the task works any more.
+    let answer = crate::ToolAnswer::Ok {
+        output: json!(1),
+        cost: Budget::ZERO,
+        changed: true,
+    };
+    d.core
+        .handle_tool_answer(d.now, busy, call, answer)
+        .unwrap();
+    d.drive();
+    assert_eq!(d.replies.len(), 2, "exactly one Quiet");
+    assert_eq!(d.last().outcome, Outcome::Quiet { action });
 }

@@ -147,6 +147,14 @@ pub enum Outcome {
     },
     /// The attempt stopped because it was cancelled.
     Cancelled,
+    /// Not final: the task passed up a delegated sub-task's `ApprovalRequested` for `action`,
+    /// and nothing else of the task is working any more (its other sub-tasks ended, or wait
+    /// for a human too). Until this comes, such a task is not idle: its other sub-tasks may
+    /// still be calling tools.
+    Quiet {
+        /// The request it follows.
+        action: ActionId,
+    },
 }
 
 /// A proposal the execution gate refused: nothing ran.

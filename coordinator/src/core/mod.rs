@@ -68,6 +68,9 @@ pub struct SupervisorCore {
     timeouts: VecDeque<(u64, TaskId, u32)>,
     /// Number of tasks in each state (indexed by [`state_index`]).
     counts: StateCounts,
+    /// Tasks waiting for a sub-task's approval whose other sub-tasks may still be working
+    /// (see [`Outcome::Quiet`]): while there are any, the run is not idle.
+    not_alone: u32,
     root: Account,
     granted_total: Budget,
     stop: Option<StopReason>,
@@ -130,6 +133,7 @@ impl SupervisorCore {
             fallback: None,
             timeouts: VecDeque::new(),
             counts,
+            not_alone: 0,
             root,
             granted_total: Budget::ZERO,
             stop: None,
@@ -363,6 +367,15 @@ impl SupervisorCore {
             Outcome::ApprovalRequested { action, reason } => {
                 self.transition(now, i, TaskEvent::ApprovalRequested);
                 self.tasks[i as usize].park_approval(action);
+                // A delegated sub-task's request: the task's other sub-tasks may still be
+                // working, so the task is not idle until its worker says `Quiet`.
+                if action.task != self.by_id.id(i)
+                    && self.tasks[i as usize].state == TaskState::WaitingApproval
+                    && !self.tasks[i as usize].take_early_quiet(action)
+                    && !self.tasks[i as usize].set_not_alone(true)
+                {
+                    self.not_alone += 1;
+                }
                 self.record(now, Some(i), EventKind::ApprovalRequested { reason });
                 let node = self.plan.node(i).id.to_string();
                 let decision = self.config.approvals.decide(&node);
@@ -380,6 +393,15 @@ impl SupervisorCore {
                 self.stop_with(now, i, TaskEvent::LimitReached, reason);
             }
             Outcome::Cancelled => self.end_task(now, i, TaskEvent::Cancelled),
+            Outcome::Quiet { action } => {
+                let slot = &mut self.tasks[i as usize];
+                if slot.parked_approval() != Some(action) {
+                    // It overtook its request: the request will find it.
+                    slot.note_early_quiet(action);
+                } else if slot.set_not_alone(false) {
+                    self.not_alone -= 1;
+                }
+            }
         }
         self.after_input(now);
     }
@@ -471,7 +493,10 @@ impl SupervisorCore {
                 reply.run == self.run
                     && reply.attempt == attempt
                     && reply.sender.agent == worker
-                    && !matches!(reply.payload.outcome, Outcome::ApprovalRequested { .. })
+                    && !matches!(
+                        reply.payload.outcome,
+                        Outcome::ApprovalRequested { .. } | Outcome::Quiet { .. }
+                    )
             });
         if told {
             self.awaiting_ack.remove(&reply.task);
@@ -565,6 +590,12 @@ impl SupervisorCore {
     fn set_state(&mut self, i: u32, to: TaskState) {
         let slot = &mut self.tasks[i as usize];
         self.counts.moved(slot.state, to);
+        if slot.state == TaskState::WaitingApproval
+            && to != TaskState::WaitingApproval
+            && slot.set_not_alone(false)
+        {
+            self.not_alone -= 1;
+        }
         slot.state = to;
     }
 

@@ -148,7 +148,7 @@ impl SupervisorCore {
         let reason = if all_terminal {
             Some(self.pending_stop.clone().unwrap_or(StopReason::Completed))
         } else {
-            let busy = live(TaskState::Running) + live(TaskState::Ready) > 0;
+            let busy = live(TaskState::Running) + live(TaskState::Ready) > 0 || self.not_alone > 0;
             let waiting = if live(TaskState::WaitingApproval) > 0 && !busy {
                 self.tasks
                     .iter()

@@ -32,6 +32,11 @@ struct SlotExtra {
     evidence: Vec<EvidenceRef>,
     /// The action parked for a human's decision.
     pending_approval: Option<ActionId>,
+    /// The parked action is a delegated sub-task's, and the task's other sub-tasks may still
+    /// be working (until its worker says `Quiet`).
+    not_alone: bool,
+    /// A `Quiet` that came before its request (the transport may reorder), for that request.
+    quiet_early: Option<ActionId>,
     /// Evidence text handed to the task with its assignment (data only); it moves with the
     /// task across a replan.
     evidence_text: Vec<String>,
@@ -85,6 +90,36 @@ impl TaskSlot {
     /// The parked action, which stops being parked.
     pub(crate) fn take_approval(&mut self) -> Option<ActionId> {
         self.extra.as_mut()?.pending_approval.take()
+    }
+
+    /// The parked action, if any.
+    pub(crate) fn parked_approval(&self) -> Option<ActionId> {
+        self.extra.as_ref()?.pending_approval
+    }
+
+    /// Whether the task waits for a sub-task's approval while other sub-tasks may still work.
+    pub(crate) fn not_alone(&self) -> bool {
+        self.extra.as_ref().is_some_and(|e| e.not_alone)
+    }
+
+    /// Notes a `Quiet` for `action` that came before its request.
+    pub(crate) fn note_early_quiet(&mut self, action: ActionId) {
+        self.extra_mut().quiet_early = Some(action);
+    }
+
+    /// Whether a `Quiet` for `action` came before it (and forgets it).
+    pub(crate) fn take_early_quiet(&mut self, action: ActionId) -> bool {
+        self.extra
+            .as_mut()
+            .is_some_and(|e| e.quiet_early.take_if(|a| *a == action).is_some())
+    }
+
+    /// Sets [`not_alone`](Self::not_alone); returns the old value.
+    pub(crate) fn set_not_alone(&mut self, on: bool) -> bool {
+        if !on && self.extra.is_none() {
+            return false;
+        }
+        std::mem::replace(&mut self.extra_mut().not_alone, on)
     }
 
     /// The evidence text handed to the task.

@@ -262,6 +262,7 @@ impl Attempt {
             relay.waiting.push_back((action, reason));
         } else {
             relay.out = Some(action);
+            relay.quiet = false;
             self.send(
                 d,
                 ResultKind::Suggestion,
@@ -269,6 +270,28 @@ impl Attempt {
             );
         }
         Ok(())
+    }
+
+    /// A sub-task's request this attempt passed up is out with the supervisor.
+    pub(crate) fn relays_request(&self) -> bool {
+        self.relay.as_ref().is_some_and(|r| r.out.is_some())
+    }
+
+    /// The sub-task request this attempt passed up and has not yet followed with `Quiet`.
+    pub(crate) fn unquiet_request(&self) -> Option<ActionId> {
+        self.relay.as_ref().filter(|r| !r.quiet).and_then(|r| r.out)
+    }
+
+    /// Nothing below this attempt works any more: the supervisor is told, after the request
+    /// that is out ([`Outcome::Quiet`]).
+    pub(crate) fn report_quiet(&mut self, d: &mut Deps<'_>) {
+        let Some(action) = self.unquiet_request() else {
+            return;
+        };
+        if let Some(relay) = self.relay.as_mut() {
+            relay.quiet = true;
+        }
+        self.send(d, ResultKind::Suggestion, Outcome::Quiet { action });
     }
 
     /// The supervisor decided about `action`, a sub-task's request this attempt passed up: the

@@ -90,6 +90,9 @@ pub(crate) struct Attempt {
 #[derive(Debug, Default)]
 struct Relay {
     out: Option<ActionId>,
+    /// The supervisor was told that nothing else of the task works any more (`Quiet`) since
+    /// `out` went up.
+    quiet: bool,
     waiting: VecDeque<(ActionId, String)>,
 }
 
@@ -140,6 +143,15 @@ impl Attempt {
 
     pub(crate) fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done)
+    }
+
+    /// Working on its own: about to ask its agent, or waiting on a tool (not on a human, not
+    /// on sub-tasks, not done).
+    pub(crate) fn is_working(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Idle | Phase::Calling { .. } | Phase::Querying { .. }
+        )
     }
 
     pub(crate) fn counts(&self) -> ActionCounts {

@@ -50,7 +50,7 @@ impl WorkerCore {
                 .position(|e| matches!(e, Effect::Reply(r) if self.parents.contains_key(&r.task)))
             else {
                 if spawn.is_empty() {
-                    return;
+                    break;
                 }
                 continue;
             };
@@ -70,6 +70,9 @@ impl WorkerCore {
                 let _ = self.with_attempt_spawning(now, top, &mut spawn, |a, d| {
                     a.relay_approval(d, action, reason)
                 });
+                if !self.relaying.contains(&top) {
+                    self.relaying.push(top);
+                }
                 continue;
             }
             let _ = self.with_attempt_spawning(now, parent, &mut spawn, |a, d| {
@@ -77,6 +80,43 @@ impl WorkerCore {
             });
             self.reap(child);
             self.reap(parent);
+        }
+        self.report_quiet(now);
+    }
+
+    /// Tells the supervisor, for each task that passed up a sub-task's approval request, once
+    /// nothing below it works any more ([`Outcome::Quiet`]): until then the task is not idle,
+    /// however it waits.
+    fn report_quiet(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.relaying.len() {
+            let top = self.relaying[i];
+            let (out, unquiet) = self.attempts.get(&top).map_or((false, false), |a| {
+                (a.relays_request(), a.unquiet_request().is_some())
+            });
+            if !out {
+                self.relaying.swap_remove(i);
+                continue;
+            }
+            if !unquiet {
+                i += 1;
+                continue;
+            }
+            let working = self
+                .descendants(top)
+                .iter()
+                .any(|t| self.attempts.get(t).is_some_and(Attempt::is_working));
+            if working {
+                i += 1;
+                continue;
+            }
+            let mut spawn = Vec::new();
+            let _ = self.with_attempt_spawning(now, top, &mut spawn, |a, d| {
+                a.report_quiet(d);
+                Ok(())
+            });
+            debug_assert!(spawn.is_empty(), "reporting spawns nothing");
+            i += 1;
         }
     }
 

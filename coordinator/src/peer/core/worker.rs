@@ -27,7 +27,10 @@ impl PeerCore {
         t.spent = reply.payload.spent;
         self.actions += reply.payload.actions;
         let node = self.plan.node(i).id.to_string();
-        if !matches!(reply.payload.outcome, Outcome::ApprovalRequested { .. }) {
+        if !matches!(
+            reply.payload.outcome,
+            Outcome::ApprovalRequested { .. } | Outcome::Quiet { .. }
+        ) {
             self.tasks[i as usize].worker_live = false;
             self.busy = false;
         }
@@ -86,6 +89,8 @@ impl PeerCore {
             Outcome::Cancelled => {
                 self.propose(i, TaskState::Cancelled, Some(StopReason::Cancelled));
             }
+            // Peer mode stops at a parked request at once; it does not wait for this.
+            Outcome::Quiet { .. } => {}
         }
         self.after_input(now);
     }
