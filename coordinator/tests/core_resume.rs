@@ -4,12 +4,12 @@
 
 mod support;
 
-use quorate_coordinator::{ResumeError, StopReason, SupervisorConfig, SupervisorCore};
-use quorate_protocols::{Budget, Envelope, NodeSpec, PlanSpec, ResultKind, RunId, TaskState};
+use quorate_coordinator::{ResumeError, StopReason, SupervisorConfig};
+use quorate_protocols::{Budget, Envelope, NodeSpec, ResultKind, TaskState};
 use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
 
-use support::{node, replanning_nodes, replanning_run, spec_of, supervisor, Harness};
+use support::{node, replanning_nodes, replanning_run, spec_of, Harness};
 
 #[test]
 fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() {
@@ -19,21 +19,8 @@ fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() 
     let b_old = h.answer("b", json!("B-late"));
     let b_task = h.core.task_id(1);
     // Crash: only the log, the result store and the workers survive.
-    let log = h.log.clone();
-    let results = h.results.clone();
-    let plan = spec_of(nodes()).validate().unwrap();
-    let me = supervisor();
-    let core = SupervisorCore::resume(
-        RunId::from_u128(7),
-        plan,
-        SupervisorConfig::default(),
-        me,
-        h.workers.clone(),
-        &log,
-        |k| results.get(k).cloned(),
-    )
-    .unwrap();
-    h.core = core;
+    let last_before = h.log.last().unwrap().seq;
+    h.core = h.rebuilt(None).unwrap();
     h.dispatched.clear();
     h.core.start_resumed(10);
     h.drain();
@@ -46,9 +33,7 @@ fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() 
     );
     assert_eq!(w, 1);
     assert!(
-        h.log
-            .last()
-            .is_some_and(|e| e.seq > log.last().unwrap().seq),
+        h.log.last().is_some_and(|e| e.seq > last_before),
         "seq keeps increasing"
     );
     // The reply of the attempt from before the crash is late now.
@@ -129,19 +114,7 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
         inputs += 1;
         if !crashed && crash_after == Some(inputs) && h.stops.is_empty() {
             crashed = true;
-            let plan = spec_of(nodes()).validate().unwrap();
-            let me = supervisor();
-            let results = h.results.clone();
-            h.core = SupervisorCore::resume(
-                RunId::from_u128(7),
-                plan,
-                SupervisorConfig::default(),
-                me,
-                h.workers.clone(),
-                &h.log,
-                |k| results.get(k).cloned(),
-            )
-            .unwrap();
+            h.core = h.rebuilt(None).unwrap();
             // Envelopes in flight to the old supervisor are lost with it.
             queue.clear();
             h.core.start_resumed(now);
@@ -203,41 +176,27 @@ fn resuming_at_any_point_ends_like_the_uncrashed_run() {
     }
 }
 
-/// A supervisor rebuilt from `h`'s log and results, with `fallback` if given.
-fn rebuilt(h: &Harness, fallback: Option<PlanSpec>) -> Result<SupervisorCore, ResumeError> {
-    let plan = spec_of(replanning_nodes()).validate().unwrap();
-    let me = supervisor();
-    let mut core = SupervisorCore::new(
-        RunId::from_u128(7),
-        plan,
-        SupervisorConfig::default(),
-        me,
-        h.workers.clone(),
-    );
-    if let Some(f) = fallback {
-        core.set_fallback_plan(f);
-    }
-    let results = h.results.clone();
-    core.replay(&h.log, |k| results.get(k).cloned())?;
-    Ok(core)
+/// publish's store precondition fails: the run switches to its fallback plan.
+fn fail_publish(h: &mut Harness) {
+    h.core
+        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
+    h.drain();
 }
 
 #[test]
 fn a_replanned_run_resumes_with_its_fallback_plan() {
     let (mut h, fallback) = replanning_run();
-    h.core
-        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
-    h.drain();
+    fail_publish(&mut h);
     let draft = h.assignment("draft").1.task;
     assert_eq!(h.core.snapshot().plan_version, 2);
     // The supervisor crashes with draft running. Without the fallback the log cannot be
     // replayed; with it, the resumed core is on version 2 and sends draft again, same id.
     assert!(matches!(
-        rebuilt(&h, None),
+        h.rebuilt(None),
         Err(ResumeError::Replanned { .. })
     ));
     let loads = h.dispatched.len();
-    h.core = rebuilt(&h, Some(fallback)).expect("replays the replan");
+    h.core = h.rebuilt(Some(fallback)).expect("replays the replan");
     h.core.start_resumed(3);
     h.drain();
     assert_eq!(h.core.snapshot().plan_version, 2);
@@ -265,7 +224,7 @@ fn a_replanned_run_resumes_with_its_fallback_plan() {
 fn a_run_resumed_before_its_replan_keeps_the_fallback_for_later() {
     let (mut h, fallback) = replanning_run();
     // The crash comes while publish's check is out: the log has no replan yet.
-    h.core = rebuilt(&h, Some(fallback)).expect("replays");
+    h.core = h.rebuilt(Some(fallback)).expect("replays");
     h.core.start_resumed(2);
     h.drain();
     assert_eq!(h.checks, vec![1, 1], "publish is checked again");
@@ -286,9 +245,7 @@ fn a_run_resumed_before_its_replan_keeps_the_fallback_for_later() {
 fn a_crash_in_the_middle_of_a_replan_finishes_it_on_resume() {
     use quorate_coordinator::EventKind;
     let (mut h, fallback) = replanning_run();
-    h.core
-        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
-    h.drain();
+    fail_publish(&mut h);
     let failed_at = h
         .log
         .iter()
@@ -310,7 +267,7 @@ fn a_crash_in_the_middle_of_a_replan_finishes_it_on_resume() {
         let mut crashed = Harness::new(replanning_nodes(), SupervisorConfig::default());
         crashed.log = h.log[..cut].to_vec();
         crashed.results = h.results.clone();
-        crashed.core = rebuilt(&crashed, Some(fallback.clone())).expect("replays");
+        crashed.core = crashed.rebuilt(Some(fallback.clone())).expect("replays");
         crashed.dispatched.clear();
         crashed.core.start_resumed(3);
         crashed.drain();
@@ -329,9 +286,7 @@ fn a_crash_in_the_middle_of_a_replan_finishes_it_on_resume() {
 #[test]
 fn a_replanned_log_is_not_replayed_with_another_plan() {
     let (mut h, _) = replanning_run();
-    h.core
-        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
-    h.drain();
+    fail_publish(&mut h);
     // Another shape than the plan the log switched to.
     let other = spec_of(vec![
         node("load", &[]),
@@ -339,7 +294,7 @@ fn a_replanned_log_is_not_replayed_with_another_plan() {
         node("extra", &[]),
     ]);
     assert!(matches!(
-        rebuilt(&h, Some(other)),
+        h.rebuilt(Some(other)),
         Err(ResumeError::FallbackMismatch {
             logged: 2,
             given: 3,
@@ -350,7 +305,7 @@ fn a_replanned_log_is_not_replayed_with_another_plan() {
     let mut wider = spec_of(vec![node("load", &[]), node("draft", &["load"])]);
     wider.budget.steps += 1;
     assert!(matches!(
-        rebuilt(&h, Some(wider)),
+        h.rebuilt(Some(wider)),
         Err(ResumeError::BadFallback { .. })
     ));
 }

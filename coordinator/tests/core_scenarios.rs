@@ -346,22 +346,23 @@ fn replies_of_a_batch_after_the_run_stopped_are_not_handled() {
     );
 }
 
+/// a fails while b runs: b is cancelled, its worker not yet heard from; and b's slice.
+fn b_cancelled_by_a_failure() -> (Harness, Budget) {
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
+    let failure = Outcome::Failed {
+        observation: "broken".into(),
+    };
+    h.send(1, h.reply("a", ResultKind::Suggestion, failure));
+    let slice = h.core.snapshot().tasks[1].granted;
+    (h, slice)
+}
+
 #[test]
 fn a_cancelled_task_is_charged_what_its_worker_acknowledges() {
-    use quorate_coordinator::SupervisorCore;
-    let nodes = || vec![node("a", &[]), node("b", &[])];
-    let mut h = Harness::new(nodes(), SupervisorConfig::default());
-    let slice = Budget::new(10, 2, 100, 10);
-    h.send(
-        1,
-        h.reply(
-            "a",
-            ResultKind::Suggestion,
-            Outcome::Failed {
-                observation: "broken".into(),
-            },
-        ),
-    );
+    let (mut h, slice) = b_cancelled_by_a_failure();
     // b was running and had not reported: charged its whole slice when cancelled.
     let before = h.core.snapshot();
     assert_eq!(before.tasks[1].state, TaskState::Cancelled);
@@ -390,44 +391,14 @@ fn a_cancelled_task_is_charged_what_its_worker_acknowledges() {
         |e| matches!(e, EventKind::TaskSettled { spent } if *spent == Budget::new(3, 1, 0, 0))
     ));
     // The log carries the correction: a supervisor rebuilt from it reports the same budget.
-    let rebuilt = SupervisorCore::resume(
-        h.core.run(),
-        quorate_protocols::PlanSpec {
-            budget: Budget::new(100, 20, 1000, 100),
-            reserve: Budget::steps(4),
-            nodes: nodes(),
-            ..Default::default()
-        }
-        .validate()
-        .unwrap(),
-        SupervisorConfig::default(),
-        support::supervisor(),
-        h.workers.clone(),
-        &h.log,
-        |k| h.results.get(k).cloned(),
-    )
-    .unwrap();
+    let rebuilt = h.rebuilt(None).unwrap();
     assert_eq!(rebuilt.snapshot().budget, after.budget);
     assert_eq!(rebuilt.snapshot().tasks[1].spent, after.tasks[1].spent);
 }
 
 #[test]
 fn an_acknowledgement_reporting_more_than_the_slice_is_charged_the_slice() {
-    let mut h = Harness::new(
-        vec![node("a", &[]), node("b", &[])],
-        SupervisorConfig::default(),
-    );
-    let slice = Budget::new(10, 2, 100, 10);
-    h.send(
-        1,
-        h.reply(
-            "a",
-            ResultKind::Suggestion,
-            Outcome::Failed {
-                observation: "broken".into(),
-            },
-        ),
-    );
+    let (mut h, slice) = b_cancelled_by_a_failure();
     let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
     ack.payload.spent = Budget::new(50, 5, 500, 50);
     h.send(2, ack);

@@ -11,6 +11,9 @@ use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Repo
 
 pub(crate) struct Harness {
     pub core: SupervisorCore,
+    /// The plan the core was built with (version 1) and its settings, for [`Harness::rebuilt`].
+    pub nodes: Vec<NodeSpec>,
+    pub config: SupervisorConfig,
     pub workers: Vec<Sender>,
     pub dispatched: Vec<(usize, Envelope<Assignment>)>,
     pub controls: Vec<(usize, Envelope<Control>)>,
@@ -26,7 +29,7 @@ pub(crate) struct Harness {
 
 impl Harness {
     pub(crate) fn new(nodes: Vec<NodeSpec>, config: SupervisorConfig) -> Self {
-        let plan = spec_of(nodes).validate().expect("valid plan");
+        let plan = spec_of(nodes.clone()).validate().expect("valid plan");
         let workers: Vec<Sender> = (0..2)
             .map(|i| Sender {
                 agent: AgentId::from_u128(100 + i),
@@ -34,9 +37,17 @@ impl Harness {
             })
             .collect();
         let me = supervisor();
-        let core = SupervisorCore::new(RunId::from_u128(7), plan, config, me, workers.clone());
+        let core = SupervisorCore::new(
+            RunId::from_u128(7),
+            plan,
+            config.clone(),
+            me,
+            workers.clone(),
+        );
         let mut h = Self {
             core,
+            nodes,
+            config,
             workers,
             dispatched: vec![],
             controls: vec![],
@@ -51,6 +62,27 @@ impl Harness {
         h.core.start(0);
         h.drain();
         h
+    }
+
+    /// A supervisor rebuilt from this run's log and results (a crash: only they and the workers
+    /// survive), given `fallback` if any; [`SupervisorCore::start_resumed`] continues it.
+    pub(crate) fn rebuilt(
+        &self,
+        fallback: Option<PlanSpec>,
+    ) -> Result<SupervisorCore, quorate_coordinator::ResumeError> {
+        let plan = spec_of(self.nodes.clone()).validate().expect("valid plan");
+        let mut core = SupervisorCore::new(
+            RunId::from_u128(7),
+            plan,
+            self.config.clone(),
+            supervisor(),
+            self.workers.clone(),
+        );
+        if let Some(f) = fallback {
+            core.set_fallback_plan(f);
+        }
+        core.replay(&self.log, |k| self.results.get(k).cloned())?;
+        Ok(core)
     }
 
     pub(crate) fn drain(&mut self) {
