@@ -489,11 +489,10 @@ impl WorkerCore {
                 });
             }
             match envelope.payload {
-                Control::Approve { action } if sub_task_decision.is_some() => {
-                    attempt.approval_decided(deps, action);
+                // Decided below, after this check that the decision is for this attempt.
+                Control::Approve { .. } | Control::Reject { .. } if sub_task_decision.is_some() => {
                     Ok(())
                 }
-                Control::Reject { .. } if sub_task_decision.is_some() => Ok(()),
                 Control::Cancel => {
                     cancel_tree = true;
                     attempt.on_cancel(deps)
@@ -508,7 +507,15 @@ impl WorkerCore {
                 if !live {
                     return Err(InputError::NotParked { action });
                 }
-                return self.with_attempt(now, action.task, |a, d| a.on_approval(d, action, true));
+                let resumed =
+                    self.with_attempt(now, action.task, |a, d| a.on_approval(d, action, true));
+                // Only now may the task pass up its next request: the approved sub-task is
+                // working again, so no `Quiet` follows that request yet.
+                let _ = self.with_attempt(now, task, |a, d| {
+                    a.approval_decided(d, action);
+                    Ok(())
+                });
+                return resumed;
             }
             if live {
                 let _ = self.with_attempt(now, action.task, |a, d| a.reject_parked(d, action));

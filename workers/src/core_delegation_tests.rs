@@ -177,6 +177,21 @@ fn requests_of_two_sub_tasks_go_up_one_at_a_time() {
     let first = requests(&d);
     assert_eq!(first.len(), 1, "the supervisor parks one action per task");
     d.control(Control::Approve { action: first[0] }).unwrap();
+    // y's request goes up now, while x's approved call is still out: no `Quiet` with it.
+    let mut effects = Vec::new();
+    while let Some(effect) = d.core.poll_effect() {
+        effects.push(effect);
+    }
+    assert!(
+        !effects.iter().any(|e| matches!(
+            e,
+            crate::Effect::Reply(r) if matches!(r.payload.outcome, Outcome::Quiet { .. })
+        )),
+        "x is working: the task is not quiet"
+    );
+    for effect in effects {
+        d.carry_out(effect);
+    }
     d.drive();
     let both = requests(&d);
     assert_eq!(
@@ -185,6 +200,11 @@ fn requests_of_two_sub_tasks_go_up_one_at_a_time() {
         "the second goes up once the first is decided"
     );
     assert_ne!(both[1], both[0]);
+    assert_eq!(
+        d.last().outcome,
+        Outcome::Quiet { action: both[1] },
+        "once x ended, nothing works but y's wait"
+    );
     d.control(Control::Approve { action: both[1] }).unwrap();
     d.drive();
     assert_eq!(d.calls.len(), 2);
@@ -194,7 +214,10 @@ fn requests_of_two_sub_tasks_go_up_one_at_a_time() {
         d.last().outcome
     );
     // The task answered: a late decision finds nothing to decide.
-    assert!(d.control(Control::Reject { action: both[0] }).is_err());
+    assert!(matches!(
+        d.control(Control::Reject { action: both[0] }),
+        Err(InputError::AttemptEnded { .. })
+    ));
 }
 
 #[test]

@@ -126,7 +126,7 @@ impl Driver {
         panic!("worker core did not go quiet");
     }
 
-    fn carry_out(&mut self, effect: Effect) {
+    pub(crate) fn carry_out(&mut self, effect: Effect) {
         match effect {
             Effect::CallTool {
                 action,
