@@ -244,6 +244,25 @@ pub struct Record {
     pub kind: EventKind,
 }
 
+impl Record {
+    /// The full event, of run `run`, naming nodes after `plan` (the plan the record was emitted
+    /// under).
+    #[must_use]
+    pub fn into_event(self, run: RunId, plan: &quorate_protocols::Plan) -> Event {
+        Event {
+            seq: self.seq,
+            run_id: run,
+            task: match self.task {
+                RecordTask::None => None,
+                RecordTask::Node(i) => Some(plan.node(i).id.shared()),
+                RecordTask::Named(name) => Some(name),
+            },
+            at_ms: self.at_ms,
+            kind: self.kind,
+        }
+    }
+}
+
 /// The task of a [`Record`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum RecordTask {

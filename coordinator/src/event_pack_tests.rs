@@ -296,17 +296,7 @@ fn records_read_back_as_the_events_they_stand_for() {
         .collect();
     let events: Vec<Event> = records
         .iter()
-        .map(|r| Event {
-            seq: r.seq,
-            run_id: run,
-            task: match &r.task {
-                RecordTask::None => None,
-                RecordTask::Node(i) => Some(plan.node(*i).id.shared()),
-                RecordTask::Named(name) => Some(name.clone()),
-            },
-            at_ms: r.at_ms,
-            kind: r.kind.clone(),
-        })
+        .map(|r| r.clone().into_event(run, &plan))
         .collect();
     let by_record = PackedLog::new();
     let writer = by_record.writer(run);

@@ -68,9 +68,6 @@ pub struct SupervisorCore {
     timeouts: VecDeque<(u64, TaskId, u32)>,
     /// Number of tasks in each state (indexed by [`state_index`]).
     counts: StateCounts,
-    /// Tasks waiting for a sub-task's approval whose other sub-tasks may still be working
-    /// (see [`Outcome::Quiet`]): while there are any, the run is not idle.
-    not_alone: u32,
     root: Account,
     granted_total: Budget,
     stop: Option<StopReason>,
@@ -85,8 +82,6 @@ pub struct SupervisorCore {
     /// worker. The run's report waits for them (up to `attempt_timeout_ms`), so their actions
     /// and any reply that follows them are counted.
     awaiting_ack: HashMap<TaskId, (u32, AgentId)>,
-    /// The final report took the per-task records: no input is handled any more.
-    finished: bool,
     /// While draining: the time at which the run stops regardless.
     drain_until: Option<u64>,
     /// The drain is over; the run may stop.
@@ -133,7 +128,6 @@ impl SupervisorCore {
             fallback: None,
             timeouts: VecDeque::new(),
             counts,
-            not_alone: 0,
             root,
             granted_total: Budget::ZERO,
             stop: None,
@@ -144,7 +138,6 @@ impl SupervisorCore {
             messages: MessageCounts::default(),
             actions: Default::default(),
             awaiting_ack: HashMap::new(),
-            finished: false,
             drain_until: None,
             drained: false,
         }
@@ -195,7 +188,7 @@ impl SupervisorCore {
     /// core knows no task, ignores every input and has no report to give again (`None`). Before
     /// the stop it is [`Self::snapshot`] and takes nothing.
     pub fn final_report(&mut self) -> Option<crate::report::RunReport> {
-        if self.finished {
+        if self.finished() {
             return None;
         }
         if self.stop.is_none() {
@@ -204,9 +197,14 @@ impl SupervisorCore {
         Some(crate::report::RunReport::take_from_core(self))
     }
 
+    /// The final report took the per-task records (a plan has at least one task): no input is
+    /// handled any more.
+    fn finished(&self) -> bool {
+        self.stop.is_some() && self.tasks.is_empty()
+    }
+
     /// Takes the per-task records (see [`Self::final_report`]).
     pub(crate) fn take_tasks(&mut self) -> Vec<TaskSlot> {
-        self.finished = true;
         self.by_id.clear();
         std::mem::take(&mut self.tasks)
     }
@@ -284,7 +282,7 @@ impl SupervisorCore {
     /// is never copied whole on its way in).
     pub fn handle_report(&mut self, now: u64, reply: impl Into<Box<Envelope<Report>>>) {
         let reply: Box<Envelope<Report>> = reply.into();
-        if self.finished {
+        if self.finished() {
             return;
         }
         self.messages.delivered += 1;
@@ -368,14 +366,12 @@ impl SupervisorCore {
                 self.transition(now, i, TaskEvent::ApprovalRequested);
                 self.tasks[i as usize].park_approval(action);
                 // A delegated sub-task's request: the task's other sub-tasks may still be
-                // working, so the task is not idle until its worker says `Quiet`.
-                if action.task != self.by_id.id(i)
-                    && self.tasks[i as usize].state == TaskState::WaitingApproval
-                    && !self.tasks[i as usize].take_early_quiet(action)
-                    && !self.tasks[i as usize].set_not_alone(true)
-                {
-                    self.not_alone += 1;
-                }
+                // working, so the task is not idle until its worker says `Quiet` (which may
+                // have come first).
+                let sub_task = action.task != self.by_id.id(i);
+                let slot = &mut self.tasks[i as usize];
+                let quiet = slot.take_early_quiet(action);
+                slot.set_not_alone(sub_task && !quiet);
                 self.record(now, Some(i), EventKind::ApprovalRequested { reason });
                 let node = self.plan.node(i).id.to_string();
                 let decision = self.config.approvals.decide(&node);
@@ -395,11 +391,11 @@ impl SupervisorCore {
             Outcome::Cancelled => self.end_task(now, i, TaskEvent::Cancelled),
             Outcome::Quiet { action } => {
                 let slot = &mut self.tasks[i as usize];
-                if slot.parked_approval() != Some(action) {
+                if slot.parked_approval() == Some(action) {
+                    slot.set_not_alone(false);
+                } else {
                     // It overtook its request: the request will find it.
                     slot.note_early_quiet(action);
-                } else if slot.set_not_alone(false) {
-                    self.not_alone -= 1;
                 }
             }
         }
@@ -544,17 +540,7 @@ impl SupervisorCore {
     /// last input: see [`Record`]).
     #[must_use]
     pub fn event(&self, record: Record) -> Event {
-        Event {
-            seq: record.seq,
-            run_id: self.run,
-            task: match record.task {
-                RecordTask::None => None,
-                RecordTask::Node(i) => Some(self.plan.node(i).id.shared()),
-                RecordTask::Named(name) => Some(name),
-            },
-            at_ms: record.at_ms,
-            kind: record.kind,
-        }
+        record.into_event(self.run, &self.plan)
     }
 
     /// Gives the records still waiting in the queue their node's name: the plan is about to
@@ -590,12 +576,6 @@ impl SupervisorCore {
     fn set_state(&mut self, i: u32, to: TaskState) {
         let slot = &mut self.tasks[i as usize];
         self.counts.moved(slot.state, to);
-        if slot.state == TaskState::WaitingApproval
-            && to != TaskState::WaitingApproval
-            && slot.set_not_alone(false)
-        {
-            self.not_alone -= 1;
-        }
         slot.state = to;
     }
 

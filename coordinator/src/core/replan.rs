@@ -172,7 +172,6 @@ impl SupervisorCore {
         }
         self.by_id.rebuild(&ids);
         self.counts = super::StateCounts::of(&tasks);
-        self.not_alone = tasks.iter().filter(|t| t.not_alone()).count() as u32;
         self.tasks = tasks;
         self.name_waiting_records();
         self.plan = plan;

@@ -205,11 +205,7 @@ impl SupervisorCore {
                         .root
                         .child_closed(AccountId::Task(core.by_id.id(i)), *spent);
                 }
-                (EventKind::TaskSettled { spent }, Some(i)) => {
-                    let slot = &mut core.tasks[i as usize];
-                    let charged = std::mem::replace(&mut slot.spent, *spent);
-                    let _ = core.root.child_recharged(charged, *spent);
-                }
+                (EventKind::TaskSettled { spent }, Some(i)) => core.recharge(i, *spent),
                 _ => {}
             }
         }

@@ -99,9 +99,14 @@ impl SupervisorCore {
         if actual == slot.spent {
             return;
         }
-        let charged = std::mem::replace(&mut slot.spent, actual);
-        let _ = self.root.child_recharged(charged, actual);
+        self.recharge(i, actual);
         self.record(now, Some(i), EventKind::TaskSettled { spent: actual });
+    }
+
+    /// Task `i`, closed, is charged `actual` instead of what it was charged (live and on replay).
+    pub(super) fn recharge(&mut self, i: u32, actual: Budget) {
+        let charged = std::mem::replace(&mut self.tasks[i as usize].spent, actual);
+        let _ = self.root.child_recharged(charged, actual);
     }
 
     /// Records the first stop cause and cancels every live task.
@@ -148,20 +153,18 @@ impl SupervisorCore {
         let reason = if all_terminal {
             Some(self.pending_stop.clone().unwrap_or(StopReason::Completed))
         } else {
-            let busy = live(TaskState::Running) + live(TaskState::Ready) > 0 || self.not_alone > 0;
-            let waiting = if live(TaskState::WaitingApproval) > 0 && !busy {
-                self.tasks
-                    .iter()
-                    .position(|t| t.state == TaskState::WaitingApproval)
-            } else {
-                None
-            };
-            match waiting {
-                Some(w) if !busy => Some(StopReason::WaitingApproval {
+            let busy = live(TaskState::Running) + live(TaskState::Ready) > 0;
+            let waiting = |t: &TaskSlot| t.state == TaskState::WaitingApproval;
+            // A task waiting for a sub-task's approval while its other sub-tasks may still work
+            // is not idle either.
+            let idle = live(TaskState::WaitingApproval) > 0
+                && !busy
+                && !self.tasks.iter().any(|t| waiting(t) && t.not_alone());
+            idle.then(|| self.tasks.iter().position(waiting))
+                .flatten()
+                .map(|w| StopReason::WaitingApproval {
                     node: self.plan.node(w as u32).id.to_string(),
-                }),
-                _ => None,
-            }
+                })
         };
         if let Some(reason) = reason {
             self.record(

@@ -97,7 +97,8 @@ impl TaskSlot {
         self.extra.as_ref()?.pending_approval
     }
 
-    /// Whether the task waits for a sub-task's approval while other sub-tasks may still work.
+    /// Whether the task's parked action is a sub-task's while other sub-tasks may still work
+    /// (meaningful while the task waits for approval; set anew by every request).
     pub(crate) fn not_alone(&self) -> bool {
         self.extra.as_ref().is_some_and(|e| e.not_alone)
     }
@@ -114,12 +115,11 @@ impl TaskSlot {
             .is_some_and(|e| e.quiet_early.take_if(|a| *a == action).is_some())
     }
 
-    /// Sets [`not_alone`](Self::not_alone); returns the old value.
-    pub(crate) fn set_not_alone(&mut self, on: bool) -> bool {
-        if !on && self.extra.is_none() {
-            return false;
+    /// Sets [`not_alone`](Self::not_alone) (read only while the task waits for approval).
+    pub(crate) fn set_not_alone(&mut self, on: bool) {
+        if on || self.extra.is_some() {
+            self.extra_mut().not_alone = on;
         }
-        std::mem::replace(&mut self.extra_mut().not_alone, on)
     }
 
     /// The evidence text handed to the task.
