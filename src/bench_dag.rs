@@ -35,6 +35,37 @@ pub struct DagArgs {
     pub warmup: bool,
 }
 
+impl DagArgs {
+    /// Refuses a zero where the bench needs at least one: `--layers`, `--width`, `--workers`
+    /// and `--runs` (zero runs would be no figure, not one run).
+    ///
+    /// ```
+    /// use quorate::bench_dag::DagArgs;
+    /// let args = DagArgs { layers: 2, width: 3, workers: 1, threads: 0, runs: 1, warmup: true };
+    /// assert!(args.check().is_ok());
+    /// assert_eq!(
+    ///     DagArgs { width: 0, ..args }.check().unwrap_err(),
+    ///     "--layers, --width, --workers and --runs must be at least 1 (--width is 0)"
+    /// );
+    /// ```
+    pub fn check(&self) -> Result<(), String> {
+        let zero = [
+            ("--layers", self.layers),
+            ("--width", self.width),
+            ("--workers", self.workers),
+            ("--runs", self.runs),
+        ]
+        .into_iter()
+        .find(|&(_, n)| n == 0);
+        match zero {
+            Some((flag, _)) => Err(format!(
+                "--layers, --width, --workers and --runs must be at least 1 ({flag} is 0)"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Result of `bench dag`: the median run (by tasks/s), each run measured beside its own baseline.
 #[derive(Clone, Debug, Serialize)]
 pub struct DagBench {
@@ -164,14 +195,13 @@ pub fn median_index(values: &[f64]) -> Option<usize> {
     order.get(values.len() / 2).copied()
 }
 
-/// Runs the benchmark: per run, the baseline and then the DAG. Zero runs is an error.
+/// Runs the benchmark: per run, the baseline and then the DAG. Arguments that fail
+/// [`DagArgs::check`] are an error.
 pub fn run(args: DagArgs) -> Result<DagBench, String> {
+    args.check()?;
     let spec = layered_plan(args.layers, args.width);
     let tasks = spec.nodes.len();
     let plan = spec.validate().map_err(|e| e.to_string())?;
-    if args.runs == 0 {
-        return Err("--runs must be at least 1".to_string());
-    }
     let mut samples = Vec::new();
     let mut rss_per_task = None;
     let mut first_run = None;

@@ -124,10 +124,6 @@ fn main() -> ExitCode {
             no_warmup,
             json,
         }) => {
-            if layers == 0 || width == 0 || workers == 0 || runs == 0 {
-                eprintln!("quorate: --layers, --width, --workers and --runs must be at least 1");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
             let args = quorate::bench_dag::DagArgs {
                 layers,
                 width,
@@ -136,6 +132,10 @@ fn main() -> ExitCode {
                 runs,
                 warmup: !no_warmup,
             };
+            if let Err(e) = args.check() {
+                eprintln!("quorate: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
             match quorate::bench_dag::run(args) {
                 Ok(b) if json => {
                     quorate::outln!("{}", serde_json::to_string(&b).expect("serializes"));

@@ -38,7 +38,6 @@ fn a_closed_stdout_keeps_the_exit_code() {
 #[test]
 fn a_closed_stdout_still_writes_the_files_asked_for() {
     let csv = support::temp_path("closed_stdout_topology.csv");
-    let _ = std::fs::remove_file(&csv);
     let out = with_stdout_closed(&[
         "experiment".as_ref(),
         "topology".as_ref(),

@@ -33,8 +33,8 @@ pub(crate) struct Wakeup(Option<(SpawnHandle, u64)>);
 
 impl Wakeup {
     /// Arms the timer for `next` (run milliseconds), if any. It is re-armed only when the
-    /// deadline moved earlier: a timer that fires early just ticks the core for nothing, and
-    /// cancelling timers costs more than that.
+    /// deadline moved earlier: a timer that fires early just ticks the core for nothing, which
+    /// we judged cheaper than cancelling and re-spawning a timer per input (not measured).
     pub(crate) fn arm<A>(&mut self, ctx: &mut Context<A>, clock: RunClock, next: Option<u64>)
     where
         A: Actor<Context = Context<A>> + Handler<Tick>,

@@ -189,14 +189,7 @@ impl Capabilities {
 /// ```
 impl fmt::Display for Capabilities {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[")?;
-        for (i, c) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{:?}", c.0)?;
-        }
-        f.write_str("]")
+        f.debug_list().entries(self.0.iter().map(|c| &c.0)).finish()
     }
 }
 

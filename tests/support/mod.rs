@@ -46,7 +46,6 @@ pub(crate) fn approve(a: Approve) -> RunArgs {
     }
 }
 
-/// A fresh path under the temp dir (unique per process and call).
 /// A copy of example plan `name` with each `(from, to)` text replaced, written under `tag`.
 pub(crate) fn variant(name: &str, tag: &str, edits: &[(&str, &str)]) -> PathBuf {
     let mut text = std::fs::read_to_string(plan(name)).expect("example plan");
@@ -59,6 +58,7 @@ pub(crate) fn variant(name: &str, tag: &str, edits: &[(&str, &str)]) -> PathBuf 
     path
 }
 
+/// A fresh path under the temp dir (unique per process and call).
 pub(crate) fn temp_path(name: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(

@@ -53,7 +53,8 @@ pub enum ResumeError {
         /// Why it is refused.
         error: super::ReplanError,
     },
-    /// The fallback plan given to replay a replan is not the one the log switched to.
+    /// The fallback plan given to replay a replan has another number of tasks than the plan the
+    /// log switched to (the log records the count only: a fallback of the same size is taken).
     #[error("event {seq}: the run switched to a plan of {logged} tasks; the fallback has {given}")]
     FallbackMismatch {
         /// The `replanned` event.

@@ -363,8 +363,9 @@ impl Account {
 
     /// Corrects what a closed child was charged: `charged` (what [`child_closed`] was given)
     /// becomes `actual`, the child's spending as learned later (a cancelled child's worker
-    /// reports after the parent closed the child with an estimate). `actual` must lie within
-    /// the child's slice, like `charged`; the difference is returned (or taken back).
+    /// reports after the parent closed the child with an estimate). The caller keeps `actual`
+    /// within the child's slice, like `charged` (a closed child's slice is no longer known
+    /// here); the difference is returned, or taken back if `actual` is the larger.
     ///
     /// [`child_closed`]: Self::child_closed
     ///
@@ -379,6 +380,11 @@ impl Account {
     /// root.child_recharged(Budget::steps(4), Budget::steps(1)).unwrap(); // it spent 1
     /// assert_eq!(root.spent().unwrap(), Budget::steps(1));
     /// assert_eq!(root.returned, Budget::steps(3));
+    /// // A later figure of 2 (more than the 1 charged now): one step is taken back.
+    /// root.child_recharged(Budget::steps(1), Budget::steps(2)).unwrap();
+    /// assert_eq!(root.spent().unwrap(), Budget::steps(2));
+    /// assert_eq!(root.returned, Budget::steps(2));
+    /// assert!(root.invariant_holds());
     /// ```
     pub fn child_recharged(&mut self, charged: Budget, actual: Budget) -> Result<(), LedgerError> {
         self.children_spent = self
