@@ -84,11 +84,7 @@ fn the_run_log_names_tasks_like_the_trace_across_a_reordering_replan() {
     assert_eq!(r.plan_version, 2);
     let ids: Vec<&str> = r.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(ids, ["draft", "load"], "the fallback lists draft first");
-    let traced: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
-        .expect("trace written")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect();
+    let traced = support::trace_lines(&trace);
     let logged: Vec<serde_json::Value> = events(&run).iter().map(event_json).collect();
     assert_eq!(logged.len(), traced.len());
     for (log, line) in logged.iter().zip(&traced) {

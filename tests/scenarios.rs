@@ -494,11 +494,7 @@ fn trace_lines_are_ordered_and_name_rejections() {
         },
     );
     assert_eq!(run.output.report.stop_reason.as_deref(), Some("completed"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect();
+    let lines = support::trace_lines(&path);
     assert_eq!(lines.len() as u64, run.output.trace_lines);
     assert!(lines.len() > 5);
     let run_id = run.output.report.run_id.to_string();

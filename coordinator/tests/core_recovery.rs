@@ -9,7 +9,7 @@ use quorate_protocols::{ResultKind, TaskState};
 use quorate_workers::messages::{ActionCounts, Control, Outcome};
 use serde_json::json;
 
-use support::{needs_key, node, replanning_run, spec_of, Harness};
+use support::{fail_publish, needs_key, node, replanning_run, spec_of, Harness};
 
 #[test]
 fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_completed_tasks() {
@@ -21,9 +21,7 @@ fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_complete
         "publish's store precondition goes to the shell"
     );
     assert_eq!(h.state(1), TaskState::Pending, "not ready until checked");
-    h.core
-        .handle_preconditions(2, h.tickets[0], Err("config/channel does not exist".into()));
-    h.drain();
+    fail_publish(&mut h);
     let report = h.core.snapshot();
     assert_eq!(report.plan_version, 2);
     let ids: Vec<_> = report

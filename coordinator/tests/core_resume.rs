@@ -9,7 +9,7 @@ use quorate_protocols::{Budget, Envelope, NodeSpec, ResultKind, TaskState};
 use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
 
-use support::{node, replanning_nodes, replanning_run, spec_of, Harness};
+use support::{fail_publish, node, replanning_nodes, replanning_run, spec_of, Harness};
 
 #[test]
 fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() {
@@ -174,13 +174,6 @@ fn resuming_at_any_point_ends_like_the_uncrashed_run() {
             "no task id changed across the resume (crash at {k})"
         );
     }
-}
-
-/// publish's store precondition fails: the run switches to its fallback plan.
-fn fail_publish(h: &mut Harness) {
-    h.core
-        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
-    h.drain();
 }
 
 #[test]

@@ -10,9 +10,8 @@ use serde_json::json;
 
 use support::{node, Harness};
 
-/// The worker of node "a" (task 0) asks approval for the task's first action, giving `reason`.
-fn approval_request(h: &Harness, reason: &str) -> Envelope<Report> {
-    let action = ActionId::new(h.core.task_id(0), 0, 0);
+/// The worker of node "a" (task 0) asks approval for `action`, giving `reason`.
+fn approval_request(h: &Harness, action: ActionId, reason: &str) -> Envelope<Report> {
     h.reply(
         "a",
         ResultKind::Suggestion,
@@ -21,6 +20,25 @@ fn approval_request(h: &Harness, reason: &str) -> Envelope<Report> {
             reason: reason.into(),
         },
     )
+}
+
+/// a's own first action.
+fn own_action(h: &Harness) -> ActionId {
+    ActionId::new(h.core.task_id(0), 0, 0)
+}
+
+/// An action of a sub-task that a delegated (its task id is not a's).
+fn sub_task_action() -> ActionId {
+    ActionId::new(quorate_protocols::TaskId::from_u128(99), 0, 0)
+}
+
+/// A supervisor of the one node "a", answering approval requests by `approvals`.
+fn one_node(approvals: ApprovalPolicy) -> Harness {
+    let config = SupervisorConfig {
+        approvals,
+        ..SupervisorConfig::default()
+    };
+    Harness::new(vec![node("a", &[])], config)
 }
 
 #[test]
@@ -90,12 +108,8 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
 
 #[test]
 fn a_duplicate_of_a_live_reply_is_rejected() {
-    let cfg = SupervisorConfig {
-        approvals: ApprovalPolicy::All,
-        ..SupervisorConfig::default()
-    };
-    let mut h = Harness::new(vec![node("a", &[])], cfg);
-    let ask = approval_request(&h, "delete rows");
+    let mut h = one_node(ApprovalPolicy::All);
+    let ask = approval_request(&h, own_action(&h), "delete rows");
     h.send(1, ask.clone());
     assert_eq!(h.state(0), TaskState::Running, "approved at once");
     assert!(matches!(
@@ -179,7 +193,7 @@ fn a_failure_stops_the_run_and_cancels_running_tasks() {
 #[test]
 fn approval_rejected_cancels_and_unanswered_waits() {
     let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
-    h.send(1, approval_request(&h, "r"));
+    h.send(1, approval_request(&h, own_action(&h), "r"));
     assert_eq!(h.state(0), TaskState::Cancelled);
     assert!(
         h.stops.is_empty(),
@@ -190,12 +204,8 @@ fn approval_rejected_cancels_and_unanswered_waits() {
     h.drain();
     assert_eq!(h.stops, vec![StopReason::Cancelled]);
 
-    let cfg = SupervisorConfig {
-        approvals: ApprovalPolicy::Ask,
-        ..SupervisorConfig::default()
-    };
-    let mut h = Harness::new(vec![node("a", &[])], cfg);
-    h.send(1, approval_request(&h, "r"));
+    let mut h = one_node(ApprovalPolicy::Ask);
+    h.send(1, approval_request(&h, own_action(&h), "r"));
     assert_eq!(h.state(0), TaskState::WaitingApproval);
     assert_eq!(
         h.stops,
@@ -318,11 +328,7 @@ fn an_empty_input_fails_the_dependent_and_names_the_input() {
 
 #[test]
 fn an_approval_for_an_unknown_node_is_ignored() {
-    let cfg = SupervisorConfig {
-        approvals: ApprovalPolicy::Ask,
-        ..SupervisorConfig::default()
-    };
-    let mut h = Harness::new(vec![node("a", &[])], cfg);
+    let mut h = one_node(ApprovalPolicy::Ask);
     h.core.handle_approval(1, 99, true);
     h.drain();
     assert_eq!(h.state(0), TaskState::Running);
@@ -411,28 +417,11 @@ fn an_acknowledgement_reporting_more_than_the_slice_is_charged_the_slice() {
     );
 }
 
-/// The worker of "a" passes up a delegated sub-task's request: its action is the sub-task's.
-fn sub_task_request(h: &Harness) -> (ActionId, Envelope<Report>) {
-    let action = ActionId::new(quorate_protocols::TaskId::from_u128(99), 0, 0);
-    let request = h.reply(
-        "a",
-        ResultKind::Suggestion,
-        Outcome::ApprovalRequested {
-            action,
-            reason: "drop".into(),
-        },
-    );
-    (action, request)
-}
-
 #[test]
 fn a_sub_task_request_stops_the_run_only_once_its_task_is_quiet() {
-    let ask = || SupervisorConfig {
-        approvals: ApprovalPolicy::Ask,
-        ..SupervisorConfig::default()
-    };
-    let mut h = Harness::new(vec![node("a", &[])], ask());
-    let (action, request) = sub_task_request(&h);
+    let action = sub_task_action();
+    let mut h = one_node(ApprovalPolicy::Ask);
+    let request = approval_request(&h, action, "drop");
     h.send(1, request);
     assert_eq!(h.state(0), TaskState::WaitingApproval);
     assert!(
@@ -449,8 +438,8 @@ fn a_sub_task_request_stops_the_run_only_once_its_task_is_quiet() {
     );
 
     // A `Quiet` that overtakes its request (a reordering transport) still counts.
-    let mut h = Harness::new(vec![node("a", &[])], ask());
-    let (action, request) = sub_task_request(&h);
+    let mut h = one_node(ApprovalPolicy::Ask);
+    let request = approval_request(&h, action, "drop");
     h.send(
         1,
         h.reply("a", ResultKind::Suggestion, Outcome::Quiet { action }),
@@ -463,14 +452,8 @@ fn a_sub_task_request_stops_the_run_only_once_its_task_is_quiet() {
     );
 
     // A decision needs no `Quiet`: approved, the task runs on and completes.
-    let mut h = Harness::new(
-        vec![node("a", &[])],
-        SupervisorConfig {
-            approvals: ApprovalPolicy::All,
-            ..SupervisorConfig::default()
-        },
-    );
-    let (_, request) = sub_task_request(&h);
+    let mut h = one_node(ApprovalPolicy::All);
+    let request = approval_request(&h, action, "drop");
     h.send(1, request);
     assert_eq!(h.state(0), TaskState::Running);
     h.send(2, h.answer("a", json!("done")));

@@ -46,6 +46,15 @@ pub(crate) fn approve(a: Approve) -> RunArgs {
     }
 }
 
+/// The lines of the JSONL trace at `path`, each parsed.
+pub(crate) fn trace_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .expect("trace written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
 /// A copy of example plan `name` with each `(from, to)` text replaced, written under `tag`.
 pub(crate) fn variant(name: &str, tag: &str, edits: &[(&str, &str)]) -> PathBuf {
     let mut text = std::fs::read_to_string(plan(name)).expect("example plan");

@@ -189,6 +189,14 @@ pub(crate) fn replanning_run() -> (Harness, PlanSpec) {
     (h, fallback)
 }
 
+/// In a [`replanning_run`], publish's store precondition fails: the run switches to its
+/// fallback plan.
+pub(crate) fn fail_publish(h: &mut Harness) {
+    h.core
+        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
+    h.drain();
+}
+
 /// Node `id` after `deps`, needing `key` in the result store (a store precondition).
 pub(crate) fn needs_key(id: &str, deps: &[&str], key: &str) -> NodeSpec {
     let mut n = node(id, deps);
