@@ -271,11 +271,7 @@ impl WorkerCore {
         let envelope: Box<Envelope<Assignment>> = envelope.into();
         let task = envelope.task;
         self.history.adopt_run_of(task);
-        let running = self.attempts.get(&task);
-        let current = running
-            .map(Attempt::number)
-            .or_else(|| self.history.attempt(task));
-        if let Some(current) = current {
+        if let Some(current) = self.latest_attempt(task) {
             if envelope.attempt < current {
                 return Err(InputError::StaleAttempt {
                     task,
@@ -290,11 +286,7 @@ impl WorkerCore {
                 });
             }
         }
-        if let Some(replaced) = running {
-            // A newer attempt replaces one that may still be spending: keep its spending.
-            let (number, spent) = (replaced.number(), replaced.spent_or_reserved());
-            self.history.replaced(task, number, spent);
-        }
+        self.keep_spending_of_replaced(task);
         let already = self.history.spent(task);
         let agent = match self.agents.create(&envelope.payload) {
             Ok(agent) => agent,
@@ -439,32 +431,22 @@ impl WorkerCore {
     ) -> Result<(), InputError> {
         let task = envelope.task;
         let got = envelope.attempt;
-        let latest = self
-            .attempts
-            .get(&task)
-            .map(Attempt::number)
-            .or_else(|| self.history.attempt(task));
+        let latest = self.latest_attempt(task);
         if matches!(envelope.payload, Control::Cancel) && latest.is_none_or(|n| n < got) {
             // The cancel overtook its assignment (the transport may reorder). Nothing of that
             // attempt ran, so it ends here, unstarted: the cancel is acknowledged at once, and
             // the assignment, when it comes, is refused as a duplicate instead of running after
             // it. An older attempt still running is stale (the supervisor moved on): it is
             // cancelled too, and what it spent stays charged to the task.
-            if self.attempts.contains_key(&task) {
-                let below = self.descendants(task);
-                self.cancel_all(now, std::iter::once(task).chain(below));
-            }
+            self.cancel_tree(now, task);
             // Still there only if it could not end yet (a sub-task still open): the newer
             // attempt replaces it, as an assignment would.
-            if let Some(old) = self.attempts.remove(&task) {
-                self.history
-                    .replaced(task, old.number(), old.spent_or_reserved());
-            }
+            self.keep_spending_of_replaced(task);
             // The stale attempt's own final reply is late for the supervisor (it names the older
             // attempt), so the acknowledgement carries what it did.
             let carried = self.history.counts(task).unwrap_or_default();
             self.history.adopt_run_of(task);
-            self.history.unstarted(task, got);
+            self.end_unstarted(task, got);
             self.reply_unstarted(&envelope, Outcome::Cancelled, carried);
             return Ok(());
         }
@@ -520,14 +502,36 @@ impl WorkerCore {
             if live {
                 let _ = self.with_attempt(now, action.task, |a, d| a.reject_parked(d, action));
             }
-            self.cancel_all(now, [task]);
-            cancel_tree = true;
+            self.cancel_tree(now, task);
         }
         if cancel_tree {
             // A cancel reaches every sub-task below the task; nothing starts after it.
             self.cancel_all(now, below);
         }
         result
+    }
+
+    /// The attempt number `task` is at here: its running attempt's, else its last ended one's.
+    fn latest_attempt(&self, task: TaskId) -> Option<u32> {
+        self.attempts
+            .get(&task)
+            .map(Attempt::number)
+            .or_else(|| self.history.attempt(task))
+    }
+
+    /// A newer attempt replaces `task`'s running one, which may still be spending: its spending
+    /// is kept for the task.
+    fn keep_spending_of_replaced(&mut self, task: TaskId) {
+        if let Some(old) = self.attempts.get(&task) {
+            let (number, spent) = (old.number(), old.spent_or_reserved());
+            self.history.replaced(task, number, spent);
+        }
+    }
+
+    /// Cancels `task` and every sub-task below it, the task first.
+    fn cancel_tree(&mut self, now: Instant, task: TaskId) {
+        let below = self.descendants(task);
+        self.cancel_all(now, std::iter::once(task).chain(below));
     }
 
     /// Cancels the running attempt of each of `tasks`, in order (a task before its sub-tasks,
