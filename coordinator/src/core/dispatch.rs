@@ -19,9 +19,8 @@ impl SupervisorCore {
         if !checks.is_empty() {
             self.tasks[i as usize].checking = true;
             self.effects.push_back(Effect::CheckPreconditions {
-                node: i,
                 ticket: CheckTicket {
-                    task: self.by_id.id(i),
+                    node: i,
                     plan_version: self.plan_version,
                 },
                 checks,

@@ -1,7 +1,7 @@
 //! What the supervisor core asks its shell to do ([`Effect`]), and the message counters it
 //! keeps.
 
-use quorate_protocols::{Envelope, Precondition, TaskId};
+use quorate_protocols::{Envelope, Precondition};
 use quorate_workers::messages::{Assignment, Control};
 use serde::{Deserialize, Serialize};
 
@@ -33,15 +33,12 @@ pub enum Effect {
         /// The result.
         value: serde_json::Value,
     },
-    /// Check node `node`'s store preconditions and answer with
+    /// Check the store preconditions of node `ticket.node()` and answer with
     /// [`handle_preconditions`](crate::SupervisorCore::handle_preconditions), handing `ticket`
     /// back.
     CheckPreconditions {
-        /// Node index (in the plan version that asked).
-        node: u32,
-        /// What the answer hands back: it names the task (so the answer reaches it even if a
-        /// replan moved it) and the plan version that asked (an answer to an older version's
-        /// checks is ignored; the replan asks again).
+        /// What the answer hands back: the node and the plan version that asked (an answer to
+        /// an older version's checks is ignored: a replan renumbers nodes, and asks again).
         ticket: CheckTicket,
         /// What must hold.
         checks: Vec<Precondition>,
@@ -56,8 +53,17 @@ pub enum Effect {
 /// Names a store-precondition check the core asked for (see [`Effect::CheckPreconditions`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckTicket {
-    pub(super) task: TaskId,
+    pub(super) node: u32,
     pub(super) plan_version: u32,
+}
+
+impl CheckTicket {
+    /// The node whose preconditions are to be checked (an index of the plan version that
+    /// asked).
+    #[must_use]
+    pub fn node(&self) -> u32 {
+        self.node
+    }
 }
 
 /// Message counters.

@@ -181,9 +181,8 @@ impl SupervisorCore {
 
     /// The shell checked the store preconditions named by `ticket`: `Ok` or the first failing
     /// observation. A failure switches to the fallback plan if there is one (once), otherwise the
-    /// task fails. An answer is ignored if its task is gone (a replan dropped it) or ended
-    /// meanwhile, or if it answers an older plan version's checks (the replan asked again); a
-    /// task a replan moved is found where it is now.
+    /// task fails. An answer is ignored if it answers an older plan version's checks (a replan
+    /// renumbers the nodes and asks again), or if its task ended meanwhile.
     pub fn handle_preconditions(
         &mut self,
         now: u64,
@@ -193,9 +192,7 @@ impl SupervisorCore {
         if ticket.plan_version != self.plan_version {
             return;
         }
-        let Some(node) = self.by_id.get(&ticket.task) else {
-            return;
-        };
+        let node = ticket.node;
         let Some(slot) = self.tasks.get_mut(node as usize) else {
             return;
         };

@@ -100,8 +100,8 @@ impl Harness {
                     self.events.push(ev.kind);
                 }
                 Effect::Stop(r) => self.stops.push(r),
-                Effect::CheckPreconditions { node, ticket, .. } => {
-                    self.checks.push(node);
+                Effect::CheckPreconditions { ticket, .. } => {
+                    self.checks.push(ticket.node());
                     self.tickets.push(ticket);
                 }
             }
