@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use quorate::coordinator::chaos::ChaosConfig;
 use quorate::protocols::TaskState;
-use quorate::runner::{run_file, FileRun, RunArgs};
+use quorate::runner::{run_file, Approve, FileRun, RunArgs};
 use support::{assert_no_duplicate_effects, assert_outcome, variant, CHAOS};
 
 /// A copy of `all_inputs.toml` switched to peer mode with `peers` peers.
@@ -127,4 +127,44 @@ fn peer_mode_writes_data_and_checks_store_preconditions() {
     );
     assert_eq!(r.plan_version, 1, "no fallback in peer mode");
     assert_eq!(run.world.effects_of("mail.send"), 0, "publish never ran");
+}
+
+/// `delegated_approval.toml` in peer mode: a delegated sub-task's request settles its task as
+/// waiting-approval only after the worker says `Quiet`; a decision goes down to the sub-task.
+#[test]
+fn a_delegated_approval_in_peer_mode_waits_and_follows_decisions() {
+    let path = variant(
+        "delegated_approval.toml",
+        "peer",
+        &[("workers = 1", "workers = 2\ntopology = \"peer\"")],
+    );
+    let chaos = CHAOS.parse::<ChaosConfig>().expect("chaos");
+    for seed in 0..=3 {
+        let args = RunArgs {
+            seed,
+            chaos: (seed > 0).then_some(chaos),
+            ..RunArgs::default()
+        };
+        let run = run_file(&path, &args).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_outcome(
+            &run,
+            "waiting-approval",
+            &[("cleanup", TaskState::WaitingApproval)],
+        );
+        assert!(
+            run.world.effects().is_empty(),
+            "seed {seed}: nothing dropped"
+        );
+    }
+    let approve = |approve: Approve| RunArgs {
+        approve,
+        ..RunArgs::default()
+    };
+    let run = run_file(&path, &approve(Approve::All)).expect("runs");
+    assert_outcome(&run, "completed", &[("cleanup", TaskState::Completed)]);
+    assert_eq!(run.world.effects_of("db.drop"), 1, "dropped once");
+    assert_no_duplicate_effects(&run);
+    let run = run_file(&path, &approve(Approve::None)).expect("runs");
+    assert_outcome(&run, "cancelled", &[("cleanup", TaskState::Cancelled)]);
+    assert!(run.world.effects().is_empty(), "nothing dropped");
 }

@@ -8,9 +8,10 @@ mod support;
 use std::collections::VecDeque;
 
 use quorate_coordinator::peer::{PeerEffect, PeerMsg, Terminal};
-use quorate_coordinator::{PeerCore, StopReason, SupervisorConfig};
+use quorate_coordinator::{ApprovalPolicy, PeerCore, StopReason, SupervisorConfig};
 use quorate_protocols::{
-    AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId, TaskState,
+    ActionId, AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId,
+    TaskState,
 };
 use quorate_state::{Account, AccountId, MemoryStore};
 use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
@@ -54,6 +55,21 @@ impl Net {
         root: Option<Budget>,
         results: MemoryStore<serde_json::Value>,
     ) -> Self {
+        Self::build(n, nodes, root, results, SupervisorConfig::default())
+    }
+
+    /// As [`Net::new`], with the peers' `config` (e.g. their approval policy).
+    fn with_config(n: usize, nodes: Vec<NodeSpec>, config: SupervisorConfig) -> Self {
+        Self::build(n, nodes, None, MemoryStore::new(), config)
+    }
+
+    fn build(
+        n: usize,
+        nodes: Vec<NodeSpec>,
+        root: Option<Budget>,
+        results: MemoryStore<serde_json::Value>,
+        config: SupervisorConfig,
+    ) -> Self {
         let plan = spec_of(nodes).validate().expect("valid plan");
         let run = RunId::from_u128(7);
         let peers: Vec<Sender> = (0..n)
@@ -83,7 +99,7 @@ impl Net {
                 PeerCore::new(
                     run,
                     plan.clone(),
-                    SupervisorConfig::default(),
+                    config.clone(),
                     i,
                     peers.clone(),
                     workers[i],
@@ -189,12 +205,25 @@ impl Net {
 
     /// Answers the oldest running assignment of `node` with `outcome`.
     fn answer(&mut self, node: &str, outcome: Outcome) {
+        self.reply(node, outcome, false);
+    }
+
+    /// Tells the peer running `node` a non-final `outcome`: the attempt keeps running.
+    fn tell(&mut self, node: &str, outcome: Outcome) {
+        self.reply(node, outcome, true);
+    }
+
+    fn reply(&mut self, node: &str, outcome: Outcome, keep_running: bool) {
         let k = self
             .running
             .iter()
             .position(|(_, e)| e.payload.node.as_str() == node)
             .expect("running");
-        let (p, env) = self.running.remove(k);
+        let (p, env) = if keep_running {
+            self.running[k].clone()
+        } else {
+            self.running.remove(k)
+        };
         let reply = env.reply(
             self.workers[p],
             ResultKind::VerifiedConclusion,
@@ -413,5 +442,97 @@ fn store_preconditions_are_checked_by_the_peers_and_a_failed_one_fails_its_task(
             }
             other => panic!("peer {p}: {other:?}"),
         }
+    }
+}
+
+/// Two peers, one task "a" whose delegated sub-task parked a call for a human (nobody decides).
+fn parked_sub_task_request() -> (Net, ActionId) {
+    let config = SupervisorConfig {
+        approvals: ApprovalPolicy::Ask,
+        ..SupervisorConfig::default()
+    };
+    let net = Net::with_config(2, vec![node("a", &[])], config);
+    assert_eq!(net.running_nodes(), ["a"]);
+    // The sub-task's id is not a's: the request was passed up from below.
+    let action = ActionId::new(TaskId::from_u128(99), 0, 0);
+    (net, action)
+}
+
+fn request(action: ActionId) -> Outcome {
+    Outcome::ApprovalRequested {
+        action,
+        reason: "drops a table".into(),
+    }
+}
+
+#[test]
+fn a_sub_task_request_settles_its_task_only_once_the_worker_says_quiet() {
+    let (mut net, action) = parked_sub_task_request();
+    net.tell("a", request(action));
+    net.deliver_all();
+    // a's other sub-tasks may still be calling tools: nothing is settled, no peer is done.
+    assert_eq!(net.done, vec![None, None]);
+    assert!(net.states.is_empty(), "no terminal record yet");
+    // A Quiet for another action is not this request's.
+    net.tell(
+        "a",
+        Outcome::Quiet {
+            action: ActionId::new(TaskId::from_u128(98), 0, 0),
+        },
+    );
+    net.deliver_all();
+    assert_eq!(net.done, vec![None, None]);
+    net.tell("a", Outcome::Quiet { action });
+    net.deliver_all();
+    let want = StopReason::WaitingApproval { node: "a".into() };
+    assert_eq!(net.done, vec![Some(want.clone()), Some(want)]);
+    for core in &net.cores {
+        assert_eq!(core.task_state(0), TaskState::WaitingApproval);
+    }
+}
+
+#[test]
+fn a_quiet_that_overtakes_its_request_is_kept_for_it_and_an_own_request_needs_none() {
+    let (mut net, action) = parked_sub_task_request();
+    net.tell("a", Outcome::Quiet { action });
+    net.deliver_all();
+    assert_eq!(net.done, vec![None, None], "a Quiet alone settles nothing");
+    net.tell("a", request(action));
+    net.deliver_all();
+    let want = StopReason::WaitingApproval { node: "a".into() };
+    assert_eq!(net.done, vec![Some(want.clone()), Some(want.clone())]);
+
+    // The task's own request: nothing else of the task works, so it settles at once.
+    let (mut net, _) = parked_sub_task_request();
+    let own = ActionId::new(TaskId::from_u128(1000), 0, 0);
+    net.tell("a", request(own));
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(want.clone()), Some(want)]);
+}
+
+#[test]
+fn a_stop_while_a_task_waits_for_quiet_cancels_it() {
+    let config = SupervisorConfig {
+        approvals: ApprovalPolicy::Ask,
+        ..SupervisorConfig::default()
+    };
+    let mut net = Net::with_config(2, vec![node("a", &[]), node("b", &[])], config);
+    assert_eq!(net.running_nodes(), ["a", "b"]);
+    let action = ActionId::new(TaskId::from_u128(99), 0, 0);
+    net.tell("a", request(action));
+    net.answer(
+        "b",
+        Outcome::Failed {
+            observation: "boom".into(),
+        },
+    );
+    net.deliver_all();
+    let want = StopReason::Failed {
+        node: "b".into(),
+        observation: "boom".into(),
+    };
+    assert_eq!(net.done, vec![Some(want.clone()), Some(want)]);
+    for core in &net.cores {
+        assert_eq!(core.task_state(0), TaskState::Cancelled);
     }
 }

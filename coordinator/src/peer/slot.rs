@@ -1,6 +1,8 @@
 //! One peer's record of one task, and which replies of its own worker it accepts.
 
-use quorate_protocols::{Budget, Envelope, EvidenceRef, RunId, Sender, TaskId, TaskState};
+use quorate_protocols::{
+    ActionId, Budget, Envelope, EvidenceRef, RunId, Sender, TaskId, TaskState,
+};
 
 use crate::event::Rejection;
 use crate::peer::Terminal;
@@ -32,6 +34,12 @@ pub(crate) struct PeerTask {
     pub(crate) closed: bool,
     pub(crate) granted: Budget,
     pub(crate) spent: Budget,
+    /// A delegated sub-task's request for `action` waits for a human, but the task's other
+    /// sub-tasks may still work: the task settles as waiting-approval when its worker says
+    /// `Quiet` for this action.
+    pub(crate) awaiting_quiet: Option<ActionId>,
+    /// A `Quiet` that came before its request (the transport may reorder), for that request.
+    pub(crate) quiet_early: Option<ActionId>,
 }
 
 impl PeerTask {
@@ -54,6 +62,8 @@ impl PeerTask {
             closed: false,
             granted: Budget::ZERO,
             spent: Budget::ZERO,
+            awaiting_quiet: None,
+            quiet_early: None,
         }
     }
 

@@ -70,10 +70,18 @@ impl PeerCore {
                         }
                     }
                     None => {
-                        // Parked for a human: settled as waiting-approval; the run stops.
-                        self.busy = false;
-                        let cause = Some(StopReason::WaitingApproval { node });
-                        self.propose(i, TaskState::WaitingApproval, cause);
+                        // Parked for a human: settled as waiting-approval, and the run stops.
+                        // A delegated sub-task's request settles only once the task's other
+                        // sub-tasks stopped working (its worker says `Quiet`, maybe first).
+                        let t = &mut self.tasks[i as usize];
+                        let sub_task = action.task != t.id;
+                        if sub_task && t.quiet_early.take_if(|a| *a == action).is_none() {
+                            t.awaiting_quiet = Some(action);
+                        } else {
+                            self.busy = false;
+                            let cause = Some(StopReason::WaitingApproval { node });
+                            self.propose(i, TaskState::WaitingApproval, cause);
+                        }
                     }
                 }
             }
@@ -89,8 +97,17 @@ impl PeerCore {
             Outcome::Cancelled => {
                 self.propose(i, TaskState::Cancelled, Some(StopReason::Cancelled));
             }
-            // Peer mode stops at a parked request at once; it does not wait for this.
-            Outcome::Quiet { .. } => {}
+            Outcome::Quiet { action } => {
+                let t = &mut self.tasks[i as usize];
+                if t.awaiting_quiet.take_if(|a| *a == action).is_some() {
+                    self.busy = false;
+                    let cause = Some(StopReason::WaitingApproval { node });
+                    self.propose(i, TaskState::WaitingApproval, cause);
+                } else {
+                    // It overtook its request (or a decision came first, and needs none).
+                    t.quiet_early = Some(action);
+                }
+            }
         }
         self.after_input(now);
     }
