@@ -418,6 +418,36 @@ fn an_acknowledgement_reporting_more_than_the_slice_is_charged_the_slice() {
 }
 
 #[test]
+fn a_resumed_supervisor_sends_a_task_waiting_for_quiet_again_and_waits_for_the_new_quiet() {
+    let action = sub_task_action();
+    let mut h = one_node(ApprovalPolicy::Ask);
+    let request = approval_request(&h, action, "drop");
+    h.send(1, request);
+    assert!(h.stops.is_empty());
+    // Crash before the `Quiet`: the log has the request, not whether the task went quiet.
+    h.core = h.rebuilt(None).unwrap();
+    h.dispatched.clear();
+    h.core.start_resumed(10);
+    h.drain();
+    assert_eq!(h.dispatched.len(), 1, "a was in flight: sent again");
+    assert_eq!(h.dispatched[0].1.attempt, 2);
+    assert!(h.stops.is_empty(), "a runs again: the run is not idle");
+    // The new attempt passes the sub-task's request up again; the run stops after its Quiet.
+    let request = approval_request(&h, action, "drop");
+    h.send(11, request);
+    assert_eq!(h.state(0), TaskState::WaitingApproval);
+    assert!(h.stops.is_empty());
+    h.send(
+        12,
+        h.reply("a", ResultKind::Suggestion, Outcome::Quiet { action }),
+    );
+    assert_eq!(
+        h.stops,
+        vec![StopReason::WaitingApproval { node: "a".into() }]
+    );
+}
+
+#[test]
 fn a_sub_task_request_stops_the_run_only_once_its_task_is_quiet() {
     let action = sub_task_action();
     let mut h = one_node(ApprovalPolicy::Ask);
