@@ -5,7 +5,7 @@
 mod support;
 
 use quorate_coordinator::{EventKind, StopReason, SupervisorConfig};
-use quorate_protocols::{ResultKind, TaskState};
+use quorate_protocols::{Budget, ResultKind, TaskState};
 use quorate_workers::messages::{ActionCounts, Control, Outcome};
 use serde_json::json;
 
@@ -266,6 +266,47 @@ fn a_task_dropped_by_a_replan_still_acknowledges_its_cancel() {
         report.messages.rejected_late, 1,
         "the acknowledgement itself is late"
     );
+}
+
+#[test]
+fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume() {
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
+    let narrower = spec_of(vec![node("a", &[])]);
+    h.core
+        .handle_replan(1, narrower.clone())
+        .expect("a narrower plan");
+    h.drain();
+    // b, dropped while running without a report, is charged its whole slice at the close.
+    let slice = Budget::new(10, 2, 100, 10);
+    assert_eq!(h.core.snapshot().budget.spent, slice);
+    // Its worker acknowledges the cancel having spent one step: that is b's charge now.
+    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
+    ack.payload.spent = Budget::steps(1);
+    h.send(2, ack);
+    assert_eq!(h.core.snapshot().budget.spent, Budget::steps(1));
+    let settled: Vec<_> = h
+        .log
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::TaskSettled { .. }))
+        .collect();
+    assert_eq!(settled.len(), 1);
+    assert_eq!(
+        settled[0].task.as_deref(),
+        Some("b"),
+        "named: b is not in the plan"
+    );
+    // The log replays to the same budget (the fallback is how a resume learns the new plan).
+    let rebuilt = h.rebuilt(Some(narrower)).expect("replays");
+    assert_eq!(rebuilt.snapshot().budget, h.core.snapshot().budget);
+    // a completes; its spending adds to b's settled charge.
+    h.send(3, h.answer("a", json!("done")));
+    h.core.handle_tick(3);
+    h.drain();
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    assert_eq!(h.core.snapshot().budget.spent, Budget::steps(2));
 }
 
 #[test]

@@ -25,7 +25,7 @@ pub use resume::ResumeError;
 use task::StateCounts;
 pub(crate) use task::{state_index, SeenKeys, TaskSlot};
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use quorate_protocols::{
     AgentId, Budget, Envelope, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
@@ -59,8 +59,9 @@ pub struct SupervisorCore {
     /// but no `replanned` after it: the crash came in the middle of the replan, which
     /// [`start_resumed`](Self::start_resumed) carries out.
     replan_pending: Option<(u32, String)>,
-    /// Ids of tasks dropped by a replan: their replies are late.
-    retired: HashSet<TaskId>,
+    /// Tasks dropped by a replan, by id: their replies are late, and the acknowledgement of
+    /// a cancel still settles what one was charged.
+    retired: HashMap<TaskId, replan::Retired>,
     /// The plan to switch to when a store precondition fails.
     fallback: Option<quorate_protocols::PlanSpec>,
     /// `(deadline, task, attempt)` in dispatch order; entries of attempts that ended are
@@ -124,7 +125,7 @@ impl SupervisorCore {
             ready: VecDeque::new(),
             resumed: false,
             replan_pending: None,
-            retired: HashSet::new(),
+            retired: HashMap::new(),
             fallback: None,
             timeouts: VecDeque::new(),
             counts,
@@ -291,8 +292,9 @@ impl SupervisorCore {
             let acknowledges = self.take_ack(&reply);
             if acknowledges {
                 self.add_actions(reply.payload.actions);
+                self.settle_retired(now, reply.task, reply.payload.spent);
             }
-            let reason = if self.retired.contains(&reply.task) {
+            let reason = if self.retired.contains_key(&reply.task) {
                 Rejection::Late
             } else {
                 Rejection::Unauthorized
@@ -526,9 +528,14 @@ impl SupervisorCore {
     }
 
     fn record(&mut self, now: u64, task: Option<u32>, kind: EventKind) {
+        self.record_as(now, task.map_or(RecordTask::None, RecordTask::Node), kind);
+    }
+
+    /// [`record`](Self::record) for any [`RecordTask`] (e.g. a task a replan dropped, by name).
+    fn record_as(&mut self, now: u64, task: RecordTask, kind: EventKind) {
         let record = Record {
             seq: self.seq,
-            task: task.map_or(RecordTask::None, RecordTask::Node),
+            task,
             at_ms: now,
             kind,
         };

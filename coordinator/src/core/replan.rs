@@ -5,7 +5,9 @@
 //! can neither widen the run's capabilities nor raise its budget. Replies for dropped tasks are
 //! late from then on.
 
-use quorate_protocols::{Component, NodeId, PlanError, PlanSpec, TaskEvent, TaskId, TaskState};
+use quorate_protocols::{
+    Budget, Component, NodeId, PlanError, PlanSpec, TaskEvent, TaskId, TaskState,
+};
 use quorate_workers::messages::Control;
 
 use super::task::TaskSlot;
@@ -44,6 +46,17 @@ pub enum ReplanError {
     /// The run already stopped.
     #[error("the run has stopped; there is nothing to replan")]
     Stopped,
+}
+
+/// A task a replan dropped (it was cancelled first if it was live): what its cancel's
+/// acknowledgement needs to settle its charge, and its name for the `task-settled` event.
+#[derive(Debug)]
+pub(super) struct Retired {
+    pub(super) name: std::sync::Arc<str>,
+    pub(super) allocated: bool,
+    pub(super) granted: Budget,
+    /// What the task is charged: its close's figure, then what an acknowledgement settled.
+    pub(super) charged: Budget,
 }
 
 impl SupervisorCore {
@@ -151,8 +164,14 @@ impl SupervisorCore {
             ids.push(task_id);
         }
         for (i, slot) in old_slots.iter().enumerate() {
-            if slot.is_some() {
-                self.retired.insert(self.by_id.id(i as u32));
+            if let Some(slot) = slot {
+                let retired = Retired {
+                    name: self.plan.node(i as u32).id.shared(),
+                    allocated: slot.allocated,
+                    granted: slot.granted,
+                    charged: slot.spent,
+                };
+                self.retired.insert(self.by_id.id(i as u32), retired);
             }
         }
         // Checks still out were asked by the old version: their answers will be ignored, and a

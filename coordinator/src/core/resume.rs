@@ -122,6 +122,12 @@ impl SupervisorCore {
                 });
             }
             core.seq = core.seq.max(e.seq + 1);
+            if let (EventKind::TaskSettled { spent }, Some(name)) = (&e.kind, &e.task) {
+                // A task the replan dropped is settled after the switch, by name.
+                if core.index_of_name(name).is_none() && core.recharge_retired(name, *spent) {
+                    continue;
+                }
+            }
             let node = match &e.task {
                 Some(name) => {
                     Some(

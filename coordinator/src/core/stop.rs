@@ -103,6 +103,33 @@ impl SupervisorCore {
         self.record(now, Some(i), EventKind::TaskSettled { spent: actual });
     }
 
+    /// The worker of task `id`, which a replan dropped (cancelling it), acknowledged with what
+    /// the attempt spent: as [`settle_acknowledged`](Self::settle_acknowledged), for a task
+    /// that is no longer in the plan (the event names it).
+    pub(super) fn settle_retired(&mut self, now: u64, id: TaskId, reported: Budget) {
+        let Some(r) = self.retired.get_mut(&id) else {
+            return;
+        };
+        let actual = reported.min(&r.granted);
+        if !r.allocated || actual == r.charged {
+            return;
+        }
+        let charged = std::mem::replace(&mut r.charged, actual);
+        let _ = self.root.child_recharged(charged, actual);
+        let task = RecordTask::Named(r.name.clone());
+        self.record_as(now, task, EventKind::TaskSettled { spent: actual });
+    }
+
+    /// The replay of a `task-settled` event naming `name`, a task the replan dropped.
+    pub(super) fn recharge_retired(&mut self, name: &str, actual: Budget) -> bool {
+        let Some(r) = self.retired.values_mut().find(|r| &*r.name == name) else {
+            return false;
+        };
+        let charged = std::mem::replace(&mut r.charged, actual);
+        let _ = self.root.child_recharged(charged, actual);
+        true
+    }
+
     /// Task `i`, closed, is charged `actual` instead of what it was charged (live and on replay).
     pub(super) fn recharge(&mut self, i: u32, actual: Budget) {
         let charged = std::mem::replace(&mut self.tasks[i as usize].spent, actual);
