@@ -21,12 +21,17 @@ use quorate_protocols::{ActionId, AgentId, Envelope, ResultKind, Role, Sender, T
 
 use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
-use crate::book::{ActionBook, ActionRecord, BookError};
+use crate::book::{ActionBook, ActionRecord};
 use crate::history::History;
 use crate::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use crate::tool::{ToolAnswer, ToolRegistry};
 
+mod effect;
+mod input_error;
 mod routing;
+
+pub use effect::Effect;
+pub use input_error::InputError;
 
 /// Tunables of a worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,95 +50,6 @@ impl Default for WorkerConfig {
             no_progress_limit: 3,
         }
     }
-}
-
-/// Something the driver of a [`WorkerCore`] must do.
-#[must_use]
-#[derive(Clone, Debug, PartialEq)]
-pub enum Effect {
-    /// Run `tool` for `action`; feed the answer to [`WorkerCore::handle_tool_answer`], or call
-    /// [`WorkerCore::handle_tool_timeout`] if none came by `deadline`.
-    CallTool {
-        /// The task.
-        task: TaskId,
-        /// The action.
-        action: ActionId,
-        /// The tool.
-        tool: String,
-        /// Its parameters.
-        params: serde_json::Value,
-        /// When the outcome becomes unknown.
-        deadline: Instant,
-        /// Tags this call; hand it back with the answer or the timeout. A retry of an action is a
-        /// new call, so a late answer of an earlier call is told apart from the retry's.
-        call: u64,
-    },
-    /// Ask `tool` what became of `action`; feed the answer to
-    /// [`WorkerCore::handle_query_answer`] or call [`WorkerCore::handle_query_timeout`].
-    QueryTool {
-        /// The task.
-        task: TaskId,
-        /// The action.
-        action: ActionId,
-        /// The tool.
-        tool: String,
-        /// When to give up.
-        deadline: Instant,
-    },
-    /// Send this reply to the supervisor.
-    Reply(Box<Envelope<Report>>),
-}
-
-/// An input did not fit the worker's state. Nothing changed (see the module docs).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InputError {
-    /// No attempt of the task runs or ran here.
-    #[error("no attempt of task {task} is known here")]
-    UnknownTask {
-        /// The task.
-        task: TaskId,
-    },
-    /// The input names an older attempt than the current one; it is late.
-    #[error("task {task}: attempt {got} is not the current attempt {current}")]
-    StaleAttempt {
-        /// The task.
-        task: TaskId,
-        /// The current attempt.
-        current: u32,
-        /// The attempt the input named.
-        got: u32,
-    },
-    /// This attempt was assigned already (a duplicate assignment).
-    #[error("task {task}: attempt {attempt} was assigned already")]
-    DuplicateAssignment {
-        /// The task.
-        task: TaskId,
-        /// The attempt.
-        attempt: u32,
-    },
-    /// The current attempt is not waiting for this action's answer (late or duplicate).
-    #[error("action {action} is not awaited (late or duplicate answer)")]
-    NotAwaited {
-        /// The action.
-        action: ActionId,
-    },
-    /// No call is parked for approval under this action.
-    #[error("no call is parked for approval under action {action}")]
-    NotParked {
-        /// The action.
-        action: ActionId,
-    },
-    /// The attempt has ended already.
-    #[error("task {task}: attempt {attempt} has ended")]
-    AttemptEnded {
-        /// The task.
-        task: TaskId,
-        /// The attempt.
-        attempt: u32,
-    },
-    /// The action's state machine refused the input.
-    #[error(transparent)]
-    Book(#[from] BookError),
 }
 
 /// The worker's decision core: a pure state machine over every task attempt a worker runs.

@@ -1,0 +1,46 @@
+//! What a worker core asks its driver to do.
+
+use std::time::Instant;
+
+use quorate_protocols::{ActionId, Envelope, TaskId};
+
+#[cfg(doc)]
+use super::WorkerCore;
+use crate::messages::Report;
+
+/// Something the driver of a [`WorkerCore`] must do.
+#[must_use]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Run `tool` for `action`; feed the answer to [`WorkerCore::handle_tool_answer`], or call
+    /// [`WorkerCore::handle_tool_timeout`] if none came by `deadline`.
+    CallTool {
+        /// The task.
+        task: TaskId,
+        /// The action.
+        action: ActionId,
+        /// The tool.
+        tool: String,
+        /// Its parameters.
+        params: serde_json::Value,
+        /// When the outcome becomes unknown.
+        deadline: Instant,
+        /// Tags this call; hand it back with the answer or the timeout. A retry of an action is a
+        /// new call, so a late answer of an earlier call is told apart from the retry's.
+        call: u64,
+    },
+    /// Ask `tool` what became of `action`; feed the answer to
+    /// [`WorkerCore::handle_query_answer`] or call [`WorkerCore::handle_query_timeout`].
+    QueryTool {
+        /// The task.
+        task: TaskId,
+        /// The action.
+        action: ActionId,
+        /// The tool.
+        tool: String,
+        /// When to give up.
+        deadline: Instant,
+    },
+    /// Send this reply to the supervisor.
+    Reply(Box<Envelope<Report>>),
+}
