@@ -102,6 +102,57 @@ pub struct DagBench {
     pub peak_rss_bytes_per_task: Option<f64>,
 }
 
+impl DagBench {
+    /// The human-readable report `quorate bench dag` prints without `--json`, one line per
+    /// figure group.
+    ///
+    /// ```
+    /// use quorate::bench_dag::DagBench;
+    /// let b = DagBench {
+    ///     layers: 2, width: 3, workers: 1, threads: 0, tasks: 6, elapsed_s: 0.5,
+    ///     tasks_per_s: 12.0, tasks_per_s_runs: vec![12.0], baseline_round_trips_per_s_runs: vec![48.0],
+    ///     baseline_round_trips_per_s: 48.0, ratio: 0.25, warmup: true, first_run_tasks_per_s: 6.0,
+    ///     peak_rss_bytes_per_task: None,
+    /// };
+    /// let text = b.summary();
+    /// assert!(text.starts_with("tasks 6  elapsed_s 0.500  tasks_per_s 12  (2 layers x 3 wide"));
+    /// assert!(text.contains("ratio 0.250"));
+    /// assert!(!text.contains("RSS"), "no memory line without a figure");
+    /// ```
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let mut out = format!(
+            "tasks {}  elapsed_s {:.3}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads; every run completed; the median of {} runs: {:.0?})\n",
+            self.tasks,
+            self.elapsed_s,
+            self.tasks_per_s,
+            self.layers,
+            self.width,
+            self.workers,
+            self.threads,
+            self.tasks_per_s_runs.len(),
+            self.tasks_per_s_runs
+        );
+        out += &format!(
+            "baseline: raw actix request/response {:.0} round trips/s in the same process; ratio {:.3}\n",
+            self.baseline_round_trips_per_s, self.ratio
+        );
+        let warm = if self.warmup {
+            "each measured run after an unmeasured warm-up run"
+        } else {
+            "no warm-up runs"
+        };
+        out += &format!(
+            "{warm}; the process's first run: {:.0} tasks/s\n",
+            self.first_run_tasks_per_s
+        );
+        if let Some(m) = self.peak_rss_bytes_per_task {
+            out += &format!("peak RSS growth per task: {m:.0} bytes\n");
+        }
+        out
+    }
+}
+
 struct Answer;
 
 impl Agent for Answer {

@@ -142,20 +142,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Ok(b) => {
-                    quorate::outln!("tasks {}  elapsed_s {:.3}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads; every run completed; the median of {} runs: {:.0?})", b.tasks, b.elapsed_s, b.tasks_per_s, b.layers, b.width, b.workers, b.threads, b.tasks_per_s_runs.len(), b.tasks_per_s_runs);
-                    quorate::outln!("baseline: raw actix request/response {:.0} round trips/s in the same process; ratio {:.3}", b.baseline_round_trips_per_s, b.ratio);
-                    let warm = if b.warmup {
-                        "each measured run after an unmeasured warm-up run"
-                    } else {
-                        "no warm-up runs"
-                    };
-                    quorate::outln!(
-                        "{warm}; the process's first run: {:.0} tasks/s",
-                        b.first_run_tasks_per_s
-                    );
-                    if let Some(m) = b.peak_rss_bytes_per_task {
-                        quorate::outln!("peak RSS growth per task: {m:.0} bytes");
-                    }
+                    quorate::out!("{}", b.summary());
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
