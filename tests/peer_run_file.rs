@@ -168,3 +168,70 @@ fn a_delegated_approval_in_peer_mode_waits_and_follows_decisions() {
     assert_outcome(&run, "cancelled", &[("cleanup", TaskState::Cancelled)]);
     assert!(run.world.effects().is_empty(), "nothing dropped");
 }
+
+/// `delegated_approval.toml` with a second sub-task, `mark`, that makes three calls one after
+/// another while `purge` waits for a human: in both topologies the run stops with
+/// `waiting-approval` only after `mark` is done (before, peer mode stopped at `purge`'s
+/// request, and `mark` never made a call).
+#[test]
+fn a_parked_sub_task_does_not_stop_its_sibling_in_either_topology() {
+    let mark = r#"output = "dropped" }]
+
+[[tasks.script.subtasks]]
+name = "mark"
+capabilities = ["db.mark"]
+budget = { steps = 8, tool_calls = 3 }
+script = [
+  { do = "call", tool = "db.mark", params = { n = 1 }, side-effect = "idempotent-write", output = "ok" },
+  { do = "call", tool = "db.mark", params = { n = 2 }, side-effect = "idempotent-write", output = "ok" },
+  { do = "call", tool = "db.mark", params = { n = 3 }, side-effect = "idempotent-write", output = "ok" },
+]"#;
+    let chaos = CHAOS.parse::<ChaosConfig>().expect("chaos");
+    for topology in ["star", "peer"] {
+        let path = variant(
+            "delegated_approval.toml",
+            &format!("sibling_{topology}"),
+            &[
+                ("workers = 1", &format!("workers = 1\ntopology = \"{topology}\"")),
+                (
+                    "budget = { steps = 20, tool_calls = 4 }",
+                    "budget = { steps = 30, tool_calls = 6 }",
+                ),
+                (
+                    "capabilities = [\"db.drop\"]\ncall_timeout_ms",
+                    "capabilities = [\"db.drop\", \"db.mark\"]\ncall_timeout_ms",
+                ),
+                (
+                    "capabilities = [\"db.drop\"]\nbudget = { steps = 10, tool_calls = 2 }",
+                    "capabilities = [\"db.drop\", \"db.mark\"]\nbudget = { steps = 20, tool_calls = 4 }",
+                ),
+                ("output = \"dropped\" }]", mark),
+            ],
+        );
+        for seed in 0..=2 {
+            let args = RunArgs {
+                seed,
+                chaos: (seed > 0).then_some(chaos),
+                ..RunArgs::default()
+            };
+            let run =
+                run_file(&path, &args).unwrap_or_else(|e| panic!("{topology}, seed {seed}: {e}"));
+            assert_outcome(
+                &run,
+                "waiting-approval",
+                &[("cleanup", TaskState::WaitingApproval)],
+            );
+            assert_eq!(
+                run.world.effects_of("db.mark"),
+                3,
+                "{topology}, seed {seed}: mark finished before the stop"
+            );
+            assert_eq!(
+                run.world.effects_of("db.drop"),
+                0,
+                "{topology}: nothing dropped"
+            );
+            assert_eq!(run.output.report.actions.executed, 3);
+        }
+    }
+}

@@ -14,7 +14,7 @@ use quorate_protocols::{
     TaskState,
 };
 use quorate_state::{Account, AccountId, MemoryStore};
-use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
+use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use serde_json::json;
 
 use support::{needs_key, node, spec_of};
@@ -36,6 +36,8 @@ struct Net {
     /// Assignments handed to each peer's worker, not yet answered.
     running: Vec<(usize, Envelope<Assignment>)>,
     executed: Vec<(usize, String)>,
+    /// Controls sent to the peers' workers: (peer, task, control).
+    controls: Vec<(usize, TaskId, Control)>,
     /// Result keys committed, by peer.
     committed: Vec<(usize, String)>,
     done: Vec<Option<StopReason>>,
@@ -118,6 +120,7 @@ impl Net {
             sent: vec![],
             running: vec![],
             executed: vec![],
+            controls: vec![],
             committed: vec![],
             done: vec![None; n],
         };
@@ -169,7 +172,7 @@ impl Net {
                     self.executed.push((p, env.payload.node.to_string()));
                     self.running.push((p, *env));
                 }
-                PeerEffect::Control(_) => {}
+                PeerEffect::Control(env) => self.controls.push((p, env.task, env.payload)),
                 PeerEffect::CommitTerminal(record) => {
                     let key = format!("state/{}", record.node);
                     match self.states.cas_now(&key, None, record.clone()) {
@@ -535,4 +538,19 @@ fn a_stop_while_a_task_waits_for_quiet_cancels_it() {
     for core in &net.cores {
         assert_eq!(core.task_state(0), TaskState::Cancelled);
     }
+    // a's worker, whose other sub-tasks may still be calling tools, is told to stop.
+    let a = TaskId::from_u128(1000);
+    let runner = net
+        .executed
+        .iter()
+        .find(|(_, n)| n == "a")
+        .expect("a ran")
+        .0;
+    assert_eq!(net.controls, vec![(runner, a, Control::Cancel)]);
+    // Its Quiet, coming after the stop, is late and changes nothing.
+    let late = net.cores[runner].messages().rejected_late;
+    net.tell("a", Outcome::Quiet { action });
+    net.deliver_all();
+    assert_eq!(net.cores[runner].task_state(0), TaskState::Cancelled);
+    assert_eq!(net.cores[runner].messages().rejected_late, late + 1);
 }

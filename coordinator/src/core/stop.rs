@@ -120,7 +120,9 @@ impl SupervisorCore {
         self.record_as(now, task, EventKind::TaskSettled { spent: actual });
     }
 
-    /// The replay of a `task-settled` event naming `name`, a task the replan dropped.
+    /// The replay of a `task-settled` event naming `name`, a task the replan dropped. Names
+    /// are unambiguous here because a replay follows one replan (to the fallback): a later
+    /// plan could bring a dropped name back as a new node.
     pub(super) fn recharge_retired(&mut self, name: &str, actual: Budget) -> bool {
         let Some(r) = self.retired.values_mut().find(|r| &*r.name == name) else {
             return false;
