@@ -18,6 +18,16 @@ pub enum Rejection {
     Unauthorized,
 }
 
+/// A control that ends a worker's attempt (and that the worker acknowledges).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopControl {
+    /// Stop working on the task.
+    Cancel,
+    /// The call parked for approval was rejected; the task is cancelled.
+    Reject,
+}
+
 /// What happened. Serialized as the `kind` field of a trace line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -59,6 +69,18 @@ pub enum EventKind {
     /// to the root (or, if the attempt spent more than it last reported, comes out of it).
     TaskSettled {
         /// What the task spent, as its worker reported it.
+        spent: quorate_protocols::Budget,
+    },
+    /// The worker of a running task was told to stop (`cancel`), or that the call it parked
+    /// for approval was rejected (`reject`); the attempt's final reply acknowledges it.
+    ControlSent {
+        /// What the worker was told.
+        control: StopControl,
+    },
+    /// The worker acknowledged a `control-sent` with its attempt's final reply (which is
+    /// rejected as late: the task is terminal), reporting what the attempt spent.
+    ControlAcknowledged {
+        /// What the attempt spent, as the worker reported it.
         spent: quorate_protocols::Budget,
     },
     /// The supervisor was rebuilt from the run log and continues the run.
@@ -132,7 +154,7 @@ pub enum EventKind {
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
-pub(crate) const KIND_NAMES: [&str; 19] = [
+pub(crate) const KIND_NAMES: [&str; 21] = [
     "run-started",
     "transition",
     "dispatched",
@@ -152,6 +174,8 @@ pub(crate) const KIND_NAMES: [&str; 19] = [
     "stop-requested",
     "run-stopped",
     "task-settled",
+    "control-sent",
+    "control-acknowledged",
 ];
 
 impl EventKind {
@@ -184,6 +208,8 @@ impl EventKind {
             EventKind::StopRequested { .. } => 16,
             EventKind::RunStopped { .. } => 17,
             EventKind::TaskSettled { .. } => 18,
+            EventKind::ControlSent { .. } => 19,
+            EventKind::ControlAcknowledged { .. } => 20,
         }
     }
 }

@@ -39,6 +39,12 @@ fn every_kind_reads_back_as_written() {
         EventKind::TaskSettled {
             spent: Budget::new(1, 0, 7, 0),
         },
+        EventKind::ControlSent {
+            control: crate::event::StopControl::Reject,
+        },
+        EventKind::ControlAcknowledged {
+            spent: Budget::new(2, 1, 0, 3),
+        },
         EventKind::ReplyAccepted,
         EventKind::ReplyRejected {
             reason: Rejection::Stale,

@@ -34,7 +34,7 @@ pub use crate::core::{
     SupervisorCore,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
-pub use event::{Event, EventKind, Record, RecordTask, Rejection};
+pub use event::{Event, EventKind, Record, RecordTask, Rejection, StopControl};
 pub use link::ChaosLink;
 pub use peer::{run_peer, PeerCore, PeerEffect, PeerMsg};
 pub use report::{BudgetRow, RunReport, TaskRow};

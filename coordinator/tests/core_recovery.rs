@@ -307,6 +307,26 @@ fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume(
     h.drain();
     assert_eq!(h.stops, vec![StopReason::Completed]);
     assert_eq!(h.core.snapshot().budget.spent, Budget::steps(2));
+
+    // A crash between the replan and the acknowledgement: the rebuilt supervisor still awaits
+    // it (the log says a cancel went out) and settles the dropped task's charge.
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
+    let narrower = spec_of(vec![node("a", &[])]);
+    h.core
+        .handle_replan(1, narrower.clone())
+        .expect("a narrower plan");
+    h.drain();
+    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
+    ack.payload.spent = Budget::steps(1);
+    h.core = h.rebuilt(Some(narrower)).expect("replays");
+    h.core.start_resumed(2);
+    h.drain();
+    assert_eq!(h.core.snapshot().budget.spent, slice);
+    h.send(3, ack);
+    assert_eq!(h.core.snapshot().budget.spent, Budget::steps(1));
 }
 
 #[test]

@@ -403,6 +403,50 @@ fn a_cancelled_task_is_charged_what_its_worker_acknowledges() {
 }
 
 #[test]
+fn a_resumed_supervisor_still_awaits_the_acknowledgement_of_a_cancel_sent_before_the_crash() {
+    let (mut h, slice) = b_cancelled_by_a_failure();
+    assert!(h.stops.is_empty(), "the stop waits for b's worker");
+    // Crash before b's worker answers: the log says a cancel went out and nothing came back.
+    h.core = h.rebuilt(None).unwrap();
+    h.core.start_resumed(10);
+    h.drain();
+    assert!(
+        h.stops.is_empty(),
+        "the resumed stop waits for b's worker too"
+    );
+    assert_eq!(h.core.snapshot().tasks[1].spent, slice);
+    // The acknowledgement, sent to the old supervisor's address, reaches the new one: b is
+    // charged what it spent, and the stop completes at the next tick.
+    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
+    ack.payload.spent = Budget::steps(1);
+    h.send(11, ack);
+    assert_eq!(h.core.snapshot().tasks[1].spent, Budget::steps(1));
+    h.core.handle_tick(11);
+    h.drain();
+    assert!(
+        matches!(h.stops[..], [StopReason::Failed { .. }]),
+        "{:?}",
+        h.stops
+    );
+
+    // Crashed after the acknowledgement instead: nothing is awaited, the resumed run stops
+    // at once, and b keeps the charge its acknowledgement settled.
+    let (mut h, _) = b_cancelled_by_a_failure();
+    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
+    ack.payload.spent = Budget::steps(1);
+    h.send(2, ack);
+    h.core = h.rebuilt(None).unwrap();
+    h.core.start_resumed(10);
+    h.drain();
+    assert!(
+        matches!(h.stops[..], [StopReason::Failed { .. }]),
+        "{:?}",
+        h.stops
+    );
+    assert_eq!(h.core.snapshot().tasks[1].spent, Budget::steps(1));
+}
+
+#[test]
 fn an_acknowledgement_reporting_more_than_the_slice_is_charged_the_slice() {
     let (mut h, slice) = b_cancelled_by_a_failure();
     let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);

@@ -1,7 +1,7 @@
 //! Approval decisions and control messages to workers.
 
 use super::*;
-use crate::event::EventKind;
+use crate::event::{EventKind, StopControl};
 use crate::StopReason;
 
 impl SupervisorCore {
@@ -25,18 +25,25 @@ impl SupervisorCore {
             self.stop_with(now, i, TaskEvent::Cancelled, StopReason::Cancelled);
             Control::Reject { action }
         };
-        self.send_control(i, control);
+        self.send_control(now, i, control);
     }
 
-    pub(super) fn send_control(&mut self, i: u32, control: Control) {
-        let slot = &self.tasks[i as usize];
-        let Some(worker) = slot.worker.map(|w| w as usize) else {
+    /// Sends `control` to the worker of task `i`'s current attempt. A cancel or a rejection is
+    /// logged (`control-sent`) and its acknowledgement awaited.
+    pub(super) fn send_control(&mut self, now: u64, i: u32, control: Control) {
+        let Some(worker) = self.tasks[i as usize].worker.map(|w| w as usize) else {
             return;
         };
-        if matches!(control, Control::Cancel | Control::Reject { .. }) {
-            let told = (slot.attempt, self.workers[worker].agent);
-            self.awaiting_ack.insert(self.by_id.id(i), told);
+        let stop = match control {
+            Control::Cancel => Some(StopControl::Cancel),
+            Control::Reject { .. } => Some(StopControl::Reject),
+            Control::Approve { .. } => None,
+        };
+        if let Some(control) = stop {
+            self.await_ack(i);
+            self.record(now, Some(i), EventKind::ControlSent { control });
         }
+        let slot = &self.tasks[i as usize];
         let mut envelope = Envelope::new(self.run, self.by_id.id(i), self.me, control);
         envelope.attempt = slot.attempt;
         envelope.state_version = Version::new(u64::from(slot.version));
@@ -45,5 +52,17 @@ impl SupervisorCore {
             worker,
             envelope: Box::new(envelope),
         });
+    }
+}
+
+impl SupervisorCore {
+    /// The final reply of task `i`'s current attempt, from its worker, will acknowledge a
+    /// cancel or a rejection (live, and when a replay meets `control-sent`).
+    pub(super) fn await_ack(&mut self, i: u32) {
+        let slot = &self.tasks[i as usize];
+        if let Some(w) = slot.worker {
+            let told = (slot.attempt, self.workers[w as usize].agent);
+            self.awaiting_ack.insert(self.by_id.id(i), told);
+        }
     }
 }

@@ -72,7 +72,7 @@ impl SupervisorCore {
             let state = self.tasks[i as usize].state;
             if plan.index_of(&id).is_none() && !state.is_terminal() {
                 if matches!(state, TaskState::Running | TaskState::WaitingApproval) {
-                    self.send_control(i, Control::Cancel);
+                    self.send_control(now, i, Control::Cancel);
                 }
                 self.end_task(now, i, TaskEvent::Cancelled);
             }

@@ -122,9 +122,10 @@ impl SupervisorCore {
                 });
             }
             core.seq = core.seq.max(e.seq + 1);
-            if let (EventKind::TaskSettled { spent }, Some(name)) = (&e.kind, &e.task) {
-                // A task the replan dropped is settled after the switch, by name.
-                if core.index_of_name(name).is_none() && core.recharge_retired(name, *spent) {
+            if let Some(name) = &e.task {
+                // A task the replan dropped, named after the switch (its cancel's
+                // acknowledgement and settlement).
+                if core.index_of_name(name).is_none() && core.replay_retired(name, &e.kind) {
                     continue;
                 }
             }
@@ -213,6 +214,10 @@ impl SupervisorCore {
                         .child_closed(AccountId::Task(core.by_id.id(i)), *spent);
                 }
                 (EventKind::TaskSettled { spent }, Some(i)) => core.recharge(i, *spent),
+                (EventKind::ControlSent { .. }, Some(i)) => core.await_ack(i),
+                (EventKind::ControlAcknowledged { .. }, Some(i)) => {
+                    core.awaiting_ack.remove(&core.by_id.id(i));
+                }
                 _ => {}
             }
         }
@@ -237,6 +242,26 @@ impl SupervisorCore {
             core.tasks[i as usize].deps_left = left as u32;
         }
         Ok(())
+    }
+
+    /// Replays `kind`, an event naming `name`, a task the replan dropped: `false` if no dropped
+    /// task has that name. Names are unambiguous here because a replay follows one replan (to
+    /// the fallback): a later plan could bring a dropped name back as a new node.
+    fn replay_retired(&mut self, name: &str, kind: &EventKind) -> bool {
+        let Some((&id, r)) = self.retired.iter_mut().find(|(_, r)| &*r.name == name) else {
+            return false;
+        };
+        match kind {
+            EventKind::TaskSettled { spent } => {
+                let charged = std::mem::replace(&mut r.charged, *spent);
+                let _ = self.root.child_recharged(charged, *spent);
+            }
+            EventKind::ControlAcknowledged { .. } => {
+                self.awaiting_ack.remove(&id);
+            }
+            _ => {}
+        }
+        true
     }
 
     /// Continues a resumed run: re-dispatches attempts that were in flight, makes ready what

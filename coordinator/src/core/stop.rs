@@ -120,18 +120,6 @@ impl SupervisorCore {
         self.record_as(now, task, EventKind::TaskSettled { spent: actual });
     }
 
-    /// The replay of a `task-settled` event naming `name`, a task the replan dropped. Names
-    /// are unambiguous here because a replay follows one replan (to the fallback): a later
-    /// plan could bring a dropped name back as a new node.
-    pub(super) fn recharge_retired(&mut self, name: &str, actual: Budget) -> bool {
-        let Some(r) = self.retired.values_mut().find(|r| &*r.name == name) else {
-            return false;
-        };
-        let charged = std::mem::replace(&mut r.charged, actual);
-        let _ = self.root.child_recharged(charged, actual);
-        true
-    }
-
     /// Task `i`, closed, is charged `actual` instead of what it was charged (live and on replay).
     pub(super) fn recharge(&mut self, i: u32, actual: Budget) {
         let charged = std::mem::replace(&mut self.tasks[i as usize].spent, actual);
@@ -152,7 +140,7 @@ impl SupervisorCore {
                 continue;
             }
             if matches!(state, TaskState::Running | TaskState::WaitingApproval) {
-                self.send_control(i, Control::Cancel);
+                self.send_control(now, i, Control::Cancel);
             }
             self.end_task(now, i, TaskEvent::Cancelled);
         }
