@@ -129,8 +129,10 @@ fn peer_mode_writes_data_and_checks_store_preconditions() {
     assert_eq!(run.world.effects_of("mail.send"), 0, "publish never ran");
 }
 
-/// `delegated_approval.toml` in peer mode: a delegated sub-task's request settles its task as
-/// waiting-approval only after the worker says `Quiet`; a decision goes down to the sub-task.
+/// `delegated_approval.toml` in peer mode: undecided, the run stops with `waiting-approval`
+/// and nothing is dropped (also under chaos between the peers); approved, the decision goes
+/// down to the sub-task and the table is dropped once; rejected, the task is cancelled. (That
+/// the stop waits for the task's other sub-tasks is the next test's.)
 #[test]
 fn a_delegated_approval_in_peer_mode_waits_and_follows_decisions() {
     let path = variant(
