@@ -4,9 +4,9 @@
 
 mod support;
 
-use quorate_coordinator::{EventKind, StopReason, SupervisorConfig};
-use quorate_protocols::{Budget, ResultKind, TaskState};
-use quorate_workers::messages::{ActionCounts, Control, Outcome};
+use quorate_coordinator::{EventKind, StopControl, StopReason, SupervisorConfig};
+use quorate_protocols::{Budget, Envelope, PlanSpec, ResultKind, TaskState};
+use quorate_workers::messages::{ActionCounts, Control, Outcome, Report};
 use serde_json::json;
 
 use support::{fail_publish, needs_key, node, replanning_run, spec_of, Harness};
@@ -268,8 +268,10 @@ fn a_task_dropped_by_a_replan_still_acknowledges_its_cancel() {
     );
 }
 
-#[test]
-fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume() {
+/// a and b run; a replan drops b (cancelling it, charged its whole slice). Returns the
+/// narrower plan (what a resume needs to replay the switch) and b's acknowledgement of the
+/// cancel, reporting one step spent (not yet sent).
+fn b_dropped() -> (Harness, PlanSpec, Envelope<Report>) {
     let mut h = Harness::new(
         vec![node("a", &[]), node("b", &[])],
         SupervisorConfig::default(),
@@ -279,27 +281,67 @@ fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume(
         .handle_replan(1, narrower.clone())
         .expect("a narrower plan");
     h.drain();
-    // b, dropped while running without a report, is charged its whole slice at the close.
-    let slice = Budget::new(10, 2, 100, 10);
-    assert_eq!(h.core.snapshot().budget.spent, slice);
-    // Its worker acknowledges the cancel having spent one step: that is b's charge now.
     let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
     ack.payload.spent = Budget::steps(1);
+    (h, narrower, ack)
+}
+
+/// The log's events of `kind` (by name) and the task each names.
+fn logged(h: &Harness, kind: &str) -> Vec<(Option<String>, EventKind)> {
+    h.log
+        .iter()
+        .filter(|e| e.kind.name() == kind)
+        .map(|e| (e.task.as_deref().map(str::to_string), e.kind.clone()))
+        .collect()
+}
+
+#[test]
+fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume() {
+    let slice = Budget::new(10, 2, 100, 10);
+    let (mut h, narrower, ack) = b_dropped();
+    // b, dropped while running without a report, is charged its whole slice at the close.
+    assert_eq!(h.core.snapshot().budget.spent, slice);
+    assert_eq!(
+        logged(&h, "control-sent"),
+        vec![(
+            Some("b".into()),
+            EventKind::ControlSent {
+                control: StopControl::Cancel
+            }
+        )]
+    );
+    // Its worker acknowledges the cancel having spent one step: that is b's charge now.
     h.send(2, ack);
     assert_eq!(h.core.snapshot().budget.spent, Budget::steps(1));
-    let settled: Vec<_> = h
-        .log
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::TaskSettled { .. }))
-        .collect();
-    assert_eq!(settled.len(), 1);
+    let named_b = Some("b".to_string());
     assert_eq!(
-        settled[0].task.as_deref(),
-        Some("b"),
+        logged(&h, "control-acknowledged"),
+        vec![(
+            named_b.clone(),
+            EventKind::ControlAcknowledged {
+                spent: Budget::steps(1)
+            }
+        )],
         "named: b is not in the plan"
     );
-    // The log replays to the same budget (the fallback is how a resume learns the new plan).
-    let rebuilt = h.rebuilt(Some(narrower)).expect("replays");
+    assert_eq!(
+        logged(&h, "task-settled"),
+        vec![(
+            named_b,
+            EventKind::TaskSettled {
+                spent: Budget::steps(1)
+            }
+        )]
+    );
+    // The log replays to the same budget (the fallback is how a resume learns the new plan),
+    // also when it was cut before the `task-settled`.
+    let rebuilt = h.rebuilt(Some(narrower.clone())).expect("replays");
+    assert_eq!(rebuilt.snapshot().budget, h.core.snapshot().budget);
+    let mut cut = b_dropped().0;
+    cut.log = h.log.clone();
+    let settled = cut.log.iter().position(|e| e.kind.name() == "task-settled");
+    cut.log.truncate(settled.expect("logged"));
+    let rebuilt = cut.rebuilt(Some(narrower.clone())).expect("replays");
     assert_eq!(rebuilt.snapshot().budget, h.core.snapshot().budget);
     // a completes; its spending adds to b's settled charge.
     h.send(3, h.answer("a", json!("done")));
@@ -308,25 +350,61 @@ fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume(
     assert_eq!(h.stops, vec![StopReason::Completed]);
     assert_eq!(h.core.snapshot().budget.spent, Budget::steps(2));
 
-    // A crash between the replan and the acknowledgement: the rebuilt supervisor still awaits
-    // it (the log says a cancel went out) and settles the dropped task's charge.
-    let mut h = Harness::new(
-        vec![node("a", &[]), node("b", &[])],
-        SupervisorConfig::default(),
-    );
-    let narrower = spec_of(vec![node("a", &[])]);
-    h.core
-        .handle_replan(1, narrower.clone())
-        .expect("a narrower plan");
+    // A crash after the acknowledgement: the resumed run awaits nothing and stops as soon as
+    // a (in flight at the crash, sent again) completes.
+    let (mut h, narrower, ack) = b_dropped();
+    h.send(2, ack);
+    h.core = h.rebuilt(Some(narrower)).expect("replays");
+    h.core.start_resumed(3);
     h.drain();
-    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
-    ack.payload.spent = Budget::steps(1);
+    h.send(4, h.answer("a", json!("done")));
+    h.core.handle_tick(4);
+    h.drain();
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    assert_eq!(h.core.snapshot().budget.spent, Budget::steps(2));
+
+    // A crash between the replan and the acknowledgement: the rebuilt supervisor still awaits
+    // it (the log says a cancel went out), stops only once it came, and settles b's charge.
+    let (mut h, narrower, ack) = b_dropped();
     h.core = h.rebuilt(Some(narrower)).expect("replays");
     h.core.start_resumed(2);
     h.drain();
     assert_eq!(h.core.snapshot().budget.spent, slice);
-    h.send(3, ack);
-    assert_eq!(h.core.snapshot().budget.spent, Budget::steps(1));
+    h.send(3, h.answer("a", json!("done")));
+    h.core.handle_tick(3);
+    h.drain();
+    assert!(h.stops.is_empty(), "b's worker has not answered yet");
+    h.send(4, ack);
+    h.core.handle_tick(4);
+    h.drain();
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    assert_eq!(h.core.snapshot().budget.spent, Budget::steps(2));
+}
+
+#[test]
+fn a_cancel_logged_just_before_a_crash_is_not_awaited_once_its_task_is_sent_again() {
+    // The log ends right after the replan's `control-sent` for b: neither b's end nor the
+    // switch was logged, so the resumed run still has b, in flight, and sends it again.
+    let (h, narrower, _) = b_dropped();
+    let mut cut = b_dropped().0;
+    cut.log = h.log.clone();
+    let sent = cut.log.iter().position(|e| e.kind.name() == "control-sent");
+    cut.log.truncate(sent.expect("logged") + 1);
+    cut.core = cut.rebuilt(Some(narrower)).expect("replays");
+    cut.dispatched.clear();
+    cut.core.start_resumed(2);
+    cut.drain();
+    let (_, b) = cut.assignment("b");
+    assert_eq!(b.attempt, 2, "b goes out again");
+    cut.send(3, cut.answer("a", json!("A")));
+    cut.send(3, cut.answer("b", json!("B")));
+    cut.core.handle_tick(3);
+    cut.drain();
+    assert_eq!(
+        cut.stops,
+        vec![StopReason::Completed],
+        "the old attempt's acknowledgement is not waited for"
+    );
 }
 
 #[test]

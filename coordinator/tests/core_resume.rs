@@ -302,3 +302,32 @@ fn a_replanned_log_is_not_replayed_with_another_plan() {
         Err(ResumeError::BadFallback { .. })
     ));
 }
+
+#[test]
+fn a_log_naming_a_worker_the_rebuilt_supervisor_lacks_is_refused() {
+    let nodes = vec![node("a", &[]), node("b", &[])];
+    let h = Harness::new(nodes.clone(), SupervisorConfig::default());
+    assert_eq!(h.assignment("b").0, 1, "b went to the second worker");
+    let plan = spec_of(nodes).validate().expect("valid plan");
+    let mut core = quorate_coordinator::SupervisorCore::new(
+        quorate_protocols::RunId::from_u128(7),
+        plan,
+        SupervisorConfig::default(),
+        support::supervisor(),
+        h.workers[..1].to_vec(),
+    );
+    let err = core
+        .replay(&h.log, |k| h.results.get(k).cloned())
+        .expect_err("one worker short");
+    assert!(
+        matches!(
+            err,
+            ResumeError::UnknownWorker {
+                worker: 1,
+                workers: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}

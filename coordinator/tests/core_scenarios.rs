@@ -3,7 +3,7 @@
 
 mod support;
 
-use quorate_coordinator::{ApprovalPolicy, EventKind, StopReason, SupervisorConfig};
+use quorate_coordinator::{ApprovalPolicy, EventKind, StopControl, StopReason, SupervisorConfig};
 use quorate_protocols::{ActionId, AgentId, Budget, Envelope, ResultKind, Role, Sender, TaskState};
 use quorate_workers::messages::{Control, Outcome, Report};
 use serde_json::json;
@@ -435,6 +435,20 @@ fn a_resumed_supervisor_still_awaits_the_acknowledgement_of_a_cancel_sent_before
     let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
     ack.payload.spent = Budget::steps(1);
     h.send(2, ack);
+    let kinds: Vec<(&str, Option<&str>)> = h
+        .log
+        .iter()
+        .filter(|e| e.kind.name().starts_with("control-"))
+        .map(|e| (e.kind.name(), e.task.as_deref()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("control-sent", Some("b")),
+            ("control-acknowledged", Some("b"))
+        ]
+    );
+    let log = h.log.clone();
     h.core = h.rebuilt(None).unwrap();
     h.core.start_resumed(10);
     h.drain();
@@ -444,6 +458,50 @@ fn a_resumed_supervisor_still_awaits_the_acknowledgement_of_a_cancel_sent_before
         h.stops
     );
     assert_eq!(h.core.snapshot().tasks[1].spent, Budget::steps(1));
+
+    // The log cut right after the acknowledgement (its `task-settled` lost): settled anyway.
+    let (mut h, _) = b_cancelled_by_a_failure();
+    let settled = log.iter().position(|e| e.kind.name() == "task-settled");
+    h.log = log[..settled.expect("logged")].to_vec();
+    let rebuilt = h.rebuilt(None).unwrap();
+    assert_eq!(rebuilt.snapshot().tasks[1].spent, Budget::steps(1));
+
+    // No acknowledgement at all: the resumed stop ends when the attempt timeout has passed.
+    let (mut h, _) = b_cancelled_by_a_failure();
+    h.core = h.rebuilt(None).unwrap();
+    h.core.start_resumed(10);
+    h.drain();
+    h.core.handle_tick(10 + h.config.attempt_timeout_ms - 1);
+    h.drain();
+    assert!(h.stops.is_empty());
+    h.core.handle_tick(10 + h.config.attempt_timeout_ms);
+    h.drain();
+    assert!(
+        matches!(h.stops[..], [StopReason::Failed { .. }]),
+        "{:?}",
+        h.stops
+    );
+}
+
+#[test]
+fn a_resumed_supervisor_awaits_the_acknowledgement_of_a_rejection_sent_before_the_crash() {
+    let mut h = one_node(ApprovalPolicy::None);
+    let request = approval_request(&h, own_action(&h), "drop");
+    h.send(1, request);
+    assert_eq!(h.state(0), TaskState::Cancelled, "rejected");
+    let reject = EventKind::ControlSent {
+        control: StopControl::Reject,
+    };
+    assert!(h.log.iter().any(|e| e.kind == reject));
+    assert!(h.stops.is_empty(), "waits for a's worker");
+    h.core = h.rebuilt(None).unwrap();
+    h.core.start_resumed(10);
+    h.drain();
+    assert!(h.stops.is_empty(), "still waits after the crash");
+    h.send(11, h.reply("a", ResultKind::Suggestion, Outcome::Cancelled));
+    h.core.handle_tick(11);
+    h.drain();
+    assert_eq!(h.stops, vec![StopReason::Cancelled]);
 }
 
 #[test]

@@ -22,8 +22,12 @@ impl SupervisorCore {
             ));
             Control::Approve { action }
         } else {
+            // Told (and logged) before the task ends: a log cut in between resumes with the
+            // task still in flight, so it is dispatched again and asks again (a cut after
+            // its end resumes with the reject awaited).
+            self.send_control(now, i, Control::Reject { action });
             self.stop_with(now, i, TaskEvent::Cancelled, StopReason::Cancelled);
-            Control::Reject { action }
+            return;
         };
         self.send_control(now, i, control);
     }

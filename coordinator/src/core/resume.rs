@@ -78,6 +78,17 @@ pub enum ResumeError {
         /// The event.
         seq: u64,
     },
+    /// A task was dispatched to a worker this supervisor does not have (it was rebuilt with
+    /// fewer workers than the run had).
+    #[error("event {seq} dispatched a task to worker {worker}; this supervisor has {workers}")]
+    UnknownWorker {
+        /// The `dispatched` event.
+        seq: u64,
+        /// The worker index it names.
+        worker: usize,
+        /// Workers of the rebuilt supervisor.
+        workers: usize,
+    },
 }
 
 impl SupervisorCore {
@@ -171,6 +182,13 @@ impl SupervisorCore {
                     },
                     Some(i),
                 ) => {
+                    if *worker >= core.workers.len() {
+                        return Err(ResumeError::UnknownWorker {
+                            seq: e.seq,
+                            worker: *worker,
+                            workers: core.workers.len(),
+                        });
+                    }
                     core.by_id.set(i, *task_id);
                     let slot = &mut core.tasks[i as usize];
                     slot.attempt = *attempt;
@@ -215,8 +233,13 @@ impl SupervisorCore {
                 }
                 (EventKind::TaskSettled { spent }, Some(i)) => core.recharge(i, *spent),
                 (EventKind::ControlSent { .. }, Some(i)) => core.await_ack(i),
-                (EventKind::ControlAcknowledged { .. }, Some(i)) => {
+                (EventKind::ControlAcknowledged { spent }, Some(i)) => {
                     core.awaiting_ack.remove(&core.by_id.id(i));
+                    // Settled as live did (its `task-settled` may be missing from a log cut
+                    // right after this event; replaying it too changes nothing).
+                    if let Some(actual) = core.acknowledged_charge(i, *spent) {
+                        core.recharge(i, actual);
+                    }
                 }
                 _ => {}
             }
@@ -251,15 +274,19 @@ impl SupervisorCore {
         let Some((&id, r)) = self.retired.iter_mut().find(|(_, r)| &*r.name == name) else {
             return false;
         };
-        match kind {
-            EventKind::TaskSettled { spent } => {
-                let charged = std::mem::replace(&mut r.charged, *spent);
-                let _ = self.root.child_recharged(charged, *spent);
-            }
-            EventKind::ControlAcknowledged { .. } => {
+        let actual = match kind {
+            EventKind::TaskSettled { spent } => Some(*spent),
+            EventKind::ControlAcknowledged { spent } => {
                 self.awaiting_ack.remove(&id);
+                // As for a task in the plan: settled here too, in case the log was cut
+                // before the `task-settled` that followed.
+                r.allocated.then(|| spent.min(&r.granted))
             }
-            _ => {}
+            _ => None,
+        };
+        if let Some(actual) = actual {
+            let charged = std::mem::replace(&mut r.charged, actual);
+            let _ = self.root.child_recharged(charged, actual);
         }
         true
     }
@@ -315,6 +342,10 @@ impl SupervisorCore {
                     if in_flight.contains(&self.by_id.id(i)) =>
                 {
                     // Back to ready for a new attempt (the old attempt's replies become late).
+                    // A cancel logged for it just before the crash, with the task's end cut
+                    // off, is not awaited: the new attempt replaces the old one (a stop or
+                    // replan still pending cancels the task again).
+                    self.awaiting_ack.remove(&self.by_id.id(i));
                     self.force_state(i, TaskState::Ready);
                     self.ready.push_back(i);
                     redispatched += 1;

@@ -91,16 +91,21 @@ impl SupervisorCore {
     /// attempt spent: the charge made at the close (the whole slice if the task had not
     /// reported, else its last report's figure) becomes that, within the slice.
     pub(super) fn settle_acknowledged(&mut self, now: u64, i: u32, reported: Budget) {
-        let slot = &mut self.tasks[i as usize];
+        if let Some(actual) = self.acknowledged_charge(i, reported) {
+            self.recharge(i, actual);
+            self.record(now, Some(i), EventKind::TaskSettled { spent: actual });
+        }
+    }
+
+    /// What task `i` is to be charged now that its worker acknowledged with `reported`, if that
+    /// changes its charge: `reported` within the slice, for a closed task (live and on replay).
+    pub(super) fn acknowledged_charge(&self, i: u32, reported: Budget) -> Option<Budget> {
+        let slot = &self.tasks[i as usize];
         if !slot.allocated || !slot.state.is_terminal() {
-            return;
+            return None;
         }
         let actual = reported.min(&slot.granted);
-        if actual == slot.spent {
-            return;
-        }
-        self.recharge(i, actual);
-        self.record(now, Some(i), EventKind::TaskSettled { spent: actual });
+        (actual != slot.spent).then_some(actual)
     }
 
     /// The worker of task `id`, which a replan dropped (cancelling it), acknowledged with what
