@@ -1,43 +1,59 @@
 //! `quorate-sim`: runs a campaign of seeded schedules and prints what it found.
 //!
 //! ```text
-//! quorate-sim [--schedules N] [--start SEED] [--liveness] [--volatile-books] [--seed SEED]
+//! quorate-sim [--schedules N] [--start SEED] [--liveness] [--volatile-books] [--seed SEED] [--trace]
 //! ```
 //!
 //! `QUORATE_SIM_SCHEDULES` sets the default of `--schedules` (10 000). `--seed S` runs one
-//! schedule and prints its outcome and trace hash. Exit code 1 if any invariant broke.
+//! schedule and prints its outcome and trace hash. Exit code 1 if any invariant broke, 2 for a
+//! bad argument.
 
+use clap::Parser;
 use quorate_sim::{run_campaign, run_schedule, Campaign, Options, Persistence};
 
+/// Seeded schedules over the real supervisor, worker and store cores with network, crash and
+/// tool faults; the invariants are checked after every step.
+#[derive(Parser, Debug)]
+#[command(name = "quorate-sim")]
+struct Args {
+    /// Schedules to run [default: $QUORATE_SIM_SCHEDULES, else 10000]
+    #[arg(long)]
+    schedules: Option<u64>,
+    /// Seed of the first schedule (the campaign runs seeds start..start+schedules)
+    #[arg(long, default_value_t = 0)]
+    start: u64,
+    /// Run this one schedule and print its outcome, its faults and its trace hash
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Liveness mode: faults stop at 3 s of simulated time and every task must be terminal
+    /// 10 s later
+    #[arg(long)]
+    liveness: bool,
+    /// A crashed worker restarts empty (its action records are lost) instead of durable
+    #[arg(long)]
+    volatile_books: bool,
+    /// Print every event and delivery to stderr (for one seed)
+    #[arg(long)]
+    trace: bool,
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let mut schedules: u64 = std::env::var("QUORATE_SIM_SCHEDULES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000);
-    let mut start = 0;
+    let args = Args::parse();
+    let schedules = args.schedules.unwrap_or_else(|| {
+        std::env::var("QUORATE_SIM_SCHEDULES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10_000)
+    });
     let mut opts = Options::default();
-    let mut one = None;
-    while let Some(arg) = args.next() {
-        let mut num = |name: &str| -> u64 {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{name} needs a number"))
-        };
-        match arg.as_str() {
-            "--schedules" => schedules = num("--schedules"),
-            "--start" => start = num("--start"),
-            "--seed" => one = Some(num("--seed")),
-            "--liveness" => opts.liveness = Some((3_000, 10_000)),
-            "--volatile-books" => opts.persistence = Persistence::Volatile,
-            "--trace" => opts.trace = true,
-            other => {
-                eprintln!("unknown argument {other:?}");
-                std::process::exit(2);
-            }
-        }
+    if args.liveness {
+        opts.liveness = Some((3_000, 10_000));
     }
-    if let Some(seed) = one {
+    if args.volatile_books {
+        opts.persistence = Persistence::Volatile;
+    }
+    opts.trace = args.trace;
+    if let Some(seed) = args.seed {
         let out = run_schedule(seed, opts);
         let hash: String = out.trace_hash.iter().map(|b| format!("{b:02x}")).collect();
         println!(
@@ -49,16 +65,14 @@ fn main() {
                 println!("  {}: {}", f.name(), out.faults.get(f));
             }
         }
-        match out.violation {
-            Some(v) => {
-                println!("VIOLATION {v}");
-                std::process::exit(1);
-            }
-            None => return,
+        if let Some(v) = out.violation {
+            println!("VIOLATION {v}");
+            std::process::exit(1);
         }
+        return;
     }
     let report = run_campaign(&Campaign {
-        start,
+        start: args.start,
         schedules,
         opts,
         stop_at_first: false,
