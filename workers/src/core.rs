@@ -172,7 +172,7 @@ impl WorkerCore {
 
     /// The next effect to carry out, in order.
     pub fn poll_effect(&mut self) -> Option<Effect> {
-        self.effects.pop_front()
+        quorate_state::pop_rewinding(&mut self.effects)
     }
 
     // ----- handlers

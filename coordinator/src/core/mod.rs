@@ -238,7 +238,7 @@ impl SupervisorCore {
 
     /// The next effect to carry out, in order.
     pub fn poll_effect(&mut self) -> Option<Effect> {
-        self.effects.pop_front()
+        quorate_state::pop_rewinding(&mut self.effects)
     }
 
     /// The earliest time at which [`handle_tick`](Self::handle_tick) has something to do.

@@ -155,7 +155,7 @@ impl PeerCore {
 
     /// The next effect to carry out, in order.
     pub fn poll_effect(&mut self) -> Option<PeerEffect> {
-        self.effects.pop_front()
+        quorate_state::pop_rewinding(&mut self.effects)
     }
 
     /// The earliest time at which [`handle_tick`](Self::handle_tick) has something to do.
