@@ -58,15 +58,16 @@ pub enum EventKind {
         granted: quorate_protocols::Budget,
     },
     /// A task's budget account was closed with what it spent; the rest returned to the root.
-    /// A task cancelled before it reported is charged its whole slice here (its calls may have
-    /// spent it); `task-settled` corrects that once its worker acknowledges the cancel.
+    /// A task that never reported, or whose worker was told to stop (its attempt may still
+    /// spend), is charged its whole slice here; `task-settled` corrects that once its worker
+    /// acknowledges.
     TaskClosed {
         /// What the task spent.
         spent: quorate_protocols::Budget,
     },
     /// A closed task's worker acknowledged its cancel with what the attempt spent: the task's
-    /// charge becomes that (within its slice), and the difference from `task-closed`'s goes back
-    /// to the root (or, if the attempt spent more than it last reported, comes out of it).
+    /// charge becomes that (within its slice), and the difference from `task-closed`'s whole
+    /// slice goes back to the root.
     TaskSettled {
         /// What the task spent, as its worker reported it.
         spent: quorate_protocols::Budget,

@@ -505,6 +505,34 @@ fn a_resumed_supervisor_awaits_the_acknowledgement_of_a_rejection_sent_before_th
 }
 
 #[test]
+fn a_task_told_to_stop_is_closed_at_its_whole_slice_even_after_a_report() {
+    let config = SupervisorConfig {
+        approvals: ApprovalPolicy::Ask,
+        ..SupervisorConfig::default()
+    };
+    let mut h = Harness::new(vec![node("a", &[]), node("b", &[])], config);
+    // b reports one step spent (passing up a sub-task's request) while its other sub-tasks
+    // may go on spending.
+    let request = Outcome::ApprovalRequested {
+        action: sub_task_action(),
+        reason: "drop".into(),
+    };
+    h.send(1, h.reply("b", ResultKind::Suggestion, request));
+    let failure = Outcome::Failed {
+        observation: "broken".into(),
+    };
+    h.send(2, h.reply("a", ResultKind::Suggestion, failure));
+    // b is told to stop and closed at its whole slice, not at the one step it reported: what
+    // the close returns may be granted again, so a later, larger figure could not be charged.
+    let slice = h.core.snapshot().tasks[1].granted;
+    assert_eq!(h.core.snapshot().tasks[1].spent, slice);
+    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
+    ack.payload.spent = Budget::steps(3);
+    h.send(3, ack);
+    assert_eq!(h.core.snapshot().tasks[1].spent, Budget::steps(3));
+}
+
+#[test]
 fn an_acknowledgement_reporting_more_than_the_slice_is_charged_the_slice() {
     let (mut h, slice) = b_cancelled_by_a_failure();
     let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);

@@ -292,12 +292,7 @@ impl SupervisorCore {
             let acknowledges = self.take_ack(&reply);
             if acknowledges {
                 self.add_actions(reply.payload.actions);
-                if let Some(r) = self.retired.get(&reply.task) {
-                    let task = RecordTask::Named(r.name.clone());
-                    let spent = reply.payload.spent;
-                    self.record_as(now, task, EventKind::ControlAcknowledged { spent });
-                }
-                self.settle_retired(now, reply.task, reply.payload.spent);
+                self.acknowledge_retired(now, reply.task, reply.payload.spent);
             }
             let reason = if self.retired.contains_key(&reply.task) {
                 Rejection::Late
@@ -328,8 +323,7 @@ impl SupervisorCore {
                 self.tasks[i as usize].seen.insert(reply.dedupe);
                 let spent = reply.payload.spent;
                 self.add_actions(reply.payload.actions);
-                self.record(now, Some(i), EventKind::ControlAcknowledged { spent });
-                self.settle_acknowledged(now, i, spent);
+                self.acknowledge(now, i, spent);
             }
             self.reject(now, Some(i), reason);
             if acknowledges {

@@ -133,23 +133,19 @@ impl SupervisorCore {
                 });
             }
             core.seq = core.seq.max(e.seq + 1);
-            if let Some(name) = &e.task {
-                // A task the replan dropped, named after the switch (its cancel's
-                // acknowledgement and settlement).
-                if core.index_of_name(name).is_none() && core.replay_retired(name, &e.kind) {
-                    continue;
-                }
-            }
             let node = match &e.task {
-                Some(name) => {
-                    Some(
-                        core.index_of_name(name)
-                            .ok_or_else(|| ResumeError::UnknownTask {
-                                seq: e.seq,
-                                task: name.to_string(),
-                            })?,
-                    )
-                }
+                Some(name) => match core.index_of_name(name) {
+                    Some(i) => Some(i),
+                    // A task the replan dropped, named after the switch (its cancel's
+                    // acknowledgement and settlement).
+                    None if core.replay_retired(name, &e.kind) => continue,
+                    None => {
+                        return Err(ResumeError::UnknownTask {
+                            seq: e.seq,
+                            task: name.to_string(),
+                        })
+                    }
+                },
                 None => None,
             };
             match (&e.kind, node) {
@@ -231,15 +227,15 @@ impl SupervisorCore {
                         .root
                         .child_closed(AccountId::Task(core.by_id.id(i)), *spent);
                 }
-                (EventKind::TaskSettled { spent }, Some(i)) => core.recharge(i, *spent),
+                (EventKind::TaskSettled { spent }, Some(i)) => {
+                    core.settle(i, *spent);
+                }
                 (EventKind::ControlSent { .. }, Some(i)) => core.await_ack(i),
                 (EventKind::ControlAcknowledged { spent }, Some(i)) => {
                     core.awaiting_ack.remove(&core.by_id.id(i));
                     // Settled as live did (its `task-settled` may be missing from a log cut
                     // right after this event; replaying it too changes nothing).
-                    if let Some(actual) = core.acknowledged_charge(i, *spent) {
-                        core.recharge(i, actual);
-                    }
+                    core.settle(i, *spent);
                 }
                 _ => {}
             }
@@ -274,19 +270,18 @@ impl SupervisorCore {
         let Some((&id, r)) = self.retired.iter_mut().find(|(_, r)| &*r.name == name) else {
             return false;
         };
-        let actual = match kind {
+        // As for a task in the plan: an acknowledgement settles the charge too, in case the
+        // log was cut before the `task-settled` that followed it.
+        let reported = match kind {
             EventKind::TaskSettled { spent } => Some(*spent),
             EventKind::ControlAcknowledged { spent } => {
                 self.awaiting_ack.remove(&id);
-                // As for a task in the plan: settled here too, in case the log was cut
-                // before the `task-settled` that followed.
-                r.allocated.then(|| spent.min(&r.granted))
+                Some(*spent)
             }
             _ => None,
         };
-        if let Some(actual) = actual {
-            let charged = std::mem::replace(&mut r.charged, actual);
-            let _ = self.root.child_recharged(charged, actual);
+        if let (Some(reported), true) = (reported, r.allocated) {
+            super::stop::settle_charge(&mut self.root, &mut r.charged, &r.granted, reported);
         }
         true
     }

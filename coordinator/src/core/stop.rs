@@ -71,64 +71,70 @@ impl SupervisorCore {
         if !self.transition(now, i, event) {
             return;
         }
+        let id = self.by_id.id(i);
+        // Told to stop, the attempt may still spend until its worker acknowledges.
+        let still_out = self.awaiting_ack.contains_key(&id);
         let slot = &mut self.tasks[i as usize];
         if slot.allocated {
-            // A task that never reported is charged its whole slice: its calls may have spent it.
-            let spent = if slot.reported() {
+            // Charged its whole slice unless its last report is final: a task that never
+            // reported, or whose attempt is still out, may have spent it all. The
+            // acknowledgement settles the charge (downwards only: what the close returned may
+            // be delegated again at once).
+            let spent = if slot.reported() && !still_out {
                 slot.spent.min(&slot.granted)
             } else {
                 slot.granted
             };
             slot.spent = spent;
-            let _ = self
-                .root
-                .child_closed(AccountId::Task(self.by_id.id(i)), spent);
+            let _ = self.root.child_closed(AccountId::Task(id), spent);
             self.record(now, Some(i), EventKind::TaskClosed { spent });
         }
     }
 
-    /// The worker of task `i`, closed while its attempt was out, acknowledged with what the
-    /// attempt spent: the charge made at the close (the whole slice if the task had not
-    /// reported, else its last report's figure) becomes that, within the slice.
-    pub(super) fn settle_acknowledged(&mut self, now: u64, i: u32, reported: Budget) {
-        if let Some(actual) = self.acknowledged_charge(i, reported) {
-            self.recharge(i, actual);
-            self.record(now, Some(i), EventKind::TaskSettled { spent: actual });
+    /// The worker of task `i`, told to stop, acknowledged with what the attempt spent
+    /// (`control-acknowledged`): the task's charge becomes that, within its slice
+    /// (`task-settled`, if it changes).
+    pub(super) fn acknowledge(&mut self, now: u64, i: u32, reported: Budget) {
+        self.record(
+            now,
+            Some(i),
+            EventKind::ControlAcknowledged { spent: reported },
+        );
+        if let Some(spent) = self.settle(i, reported) {
+            self.record(now, Some(i), EventKind::TaskSettled { spent });
         }
     }
 
-    /// What task `i` is to be charged now that its worker acknowledged with `reported`, if that
-    /// changes its charge: `reported` within the slice, for a closed task (live and on replay).
-    pub(super) fn acknowledged_charge(&self, i: u32, reported: Budget) -> Option<Budget> {
-        let slot = &self.tasks[i as usize];
-        if !slot.allocated || !slot.state.is_terminal() {
-            return None;
-        }
-        let actual = reported.min(&slot.granted);
-        (actual != slot.spent).then_some(actual)
-    }
-
-    /// The worker of task `id`, which a replan dropped (cancelling it), acknowledged with what
-    /// the attempt spent: as [`settle_acknowledged`](Self::settle_acknowledged), for a task
-    /// that is no longer in the plan (the event names it).
-    pub(super) fn settle_retired(&mut self, now: u64, id: TaskId, reported: Budget) {
+    /// [`acknowledge`](Self::acknowledge), for task `id`, which a replan dropped: the events
+    /// name it, as it is no longer in the plan.
+    pub(super) fn acknowledge_retired(&mut self, now: u64, id: TaskId, reported: Budget) {
         let Some(r) = self.retired.get_mut(&id) else {
             return;
         };
-        let actual = reported.min(&r.granted);
-        if !r.allocated || actual == r.charged {
-            return;
+        let name = r.name.clone();
+        let settled = r
+            .allocated
+            .then(|| settle_charge(&mut self.root, &mut r.charged, &r.granted, reported))
+            .flatten();
+        let kind = EventKind::ControlAcknowledged { spent: reported };
+        self.record_as(now, RecordTask::Named(name.clone()), kind);
+        if let Some(spent) = settled {
+            self.record_as(
+                now,
+                RecordTask::Named(name),
+                EventKind::TaskSettled { spent },
+            );
         }
-        let charged = std::mem::replace(&mut r.charged, actual);
-        let _ = self.root.child_recharged(charged, actual);
-        let task = RecordTask::Named(r.name.clone());
-        self.record_as(now, task, EventKind::TaskSettled { spent: actual });
     }
 
-    /// Task `i`, closed, is charged `actual` instead of what it was charged (live and on replay).
-    pub(super) fn recharge(&mut self, i: u32, actual: Budget) {
-        let charged = std::mem::replace(&mut self.tasks[i as usize].spent, actual);
-        let _ = self.root.child_recharged(charged, actual);
+    /// Task `i`'s charge becomes `reported` within its slice if it is closed; the new charge
+    /// if it changed (live, and when a replay meets `control-acknowledged` or `task-settled`).
+    pub(super) fn settle(&mut self, i: u32, reported: Budget) -> Option<Budget> {
+        let slot = &mut self.tasks[i as usize];
+        if !slot.allocated || !slot.state.is_terminal() {
+            return None;
+        }
+        settle_charge(&mut self.root, &mut slot.spent, &slot.granted, reported)
     }
 
     /// Records the first stop cause and cancels every live task.
@@ -200,4 +206,23 @@ impl SupervisorCore {
             self.effects.push_back(Effect::Stop(reason));
         }
     }
+}
+
+/// A closed task's charge `charged` (of slice `granted`) becomes what its worker reported,
+/// within the slice; the new charge if it changed. Shared by the tasks of the plan and those a
+/// replan dropped, live and on replay.
+pub(super) fn settle_charge(
+    root: &mut Account,
+    charged: &mut Budget,
+    granted: &Budget,
+    reported: Budget,
+) -> Option<Budget> {
+    let actual = reported.min(granted);
+    if actual == *charged {
+        return None;
+    }
+    root.child_recharged(AccountId::Root, *charged, actual)
+        .ok()?;
+    *charged = actual;
+    Some(actual)
 }

@@ -365,28 +365,46 @@ impl Account {
     /// becomes `actual`, the child's spending as learned later (a cancelled child's worker
     /// reports after the parent closed the child with an estimate). The caller keeps `actual`
     /// within the child's slice, like `charged` (a closed child's slice is no longer known
-    /// here); the difference is returned, or taken back if `actual` is the larger.
+    /// here); the difference is returned. A larger `actual` is taken back only from the
+    /// headroom for children: what a close returned may have been delegated again since, and
+    /// taking more would break the invariant (`Insufficient`, nothing changed; a caller that
+    /// closes at the whole slice while the child may still spend never meets this).
     ///
     /// [`child_closed`]: Self::child_closed
     ///
     /// ```
     /// use quorate_protocols::{Budget, TaskId};
-    /// use quorate_state::{Account, AccountId};
+    /// use quorate_state::{Account, AccountId, LedgerError};
     ///
     /// let mut root = Account::open(None, Budget::steps(10), Budget::ZERO).unwrap();
     /// let child = AccountId::Task(TaskId::from_u128(1));
     /// root.allocate(AccountId::Root, child, Budget::steps(4)).unwrap();
     /// root.child_closed(child, Budget::steps(4)).unwrap(); // charged the whole slice
-    /// root.child_recharged(Budget::steps(4), Budget::steps(1)).unwrap(); // it spent 1
+    /// root.child_recharged(AccountId::Root, Budget::steps(4), Budget::steps(1)).unwrap(); // it spent 1
     /// assert_eq!(root.spent().unwrap(), Budget::steps(1));
     /// assert_eq!(root.returned, Budget::steps(3));
     /// // A later figure of 2 (more than the 1 charged now): one step is taken back.
-    /// root.child_recharged(Budget::steps(1), Budget::steps(2)).unwrap();
+    /// root.child_recharged(AccountId::Root, Budget::steps(1), Budget::steps(2)).unwrap();
     /// assert_eq!(root.spent().unwrap(), Budget::steps(2));
     /// assert_eq!(root.returned, Budget::steps(2));
+    /// // The 8 steps left go to another child; a figure of 3 no longer fits.
+    /// let other = AccountId::Task(TaskId::from_u128(2));
+    /// root.allocate(AccountId::Root, other, Budget::steps(8)).unwrap();
+    /// assert!(matches!(
+    ///     root.child_recharged(AccountId::Root, Budget::steps(2), Budget::steps(3)),
+    ///     Err(LedgerError::Insufficient { requested: 1, available: 0, .. })
+    /// ));
+    /// assert_eq!(root.spent().unwrap(), Budget::steps(2));
     /// assert!(root.invariant_holds());
     /// ```
-    pub fn child_recharged(&mut self, charged: Budget, actual: Budget) -> Result<(), LedgerError> {
+    pub fn child_recharged(
+        &mut self,
+        me: AccountId,
+        charged: Budget,
+        actual: Budget,
+    ) -> Result<(), LedgerError> {
+        let more = actual.saturating_sub(&charged);
+        Self::fits(me, &more, &self.headroom_for_children()?)?;
         self.children_spent = self
             .children_spent
             .checked_sub(&charged)?
@@ -394,7 +412,7 @@ impl Account {
         self.returned = self
             .returned
             .saturating_add(&charged.saturating_sub(&actual))
-            .saturating_sub(&actual.saturating_sub(&charged));
+            .saturating_sub(&more);
         Ok(())
     }
 
