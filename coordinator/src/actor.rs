@@ -118,18 +118,15 @@ impl SupervisorActor {
                     self.workers[worker].control.do_send(ControlMsg(*envelope))
                 }
                 Effect::CommitResult { key, value } => commit_result(&self.results, key, value),
-                Effect::CheckPreconditions { ticket, checks, .. } => {
+                Effect::CheckPreconditions { ticket, checks } => {
                     let outcome = crate::precheck::check(&self.results, &checks);
                     let now = self.now();
                     self.core.handle_preconditions(now, ticket, outcome);
                 }
                 Effect::Record(record) => {
                     self.event_counts.count(&record.kind);
-                    let run = self.core.run();
-                    let plan = (self.core.plan(), self.core.plan_version());
-                    log.append_with(|at, names, out| {
-                        crate::event_pack::pack_record(&record, run, plan, at, names, out);
-                    });
+                    let core = &self.core;
+                    log.append_with(|at, names, out| core.pack_record(&record, at, names, out));
                     if let Some(trace) = &self.trace {
                         trace.send(self.core.event(record));
                     }

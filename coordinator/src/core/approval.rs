@@ -10,7 +10,7 @@ impl SupervisorCore {
         let Some(action) = self.tasks[i as usize].take_approval() else {
             return;
         };
-        let control = if approved {
+        if approved {
             self.transition(now, i, TaskEvent::Approved);
             // The attempt runs again: arm its timeout anew, so a lost approval or a lost final
             // reply still leads to a new attempt.
@@ -20,16 +20,14 @@ impl SupervisorCore {
                 self.by_id.id(i),
                 slot.attempt,
             ));
-            Control::Approve { action }
+            self.send_control(now, i, Control::Approve { action });
         } else {
             // Told (and logged) before the task ends: a log cut in between resumes with the
             // task still in flight, so it is dispatched again and asks again (a cut after
             // its end resumes with the reject awaited).
             self.send_control(now, i, Control::Reject { action });
             self.stop_with(now, i, TaskEvent::Cancelled, StopReason::Cancelled);
-            return;
-        };
-        self.send_control(now, i, control);
+        }
     }
 
     /// Sends `control` to the worker of task `i`'s current attempt. A cancel or a rejection is
@@ -57,9 +55,7 @@ impl SupervisorCore {
             envelope: Box::new(envelope),
         });
     }
-}
 
-impl SupervisorCore {
     /// The final reply of task `i`'s current attempt, from its worker, will acknowledge a
     /// cancel or a rejection (live, and when a replay meets `control-sent`).
     pub(super) fn await_ack(&mut self, i: u32) {

@@ -550,6 +550,20 @@ impl SupervisorCore {
         record.into_event(self.run, &self.plan)
     }
 
+    /// Packs `record`, an [`Effect::Record`] of this core, into the run log's entry `out`
+    /// exactly as its [`event`](Self::event) packs, without building the event (the shell's
+    /// hot path). Like `event`, before the core's next input.
+    pub(crate) fn pack_record(
+        &self,
+        record: &Record,
+        at: quorate_state::Slot,
+        names: &mut crate::event_pack::Names,
+        out: &mut Vec<u8>,
+    ) {
+        let plan = (&self.plan, self.plan_version);
+        crate::event_pack::pack_record(record, self.run, plan, at, names, out);
+    }
+
     /// Gives the records still waiting in the queue their node's name: the plan is about to
     /// change, and with it what a node index means.
     fn name_waiting_records(&mut self) {

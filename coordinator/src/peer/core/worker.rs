@@ -78,9 +78,7 @@ impl PeerCore {
                         if sub_task && t.quiet_early.take_if(|a| *a == action).is_none() {
                             t.awaiting_quiet = Some(action);
                         } else {
-                            self.busy = false;
-                            let cause = Some(StopReason::WaitingApproval { node });
-                            self.propose(i, TaskState::WaitingApproval, cause);
+                            self.settle_waiting(i, node);
                         }
                     }
                 }
@@ -100,9 +98,7 @@ impl PeerCore {
             Outcome::Quiet { action } => {
                 let t = &mut self.tasks[i as usize];
                 if t.awaiting_quiet.take_if(|a| *a == action).is_some() {
-                    self.busy = false;
-                    let cause = Some(StopReason::WaitingApproval { node });
-                    self.propose(i, TaskState::WaitingApproval, cause);
+                    self.settle_waiting(i, node);
                 } else {
                     // It overtook its request (or a decision came first, and needs none).
                     t.quiet_early = Some(action);
@@ -110,5 +106,13 @@ impl PeerCore {
             }
         }
         self.after_input(now);
+    }
+
+    /// Task `i`, parked for a human with nothing else of it working, settles as
+    /// waiting-approval: the run stops.
+    fn settle_waiting(&mut self, i: u32, node: String) {
+        self.busy = false;
+        let cause = Some(StopReason::WaitingApproval { node });
+        self.propose(i, TaskState::WaitingApproval, cause);
     }
 }
