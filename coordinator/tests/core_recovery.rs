@@ -59,13 +59,9 @@ fn precondition_failure_switches_to_the_fallback_plan_without_rerunning_complete
     )));
     // Recorded by node index before the switch, where index 1 is now "draft": the record keeps
     // the name it had.
-    let failed: Vec<_> = h
-        .log
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::PreconditionFailed { .. }))
-        .map(|e| e.task.as_deref())
-        .collect();
-    assert_eq!(failed, vec![Some("publish")]);
+    let failed: Vec<_> = h.logged("precondition-failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].0.as_deref(), Some("publish"));
     h.send(3, h.answer("draft", json!("draft")));
     assert_eq!(h.stops, vec![StopReason::Completed]);
 }
@@ -115,8 +111,7 @@ fn replanning_cannot_widen_authority_and_cancels_dropped_tasks() {
     );
     h.send(4, h.answer("a", json!(1)));
     // The run waits (bounded) for b's worker to acknowledge the cancel, then stops.
-    h.core.handle_tick(10_000);
-    h.drain();
+    h.tick(10_000);
     assert_eq!(h.stops, vec![StopReason::Completed]);
 }
 
@@ -143,7 +138,7 @@ fn guarded(id: &str, deps: &[&str]) -> quorate_protocols::NodeSpec {
 }
 
 #[test]
-fn precondition_answers_follow_their_task_across_a_replan_and_stale_ones_are_ignored() {
+fn a_moved_task_is_checked_again_and_the_old_versions_answers_are_ignored() {
     let mut h = Harness::new(
         vec![guarded("x", &[]), guarded("y", &[])],
         SupervisorConfig::default(),
@@ -257,8 +252,7 @@ fn a_task_dropped_by_a_replan_still_acknowledges_its_cancel() {
     h.send(3, h.answer("a", json!("done")));
     // Nothing is awaited any more: the run stops at the next tick, not after the attempt
     // timeout, and b's action is counted.
-    h.core.handle_tick(3);
-    h.drain();
+    h.tick(3);
     assert_eq!(h.stops, vec![StopReason::Completed]);
     let report = h.core.snapshot();
     assert_eq!(report.actions.executed, 1);
@@ -281,18 +275,8 @@ fn b_dropped() -> (Harness, PlanSpec, Envelope<Report>) {
         .handle_replan(1, narrower.clone())
         .expect("a narrower plan");
     h.drain();
-    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
-    ack.payload.spent = Budget::steps(1);
+    let ack = h.cancel_ack("b", Budget::steps(1));
     (h, narrower, ack)
-}
-
-/// The log's events of `kind` (by name) and the task each names.
-fn logged(h: &Harness, kind: &str) -> Vec<(Option<String>, EventKind)> {
-    h.log
-        .iter()
-        .filter(|e| e.kind.name() == kind)
-        .map(|e| (e.task.as_deref().map(str::to_string), e.kind.clone()))
-        .collect()
 }
 
 #[test]
@@ -302,7 +286,7 @@ fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume(
     // b, dropped while running without a report, is charged its whole slice at the close.
     assert_eq!(h.core.snapshot().budget.spent, slice);
     assert_eq!(
-        logged(&h, "control-sent"),
+        h.logged("control-sent"),
         vec![(
             Some("b".into()),
             EventKind::ControlSent {
@@ -315,7 +299,7 @@ fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume(
     assert_eq!(h.core.snapshot().budget.spent, Budget::steps(1));
     let named_b = Some("b".to_string());
     assert_eq!(
-        logged(&h, "control-acknowledged"),
+        h.logged("control-acknowledged"),
         vec![(
             named_b.clone(),
             EventKind::ControlAcknowledged {
@@ -325,7 +309,7 @@ fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume(
         "named: b is not in the plan"
     );
     assert_eq!(
-        logged(&h, "task-settled"),
+        h.logged("task-settled"),
         vec![(
             named_b,
             EventKind::TaskSettled {
@@ -337,16 +321,15 @@ fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume(
     // also when it was cut before the `task-settled`.
     let rebuilt = h.rebuilt(Some(narrower.clone())).expect("replays");
     assert_eq!(rebuilt.snapshot().budget, h.core.snapshot().budget);
-    let mut cut = b_dropped().0;
-    cut.log = h.log.clone();
-    let settled = cut.log.iter().position(|e| e.kind.name() == "task-settled");
-    cut.log.truncate(settled.expect("logged"));
-    let rebuilt = cut.rebuilt(Some(narrower.clone())).expect("replays");
+    let settled = h.log.iter().position(|e| e.kind.name() == "task-settled");
+    let cut = &h.log[..settled.expect("logged")];
+    let rebuilt = h
+        .rebuilt_from(cut, Some(narrower.clone()))
+        .expect("replays");
     assert_eq!(rebuilt.snapshot().budget, h.core.snapshot().budget);
     // a completes; its spending adds to b's settled charge.
     h.send(3, h.answer("a", json!("done")));
-    h.core.handle_tick(3);
-    h.drain();
+    h.tick(3);
     assert_eq!(h.stops, vec![StopReason::Completed]);
     assert_eq!(h.core.snapshot().budget.spent, Budget::steps(2));
 
@@ -354,29 +337,22 @@ fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume(
     // a (in flight at the crash, sent again) completes.
     let (mut h, narrower, ack) = b_dropped();
     h.send(2, ack);
-    h.core = h.rebuilt(Some(narrower)).expect("replays");
-    h.core.start_resumed(3);
-    h.drain();
+    h.crash_and_resume(Some(narrower), 3);
     h.send(4, h.answer("a", json!("done")));
-    h.core.handle_tick(4);
-    h.drain();
+    h.tick(4);
     assert_eq!(h.stops, vec![StopReason::Completed]);
     assert_eq!(h.core.snapshot().budget.spent, Budget::steps(2));
 
     // A crash between the replan and the acknowledgement: the rebuilt supervisor still awaits
     // it (the log says a cancel went out), stops only once it came, and settles b's charge.
     let (mut h, narrower, ack) = b_dropped();
-    h.core = h.rebuilt(Some(narrower)).expect("replays");
-    h.core.start_resumed(2);
-    h.drain();
+    h.crash_and_resume(Some(narrower), 2);
     assert_eq!(h.core.snapshot().budget.spent, slice);
     h.send(3, h.answer("a", json!("done")));
-    h.core.handle_tick(3);
-    h.drain();
+    h.tick(3);
     assert!(h.stops.is_empty(), "b's worker has not answered yet");
     h.send(4, ack);
-    h.core.handle_tick(4);
-    h.drain();
+    h.tick(4);
     assert_eq!(h.stops, vec![StopReason::Completed]);
     assert_eq!(h.core.snapshot().budget.spent, Budget::steps(2));
 }
@@ -385,21 +361,16 @@ fn a_dropped_task_is_charged_what_its_worker_acknowledges_live_and_after_resume(
 fn a_cancel_logged_just_before_a_crash_is_not_awaited_once_its_task_is_sent_again() {
     // The log ends right after the replan's `control-sent` for b: neither b's end nor the
     // switch was logged, so the resumed run still has b, in flight, and sends it again.
-    let (h, narrower, _) = b_dropped();
-    let mut cut = b_dropped().0;
-    cut.log = h.log.clone();
+    let (mut cut, narrower, _) = b_dropped();
     let sent = cut.log.iter().position(|e| e.kind.name() == "control-sent");
     cut.log.truncate(sent.expect("logged") + 1);
-    cut.core = cut.rebuilt(Some(narrower)).expect("replays");
     cut.dispatched.clear();
-    cut.core.start_resumed(2);
-    cut.drain();
+    cut.crash_and_resume(Some(narrower), 2);
     let (_, b) = cut.assignment("b");
     assert_eq!(b.attempt, 2, "b goes out again");
     cut.send(3, cut.answer("a", json!("A")));
     cut.send(3, cut.answer("b", json!("B")));
-    cut.core.handle_tick(3);
-    cut.drain();
+    cut.tick(3);
     assert_eq!(
         cut.stops,
         vec![StopReason::Completed],

@@ -20,10 +20,8 @@ fn a_crashed_supervisor_resumes_from_its_log_without_rerunning_completed_work() 
     let b_task = h.core.task_id(1);
     // Crash: only the log, the result store and the workers survive.
     let last_before = h.log.last().unwrap().seq;
-    h.core = h.rebuilt(None).unwrap();
     h.dispatched.clear();
-    h.core.start_resumed(10);
-    h.drain();
+    h.crash_and_resume(None, 10);
     // b was in flight: dispatched again, same task id, same worker, new attempt. a is not re-run.
     assert_eq!(h.dispatched.len(), 1);
     let (w, again) = h.dispatched[0].clone();
@@ -83,8 +81,7 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
         let Some((w, a)) = queue.pop_front() else {
             // Nothing in flight: let time pass (re-dispatch or stop).
             now += 10_000;
-            h.core.handle_tick(now);
-            h.drain();
+            h.tick(now);
             queue.extend(h.dispatched.drain(..));
             if queue.is_empty() && h.stops.is_empty() {
                 panic!("stuck");
@@ -189,9 +186,7 @@ fn a_replanned_run_resumes_with_its_fallback_plan() {
         Err(ResumeError::Replanned { .. })
     ));
     let loads = h.dispatched.len();
-    h.core = h.rebuilt(Some(fallback)).expect("replays the replan");
-    h.core.start_resumed(3);
-    h.drain();
+    h.crash_and_resume(Some(fallback), 3);
     assert_eq!(h.core.snapshot().plan_version, 2);
     assert_eq!(h.dispatched.len(), loads + 1, "only draft is sent again");
     assert_eq!(h.assignment("draft").1.task, draft, "with its id");
@@ -217,9 +212,7 @@ fn a_replanned_run_resumes_with_its_fallback_plan() {
 fn a_run_resumed_before_its_replan_keeps_the_fallback_for_later() {
     let (mut h, fallback) = replanning_run();
     // The crash comes while publish's check is out: the log has no replan yet.
-    h.core = h.rebuilt(Some(fallback)).expect("replays");
-    h.core.start_resumed(2);
-    h.drain();
+    h.crash_and_resume(Some(fallback), 2);
     assert_eq!(h.checks, vec![1, 1], "publish is checked again");
     let ticket = *h.tickets.last().unwrap();
     h.core
@@ -260,10 +253,8 @@ fn a_crash_in_the_middle_of_a_replan_finishes_it_on_resume() {
         let mut crashed = Harness::new(replanning_nodes(), SupervisorConfig::default());
         crashed.log = h.log[..cut].to_vec();
         crashed.results = h.results.clone();
-        crashed.core = crashed.rebuilt(Some(fallback.clone())).expect("replays");
         crashed.dispatched.clear();
-        crashed.core.start_resumed(3);
-        crashed.drain();
+        crashed.crash_and_resume(Some(fallback.clone()), 3);
         assert_eq!(crashed.core.snapshot().plan_version, 2, "cut at {cut}");
         let sent: Vec<String> = crashed
             .dispatched
@@ -309,13 +300,7 @@ fn a_log_naming_a_worker_the_rebuilt_supervisor_lacks_is_refused() {
     let h = Harness::new(nodes.clone(), SupervisorConfig::default());
     assert_eq!(h.assignment("b").0, 1, "b went to the second worker");
     let plan = spec_of(nodes).validate().expect("valid plan");
-    let mut core = quorate_coordinator::SupervisorCore::new(
-        quorate_protocols::RunId::from_u128(7),
-        plan,
-        SupervisorConfig::default(),
-        support::supervisor(),
-        h.workers[..1].to_vec(),
-    );
+    let mut core = support::core_for(plan, &h.config, h.workers[..1].to_vec());
     let err = core
         .replay(&h.log, |k| h.results.get(k).cloned())
         .expect_err("one worker short");

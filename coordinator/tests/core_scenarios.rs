@@ -8,7 +8,7 @@ use quorate_protocols::{ActionId, AgentId, Budget, Envelope, ResultKind, Role, S
 use quorate_workers::messages::{Control, Outcome, Report};
 use serde_json::json;
 
-use support::{node, Harness};
+use support::{node, sub_task_action, Harness};
 
 /// The worker of node "a" (task 0) asks approval for `action`, giving `reason`.
 fn approval_request(h: &Harness, action: ActionId, reason: &str) -> Envelope<Report> {
@@ -25,11 +25,6 @@ fn approval_request(h: &Harness, action: ActionId, reason: &str) -> Envelope<Rep
 /// a's own first action.
 fn own_action(h: &Harness) -> ActionId {
     ActionId::new(h.core.task_id(0), 0, 0)
-}
-
-/// An action of a sub-task that a delegated (its task id is not a's).
-fn sub_task_action() -> ActionId {
-    ActionId::new(quorate_protocols::TaskId::from_u128(99), 0, 0)
 }
 
 /// A supervisor of the one node "a", answering approval requests by `approvals`.
@@ -178,8 +173,7 @@ fn a_failure_stops_the_run_and_cancels_running_tasks() {
         "its actions are counted"
     );
     assert_eq!(h.core.poll_timeout(), Some(2));
-    h.core.handle_tick(2);
-    h.drain();
+    h.tick(2);
     assert_eq!(
         h.stops,
         vec![StopReason::Failed {
@@ -200,8 +194,7 @@ fn approval_rejected_cancels_and_unanswered_waits() {
         "waits for the worker to acknowledge the rejection"
     );
     h.send(2, h.reply("a", ResultKind::Suggestion, Outcome::Cancelled));
-    h.core.handle_tick(2);
-    h.drain();
+    h.tick(2);
     assert_eq!(h.stops, vec![StopReason::Cancelled]);
 
     let mut h = one_node(ApprovalPolicy::Ask);
@@ -222,8 +215,7 @@ fn lost_replies_lead_to_a_new_attempt_and_the_old_attempt_is_late() {
     let mut h = Harness::new(vec![node("a", &[])], cfg);
     let first = h.answer("a", json!(1));
     assert_eq!(h.core.poll_timeout(), Some(100));
-    h.core.handle_tick(100);
-    h.drain();
+    h.tick(100);
     let (_, second) = h.assignment("a");
     assert_eq!(second.attempt, 2);
     h.send(101, first);
@@ -241,16 +233,13 @@ fn deadline_and_limits_stop_the_run() {
         ..SupervisorConfig::default()
     };
     let mut h = Harness::new(vec![node("a", &[]), node("b", &["a"])], cfg);
-    h.core.handle_tick(50);
-    h.drain();
+    h.tick(50);
     // a was running: its worker never acknowledges the cancel, so the drain ends at its bound.
     assert!(h.stops.is_empty());
     assert_eq!(h.core.poll_timeout(), Some(1_050));
-    h.core.handle_tick(1_049);
-    h.drain();
+    h.tick(1_049);
     assert!(h.stops.is_empty());
-    h.core.handle_tick(1_050);
-    h.drain();
+    h.tick(1_050);
     assert_eq!(h.stops, vec![StopReason::Deadline]);
     assert!(h
         .core
@@ -374,8 +363,7 @@ fn a_cancelled_task_is_charged_what_its_worker_acknowledges() {
     assert_eq!(before.tasks[1].state, TaskState::Cancelled);
     assert_eq!(before.tasks[1].spent, slice);
     // Its worker acknowledges the cancel: the attempt spent three steps and one tool call.
-    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
-    ack.payload.spent = Budget::new(3, 1, 0, 0);
+    let ack = h.cancel_ack("b", Budget::new(3, 1, 0, 0));
     h.send(2, ack);
     let after = h.core.snapshot();
     assert_eq!(after.tasks[1].spent, Budget::new(3, 1, 0, 0));
@@ -407,9 +395,7 @@ fn a_resumed_supervisor_still_awaits_the_acknowledgement_of_a_cancel_sent_before
     let (mut h, slice) = b_cancelled_by_a_failure();
     assert!(h.stops.is_empty(), "the stop waits for b's worker");
     // Crash before b's worker answers: the log says a cancel went out and nothing came back.
-    h.core = h.rebuilt(None).unwrap();
-    h.core.start_resumed(10);
-    h.drain();
+    h.crash_and_resume(None, 10);
     assert!(
         h.stops.is_empty(),
         "the resumed stop waits for b's worker too"
@@ -417,12 +403,10 @@ fn a_resumed_supervisor_still_awaits_the_acknowledgement_of_a_cancel_sent_before
     assert_eq!(h.core.snapshot().tasks[1].spent, slice);
     // The acknowledgement, sent to the old supervisor's address, reaches the new one: b is
     // charged what it spent, and the stop completes at the next tick.
-    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
-    ack.payload.spent = Budget::steps(1);
+    let ack = h.cancel_ack("b", Budget::steps(1));
     h.send(11, ack);
     assert_eq!(h.core.snapshot().tasks[1].spent, Budget::steps(1));
-    h.core.handle_tick(11);
-    h.drain();
+    h.tick(11);
     assert!(
         matches!(h.stops[..], [StopReason::Failed { .. }]),
         "{:?}",
@@ -432,26 +416,22 @@ fn a_resumed_supervisor_still_awaits_the_acknowledgement_of_a_cancel_sent_before
     // Crashed after the acknowledgement instead: nothing is awaited, the resumed run stops
     // at once, and b keeps the charge its acknowledgement settled.
     let (mut h, _) = b_cancelled_by_a_failure();
-    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
-    ack.payload.spent = Budget::steps(1);
+    let ack = h.cancel_ack("b", Budget::steps(1));
     h.send(2, ack);
-    let kinds: Vec<(&str, Option<&str>)> = h
-        .log
-        .iter()
-        .filter(|e| e.kind.name().starts_with("control-"))
-        .map(|e| (e.kind.name(), e.task.as_deref()))
-        .collect();
-    assert_eq!(
-        kinds,
-        [
-            ("control-sent", Some("b")),
-            ("control-acknowledged", Some("b"))
-        ]
-    );
-    let log = h.log.clone();
-    h.core = h.rebuilt(None).unwrap();
-    h.core.start_resumed(10);
-    h.drain();
+    let b = Some("b".to_string());
+    let cancel = EventKind::ControlSent {
+        control: StopControl::Cancel,
+    };
+    assert_eq!(h.logged("control-sent"), [(b.clone(), cancel)]);
+    let acknowledged = EventKind::ControlAcknowledged {
+        spent: Budget::steps(1),
+    };
+    assert_eq!(h.logged("control-acknowledged"), [(b, acknowledged)]);
+    // The log cut right after the acknowledgement (its `task-settled` lost): settled anyway.
+    let settled = h.log.iter().position(|e| e.kind.name() == "task-settled");
+    let rebuilt = h.rebuilt_from(&h.log[..settled.expect("logged")], None);
+    assert_eq!(rebuilt.unwrap().snapshot().tasks[1].spent, Budget::steps(1));
+    h.crash_and_resume(None, 10);
     assert!(
         matches!(h.stops[..], [StopReason::Failed { .. }]),
         "{:?}",
@@ -459,23 +439,12 @@ fn a_resumed_supervisor_still_awaits_the_acknowledgement_of_a_cancel_sent_before
     );
     assert_eq!(h.core.snapshot().tasks[1].spent, Budget::steps(1));
 
-    // The log cut right after the acknowledgement (its `task-settled` lost): settled anyway.
-    let (mut h, _) = b_cancelled_by_a_failure();
-    let settled = log.iter().position(|e| e.kind.name() == "task-settled");
-    h.log = log[..settled.expect("logged")].to_vec();
-    let rebuilt = h.rebuilt(None).unwrap();
-    assert_eq!(rebuilt.snapshot().tasks[1].spent, Budget::steps(1));
-
     // No acknowledgement at all: the resumed stop ends when the attempt timeout has passed.
     let (mut h, _) = b_cancelled_by_a_failure();
-    h.core = h.rebuilt(None).unwrap();
-    h.core.start_resumed(10);
-    h.drain();
-    h.core.handle_tick(10 + h.config.attempt_timeout_ms - 1);
-    h.drain();
+    h.crash_and_resume(None, 10);
+    h.tick(10 + h.config.attempt_timeout_ms - 1);
     assert!(h.stops.is_empty());
-    h.core.handle_tick(10 + h.config.attempt_timeout_ms);
-    h.drain();
+    h.tick(10 + h.config.attempt_timeout_ms);
     assert!(
         matches!(h.stops[..], [StopReason::Failed { .. }]),
         "{:?}",
@@ -494,13 +463,10 @@ fn a_resumed_supervisor_awaits_the_acknowledgement_of_a_rejection_sent_before_th
     };
     assert!(h.log.iter().any(|e| e.kind == reject));
     assert!(h.stops.is_empty(), "waits for a's worker");
-    h.core = h.rebuilt(None).unwrap();
-    h.core.start_resumed(10);
-    h.drain();
+    h.crash_and_resume(None, 10);
     assert!(h.stops.is_empty(), "still waits after the crash");
     h.send(11, h.reply("a", ResultKind::Suggestion, Outcome::Cancelled));
-    h.core.handle_tick(11);
-    h.drain();
+    h.tick(11);
     assert_eq!(h.stops, vec![StopReason::Cancelled]);
 }
 
@@ -526,8 +492,7 @@ fn a_task_told_to_stop_is_closed_at_its_whole_slice_even_after_a_report() {
     // the close returns may be granted again, so a later, larger figure could not be charged.
     let slice = h.core.snapshot().tasks[1].granted;
     assert_eq!(h.core.snapshot().tasks[1].spent, slice);
-    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
-    ack.payload.spent = Budget::steps(3);
+    let ack = h.cancel_ack("b", Budget::steps(3));
     h.send(3, ack);
     assert_eq!(h.core.snapshot().tasks[1].spent, Budget::steps(3));
 }
@@ -535,8 +500,7 @@ fn a_task_told_to_stop_is_closed_at_its_whole_slice_even_after_a_report() {
 #[test]
 fn an_acknowledgement_reporting_more_than_the_slice_is_charged_the_slice() {
     let (mut h, slice) = b_cancelled_by_a_failure();
-    let mut ack = h.reply("b", ResultKind::Suggestion, Outcome::Cancelled);
-    ack.payload.spent = Budget::new(50, 5, 500, 50);
+    let ack = h.cancel_ack("b", Budget::new(50, 5, 500, 50));
     h.send(2, ack);
     assert_eq!(h.core.snapshot().tasks[1].spent, slice);
     assert!(
@@ -555,10 +519,8 @@ fn a_resumed_supervisor_sends_a_task_waiting_for_quiet_again_and_waits_for_the_n
     h.send(1, request);
     assert!(h.stops.is_empty());
     // Crash before the `Quiet`: the log has the request, not whether the task went quiet.
-    h.core = h.rebuilt(None).unwrap();
     h.dispatched.clear();
-    h.core.start_resumed(10);
-    h.drain();
+    h.crash_and_resume(None, 10);
     assert_eq!(h.dispatched.len(), 1, "a was in flight: sent again");
     assert_eq!(h.dispatched[0].1.attempt, 2);
     assert!(h.stops.is_empty(), "a runs again: the run is not idle");

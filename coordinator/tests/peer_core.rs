@@ -17,7 +17,7 @@ use quorate_state::{Account, AccountId, MemoryStore};
 use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use serde_json::json;
 
-use support::{needs_key, node, spec_of};
+use support::{needs_key, node, spec_of, sub_task_action};
 
 const ROOT: &str = "budget/root";
 
@@ -86,9 +86,7 @@ impl Net {
                 role: Role::Worker,
             })
             .collect();
-        let ids: Vec<TaskId> = (0..plan.len())
-            .map(|i| TaskId::from_u128(1000 + i as u128))
-            .collect();
+        let ids: Vec<TaskId> = (0..plan.len()).map(|i| task_id(i as u32)).collect();
         let budget = MemoryStore::new();
         PeerCore::open_root(&plan, &budget, ROOT);
         if let Some(limit) = root {
@@ -241,6 +239,21 @@ impl Net {
         self.drain(p);
     }
 
+    /// `node`'s worker reports a failure ("boom"); the stop reason every peer should reach.
+    fn fail(&mut self, node: &str) -> StopReason {
+        let observation = String::from("boom");
+        self.answer(
+            node,
+            Outcome::Failed {
+                observation: observation.clone(),
+            },
+        );
+        StopReason::Failed {
+            node: node.into(),
+            observation,
+        }
+    }
+
     fn ok(&mut self, node: &str) {
         let value = json!({ "from": node });
         self.answer(
@@ -371,18 +384,9 @@ fn duplicate_forged_and_late_broadcasts_are_rejected_and_never_reactivate() {
 fn a_failure_stops_every_peer_with_the_same_reason() {
     let mut net = Net::new(3, diamond(), None);
     net.ok("a");
-    net.answer(
-        "b",
-        Outcome::Failed {
-            observation: "boom".into(),
-        },
-    );
+    let want = net.fail("b");
     net.deliver_all();
     // The late answer of the cancelled attempt, if any, changes nothing; every peer agrees.
-    let want = StopReason::Failed {
-        node: "b".into(),
-        observation: "boom".into(),
-    };
     assert_eq!(net.done, vec![Some(want); 3]);
     for core in &net.cores {
         assert_eq!(core.task_state(0), TaskState::Completed);
@@ -448,17 +452,25 @@ fn store_preconditions_are_checked_by_the_peers_and_a_failed_one_fails_its_task(
     }
 }
 
-/// Two peers, one task "a" whose delegated sub-task parked a call for a human (nobody decides).
-fn parked_sub_task_request() -> (Net, ActionId) {
+/// The id the peers give node `i` in these tests.
+fn task_id(i: u32) -> TaskId {
+    TaskId::from_u128(1000 + u128::from(i))
+}
+
+/// Two peers running `nodes`, where nobody decides approvals.
+fn asking(nodes: Vec<NodeSpec>) -> Net {
     let config = SupervisorConfig {
         approvals: ApprovalPolicy::Ask,
         ..SupervisorConfig::default()
     };
-    let net = Net::with_config(2, vec![node("a", &[])], config);
+    Net::with_config(2, nodes, config)
+}
+
+/// Two peers, one task "a" whose delegated sub-task parked a call for a human (nobody decides).
+fn parked_sub_task_request() -> (Net, ActionId) {
+    let net = asking(vec![node("a", &[])]);
     assert_eq!(net.running_nodes(), ["a"]);
-    // The sub-task's id is not a's: the request was passed up from below.
-    let action = ActionId::new(TaskId::from_u128(99), 0, 0);
-    (net, action)
+    (net, sub_task_action())
 }
 
 fn request(action: ActionId) -> Outcome {
@@ -507,7 +519,7 @@ fn a_quiet_that_overtakes_its_request_is_kept_for_it_and_an_own_request_needs_no
 
     // The task's own request: nothing else of the task works, so it settles at once.
     let (mut net, _) = parked_sub_task_request();
-    let own = ActionId::new(TaskId::from_u128(1000), 0, 0);
+    let own = ActionId::new(task_id(0), 0, 0);
     net.tell("a", request(own));
     net.deliver_all();
     assert_eq!(net.done, vec![Some(want.clone()), Some(want)]);
@@ -515,31 +527,18 @@ fn a_quiet_that_overtakes_its_request_is_kept_for_it_and_an_own_request_needs_no
 
 #[test]
 fn a_stop_while_a_task_waits_for_quiet_cancels_it() {
-    let config = SupervisorConfig {
-        approvals: ApprovalPolicy::Ask,
-        ..SupervisorConfig::default()
-    };
-    let mut net = Net::with_config(2, vec![node("a", &[]), node("b", &[])], config);
+    let mut net = asking(vec![node("a", &[]), node("b", &[])]);
     assert_eq!(net.running_nodes(), ["a", "b"]);
-    let action = ActionId::new(TaskId::from_u128(99), 0, 0);
+    let action = sub_task_action();
     net.tell("a", request(action));
-    net.answer(
-        "b",
-        Outcome::Failed {
-            observation: "boom".into(),
-        },
-    );
+    let want = net.fail("b");
     net.deliver_all();
-    let want = StopReason::Failed {
-        node: "b".into(),
-        observation: "boom".into(),
-    };
     assert_eq!(net.done, vec![Some(want.clone()), Some(want)]);
     for core in &net.cores {
         assert_eq!(core.task_state(0), TaskState::Cancelled);
     }
     // a's worker, whose other sub-tasks may still be calling tools, is told to stop.
-    let a = TaskId::from_u128(1000);
+    let a = task_id(0);
     let runner = net
         .executed
         .iter()

@@ -3,9 +3,9 @@
 //! [`spec_of`]) serve the peer-core tests as well.
 #![allow(dead_code)]
 
-use quorate_coordinator::{Effect, EventKind, StopReason, SupervisorConfig, SupervisorCore};
+use quorate_coordinator::{Effect, Event, EventKind, StopReason, SupervisorConfig, SupervisorCore};
 use quorate_protocols::{
-    AgentId, Budget, Envelope, NodeSpec, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
+    AgentId, Budget, Envelope, NodeSpec, Plan, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
 };
 use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 
@@ -36,14 +36,7 @@ impl Harness {
                 role: Role::Worker,
             })
             .collect();
-        let me = supervisor();
-        let core = SupervisorCore::new(
-            RunId::from_u128(7),
-            plan,
-            config.clone(),
-            me,
-            workers.clone(),
-        );
+        let core = core_for(plan, &config, workers.clone());
         let mut h = Self {
             core,
             nodes,
@@ -70,19 +63,53 @@ impl Harness {
         &self,
         fallback: Option<PlanSpec>,
     ) -> Result<SupervisorCore, quorate_coordinator::ResumeError> {
+        self.rebuilt_from(&self.log, fallback)
+    }
+
+    /// [`rebuilt`](Self::rebuilt) from `log` instead of this run's whole log (e.g. a log cut
+    /// short by the crash).
+    pub(crate) fn rebuilt_from(
+        &self,
+        log: &[Event],
+        fallback: Option<PlanSpec>,
+    ) -> Result<SupervisorCore, quorate_coordinator::ResumeError> {
         let plan = spec_of(self.nodes.clone()).validate().expect("valid plan");
-        let mut core = SupervisorCore::new(
-            RunId::from_u128(7),
-            plan,
-            self.config.clone(),
-            supervisor(),
-            self.workers.clone(),
-        );
+        let mut core = core_for(plan, &self.config, self.workers.clone());
         if let Some(f) = fallback {
             core.set_fallback_plan(f);
         }
-        core.replay(&self.log, |k| self.results.get(k).cloned())?;
+        core.replay(log, |k| self.results.get(k).cloned())?;
         Ok(core)
+    }
+
+    /// A crash and resume at `now`: the core is [`rebuilt`](Self::rebuilt) (given `fallback`)
+    /// and continues.
+    pub(crate) fn crash_and_resume(&mut self, fallback: Option<PlanSpec>, now: u64) {
+        self.core = self.rebuilt(fallback).expect("the log replays");
+        self.core.start_resumed(now);
+        self.drain();
+    }
+
+    /// Time passes to `now`.
+    pub(crate) fn tick(&mut self, now: u64) {
+        self.core.handle_tick(now);
+        self.drain();
+    }
+
+    /// `node`'s worker acknowledges a cancel (or a rejection): the attempt spent `spent`.
+    pub(crate) fn cancel_ack(&self, node: &str, spent: Budget) -> Envelope<Report> {
+        let mut ack = self.reply(node, ResultKind::Suggestion, Outcome::Cancelled);
+        ack.payload.spent = spent;
+        ack
+    }
+
+    /// The logged events named `kind`, with the task each names.
+    pub(crate) fn logged(&self, kind: &str) -> Vec<(Option<String>, EventKind)> {
+        self.log
+            .iter()
+            .filter(|e| e.kind.name() == kind)
+            .map(|e| (e.task.as_deref().map(str::to_string), e.kind.clone()))
+            .collect()
     }
 
     pub(crate) fn drain(&mut self) {
@@ -210,4 +237,24 @@ pub(crate) fn supervisor() -> Sender {
         agent: AgentId::from_u128(1),
         role: Role::Supervisor,
     }
+}
+
+/// A supervisor core of run 7 over `plan` and `workers`, as these tests build them.
+pub(crate) fn core_for(
+    plan: Plan,
+    config: &SupervisorConfig,
+    workers: Vec<Sender>,
+) -> SupervisorCore {
+    SupervisorCore::new(
+        RunId::from_u128(7),
+        plan,
+        config.clone(),
+        supervisor(),
+        workers,
+    )
+}
+
+/// An action of a sub-task that node "a" delegated (its task id is not a's).
+pub(crate) fn sub_task_action() -> quorate_protocols::ActionId {
+    quorate_protocols::ActionId::new(quorate_protocols::TaskId::from_u128(99), 0, 0)
 }
