@@ -182,6 +182,17 @@ fn requests_of_two_sub_tasks_go_up_one_at_a_time() {
     while let Some(effect) = d.core.poll_effect() {
         effects.push(effect);
     }
+    let reply = |e: &crate::Effect| match e {
+        crate::Effect::Reply(r) => Some(r.payload.outcome.clone()),
+        _ => None,
+    };
+    assert!(
+        effects.iter().filter_map(reply).any(|o| matches!(
+            o,
+            Outcome::ApprovalRequested { action, .. } if action != first[0]
+        )),
+        "y's request goes up with the approval of x: {effects:?}"
+    );
     assert!(
         !effects.iter().any(|e| matches!(
             e,

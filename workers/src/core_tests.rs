@@ -573,3 +573,38 @@ fn a_new_attempt_starts_with_what_earlier_attempts_spent() {
 
 #[path = "core_delegation_tests.rs"]
 mod delegation;
+
+#[test]
+fn a_retry_that_cannot_start_reports_what_the_earlier_attempts_spent() {
+    // Only the role "scripted" has an agent here.
+    let world = crate::scripted::World::new();
+    let mut book = crate::scripted::ScriptBook::new(world.clone());
+    let steps = json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 } }]);
+    book.insert(quorate_protocols::NodeId::new("n").unwrap(), script(steps))
+        .unwrap();
+    let agents = AgentRegistry::new().with_role("scripted", book.factory());
+    let mut d = Driver::with(agents, book.tools().unwrap(), world);
+    // Attempt 1 spends a step and waits on its call; attempt 2 asks for a role with no agent.
+    d.assign(1, Driver::assignment(&["db.save"], budget()));
+    let Some(crate::Effect::CallTool { .. }) = d.core.poll_effect() else {
+        panic!("expected a call")
+    };
+    let mut retry = Driver::assignment(&["db.save"], budget());
+    retry.role = "nobody".into();
+    d.assign(2, retry);
+    d.drive();
+    let failed = d.last();
+    assert!(
+        matches!(&failed.outcome, Outcome::Failed { observation } if observation.contains("nobody")),
+        "{:?}",
+        failed.outcome
+    );
+    // It spent nothing itself, but the supervisor must not charge the task less than attempt
+    // 1 spent (or holds reserved for its call).
+    assert_ne!(failed.spent, Budget::ZERO);
+    assert_eq!(
+        (failed.spent.steps, failed.spent.tool_calls),
+        (1, 1),
+        "a step, and its call reserved"
+    );
+}
