@@ -94,8 +94,10 @@ pub struct DagBench {
     pub ratio: f64,
     /// Whether each measured run followed an unmeasured warm-up run.
     pub warmup: bool,
-    /// Tasks per second of the process's first run of the DAG (cold: first use of the code
-    /// and of the memory); a warm-up run when `warmup`, else the first measured run.
+    /// Tasks per second of the process's first run of the DAG, right after the first baseline
+    /// (the DAG's code paths and the memory it needs are used for the first time; actix, tokio
+    /// and the allocator have just served the baseline); a warm-up run when `warmup`, else the
+    /// first measured run.
     pub first_run_tasks_per_s: f64,
     /// Peak resident memory growth during the process's first run of the DAG divided by tasks
     /// (Linux `VmHWM`), bytes; the plan itself is built before and not counted.
@@ -254,29 +256,30 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
     let tasks = spec.nodes.len();
     let plan = spec.validate().map_err(|e| e.to_string())?;
     let mut samples = Vec::new();
-    let mut rss_per_task = None;
-    let mut first_run = None;
+    // The process's first run of the DAG: its tasks/s and its peak memory growth per task.
+    let mut first: Option<(f64, Option<f64>)> = None;
     // The plan is the input, built before the run: neither its memory nor its freeing is
     // counted (each run gets a shared handle; this one outlives them).
-    let mut once = |first_run: &mut Option<f64>| -> Result<f64, String> {
-        let rss_before = first_run.is_none().then(peak_rss_bytes).flatten();
+    let mut once = || -> Result<f64, String> {
+        let rss_before = first.is_none().then(peak_rss_bytes).flatten();
         let elapsed = run_once(plan.clone(), args)?;
-        if first_run.is_none() {
-            *first_run = Some(tasks as f64 / elapsed);
-            rss_per_task = rss_before
+        if first.is_none() {
+            let rss = rss_before
                 .zip(peak_rss_bytes())
                 .map(|(b, a)| a.saturating_sub(b) as f64 / tasks as f64);
+            first = Some((tasks as f64 / elapsed, rss));
         }
         Ok(elapsed)
     };
     for _ in 0..args.runs {
         let baseline = actix_round_trips_per_s(200_000);
         if args.warmup {
-            once(&mut first_run)?;
+            once()?;
         }
-        let elapsed = once(&mut first_run)?;
+        let elapsed = once()?;
         samples.push((elapsed, tasks as f64 / elapsed, baseline));
     }
+    let (first_run_tasks_per_s, peak_rss_bytes_per_task) = first.expect("at least one run");
     // The median run by tasks/s; its figures are reported together, so they belong to one run.
     let rates: Vec<f64> = samples.iter().map(|s| s.1).collect();
     let median = median_index(&rates).expect("at least one run");
@@ -294,8 +297,8 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
         baseline_round_trips_per_s: baseline,
         ratio: tasks_per_s / baseline,
         warmup: args.warmup,
-        first_run_tasks_per_s: first_run.expect("at least one run"),
-        peak_rss_bytes_per_task: rss_per_task,
+        first_run_tasks_per_s,
+        peak_rss_bytes_per_task,
     })
 }
 
