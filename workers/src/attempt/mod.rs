@@ -534,3 +534,24 @@ fn cost_of(answer: &ToolAnswer) -> Budget {
         ToolAnswer::Err { .. } => Budget::ZERO,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::messages::{Assignment, Report};
+    use quorate_protocols::Envelope;
+
+    /// Every task's attempt and its two envelopes move along the hot path whole; the README's
+    /// figures (an ~800-byte attempt, 330- to 380-byte envelopes) are these sizes.
+    #[test]
+    fn an_attempt_and_its_envelopes_keep_their_sizes() {
+        let sizes = (
+            std::mem::size_of::<super::Attempt>(),
+            std::mem::size_of::<Envelope<Assignment>>(),
+            std::mem::size_of::<Envelope<Report>>(),
+        );
+        assert!(
+            sizes.0 <= 800 && sizes.1 <= 380 && sizes.2 <= 380,
+            "attempt, assignment, report: {sizes:?}"
+        );
+    }
+}
