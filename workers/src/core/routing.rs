@@ -88,6 +88,14 @@ impl WorkerCore {
     /// nothing below it works any more ([`Outcome::Quiet`]): until then the task is not idle,
     /// however it waits.
     fn report_quiet(&mut self, now: Instant) {
+        // `relaying` is kept by hand beside the attempts: every request out must be in it, or
+        // its task would never say `Quiet` (and the supervisor never see it idle).
+        debug_assert!(
+            self.attempts
+                .iter()
+                .all(|(t, a)| !a.relays_request() || self.relaying.contains(t)),
+            "a task passing up a request is not tracked for Quiet"
+        );
         let mut i = 0;
         while i < self.relaying.len() {
             let top = self.relaying[i];
