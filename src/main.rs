@@ -190,7 +190,9 @@ fn run_error_code(e: &quorate::runner::RunFileError) -> u8 {
     use quorate::coordinator::RunError;
     use quorate::runner::RunFileError;
     match e {
-        RunFileError::PlanFile(_) | RunFileError::Run(RunError::Trace { .. }) => EXIT_BAD_INPUT,
+        RunFileError::PlanFile(_)
+        | RunFileError::UnknownApproval { .. }
+        | RunFileError::Run(RunError::Trace { .. }) => EXIT_BAD_INPUT,
         RunFileError::Run(_) => 8,
     }
 }

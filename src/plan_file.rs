@@ -192,6 +192,18 @@ pub enum PlanFileError {
         /// What the plan check found.
         source: PlanError,
     },
+    /// A `[run]` setting is out of range.
+    #[error("{path}: run.{field} is {value}: {reason}")]
+    Setting {
+        /// The file.
+        path: PathBuf,
+        /// The setting, as the file names it.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// What it must be.
+        reason: &'static str,
+    },
     /// A task's script is not valid.
     #[error("{path}: task {task}: {source}")]
     Script {
@@ -254,9 +266,10 @@ impl PlanFile {
         }
     }
 
-    /// Validates the plan and the scripts; returns the plan and the script book over a fresh
-    /// world.
+    /// Validates the settings, the plan and the scripts; returns the plan and the script book
+    /// over a fresh world.
     pub fn compile(&self, path: &Path) -> Result<(Plan, ScriptBook), PlanFileError> {
+        self.check_settings(path)?;
         let plan = self
             .spec()
             .validate()
@@ -271,12 +284,7 @@ impl PlanFile {
             })?;
         }
         let mut book = ScriptBook::new(World::new());
-        let fallback_only = self
-            .fallback
-            .iter()
-            .flat_map(|f| &f.tasks)
-            .filter(|f| !self.tasks.iter().any(|t| t.id == f.id));
-        for t in self.tasks.iter().chain(fallback_only) {
+        for t in self.all_tasks() {
             book.insert(t.id.clone(), t.script.clone())
                 .map_err(|source| PlanFileError::Script {
                     path: path.to_path_buf(),
@@ -292,11 +300,53 @@ impl PlanFile {
         Ok((plan, book))
     }
 
+    /// Refuses `[run]` settings no run can use: no worker (or peer) and no attempt. (A
+    /// `no_progress_limit` of 0 is allowed: it turns the no-progress check off.)
+    fn check_settings(&self, path: &Path) -> Result<(), PlanFileError> {
+        let at_least_one = [
+            (
+                "workers",
+                self.run.workers as u64,
+                "a run needs at least one worker (or peer)",
+            ),
+            (
+                "max_attempts",
+                u64::from(self.run.max_attempts),
+                "a task needs at least one attempt",
+            ),
+        ];
+        match at_least_one.into_iter().find(|&(_, value, _)| value == 0) {
+            Some((field, value, reason)) => Err(PlanFileError::Setting {
+                path: path.to_path_buf(),
+                field,
+                value,
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Every task of the file: the plan's, then those of the `[fallback]` whose id is not
+    /// among them.
+    fn all_tasks(&self) -> impl Iterator<Item = &TaskSection> {
+        let fallback_only = self
+            .fallback
+            .iter()
+            .flat_map(|f| &f.tasks)
+            .filter(|f| !self.tasks.iter().any(|t| t.id == f.id));
+        self.tasks.iter().chain(fallback_only)
+    }
+
+    /// Ids of every task of the file (the plan's and the `[fallback]`'s), each once.
+    pub fn task_ids(&self) -> impl Iterator<Item = &NodeId> {
+        self.all_tasks().map(|t| &t.id)
+    }
+
     /// The supervisor settings the file asks for, with the given approval policy.
     #[must_use]
     pub fn supervisor_config(&self, approvals: ApprovalPolicy) -> SupervisorConfig {
         SupervisorConfig {
-            workers: self.run.workers.max(1),
+            workers: self.run.workers,
             deadline_ms: self.run.deadline_ms,
             attempt_timeout_ms: self.run.attempt_timeout_ms,
             max_attempts: self.run.max_attempts,

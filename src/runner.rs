@@ -25,16 +25,62 @@ pub enum Approve {
     Tasks(HashSet<String>),
 }
 
+/// `all`, `none`, or task ids separated by commas (an empty id, or `all` or `none` among ids, is
+/// refused; whether each id names a task is checked against the plan, see [`Approve::check`]).
+///
+/// ```
+/// use quorate::runner::Approve;
+/// assert_eq!("all".parse::<Approve>(), Ok(Approve::All));
+/// assert_eq!(
+///     "refund, ship".parse::<Approve>(),
+///     Ok(Approve::Tasks(["refund".to_string(), "ship".to_string()].into())),
+/// );
+/// assert!("a,,b".parse::<Approve>().unwrap_err().contains("empty task id"));
+/// assert!("none,refund".parse::<Approve>().unwrap_err().contains("not both"));
+/// ```
 impl FromStr for Approve {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "all" => Ok(Approve::All),
-            "none" => Ok(Approve::None),
-            "" => Err("--approve needs all, none or a comma-separated list of task ids".into()),
-            ids => Ok(Approve::Tasks(
-                ids.split(',').map(|i| i.trim().to_string()).collect(),
-            )),
+            "all" => return Ok(Approve::All),
+            "none" => return Ok(Approve::None),
+            "" => return Err("needs all, none or a comma-separated list of task ids".into()),
+            _ => {}
+        }
+        let mut ids = HashSet::new();
+        for id in s.split(',').map(str::trim) {
+            match id {
+                "" => return Err(format!("empty task id in {s:?}")),
+                "all" | "none" => return Err(format!("{s:?}: all or none, or task ids, not both")),
+                id => ids.insert(id.to_string()),
+            };
+        }
+        Ok(Approve::Tasks(ids))
+    }
+}
+
+impl Approve {
+    /// Refuses a task id that names no task of `file` (its plan or its `[fallback]`): a typo
+    /// would otherwise reject the approval it meant to give.
+    ///
+    /// # Errors
+    /// [`RunFileError::UnknownApproval`] naming the first such id (in sorted order).
+    pub fn check(&self, file: &PlanFile, path: &Path) -> Result<(), RunFileError> {
+        let Approve::Tasks(ids) = self else {
+            return Ok(());
+        };
+        let mut unknown: Vec<&String> = ids
+            .iter()
+            .filter(|id| !file.task_ids().any(|t| t.as_str() == id.as_str()))
+            .collect();
+        unknown.sort();
+        match unknown.first() {
+            Some(id) => Err(RunFileError::UnknownApproval {
+                path: path.to_path_buf(),
+                id: (*id).clone(),
+                tasks: file.task_ids().map(ToString::to_string).collect(),
+            }),
+            None => Ok(()),
         }
     }
 }
@@ -74,6 +120,16 @@ pub enum RunFileError {
     /// The plan file was refused.
     #[error(transparent)]
     PlanFile(#[from] PlanFileError),
+    /// `--approve` names a task the plan file does not have.
+    #[error("--approve names {id:?}, which is not a task of {path} (its tasks: {})", tasks.join(", "))]
+    UnknownApproval {
+        /// The plan file.
+        path: PathBuf,
+        /// The id given.
+        id: String,
+        /// The file's task ids.
+        tasks: Vec<String>,
+    },
     /// The runtime failed.
     #[error(transparent)]
     Run(#[from] RunError),
@@ -92,6 +148,7 @@ pub struct FileRun {
 pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
     let file = PlanFile::load(path)?;
     let (plan, book) = file.compile(path)?;
+    args.approve.check(&file, path)?;
     let mut supervisor = file.supervisor_config(args.approve.clone().into());
     supervisor.cancel_after_steps = args.cancel_after_steps;
     let options = RunOptions {

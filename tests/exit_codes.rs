@@ -1,0 +1,142 @@
+//! `quorate run`'s exit codes, one per stop reason and 2 for bad input, as the README's table
+//! gives them, checked on the binary (code 8, a runtime that fails without a report, has no
+//! plan file that causes it).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn plan(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("examples/plans/{name}.toml"))
+}
+
+fn quorate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quorate"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Runs `plan` with `flags` and `--json`; the exit code and the report's stop reason.
+fn run(plan: &std::path::Path, flags: &[&str]) -> (i32, String) {
+    let path = plan.to_str().expect("utf-8 path");
+    let mut args = vec!["run", path, "--json"];
+    args.extend_from_slice(flags);
+    let out = quorate(&args);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{path} {flags:?}: no JSON report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let reason = report["stop_reason"].as_str().expect("a stop reason");
+    (out.status.code().expect("an exit code"), reason.to_string())
+}
+
+/// A plan file written for one test (removed when dropped).
+struct TempPlan(PathBuf);
+
+impl TempPlan {
+    fn new(name: &str, text: &str) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("quorate-exit-{}-{name}.toml", std::process::id()));
+        std::fs::write(&path, text).expect("temp plan written");
+        Self(path)
+    }
+}
+
+impl Drop for TempPlan {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn each_stop_reason_has_its_own_exit_code() {
+    // A call that never answers within its 5 s timeout, under a 50 ms deadline.
+    let slow = TempPlan::new(
+        "deadline",
+        r#"
+[run]
+budget = { steps = 10, tool_calls = 4 }
+capabilities = ["slow.call"]
+deadline_ms = 50
+call_timeout_ms = 5000
+[[tasks]]
+id = "slow"
+capabilities = ["slow.call"]
+budget = { steps = 5, tool_calls = 2 }
+script = [ { do = "call", tool = "slow.call", outcome = "timeout-before-commit" } ]
+"#,
+    );
+    let cases: [(PathBuf, &[&str], i32, &str); 7] = [
+        (plan("all_inputs"), &[], 0, "completed"),
+        (plan("missing_input"), &[], 1, "failed"),
+        (plan("budget_exhausted"), &[], 3, "stopped-limit"),
+        (slow.0.clone(), &[], 4, "deadline"),
+        (plan("repeated_action"), &[], 5, "no-progress"),
+        (
+            plan("approval_required"),
+            &["--approve", "none"],
+            6,
+            "cancelled",
+        ),
+        (plan("approval_required"), &[], 7, "waiting-approval"),
+    ];
+    let mut codes = std::collections::HashSet::new();
+    for (path, flags, code, reason) in cases {
+        let got = run(&path, flags);
+        assert_eq!(
+            got,
+            (code, reason.to_string()),
+            "{} {flags:?}",
+            path.display()
+        );
+        codes.insert(code);
+    }
+    assert_eq!(codes.len(), 7, "seven stop reasons, seven codes");
+}
+
+#[test]
+fn bad_input_is_exit_code_2_with_a_message_naming_it() {
+    let approval = plan("approval_required");
+    let approval = approval.to_str().unwrap();
+    let no_workers = TempPlan::new(
+        "workers",
+        "[run]\nworkers = 0\nbudget = { steps = 4 }\n[[tasks]]\nid = \"a\"\nbudget = { steps = 2 }\n",
+    );
+    let no_attempts = TempPlan::new(
+        "attempts",
+        "[run]\nmax_attempts = 0\nbudget = { steps = 4 }\n[[tasks]]\nid = \"a\"\nbudget = { steps = 2 }\n",
+    );
+    let cases: [(Vec<&str>, &str); 7] = [
+        (vec!["run", "no/such/plan.toml"], "no/such/plan.toml"),
+        (
+            vec!["run", approval, "--approve", "refnud"],
+            "--approve names \"refnud\", which is not a task",
+        ),
+        (
+            vec!["run", approval, "--approve", "All"],
+            "its tasks: check, refund",
+        ),
+        (vec!["run", approval, "--approve", "a,,b"], "empty task id"),
+        (
+            vec!["run", approval, "--approve", "none,refund"],
+            "all or none, or task ids, not both",
+        ),
+        (
+            vec!["run", no_workers.0.to_str().unwrap()],
+            "run.workers is 0: a run needs at least one worker",
+        ),
+        (
+            vec!["run", no_attempts.0.to_str().unwrap()],
+            "run.max_attempts is 0: a task needs at least one attempt",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = quorate(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: no report for bad input");
+    }
+}
