@@ -108,8 +108,12 @@ fn bad_input_is_exit_code_2_with_a_message_naming_it() {
         "attempts",
         "[run]\nmax_attempts = 0\nbudget = { steps = 4 }\n[[tasks]]\nid = \"a\"\nbudget = { steps = 2 }\n",
     );
-    let cases: [(Vec<&str>, &str); 7] = [
+    let cases: [(Vec<&str>, &str); 8] = [
         (vec!["run", "no/such/plan.toml"], "no/such/plan.toml"),
+        (
+            vec!["run", approval, "--chaos", "dup=0.1,dup=0.9"],
+            "chaos key \"dup\" is given more than once",
+        ),
         (
             vec!["run", approval, "--approve", "refnud"],
             "--approve names \"refnud\", which is not a task",

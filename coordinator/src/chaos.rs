@@ -46,6 +46,12 @@ pub enum ChaosError {
         /// The key.
         key: String,
     },
+    /// A key given twice (which one was meant?).
+    #[error("chaos key {key:?} is given more than once")]
+    RepeatedKey {
+        /// The key.
+        key: String,
+    },
     /// A probability outside `[0, 1]` or not a number.
     #[error("chaos {key} must be a probability in [0, 1], got {value:?}")]
     BadProbability {
@@ -74,18 +80,29 @@ impl FromStr for ChaosConfig {
     /// let c: ChaosConfig = "dup=0.1,drop=0.05,delay=20".parse().unwrap();
     /// assert_eq!((c.dup, c.drop, c.delay_ms, c.resend_ms), (0.1, 0.05, 20, 50));
     /// assert!("drop=1.5".parse::<ChaosConfig>().is_err());
+    /// assert_eq!(
+    ///     "dup=0.1,dup=0.9".parse::<ChaosConfig>().unwrap_err().to_string(),
+    ///     "chaos key \"dup\" is given more than once"
+    /// );
     /// ```
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut c = ChaosConfig {
             resend_ms: 50,
             ..ChaosConfig::default()
         };
+        let mut seen: Vec<&str> = Vec::new();
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (key, value) = item
                 .split_once('=')
                 .ok_or_else(|| ChaosError::NotKeyValue {
                     item: item.to_string(),
                 })?;
+            if seen.contains(&key) {
+                return Err(ChaosError::RepeatedKey {
+                    key: key.to_string(),
+                });
+            }
+            seen.push(key);
             let prob = || {
                 value
                     .parse::<f64>()
