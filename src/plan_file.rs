@@ -125,6 +125,9 @@ pub struct TaskSection {
     /// What the result must show to complete the task.
     #[serde(default)]
     pub acceptance: Acceptance,
+    /// What the task is for, in words (handed to the agent; the scripted agent ignores it).
+    #[serde(default)]
+    pub goal: Option<String>,
     /// Evidence text handed to the task (data: it cannot add a tool call).
     #[serde(default)]
     pub evidence: Vec<String>,
@@ -261,6 +264,7 @@ impl PlanFile {
                     budget: t.budget,
                     preconditions: t.preconditions.clone(),
                     acceptance: t.acceptance.clone(),
+                    goal: t.goal.clone(),
                 })
                 .collect(),
         }
@@ -397,7 +401,8 @@ mod tests {
             .with_acceptance(Acceptance {
                 kinds: vec![ResultKind::Suggestion],
                 checks: vec![Check::NonEmpty],
-            });
+            })
+            .with_goal("review the draft");
         let spec = PlanSpec {
             budget: Budget::new(50, 40, 30, 20),
             reserve: Budget::steps(1),

@@ -29,6 +29,7 @@ pub(crate) fn assignment<'a>(
     Assignment {
         node: node.id.clone(),
         role: node.role.clone(),
+        goal: node.goal.clone(),
         inputs,
         capabilities: plan.spec().capabilities.delegate(&node.capabilities),
         budget,

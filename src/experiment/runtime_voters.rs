@@ -213,6 +213,7 @@ impl RuntimeVoters {
             let assignment = Assignment {
                 node: self.node.clone(),
                 role: "voter".to_owned(),
+                goal: None,
                 inputs: Vec::new(),
                 capabilities: Capabilities::none(),
                 budget: Budget::steps(1),

@@ -142,7 +142,7 @@ struct QueryEnded {
 ///     ).start();
 ///     let supervisor = Sender { agent: AgentId::new(), role: Role::Supervisor };
 ///     let assignment = Assignment {
-///         node, role: "scripted".into(), inputs: vec![],
+///         node, role: "scripted".into(), goal: None, inputs: vec![],
 ///         capabilities: Capabilities::parse(["db.save"]).unwrap(),
 ///         budget: Budget::new(5, 2, 0, 0), evidence_text: vec![],
 ///     };

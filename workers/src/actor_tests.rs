@@ -148,6 +148,7 @@ fn three_answers() -> (ScriptBook, Vec<Envelope<Assignment>>) {
             let assignment = Assignment {
                 node,
                 role: "scripted".into(),
+                goal: None,
                 inputs: vec![],
                 capabilities: quorate_protocols::Capabilities::none(),
                 budget: Budget::steps(2),

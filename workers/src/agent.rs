@@ -23,6 +23,11 @@ pub struct AgentContext<'a> {
     pub node: &'a NodeId,
     /// The attempt of the task.
     pub attempt: u32,
+    /// The version of the task's state this attempt acts on (the assignment envelope's
+    /// `state_version`; a reply names it, and one naming another version is stale).
+    pub state_version: quorate_protocols::Version,
+    /// What the task is for, in words, if its plan node says ([`Assignment::goal`]).
+    pub goal: Option<&'a str>,
     /// The loop step this proposal is for (0 first); part of the [`ActionId`] of a call.
     pub step: u32,
     /// Accepted results of the node's dependencies.

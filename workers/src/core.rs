@@ -83,7 +83,7 @@ impl Default for WorkerConfig {
 ///     ToolRegistry::new());
 /// let supervisor = Sender { agent: AgentId::new(), role: Role::Supervisor };
 /// let assignment = Assignment {
-///     node: NodeId::new("n1").unwrap(), role: "any".into(), inputs: vec![],
+///     node: NodeId::new("n1").unwrap(), role: "any".into(), goal: None, inputs: vec![],
 ///     capabilities: Capabilities::none(), budget: Budget::steps(3), evidence_text: vec![],
 /// };
 /// core.handle_assignment(Instant::now(), Envelope::new(RunId::new(), TaskId::new(),

@@ -608,3 +608,39 @@ fn a_retry_that_cannot_start_reports_what_the_earlier_attempts_spent() {
         "a step, and its call reserved"
     );
 }
+
+#[test]
+fn the_agent_sees_its_tasks_goal_and_the_state_version_it_acts_on() {
+    /// Answers with what it was told.
+    struct Echo;
+    impl Agent for Echo {
+        fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
+            Proposal::Finish {
+                kind: ResultKind::VerifiedConclusion,
+                value: json!({ "goal": ctx.goal, "version": ctx.state_version.to_string() }),
+            }
+        }
+    }
+    let agents =
+        AgentRegistry::new().with_fallback(|_: &Assignment| Box::new(Echo) as Box<dyn Agent>);
+    let mut d = Driver::with(agents, crate::ToolRegistry::new(), crate::World::new());
+    let mut assignment = Driver::assignment(&[], budget());
+    assignment.goal = Some("summarise the refunds".into());
+    let mut envelope = Envelope::new(
+        RunId::from_u128(9),
+        d.task,
+        crate::testing::supervisor(),
+        assignment,
+    );
+    envelope.state_version = quorate_protocols::Version::new(7);
+    d.core.handle_assignment(d.now, envelope).unwrap();
+    d.drive();
+    let Outcome::Answer { value, .. } = &d.last().outcome else {
+        panic!("an answer: {:?}", d.last().outcome);
+    };
+    let version = quorate_protocols::Version::new(7).to_string();
+    assert_eq!(
+        value,
+        &json!({ "goal": "summarise the refunds", "version": version })
+    );
+}

@@ -106,6 +106,7 @@ pub(crate) fn plan(
         let assignment = Assignment {
             node,
             role: s.role.clone(),
+            goal: None,
             inputs: vec![TaskInput {
                 node: parent.payload.node.clone(),
                 value: s.input.clone(),

@@ -25,6 +25,10 @@ pub struct Assignment {
     pub node: NodeId,
     /// The role the node asked for (selects the agent).
     pub role: String,
+    /// What the task is for, in words ([`quorate_protocols::NodeSpec::goal`]); `None` for a
+    /// node without one and for delegated sub-tasks.
+    #[serde(default)]
+    pub goal: Option<String>,
     /// Accepted results of the node's dependencies.
     pub inputs: Vec<TaskInput>,
     /// Delegated capabilities: the intersection of the parent's and the node's.
@@ -155,6 +159,39 @@ pub enum Outcome {
         /// The request it follows.
         action: ActionId,
     },
+}
+
+/// How an attempt ended, in words (what a delegating task sees of a sub-task that did not
+/// answer).
+///
+/// ```
+/// use quorate_workers::Outcome;
+/// let failed = Outcome::Failed { observation: "row locked".into() };
+/// assert_eq!(failed.to_string(), "failed: row locked");
+/// assert_eq!(Outcome::Cancelled.to_string(), "cancelled");
+/// ```
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Answer { value, .. } => write!(f, "answered {value}"),
+            Outcome::ApprovalRequested { action, reason } => {
+                write!(f, "waiting for approval of {action}: {reason}")
+            }
+            Outcome::Failed { observation } => write!(f, "failed: {observation}"),
+            Outcome::NoProgress { signature, times } => write!(
+                f,
+                "no progress: {} with the same parameters {times} times ({})",
+                signature.tool,
+                signature
+                    .error_class
+                    .as_deref()
+                    .unwrap_or("nothing changed")
+            ),
+            Outcome::LimitReached { component } => write!(f, "out of {component}"),
+            Outcome::Cancelled => write!(f, "cancelled"),
+            Outcome::Quiet { action } => write!(f, "quiet after passing up {action}"),
+        }
+    }
 }
 
 /// A proposal the execution gate refused: nothing ran.

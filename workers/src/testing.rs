@@ -81,6 +81,7 @@ impl Driver {
         Assignment {
             node: NodeId::new("n").unwrap(),
             role: "scripted".into(),
+            goal: None,
             inputs: vec![],
             capabilities: Capabilities::parse(caps.iter().copied()).unwrap(),
             budget,

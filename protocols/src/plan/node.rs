@@ -125,12 +125,17 @@ pub struct NodeSpec {
     /// The slice of the run's budget delegated to this task.
     #[serde(default)]
     pub budget: Budget,
-    /// Must hold when the task becomes ready and again before any write it makes.
+    /// Must hold when the task becomes ready (checked by the supervisor, or by the claiming
+    /// peer, against the run's store).
     #[serde(default)]
     pub preconditions: Vec<Precondition>,
     /// What observed results must show for the task to complete.
     #[serde(default)]
     pub acceptance: Acceptance,
+    /// What the task is for, in words, handed to its agent with the assignment (an LLM agent's
+    /// instruction). Data for the agent: it grants nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
 }
 
 fn default_role() -> String {
@@ -150,6 +155,7 @@ impl NodeSpec {
             budget: Budget::ZERO,
             preconditions: Vec::new(),
             acceptance: Acceptance::default(),
+            goal: None,
         }
     }
 
@@ -188,6 +194,13 @@ impl NodeSpec {
     #[must_use]
     pub fn with_acceptance(mut self, acceptance: Acceptance) -> Self {
         self.acceptance = acceptance;
+        self
+    }
+
+    /// The same node with goal `goal` (see [`NodeSpec::goal`]).
+    #[must_use]
+    pub fn with_goal(mut self, goal: &str) -> Self {
+        self.goal = Some(goal.to_string());
         self
     }
 

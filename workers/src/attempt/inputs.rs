@@ -213,7 +213,7 @@ impl Attempt {
                 self.receipts.extend(receipts);
                 Ok(value)
             }
-            other => Err(format!("{other:?}")),
+            other => Err(other.to_string()),
         };
         entry.2 = Some(SubtaskResult {
             name: entry.1.clone(),
