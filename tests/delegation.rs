@@ -13,21 +13,32 @@ fn research(run: &quorate::runner::FileRun) -> serde_json::Value {
     run.output.result("research").unwrap_or_default()
 }
 
+/// The chaos settings of a run: none, then the shared chaos under seeds 1-3.
+fn with_and_without_chaos() -> Vec<RunArgs> {
+    let mut all = vec![RunArgs::default()];
+    all.extend((1..=3).map(|seed| RunArgs {
+        chaos: Some(CHAOS.parse::<ChaosConfig>().unwrap()),
+        seed,
+        ..RunArgs::default()
+    }));
+    all
+}
+
 #[test]
 fn two_level_delegation_within_the_slice_completes() {
-    for chaos in [None, Some(CHAOS)] {
-        let args = RunArgs {
-            chaos: chaos.map(|c| c.parse::<ChaosConfig>().unwrap()),
-            seed: 2,
-            ..RunArgs::default()
-        };
+    for args in with_and_without_chaos() {
         let run = run_with("delegation.toml", &args);
         let r = &run.output.report;
-        assert_eq!(r.stop_reason.as_deref(), Some("completed"), "{r:?}");
+        let seed = (args.chaos.is_some(), args.seed);
+        assert_eq!(
+            r.stop_reason.as_deref(),
+            Some("completed"),
+            "{seed:?}: {r:?}"
+        );
         assert_eq!(r.tasks[0].state, TaskState::Completed);
         assert_eq!(
             r.actions.executed, 3,
-            "web, papers and arxiv each called once"
+            "{seed:?}: web, papers and arxiv each called once"
         );
         assert_eq!(
             research(&run),
@@ -38,46 +49,31 @@ fn two_level_delegation_within_the_slice_completes() {
         assert_eq!(
             (spent.steps, spent.tool_calls),
             (9, 3),
-            "sub-task spending is charged to research"
+            "{seed:?}: sub-task spending is charged to research"
         );
         assert!(spent.fits_within(&r.tasks[0].granted));
     }
 }
 
 #[test]
-fn a_delegation_exceeding_the_parent_slice_is_refused() {
-    let run = run_with("delegation_exceeds_slice.toml", &RunArgs::default());
-    let r = &run.output.report;
-    assert_eq!(r.stop_reason.as_deref(), Some("failed"));
-    let detail = r.stop_detail.clone().unwrap_or_default();
-    assert!(
-        detail.contains("sub-task a") && detail.contains("delegation refused"),
-        "{detail}"
-    );
-    assert!(
-        detail.contains("a2") || detail.contains("a1"),
-        "names the sub-task that did not fit: {detail}"
-    );
-    assert_eq!(r.actions.executed, 0, "no grandchild started");
-    assert!(run.world.effects().is_empty());
-    let refused = events(&run)
-        .iter()
-        .map(event_json)
-        .filter(|e| e["kind"] == "call-rejected" && e["tool"] == "delegate")
-        .count();
-    assert_eq!(refused, 1);
-}
-
-#[test]
-fn a_refused_delegation_is_refused_under_chaos_too() {
-    for seed in 1..=3 {
-        let args = RunArgs {
-            chaos: Some(CHAOS.parse().unwrap()),
-            seed,
-            ..RunArgs::default()
-        };
+fn a_delegation_exceeding_the_parent_slice_is_refused_with_and_without_chaos() {
+    for args in with_and_without_chaos() {
+        let seed = (args.chaos.is_some(), args.seed);
         let run = run_with("delegation_exceeds_slice.toml", &args);
-        assert_eq!(run.output.report.stop_reason.as_deref(), Some("failed"));
-        assert_eq!(run.output.report.actions.executed, 0);
+        let r = &run.output.report;
+        assert_eq!(r.stop_reason.as_deref(), Some("failed"), "{seed:?}");
+        let detail = r.stop_detail.clone().unwrap_or_default();
+        assert!(
+            detail.contains("sub-task a: failed: delegation refused: sub-task a2 needs"),
+            "{seed:?}: names the sub-task that did not fit, in words: {detail}"
+        );
+        assert_eq!(r.actions.executed, 0, "{seed:?}: no grandchild started");
+        assert!(run.world.effects().is_empty());
+        let refused = events(&run)
+            .iter()
+            .map(event_json)
+            .filter(|e| e["kind"] == "call-rejected" && e["tool"] == "delegate")
+            .count();
+        assert_eq!(refused, 1, "{seed:?}: the refusal is logged once");
     }
 }
