@@ -117,7 +117,13 @@ impl SupervisorActor {
                     self.send_assignments(worker);
                     self.workers[worker].control.do_send(ControlMsg(*envelope))
                 }
-                Effect::CommitResult { key, value } => commit_result(&self.results, key, value),
+                Effect::CommitResult { ticket, key, value } => {
+                    if let Some(stored) = commit_result(&self.results, key, value) {
+                        let now = self.now();
+                        self.core
+                            .handle_result_kept(now, ticket, stored.value, stored.version);
+                    }
+                }
                 Effect::CheckPreconditions { ticket, checks } => {
                     let outcome = crate::precheck::check(&self.results, &checks);
                     let now = self.now();

@@ -112,6 +112,15 @@ pub enum EventKind {
     },
     /// A result was merged into the store.
     ResultCommitted,
+    /// The store already held a result for the task (committed before, e.g. by this run
+    /// before a crash): the stored one is kept, never overwritten, and becomes the task's
+    /// result, also for the dependents' assignments not yet sent.
+    ResultKept {
+        /// The stored result's version.
+        version: u64,
+        /// Whether it equals the result the task had just produced.
+        same: bool,
+    },
     /// Approval was requested.
     ApprovalRequested {
         /// Why.
@@ -155,7 +164,7 @@ pub enum EventKind {
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
-pub(crate) const KIND_NAMES: [&str; 21] = [
+pub(crate) const KIND_NAMES: [&str; 22] = [
     "run-started",
     "transition",
     "dispatched",
@@ -177,6 +186,7 @@ pub(crate) const KIND_NAMES: [&str; 21] = [
     "task-settled",
     "control-sent",
     "control-acknowledged",
+    "result-kept",
 ];
 
 impl EventKind {
@@ -211,6 +221,7 @@ impl EventKind {
             EventKind::TaskSettled { .. } => 18,
             EventKind::ControlSent { .. } => 19,
             EventKind::ControlAcknowledged { .. } => 20,
+            EventKind::ResultKept { .. } => 21,
         }
     }
 }

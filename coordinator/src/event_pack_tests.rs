@@ -50,6 +50,10 @@ fn every_kind_reads_back_as_written() {
             reason: Rejection::Stale,
         },
         EventKind::ResultCommitted,
+        EventKind::ResultKept {
+            version: 12,
+            same: false,
+        },
         EventKind::CallRejected {
             tool: "db.delete".into(),
             reason: "not in capabilities".into(),

@@ -30,8 +30,8 @@ mod stop;
 pub mod trace;
 
 pub use crate::core::{
-    ApprovalPolicy, CheckTicket, Effect, MessageCounts, ReplanError, ResumeError, SupervisorConfig,
-    SupervisorCore,
+    ApprovalPolicy, CheckTicket, CommitTicket, Effect, MessageCounts, ReplanError, ResumeError,
+    SupervisorConfig, SupervisorCore,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
 pub use event::{Event, EventKind, Record, RecordTask, Rejection, StopControl};

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use quorate_state::{CasOutcome, MemoryStore};
+use quorate_state::{CasOutcome, MemoryStore, Versioned};
 
 /// Milliseconds since the run started: the time every core input carries.
 #[derive(Clone, Copy, Debug)]
@@ -60,14 +60,15 @@ impl Wakeup {
 }
 
 /// Commits `value` under `key` unless a result is there already: the first writer wins, and a
-/// later commit never overwrites it. The key moves into the store (no copy of its text per
-/// task), so a refused commit is logged by the version it found; the trace names the task.
+/// later commit never overwrites it; then the stored result comes back, for the caller to
+/// adopt. The key moves into the store (no copy of its text per task).
 pub(crate) fn commit_result(
     store: &MemoryStore<serde_json::Value>,
     key: String,
     value: serde_json::Value,
-) {
-    if let CasOutcome::Conflict { current } = store.create_now(key, value) {
-        tracing::warn!(existing = ?current.map(|c| c.version), "result already committed; kept");
+) -> Option<Versioned<serde_json::Value>> {
+    match store.create_now(key, value) {
+        CasOutcome::Committed(_) => None,
+        CasOutcome::Conflict { current } => current,
     }
 }

@@ -4,7 +4,7 @@
 
 mod support;
 
-use quorate_coordinator::{ResumeError, StopReason, SupervisorConfig};
+use quorate_coordinator::{EventKind, ResumeError, StopReason, SupervisorConfig};
 use quorate_protocols::{Budget, Envelope, NodeSpec, ResultKind, TaskState};
 use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
@@ -315,4 +315,38 @@ fn a_log_naming_a_worker_the_rebuilt_supervisor_lacks_is_refused() {
         ),
         "{err:?}"
     );
+}
+
+/// A result already in the store (say, committed before a crash that lost its log entry) is
+/// kept, and becomes the task's result for its dependents too, whether or not the new one
+/// differs. The commit never overwrites.
+#[test]
+fn a_result_found_in_the_store_is_kept_and_passed_on_not_overwritten() {
+    for (before, again, same) in [
+        (json!("A1"), json!("A2"), false),
+        (json!("A"), json!("A"), true),
+    ] {
+        let mut h = Harness::new(
+            vec![node("a", &[]), node("b", &["a"])],
+            SupervisorConfig::default(),
+        );
+        let key = h.core.result_key(0);
+        h.results.insert(key.clone(), before.clone());
+        h.send(1, h.answer("a", again));
+        assert_eq!(h.results[&key], before, "the stored result stays");
+        assert_eq!(
+            h.logged("result-kept"),
+            vec![(
+                Some("a".to_string()),
+                EventKind::ResultKept { version: 1, same }
+            )]
+        );
+        let (_, b) = h.assignment("b");
+        assert_eq!(b.payload.inputs.len(), 1);
+        assert_eq!(
+            b.payload.inputs[0].value, before,
+            "b gets what the store holds"
+        );
+        assert_eq!(h.state(0), TaskState::Completed);
+    }
 }

@@ -26,8 +26,13 @@ pub enum Effect {
         /// The message.
         envelope: Box<Envelope<Control>>,
     },
-    /// Merge an accepted result into the store under `key` (CAS; never overwrite).
+    /// Merge an accepted result into the store under `key` (CAS; never overwrite). If the key
+    /// is taken, hand what the store holds back with
+    /// [`handle_result_kept`](crate::SupervisorCore::handle_result_kept) and `ticket`.
     CommitResult {
+        /// Names the task (valid until the core's next input: a replan renumbers the tickets
+        /// still waiting).
+        ticket: CommitTicket,
         /// Store key.
         key: String,
         /// The result.
@@ -64,6 +69,13 @@ impl CheckTicket {
     pub fn node(&self) -> u32 {
         self.node
     }
+}
+
+/// Names the task of an [`Effect::CommitResult`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitTicket {
+    /// The node's index in the current plan; `None` once a replan dropped the node.
+    pub(super) node: Option<u32>,
 }
 
 /// Message counters.

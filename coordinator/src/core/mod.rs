@@ -18,7 +18,7 @@ mod stop;
 mod task;
 
 pub use config::{ApprovalPolicy, SupervisorConfig};
-pub use effect::{CheckTicket, Effect, MessageCounts};
+pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
 pub use replan::ReplanError;
 pub(crate) use reply::{judge, ReplyGuard};
 pub use resume::ResumeError;

@@ -16,6 +16,7 @@ impl SupervisorCore {
     ) {
         let key = self.result_key(i);
         self.effects.push_back(Effect::CommitResult {
+            ticket: CommitTicket { node: Some(i) },
             key,
             value: value.clone(),
         });
@@ -30,6 +31,45 @@ impl SupervisorCore {
                 self.make_ready(now, d);
             }
         }
+    }
+
+    /// The shell's commit of `ticket`'s result found the key taken (a result committed before,
+    /// e.g. by this run before a crash between the commit and its log entry): the stored value,
+    /// at `version`, is kept (never overwritten) and becomes the task's result. Assignments of
+    /// its dependents already built but not yet carried out get it too, so every reader sees
+    /// the store's value. Logged as `result-kept`. A ticket whose node a replan dropped is
+    /// ignored.
+    pub fn handle_result_kept(
+        &mut self,
+        now: u64,
+        ticket: CommitTicket,
+        stored: serde_json::Value,
+        version: quorate_protocols::Version,
+    ) {
+        let Some(i) = ticket.node else {
+            return;
+        };
+        let slot = &mut self.tasks[i as usize];
+        let same = slot.result.as_ref() == Some(&stored);
+        let kind = EventKind::ResultKept {
+            version: version.raw(),
+            same,
+        };
+        self.record(now, Some(i), kind);
+        if same {
+            return;
+        }
+        let id = self.plan.node(i).id.clone();
+        for effect in &mut self.effects {
+            if let Effect::Dispatch { envelope, .. } = effect {
+                for input in &mut envelope.payload.inputs {
+                    if input.node == id {
+                        input.value = stored.clone();
+                    }
+                }
+            }
+        }
+        self.tasks[i as usize].result = Some(stored);
     }
 
     pub(super) fn fail(&mut self, now: u64, i: u32, observation: String) {

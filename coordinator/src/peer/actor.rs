@@ -238,7 +238,11 @@ impl PeerActor {
                     }
                 }
                 PeerEffect::CommitResult { key, value } => {
-                    commit_result(&self.stores.results, key, value);
+                    // Only the peer whose terminal record won commits a result, and it adopted
+                    // the winner's record first: a result found here is that one's.
+                    if let Some(stored) = commit_result(&self.stores.results, key, value) {
+                        tracing::warn!(version = %stored.version, "result already committed; kept");
+                    }
                 }
                 PeerEffect::Broadcast(envelope) => {
                     for other in &self.others {

@@ -5,7 +5,8 @@
 
 use quorate_coordinator::{Effect, Event, EventKind, StopReason, SupervisorConfig, SupervisorCore};
 use quorate_protocols::{
-    AgentId, Budget, Envelope, NodeSpec, Plan, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
+    AgentId, Budget, Envelope, NodeSpec, Plan, PlanSpec, ResultKind, Role, RunId, Sender,
+    TaskState, Version,
 };
 use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 
@@ -117,8 +118,16 @@ impl Harness {
             match e {
                 Effect::Dispatch { worker, envelope } => self.dispatched.push((worker, *envelope)),
                 Effect::Control { worker, envelope } => self.controls.push((worker, *envelope)),
-                Effect::CommitResult { key, value } => {
-                    self.results.insert(key.clone(), value);
+                Effect::CommitResult { ticket, key, value } => {
+                    // Create-only, like the store: a taken key keeps its value.
+                    if let Some(stored) = self.results.get(&key) {
+                        let (stored, version) = (stored.clone(), Version::new(1));
+                        // At the time of the input that completed the task.
+                        let now = self.log.last().map_or(0, |e| e.at_ms);
+                        self.core.handle_result_kept(now, ticket, stored, version);
+                    } else {
+                        self.results.insert(key.clone(), value);
+                    }
                     self.commits.push(key);
                 }
                 Effect::Record(record) => {

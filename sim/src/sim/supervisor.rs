@@ -40,14 +40,18 @@ impl Sim {
             SupEffect::Control { worker, envelope } => {
                 self.send(Msg::Control(worker, envelope));
             }
-            SupEffect::CommitResult { key, value } => {
-                if let CasOutcome::Conflict { current } =
-                    self.results.cas_now(&key, None, value.clone())
+            SupEffect::CommitResult { ticket, key, value } => {
+                if let CasOutcome::Conflict {
+                    current: Some(current),
+                } = self.results.cas_now(&key, None, value.clone())
                 {
-                    if current.is_some_and(|c| c.value != value) {
+                    if current.value != value {
                         let detail = format!("result {key} would be overwritten");
                         self.fail(Invariant::ResultLost, detail);
                     }
+                    let now = self.now;
+                    self.core
+                        .handle_result_kept(now, ticket, current.value, current.version);
                 }
             }
             SupEffect::CheckPreconditions { .. } => {}
