@@ -368,12 +368,16 @@ fn late_reply_after_cancel_is_rejected_and_counted() {
     let rejected: Vec<_> = events(&run)
         .iter()
         .map(event_json)
-        .filter(|e| e["kind"] == "reply-rejected")
+        .filter(|e| {
+            e["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("rejected-"))
+        })
         .collect();
     assert_eq!(rejected.len(), 2);
     assert!(rejected
         .iter()
-        .all(|e| e["reason"] == "late" && e["task"] == "crawl"));
+        .all(|e| e["kind"] == "rejected-late" && e["task"] == "crawl"));
 }
 
 #[test]
@@ -515,10 +519,14 @@ fn trace_lines_are_ordered_and_name_rejections() {
     assert_eq!(lines.last().unwrap()["kind"], "run-stopped");
     let rejected: Vec<_> = lines
         .iter()
-        .filter(|l| l["kind"] == "reply-rejected")
+        .filter(|l| {
+            l["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("rejected-"))
+        })
         .collect();
     assert_eq!(rejected.len(), 1, "{rejected:?}");
-    assert_eq!(rejected[0]["reason"], "duplicate");
+    assert_eq!(rejected[0]["kind"], "rejected-duplicate");
     assert_eq!(rejected[0]["task"], "count");
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
 }

@@ -100,11 +100,16 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
-    /// A reply was rejected.
-    ReplyRejected {
-        /// Why.
-        reason: Rejection,
-    },
+    /// A reply was rejected: its dedupe key was seen before. (The four rejections are kinds
+    /// of their own, named for the reason, like the report's `rejected_*` counters; see
+    /// [`EventKind::rejected`].)
+    RejectedDuplicate,
+    /// A reply was rejected: its task is terminal or its attempt is over.
+    RejectedLate,
+    /// A reply was rejected: it names a state version that is no longer current.
+    RejectedStale,
+    /// A reply was rejected: wrong sender, wrong role, another run or an unknown task.
+    RejectedUnauthorized,
     /// The acceptance check refused a result.
     AcceptanceFailed {
         /// The first failing check.
@@ -164,7 +169,7 @@ pub enum EventKind {
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
-pub(crate) const KIND_NAMES: [&str; 22] = [
+pub(crate) const KIND_NAMES: [&str; 25] = [
     "run-started",
     "transition",
     "dispatched",
@@ -172,7 +177,7 @@ pub(crate) const KIND_NAMES: [&str; 22] = [
     "run-resumed",
     "reply-accepted",
     "call-rejected",
-    "reply-rejected",
+    "rejected-duplicate",
     "acceptance-failed",
     "result-committed",
     "approval-requested",
@@ -187,9 +192,43 @@ pub(crate) const KIND_NAMES: [&str; 22] = [
     "control-sent",
     "control-acknowledged",
     "result-kept",
+    "rejected-late",
+    "rejected-stale",
+    "rejected-unauthorized",
 ];
 
 impl EventKind {
+    /// The event of a reply rejected for `reason`.
+    ///
+    /// ```
+    /// use quorate_coordinator::{EventKind, Rejection};
+    /// let late = EventKind::rejected(Rejection::Late);
+    /// assert_eq!(late.name(), "rejected-late");
+    /// assert_eq!(late.rejection(), Some(Rejection::Late));
+    /// assert_eq!(EventKind::ReplyAccepted.rejection(), None);
+    /// ```
+    #[must_use]
+    pub fn rejected(reason: Rejection) -> Self {
+        match reason {
+            Rejection::Duplicate => EventKind::RejectedDuplicate,
+            Rejection::Late => EventKind::RejectedLate,
+            Rejection::Stale => EventKind::RejectedStale,
+            Rejection::Unauthorized => EventKind::RejectedUnauthorized,
+        }
+    }
+
+    /// Why the reply was rejected, if this is a rejection.
+    #[must_use]
+    pub fn rejection(&self) -> Option<Rejection> {
+        match self {
+            EventKind::RejectedDuplicate => Some(Rejection::Duplicate),
+            EventKind::RejectedLate => Some(Rejection::Late),
+            EventKind::RejectedStale => Some(Rejection::Stale),
+            EventKind::RejectedUnauthorized => Some(Rejection::Unauthorized),
+            _ => None,
+        }
+    }
+
     /// The `kind` name as written in the trace.
     #[must_use]
     pub fn name(&self) -> &'static str {
@@ -207,7 +246,10 @@ impl EventKind {
             EventKind::RunResumed { .. } => 4,
             EventKind::ReplyAccepted => 5,
             EventKind::CallRejected { .. } => 6,
-            EventKind::ReplyRejected { .. } => 7,
+            EventKind::RejectedDuplicate => 7,
+            EventKind::RejectedLate => 22,
+            EventKind::RejectedStale => 23,
+            EventKind::RejectedUnauthorized => 24,
             EventKind::AcceptanceFailed { .. } => 8,
             EventKind::ResultCommitted => 9,
             EventKind::ApprovalRequested { .. } => 10,

@@ -1,7 +1,6 @@
 //! Tests of the run log's packing of events and records.
 
 use super::*;
-use crate::event::Rejection;
 use crate::StopReason;
 use quorate_state::{PackedLog, Seq};
 
@@ -46,9 +45,10 @@ fn every_kind_reads_back_as_written() {
             spent: Budget::new(2, 1, 0, 3),
         },
         EventKind::ReplyAccepted,
-        EventKind::ReplyRejected {
-            reason: Rejection::Stale,
-        },
+        EventKind::RejectedDuplicate,
+        EventKind::RejectedLate,
+        EventKind::RejectedStale,
+        EventKind::RejectedUnauthorized,
         EventKind::ResultCommitted,
         EventKind::ResultKept {
             version: 12,

@@ -240,7 +240,7 @@ pub(crate) fn canonical(e: &Event) -> String {
         } => format!("dispatched {attempt} {worker} {granted}"),
         EventKind::TaskClosed { spent } => format!("closed {spent}"),
         EventKind::TaskSettled { spent } => format!("settled {spent}"),
-        EventKind::ReplyRejected { reason } => format!("rejected {reason:?}"),
+        k if k.rejection().is_some() => k.name().to_string(),
         EventKind::ApprovalDecided { approved } => format!("approval {approved}"),
         EventKind::RunStopped { stop_reason } => format!("stopped {stop_reason}"),
         EventKind::RunResumed {

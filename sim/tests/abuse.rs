@@ -100,7 +100,7 @@ impl Core {
         self.drain();
         assert_eq!(
             self.events[seen..],
-            [EventKind::ReplyRejected { reason }],
+            [EventKind::rejected(reason)],
             "exactly one typed rejection"
         );
         assert_eq!((self.core.task_state(0), self.core.task_state(1)), before);

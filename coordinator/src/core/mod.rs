@@ -578,7 +578,7 @@ impl SupervisorCore {
 
     fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {
         self.messages.count_rejection(reason);
-        self.record(now, task, EventKind::ReplyRejected { reason });
+        self.record(now, task, EventKind::rejected(reason));
     }
 
     fn transition(&mut self, now: u64, i: u32, event: TaskEvent) -> bool {

@@ -485,6 +485,6 @@ impl PeerCore {
 
     fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {
         self.messages.count_rejection(reason);
-        self.record(now, task, EventKind::ReplyRejected { reason });
+        self.record(now, task, EventKind::rejected(reason));
     }
 }
