@@ -182,6 +182,17 @@ fn scenarios() -> Vec<Scenario> {
             },
         },
         Scenario {
+            file: "guarded_write.toml",
+            args: no_args,
+            stop: "completed",
+            states: &[("load", Completed), ("reprice", Completed)],
+            // The write's precondition was checked again before it ran, against the run's store.
+            check: |r| {
+                assert_eq!(r.world.effects_of("prices.update"), 1);
+                assert_eq!(r.output.report.actions.rejected, 0);
+            },
+        },
+        Scenario {
             file: "duplicate_reply.toml",
             args: no_args,
             stop: "completed",

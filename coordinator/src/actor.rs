@@ -125,7 +125,7 @@ impl SupervisorActor {
                     }
                 }
                 Effect::CheckPreconditions { ticket, checks } => {
-                    let outcome = crate::precheck::check(&self.results, &checks);
+                    let outcome = quorate_state::check_preconditions(&self.results, &checks);
                     let now = self.now();
                     self.core.handle_preconditions(now, ticket, outcome);
                 }

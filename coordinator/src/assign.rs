@@ -34,5 +34,6 @@ pub(crate) fn assignment<'a>(
         capabilities: plan.spec().capabilities.delegate(&node.capabilities),
         budget,
         evidence_text,
+        preconditions: crate::acceptance::store_checks(plan, i),
     }
 }

@@ -22,7 +22,6 @@ mod event;
 mod event_pack;
 mod link;
 pub mod peer;
-pub mod precheck;
 mod report;
 mod run;
 mod shell;

@@ -143,7 +143,8 @@ pub fn run_star(
                     agents,
                     tools,
                     Replies::Batched(reports.clone()),
-                );
+                )
+                .with_store(results2.clone());
                 let worker = match arbiters.get(i % arbiters.len().max(1)) {
                     Some(arbiter) => WorkerActor::start_in_arbiter(&arbiter.handle(), |_| worker),
                     None => worker.start(),

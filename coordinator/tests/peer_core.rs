@@ -163,7 +163,7 @@ impl Net {
                         .is_committed());
                 }
                 PeerEffect::CheckPreconditions { node, checks } => {
-                    let outcome = quorate_coordinator::precheck::check(&self.results, &checks);
+                    let outcome = quorate_state::check_preconditions(&self.results, &checks);
                     self.cores[p].handle_preconditions(0, node, outcome);
                 }
                 PeerEffect::Execute(env) => {

@@ -218,6 +218,7 @@ impl RuntimeVoters {
                 capabilities: Capabilities::none(),
                 budget: Budget::steps(1),
                 evidence_text: vec![evidence_for(truth == *right)],
+                preconditions: vec![],
             };
             worker.do_send(AssignMsg(Envelope::new(
                 self.run, task, self.me, assignment,

@@ -5,10 +5,12 @@
 //! deadline, and its result comes back to the actor as a message (no decision is taken while
 //! awaiting); a reply is sent to the `Recipient<ReportMsg>` given at construction.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use actix::{Actor, AsyncContext, Context, Handler, Message, Recipient};
 use quorate_protocols::{ActionId, AgentId, Envelope};
+use quorate_state::MemoryStore;
 
 use crate::agent::AgentRegistry;
 use crate::core::{Effect, InputError, WorkerConfig, WorkerCore};
@@ -144,7 +146,7 @@ struct QueryEnded {
 ///     let assignment = Assignment {
 ///         node, role: "scripted".into(), goal: None, inputs: vec![],
 ///         capabilities: Capabilities::parse(["db.save"]).unwrap(),
-///         budget: Budget::new(5, 2, 0, 0), evidence_text: vec![],
+///         budget: Budget::new(5, 2, 0, 0), evidence_text: vec![], preconditions: vec![],
 ///     };
 ///     worker.send(AssignMsg(Envelope::new(RunId::new(), TaskId::new(), supervisor, assignment)))
 ///         .await.unwrap();
@@ -162,6 +164,9 @@ pub struct WorkerActor {
     /// Boxed on purpose: each reply arrives boxed and leaves in a [`ReportBatch`] as it came.
     #[allow(clippy::vec_box)]
     outbox: Vec<Box<Envelope<Report>>>,
+    /// The run's store, against which a task's store preconditions are checked before each of
+    /// its writes (see [`WorkerActor::with_store`]).
+    store: Option<Arc<MemoryStore<serde_json::Value>>>,
 }
 
 impl WorkerActor {
@@ -190,7 +195,17 @@ impl WorkerActor {
             core: WorkerCore::new(agent, config, agents, tools),
             reports,
             outbox: Vec::new(),
+            store: None,
         }
+    }
+
+    /// The same worker, checking tasks' store preconditions against `store` (the run's) before
+    /// each write call. Without a store, a write of a task that has store preconditions is
+    /// refused: they cannot be shown to hold.
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<MemoryStore<serde_json::Value>>) -> Self {
+        self.store = Some(store);
+        self
     }
 
     fn fed(&mut self, result: Result<(), InputError>, ctx: &mut Context<Self>) {
@@ -269,6 +284,16 @@ impl WorkerActor {
                         };
                         me.do_send(QueryEnded { action, answer });
                     });
+                }
+                Effect::CheckPreconditions { action, checks, .. } => {
+                    let outcome = match &self.store {
+                        Some(store) => quorate_state::check_preconditions(store, &checks),
+                        None => Err("no store to check the task's preconditions against".into()),
+                    };
+                    let result = self
+                        .core
+                        .handle_preconditions(Instant::now(), action, outcome);
+                    Self::note(result);
                 }
                 Effect::Reply(envelope) => match &self.reports {
                     Replies::Each(to) => {

@@ -153,6 +153,7 @@ fn three_answers() -> (ScriptBook, Vec<Envelope<Assignment>>) {
                 capabilities: quorate_protocols::Capabilities::none(),
                 budget: Budget::steps(2),
                 evidence_text: vec![],
+                preconditions: vec![],
             };
             Envelope::new(RunId::from_u128(9), TaskId::new(), supervisor(), assignment)
         })
@@ -202,4 +203,64 @@ async fn a_batched_worker_answers_a_batch_in_one_message_and_refuses_a_repeat() 
     assert_eq!(got.len(), 1, "one message for the batch");
     let tasks: Vec<TaskId> = got[0].iter().map(|r| r.task).collect();
     assert_eq!(tasks, envs.iter().map(|e| e.task).collect::<Vec<_>>());
+}
+
+/// The actor checks a write's store preconditions against the store it was given; without a
+/// store it cannot show they hold, and refuses the write.
+#[actix::test]
+async fn the_actor_checks_store_preconditions_against_its_store_before_a_write() {
+    use quorate_protocols::Precondition;
+    let node = NodeId::new("save").unwrap();
+    let store = Arc::new(quorate_state::MemoryStore::new());
+    assert!(matches!(
+        store.cas_now("lock/orders", None, json!(true)),
+        quorate_state::CasOutcome::Committed(_)
+    ));
+    for (with_store, lock_absent_needed, runs) in [
+        (true, false, true),
+        (true, true, false),
+        (false, false, false),
+    ] {
+        let world = World::new();
+        let mut book = ScriptBook::new(world.clone());
+        book.insert(
+            node.clone(),
+            script(json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 } }])),
+        )
+        .unwrap();
+        let replies = Arc::new(Mutex::new(Vec::new()));
+        let collector = Collector(replies.clone()).start();
+        let mut worker = WorkerActor::new(
+            AgentId::new(),
+            WorkerConfig::default(),
+            AgentRegistry::new().with_fallback(book.factory()),
+            book.tools().unwrap(),
+            collector.recipient(),
+        );
+        if with_store {
+            worker = worker.with_store(store.clone());
+        }
+        let worker = worker.start();
+        let mut assignment = Driver::assignment(&["db.save"], Budget::new(10, 5, 0, 0));
+        assignment.node = node.clone();
+        assignment.preconditions = vec![if lock_absent_needed {
+            Precondition::KeyAbsent {
+                key: "lock/orders".into(),
+            }
+        } else {
+            Precondition::KeyExists {
+                key: "lock/orders".into(),
+            }
+        }];
+        let env = Envelope::new(RunId::new(), TaskId::new(), supervisor(), assignment);
+        worker.send(AssignMsg(env)).await.unwrap();
+        let got = wait_for(&replies, 1).await;
+        let case = (with_store, lock_absent_needed);
+        assert_eq!(world.effects_of("db.save"), usize::from(runs), "{case:?}");
+        assert_eq!(
+            got[0].payload.rejected_calls.len(),
+            usize::from(!runs),
+            "{case:?}"
+        );
+    }
 }

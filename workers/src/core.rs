@@ -84,7 +84,7 @@ impl Default for WorkerConfig {
 /// let supervisor = Sender { agent: AgentId::new(), role: Role::Supervisor };
 /// let assignment = Assignment {
 ///     node: NodeId::new("n1").unwrap(), role: "any".into(), goal: None, inputs: vec![],
-///     capabilities: Capabilities::none(), budget: Budget::steps(3), evidence_text: vec![],
+///     capabilities: Capabilities::none(), budget: Budget::steps(3), evidence_text: vec![], preconditions: vec![],
 /// };
 /// core.handle_assignment(Instant::now(), Envelope::new(RunId::new(), TaskId::new(),
 ///     supervisor, assignment)).unwrap();
@@ -471,6 +471,19 @@ impl WorkerCore {
         }
         self.with_attempt(now, action.task, |a, d| {
             a.on_answer(d, action, call, answer)
+        })
+    }
+
+    /// The shell checked the task's store preconditions before the write `action`
+    /// ([`Effect::CheckPreconditions`]): `Ok`, or the first failing observation.
+    pub fn handle_preconditions(
+        &mut self,
+        now: Instant,
+        action: ActionId,
+        outcome: Result<(), String>,
+    ) -> Result<(), InputError> {
+        self.with_attempt(now, action.task, |a, d| {
+            a.on_preconditions(d, action, outcome)
         })
     }
 

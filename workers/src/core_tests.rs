@@ -644,3 +644,64 @@ fn the_agent_sees_its_tasks_goal_and_the_state_version_it_acts_on() {
         &json!({ "goal": "summarise the refunds", "version": version })
     );
 }
+
+/// The gate checks a task's store preconditions again right before each write: a write whose
+/// precondition stopped holding (another writer moved the key) is rejected and never runs; a
+/// read is not checked.
+#[test]
+fn a_write_runs_only_while_the_tasks_store_preconditions_hold() {
+    use quorate_protocols::Precondition;
+    let steps = json!([
+        { "do": "call", "tool": "db.read", "params": { "id": 1 }, "side-effect": "read-only" },
+        { "do": "call", "tool": "db.save", "params": { "id": 1 } },
+        { "do": "answer", "value": "done" },
+    ]);
+    for moved in [false, true] {
+        let mut d = Driver::new(script(steps.clone()), vec![]);
+        let quorate_state::CasOutcome::Committed(read_at) =
+            d.store.cas_now("orders/1", None, json!({ "total": 5 }))
+        else {
+            panic!("a fresh key");
+        };
+        if moved {
+            // Another writer changes the record after the task was planned against it.
+            let moved_to = d
+                .store
+                .cas_now("orders/1", Some(read_at), json!({ "total": 6 }));
+            assert!(matches!(moved_to, quorate_state::CasOutcome::Committed(_)));
+        }
+        let mut assignment = Driver::assignment(&["db.read", "db.save"], budget());
+        assignment.preconditions = vec![Precondition::KeyAtVersion {
+            key: "orders/1".into(),
+            version: read_at,
+        }];
+        d.assign(0, assignment);
+        d.drive();
+        let write = ActionId::new(d.task, 1, 0);
+        assert_eq!(d.checked, vec![write], "only the write is checked");
+        let tools: Vec<&str> = d.calls.iter().map(|(_, t)| t.as_str()).collect();
+        let report = d.last();
+        if moved {
+            assert_eq!(tools, ["db.read"], "the write never ran");
+            assert_eq!(d.world.effects_of("db.save"), 0);
+            assert_eq!(report.rejected_calls.len(), 1);
+            assert!(
+                report.rejected_calls[0]
+                    .reason
+                    .starts_with("precondition does not hold before the write: orders/1 is at"),
+                "{:?}",
+                report.rejected_calls
+            );
+            assert_eq!(report.actions.rejected, 1);
+            assert_eq!(d.core.action(&write).unwrap().state, ActionState::Rejected);
+            assert_eq!(
+                report.spent.tool_calls, 1,
+                "the write's reservation went back: only the read is charged"
+            );
+        } else {
+            assert_eq!(tools, ["db.read", "db.save"]);
+            assert_eq!(d.world.effects_of("db.save"), 1);
+            assert!(report.rejected_calls.is_empty());
+        }
+    }
+}

@@ -115,6 +115,8 @@ pub(crate) fn plan(
             capabilities: parent.payload.capabilities.delegate(&s.capabilities),
             budget: s.budget,
             evidence_text: Vec::new(),
+            // What must hold before the parent's writes must hold before its sub-tasks' too.
+            preconditions: parent.payload.preconditions.clone(),
         };
         let mut envelope = Envelope::new(parent.run, task, parent.sender, assignment);
         envelope.parent = Some(parent.task);

@@ -103,6 +103,13 @@ pub enum GateRejection {
     /// The account refused for another reason (closed, arithmetic).
     #[error("budget account refused: {0}")]
     Ledger(LedgerError),
+    /// A store precondition of the task (a key that must exist, be absent, or still be at the
+    /// version the task was planned against) no longer holds when a write is about to run.
+    #[error("precondition does not hold before the write: {observation}")]
+    PreconditionFailed {
+        /// The first failing check, as the store showed it.
+        observation: String,
+    },
 }
 
 impl GateRejection {
@@ -119,6 +126,7 @@ impl GateRejection {
             GateRejection::InFlight { .. } => "rejected:in-flight",
             GateRejection::BudgetExhausted { .. } => "rejected:budget",
             GateRejection::Ledger(_) => "rejected:ledger",
+            GateRejection::PreconditionFailed { .. } => "rejected:precondition",
         }
     }
 }

@@ -16,7 +16,9 @@
 //! * The gate ([`Gate::check`], pure) checks tool, capability, parameters, the action's history
 //!   in the task's [`ActionBook`] (same id with other parameters is refused; a succeeded id is
 //!   answered from the record; an unknown one is queried first), approval and budget, and
-//!   returns a [`GateDecision`]. It never reads evidence text.
+//!   returns a [`GateDecision`]. It never reads evidence text. A write it lets through waits
+//!   for the task's store preconditions ([`Effect::CheckPreconditions`], checked by the shell
+//!   against the run's store); one that no longer holds turns the write into a rejection.
 //! * A call runs in the shell with a per-call timeout. Its [`ToolAnswer`] (or the timeout)
 //!   goes back into the core: success issues a [`Receipt`], an error becomes an
 //!   [`Observation`] for the agent, a timeout makes the outcome unknown and triggers a query
@@ -29,8 +31,7 @@
 //! effects come out of [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates.
 //!
 //! Not here yet: the persistent `quorate_state::IdempotencyRegistry` behind [`ActionBook`]
-//! (action records live in the worker's memory); target-version preconditions in the gate (the
-//! supervisor checks store preconditions before a task becomes ready).
+//! (action records live in the worker's memory).
 
 #![forbid(unsafe_code)]
 

@@ -35,6 +35,11 @@ pub struct Assignment {
     pub capabilities: Capabilities,
     /// The budget slice delegated to this attempt.
     pub budget: Budget,
+    /// Store preconditions of the task (`key-exists`, `key-absent`, `key-at-version`): they
+    /// held when the task became ready, and the gate checks them again before every write call
+    /// (a call to a tool that is not read-only). A delegated sub-task inherits its parent's.
+    #[serde(default)]
+    pub preconditions: Vec<quorate_protocols::Precondition>,
     /// Extra text the task carries (documents, tool output...). Data only: nothing in it can add
     /// a tool call, widen scope or change the goal.
     pub evidence_text: Vec<String>,

@@ -43,6 +43,10 @@ pub(crate) struct Driver {
     pub(crate) queries: Vec<ActionId>,
     pub(crate) task: TaskId,
     pub(crate) assignment: Option<Envelope<Assignment>>,
+    /// The run's store, against which store preconditions are checked before writes.
+    pub(crate) store: quorate_state::MemoryStore<serde_json::Value>,
+    /// The writes whose preconditions were checked, in order.
+    pub(crate) checked: Vec<ActionId>,
 }
 
 impl Driver {
@@ -74,6 +78,8 @@ impl Driver {
             queries: Vec::new(),
             task: TaskId::from_u128(3),
             assignment: None,
+            store: quorate_state::MemoryStore::new(),
+            checked: Vec::new(),
         }
     }
 
@@ -86,6 +92,7 @@ impl Driver {
             capabilities: Capabilities::parse(caps.iter().copied()).unwrap(),
             budget,
             evidence_text: vec![],
+            preconditions: vec![],
         }
     }
 
@@ -164,6 +171,11 @@ impl Driver {
                     }
                 };
                 let _late_or_stale = result;
+            }
+            Effect::CheckPreconditions { action, checks, .. } => {
+                self.checked.push(action);
+                let outcome = quorate_state::check_preconditions(&self.store, &checks);
+                let _late = self.core.handle_preconditions(self.now, action, outcome);
             }
             Effect::Reply(reply) => self.replies.push(*reply),
         }

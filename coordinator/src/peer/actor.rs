@@ -214,7 +214,7 @@ impl PeerActor {
                     }
                 }
                 PeerEffect::CheckPreconditions { node, checks } => {
-                    let outcome = crate::precheck::check(&self.stores.results, &checks);
+                    let outcome = quorate_state::check_preconditions(&self.stores.results, &checks);
                     self.core.handle_preconditions(now, node, outcome);
                 }
                 PeerEffect::Execute(envelope) => self.assign.do_send(AssignMsg(*envelope)),

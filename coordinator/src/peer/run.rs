@@ -82,7 +82,9 @@ pub fn run_peer(
             let worker_id = AgentId::new();
             let reports: Recipient<ReportMsg> = addrs[i].clone().recipient();
             let worker =
-                WorkerActor::new(worker_id, options.worker.clone(), agents, tools, reports).start();
+                WorkerActor::new(worker_id, options.worker.clone(), agents, tools, reports)
+                    .with_store(stores2.results.clone())
+                    .start();
             let worker_sender = Sender {
                 agent: worker_id,
                 role: Role::Worker,

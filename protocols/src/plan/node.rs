@@ -126,7 +126,8 @@ pub struct NodeSpec {
     #[serde(default)]
     pub budget: Budget,
     /// Must hold when the task becomes ready (checked by the supervisor, or by the claiming
-    /// peer, against the run's store).
+    /// peer, against the run's store), and again before each of its write calls (checked by the
+    /// worker's execution gate).
     #[serde(default)]
     pub preconditions: Vec<Precondition>,
     /// What observed results must show for the task to complete.

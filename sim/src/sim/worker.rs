@@ -82,6 +82,14 @@ impl Sim {
                         self.schedule(at, Msg::QueryAnswer(w, inc, action, answer));
                     }
                 }
+                WorkEffect::CheckPreconditions { action, checks, .. } => {
+                    // Checked at once against the run's store, as the actor shell does.
+                    let outcome = quorate_state::check_preconditions(&self.results, &checks);
+                    let now = self.instant();
+                    let _stale = self.workers[w]
+                        .core
+                        .handle_preconditions(now, action, outcome);
+                }
                 WorkEffect::Reply(reply) => self.send(Msg::Report(reply)),
             }
         }

@@ -48,6 +48,42 @@ impl Attempt {
         Ok(())
     }
 
+    /// The store preconditions checked before the write `action`: if they hold, the call
+    /// starts; if not, the gate rejects it (the agent sees why) and the loop goes on.
+    pub(crate) fn on_preconditions(
+        &mut self,
+        d: &mut Deps<'_>,
+        action: ActionId,
+        outcome: Result<(), String>,
+    ) -> Result<(), InputError> {
+        let awaited = matches!(&self.phase, Phase::Checking(w) if w.request.action == action);
+        if !awaited {
+            return Err(InputError::NotAwaited { action });
+        }
+        let Phase::Checking(write) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return Err(InputError::NotAwaited { action });
+        };
+        let super::CheckedWrite {
+            request,
+            reservation,
+            digest,
+            retry,
+        } = *write;
+        match outcome {
+            Ok(()) => self.launch(d, request, reservation, digest, retry),
+            Err(observation) => {
+                // Nothing ran: the whole reservation goes back (no tool call is charged).
+                let _ = self
+                    .account
+                    .settle(self.account_id, reservation, Budget::ZERO);
+                let reason = crate::gate::GateRejection::PreconditionFailed { observation };
+                self.rejected(d, request, reason);
+            }
+        }
+        self.run(d);
+        Ok(())
+    }
+
     pub(crate) fn on_timeout(
         &mut self,
         d: &mut Deps<'_>,

@@ -41,6 +41,16 @@ pub enum Effect {
         /// When to give up.
         deadline: Instant,
     },
+    /// Check `checks` (the task's store preconditions) against the run's store before the
+    /// write `action` runs; answer with [`WorkerCore::handle_preconditions`].
+    CheckPreconditions {
+        /// The task.
+        task: TaskId,
+        /// The write waiting for the answer.
+        action: ActionId,
+        /// What must hold.
+        checks: Vec<quorate_protocols::Precondition>,
+    },
     /// Send this reply to the supervisor.
     Reply(Box<Envelope<Report>>),
 }

@@ -1,10 +1,14 @@
-//! Checking store preconditions (the shell's half of [`crate::Effect::CheckPreconditions`]).
+//! Checking a task's store preconditions against the run's store: what the supervisor's and
+//! the peers' shells do before a task becomes ready, and a worker's shell before each write call
+//! of the task.
 
 use quorate_protocols::Precondition;
-use quorate_state::MemoryStore;
+
+use crate::MemoryStore;
 
 /// Checks `checks` against `store`; the error is the first failing observation.
-pub fn check(
+/// `inputs-non-empty` is not a store check and always passes here.
+pub fn check_preconditions(
     store: &MemoryStore<serde_json::Value>,
     checks: &[Precondition],
 ) -> Result<(), String> {
@@ -39,7 +43,7 @@ mod tests {
     #[test]
     fn first_failing_check_is_reported() {
         let store = MemoryStore::new();
-        let quorate_state::CasOutcome::Committed(v) =
+        let crate::CasOutcome::Committed(v) =
             store.cas_now("config/pricing", None, json!({"currency": "EUR"}))
         else {
             panic!("fresh key")
@@ -56,10 +60,13 @@ mod tests {
                 key: "lock/pricing".into(),
             },
         ];
-        assert_eq!(check(&store, &ok), Ok(()));
+        assert_eq!(check_preconditions(&store, &ok), Ok(()));
         let bad = [Precondition::KeyExists {
             key: "config/tax".into(),
         }];
-        assert_eq!(check(&store, &bad), Err("config/tax does not exist".into()));
+        assert_eq!(
+            check_preconditions(&store, &bad),
+            Err("config/tax does not exist".into())
+        );
     }
 }
