@@ -8,7 +8,9 @@ use quorate_workers::messages::Receipt;
 ///
 /// `read-back-changed` passes only if a runtime-issued receipt of a call whose parameters name
 /// `key` (under `/key`) shows that the tool reported a change. A reply that merely *says* it saved
-/// does not pass, and neither does a save the tool answered with "nothing changed".
+/// does not pass, and neither does a save the tool answered with "nothing changed". Likewise a
+/// result that claims to be an `execution-receipt` must carry at least one receipt the runtime
+/// issued: an agent's word that something ran is not proof that it did.
 pub fn check(
     acceptance: &Acceptance,
     kind: Option<ResultKind>,
@@ -29,6 +31,12 @@ pub fn check(
             ))
         }
         None => return Err("reply has no result kind".to_string()),
+    }
+    if kind == Some(ResultKind::ExecutionReceipt) && receipts.is_empty() {
+        return Err(
+            "result claims to be an execution receipt but carries no receipt the runtime issued"
+                .to_string(),
+        );
     }
     for c in &acceptance.checks {
         match c {
@@ -129,6 +137,28 @@ mod tests {
         assert!(check(&a, Some(ResultKind::Suggestion), &json!(1), &[]).is_err());
         assert!(check(&a, Some(ResultKind::VerifiedConclusion), &json!(1), &[]).is_ok());
         assert!(check(&a, None, &json!(1), &[]).is_err());
+    }
+
+    #[test]
+    fn an_execution_receipt_needs_a_receipt_the_runtime_issued() {
+        let a = Acceptance::default();
+        let k = Some(ResultKind::ExecutionReceipt);
+        assert_eq!(
+            check(&a, k, &json!("published"), &[]),
+            Err(
+                "result claims to be an execution receipt but carries no receipt the runtime issued"
+                    .into()
+            )
+        );
+        let receipt = Receipt {
+            action: quorate_protocols::ActionId::new(quorate_protocols::TaskId::from_u128(1), 0, 0),
+            tool: "report.publish".into(),
+            digest: quorate_protocols::ParamDigest::of(&json!({})),
+            params: json!({}),
+            output: json!("ok"),
+            changed: true,
+        };
+        assert_eq!(check(&a, k, &json!("published"), &[receipt]), Ok(()));
     }
 
     #[test]
