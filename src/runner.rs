@@ -41,7 +41,7 @@ pub enum Approve {
 impl FromStr for Approve {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
+        match s.trim() {
             "all" => return Ok(Approve::All),
             "none" => return Ok(Approve::None),
             "" => return Err("needs all, none or a comma-separated list of task ids".into()),
@@ -60,27 +60,51 @@ impl FromStr for Approve {
 }
 
 impl Approve {
-    /// Refuses a task id that names no task of `file` (its plan or its `[fallback]`): a typo
-    /// would otherwise reject the approval it meant to give.
+    /// Refuses a task id that names no task of any of `files` (a plan file's plan or its
+    /// `[fallback]`): a typo would otherwise reject the approval it meant to give.
     ///
     /// # Errors
     /// [`RunFileError::UnknownApproval`] naming the first such id (in sorted order).
-    pub fn check(&self, file: &PlanFile, path: &Path) -> Result<(), RunFileError> {
+    pub fn check(&self, files: &[(&Path, &PlanFile)]) -> Result<(), RunFileError> {
         let Approve::Tasks(ids) = self else {
             return Ok(());
         };
-        let mut unknown: Vec<&String> = ids
-            .iter()
-            .filter(|id| !file.task_ids().any(|t| t.as_str() == id.as_str()))
-            .collect();
+        let known = |id: &str| {
+            files
+                .iter()
+                .any(|(_, f)| f.task_ids().any(|t| t.as_str() == id))
+        };
+        let mut unknown: Vec<&String> = ids.iter().filter(|id| !known(id)).collect();
         unknown.sort();
         match unknown.first() {
             Some(id) => Err(RunFileError::UnknownApproval {
-                path: path.to_path_buf(),
+                plans: files
+                    .iter()
+                    .map(|(p, _)| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 id: (*id).clone(),
-                tasks: file.task_ids().map(ToString::to_string).collect(),
+                tasks: files
+                    .iter()
+                    .flat_map(|(_, f)| f.task_ids().map(ToString::to_string))
+                    .collect(),
             }),
             None => Ok(()),
+        }
+    }
+
+    /// The same answers, for a run of `file` only: listed ids it has no task for are dropped
+    /// (`quorate eval` checks its list against all its plans, then runs each with its part).
+    #[must_use]
+    pub fn for_file(&self, file: &PlanFile) -> Approve {
+        match self {
+            Approve::Tasks(ids) => Approve::Tasks(
+                ids.iter()
+                    .filter(|id| file.task_ids().any(|t| t.as_str() == id.as_str()))
+                    .cloned()
+                    .collect(),
+            ),
+            other => other.clone(),
         }
     }
 }
@@ -120,11 +144,11 @@ pub enum RunFileError {
     /// The plan file was refused.
     #[error(transparent)]
     PlanFile(#[from] PlanFileError),
-    /// `--approve` names a task the plan file does not have.
-    #[error("--approve names {id:?}, which is not a task of {path} (its tasks: {})", tasks.join(", "))]
+    /// `--approve` names a task the plan files do not have.
+    #[error("--approve names {id:?}, which is not a task of {plans} (its tasks: {})", tasks.join(", "))]
     UnknownApproval {
-        /// The plan file.
-        path: PathBuf,
+        /// The plan files, as given.
+        plans: String,
         /// The id given.
         id: String,
         /// The file's task ids.
@@ -148,7 +172,7 @@ pub struct FileRun {
 pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
     let file = PlanFile::load(path)?;
     let (plan, book) = file.compile(path)?;
-    args.approve.check(&file, path)?;
+    args.approve.check(&[(path, &file)])?;
     let mut supervisor = file.supervisor_config(args.approve.clone().into());
     supervisor.cancel_after_steps = args.cancel_after_steps;
     let options = RunOptions {

@@ -82,7 +82,6 @@ script = [ { do = "call", tool = "slow.call", outcome = "timeout-before-commit" 
         ),
         (plan("approval_required"), &[], 7, "waiting-approval"),
     ];
-    let mut codes = std::collections::HashSet::new();
     for (path, flags, code, reason) in cases {
         let got = run(&path, flags);
         assert_eq!(
@@ -91,9 +90,7 @@ script = [ { do = "call", tool = "slow.call", outcome = "timeout-before-commit" 
             "{} {flags:?}",
             path.display()
         );
-        codes.insert(code);
     }
-    assert_eq!(codes.len(), 7, "seven stop reasons, seven codes");
 }
 
 #[test]

@@ -145,3 +145,22 @@ fn json_and_csv_files_are_written() {
     assert_eq!(csv.lines().count(), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--approve` ids are checked against all the plans together: an id that one plan has is
+/// fine for the others (each run gets its own plan's ids), and an id no plan has is refused
+/// before anything runs.
+#[test]
+fn approval_ids_are_checked_against_every_plan_together() {
+    let mut a = args(&["approval_required.toml", "all_inputs.toml"]);
+    a.seeds = 1;
+    a.topology = TopologyChoice::Star;
+    a.approve = Some("refund".parse().unwrap());
+    let report = evaluate(&a).expect("refund is a task of approval_required.toml");
+    assert_eq!(report.runs.len(), 2);
+    for r in &report.runs {
+        assert_eq!(r.stop_reason, "completed", "{r:?}");
+    }
+    a.approve = Some("refnud".parse().unwrap());
+    let err = evaluate(&a).unwrap_err();
+    assert!(err.contains("--approve names \"refnud\""), "{err}");
+}

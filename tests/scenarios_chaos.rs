@@ -186,7 +186,8 @@ fn scenarios() -> Vec<Scenario> {
             args: no_args,
             stop: "completed",
             states: &[("load", Completed), ("reprice", Completed)],
-            // The write's precondition was checked again before it ran, against the run's store.
+            // The precondition holds, so the write runs once (the worker tests show it refused
+            // when it stops holding).
             check: |r| {
                 assert_eq!(r.world.effects_of("prices.update"), 1);
                 assert_eq!(r.output.report.actions.rejected, 0);

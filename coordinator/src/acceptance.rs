@@ -108,7 +108,7 @@ pub(crate) fn store_checks(plan: &Plan, i: u32) -> Vec<Precondition> {
     plan.node(i)
         .preconditions
         .iter()
-        .filter(|p| !matches!(p, Precondition::InputsNonEmpty))
+        .filter(|p| p.needs_store())
         .cloned()
         .collect()
 }

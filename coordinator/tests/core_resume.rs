@@ -317,36 +317,68 @@ fn a_log_naming_a_worker_the_rebuilt_supervisor_lacks_is_refused() {
     );
 }
 
-/// A result already in the store (say, committed before a crash that lost its log entry) is
-/// kept, and becomes the task's result for its dependents too, whether or not the new one
-/// differs. The commit never overwrites.
+/// A crash between a result's commit and its log entry: the resumed supervisor runs the task
+/// again, and its new answer finds the key taken. The stored result is kept (never
+/// overwritten), logged as `result-kept` in place of `result-committed`, and is what the
+/// dependents get, whether or not the new answer differs.
 #[test]
-fn a_result_found_in_the_store_is_kept_and_passed_on_not_overwritten() {
-    for (before, again, same) in [
-        (json!("A1"), json!("A2"), false),
-        (json!("A"), json!("A"), true),
-    ] {
+fn a_result_committed_before_a_crash_is_kept_and_passed_on_after_resume() {
+    for (first, again) in [(json!("A1"), json!("A2")), (json!("A"), json!("A"))] {
         let mut h = Harness::new(
             vec![node("a", &[]), node("b", &["a"])],
             SupervisorConfig::default(),
         );
         let key = h.core.result_key(0);
-        h.results.insert(key.clone(), before.clone());
-        h.send(1, h.answer("a", again));
-        assert_eq!(h.results[&key], before, "the stored result stays");
+        h.send(1, h.answer("a", first.clone()));
+        let version = h.versions[&key];
+        // The log loses everything from a's `result-committed` on; the store keeps the commit.
+        let cut = h
+            .log
+            .iter()
+            .position(|e| e.kind == EventKind::ResultCommitted)
+            .expect("a's commit was logged");
+        h.log.truncate(cut);
+        h.crash_and_resume(None, 2);
+        assert_eq!(h.state(0), TaskState::Running, "a runs again");
+        h.send(3, h.answer("a", again.clone()));
+        assert_eq!(h.results[&key], first, "the stored result stays");
+        let same = first == again;
         assert_eq!(
             h.logged("result-kept"),
             vec![(
                 Some("a".to_string()),
-                EventKind::ResultKept { version: 1, same }
+                EventKind::ResultKept { version, same }
             )]
         );
+        assert!(
+            h.logged("result-committed").is_empty(),
+            "the resumed run did not commit a's result"
+        );
+        assert_eq!(h.core.task_result(0), Some(&first));
         let (_, b) = h.assignment("b");
         assert_eq!(b.payload.inputs.len(), 1);
         assert_eq!(
-            b.payload.inputs[0].value, before,
+            b.payload.inputs[0].value, first,
             "b gets what the store holds"
         );
         assert_eq!(h.state(0), TaskState::Completed);
     }
+}
+
+/// The last task's kept result is logged before the run stops (the actor stops carrying out
+/// effects at `Stop`, so a record queued behind it would be lost).
+#[test]
+fn the_last_tasks_kept_result_is_logged_before_the_run_stops() {
+    let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
+    let key = h.core.result_key(0);
+    h.store_result(&key, json!("before"));
+    h.send(1, h.answer("a", json!("after")));
+    let kinds: Vec<&str> = h.log.iter().map(|e| e.kind.name()).collect();
+    let kept = kinds.iter().position(|&k| k == "result-kept");
+    let stopped = kinds.iter().position(|&k| k == "run-stopped");
+    assert!(
+        kept.is_some() && kept < stopped,
+        "result-kept before run-stopped: {kinds:?}"
+    );
+    assert_eq!(h.results[&key], json!("before"));
 }

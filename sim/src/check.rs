@@ -19,7 +19,8 @@ pub enum Invariant {
     /// A budget bound was broken (reserve + outstanding children <= limit, spent <= granted,
     /// calls per attempt <= the slice's tool calls).
     Budget,
-    /// A confirmed result was lost or would have been overwritten.
+    /// A confirmed result was lost or overwritten, or the core went on with another value than
+    /// the one the store kept.
     ResultLost,
     /// One `ActionId` produced more than one side effect.
     DuplicateEffect,
@@ -241,6 +242,7 @@ pub(crate) fn canonical(e: &Event) -> String {
         EventKind::TaskClosed { spent } => format!("closed {spent}"),
         EventKind::TaskSettled { spent } => format!("settled {spent}"),
         k if k.rejection().is_some() => k.name().to_string(),
+        EventKind::ResultKept { version, same } => format!("kept {version} {same}"),
         EventKind::ApprovalDecided { approved } => format!("approval {approved}"),
         EventKind::RunStopped { stop_reason } => format!("stopped {stop_reason}"),
         EventKind::RunResumed {

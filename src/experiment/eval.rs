@@ -340,6 +340,15 @@ pub fn evaluate(args: &EvalArgs) -> Result<EvalReport, String> {
         file.compile(path).map_err(|e| e.to_string())?;
         files.push(file);
     }
+    // Every id must name a task of one of the plans; each run gets the ids of its own plan.
+    let approve = args.approve.clone().unwrap_or_default();
+    let named: Vec<(&Path, &PlanFile)> = args
+        .plans
+        .iter()
+        .map(PathBuf::as_path)
+        .zip(files.iter())
+        .collect();
+    approve.check(&named).map_err(|e| e.to_string())?;
     let topologies = args.topology.topologies();
     let total = args.plans.len() as u64 * topologies.len() as u64 * args.seeds;
     let bar = progress(total, "eval");
@@ -351,7 +360,7 @@ pub fn evaluate(args: &EvalArgs) -> Result<EvalReport, String> {
                 let run_args = RunArgs {
                     seed,
                     chaos: args.chaos,
-                    approve: args.approve.clone().unwrap_or_default(),
+                    approve: approve.for_file(file),
                     cancel_after_steps: None,
                     trace: None,
                     worker_threads: 0,

@@ -257,10 +257,17 @@ async fn the_actor_checks_store_preconditions_against_its_store_before_a_write()
         let got = wait_for(&replies, 1).await;
         let case = (with_store, lock_absent_needed);
         assert_eq!(world.effects_of("db.save"), usize::from(runs), "{case:?}");
-        assert_eq!(
-            got[0].payload.rejected_calls.len(),
-            usize::from(!runs),
-            "{case:?}"
-        );
+        let reasons: Vec<&str> = got[0]
+            .payload
+            .rejected_calls
+            .iter()
+            .map(|c| c.reason.as_str())
+            .collect();
+        let want: &[&str] = match case {
+            (true, false) => &[],
+            (true, true) => &["precondition does not hold before the write: lock/orders exists"],
+            _ => &["precondition does not hold before the write: no store to check the task's preconditions against"],
+        };
+        assert_eq!(reasons, want, "{case:?}");
     }
 }

@@ -5,9 +5,11 @@
 //! * **handlers** feed one input each: [`WorkerCore::handle_assignment`],
 //!   [`WorkerCore::handle_control`], [`WorkerCore::handle_tool_answer`],
 //!   [`WorkerCore::handle_tool_timeout`], [`WorkerCore::handle_query_answer`],
-//!   [`WorkerCore::handle_query_timeout`]. Time comes in as `now`.
+//!   [`WorkerCore::handle_query_timeout`], [`WorkerCore::handle_preconditions`]. Time comes in
+//!   as `now`.
 //! * **polls**: after every handler, drain [`WorkerCore::poll_effect`] and carry out each
-//!   [`Effect`] (call a tool with a timeout at `deadline`, query a tool, send a reply).
+//!   [`Effect`] (call a tool with a timeout at `deadline`, query a tool, check a task's store
+//!   preconditions, send a reply).
 //! * **getters** for tests and metrics: [`WorkerCore::action`], [`WorkerCore::counts`].
 //!
 //! A handler's `Err` ([`InputError`]) says the input did not fit (late, stale, duplicate);
@@ -56,7 +58,7 @@ impl Default for WorkerConfig {
 ///
 /// No I/O, no clock, no actix. Feed one input per **handler** (`handle_*`, with `now`), then
 /// drain [`WorkerCore::poll_effect`] and carry out each [`Effect`] (call or query a tool with a
-/// timeout at its `deadline`, send a reply). **Getters** ([`WorkerCore::action`],
+/// timeout at its `deadline`, check a task's store preconditions, send a reply). **Getters** ([`WorkerCore::action`],
 /// [`WorkerCore::counts`]) are for tests and metrics. A handler's
 /// [`InputError`] says the input did not fit (late, stale, duplicate); the state is as before,
 /// except that a late tool answer is still recorded in the task's [`ActionBook`].

@@ -705,3 +705,64 @@ fn a_write_runs_only_while_the_tasks_store_preconditions_hold() {
         }
     }
 }
+
+/// A write waiting for its store preconditions when the task is cancelled never runs, and
+/// nothing of it is charged.
+#[test]
+fn a_write_cancelled_while_its_preconditions_are_checked_costs_nothing() {
+    use quorate_protocols::Precondition;
+    let mut d = Driver::new(
+        script(json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 } }])),
+        vec![],
+    );
+    let mut assignment = Driver::assignment(&["db.save"], budget());
+    assignment.preconditions = vec![Precondition::KeyAbsent {
+        key: "lock/orders".into(),
+    }];
+    d.assign(0, assignment);
+    // The check is asked for; the shell has not answered yet when the cancel comes.
+    assert!(matches!(
+        d.core.poll_effect(),
+        Some(crate::Effect::CheckPreconditions { .. })
+    ));
+    d.control(Control::Cancel).unwrap();
+    d.drive();
+    assert!(d.calls.is_empty());
+    assert_eq!(d.last().outcome, Outcome::Cancelled);
+    assert_eq!(d.last().spent.tool_calls, 0, "the reservation went back");
+}
+
+/// A retried write (its first call's outcome was unknown, and a query found nothing) whose
+/// precondition stopped holding ends its action as failed, as a refused retry does, instead of
+/// leaving it unknown.
+#[test]
+fn a_retry_refused_by_its_precondition_ends_the_action() {
+    use quorate_protocols::Precondition;
+    let mut d = Driver::new(
+        script(json!([
+            { "do": "call", "tool": "db.save", "params": { "id": 1 }, "outcome": "timeout-before-commit" },
+        ])),
+        vec![],
+    );
+    let mut assignment = Driver::assignment(&["db.save"], budget());
+    assignment.preconditions = vec![Precondition::KeyAbsent {
+        key: "lock/orders".into(),
+    }];
+    d.assign(0, assignment);
+    // The first check passes and the call goes out (and times out); then the lock appears.
+    while d.calls.is_empty() {
+        assert!(d.step(), "the first call goes out");
+    }
+    let locked = d.store.cas_now("lock/orders", None, json!(true));
+    assert!(matches!(locked, quorate_state::CasOutcome::Committed(_)));
+    d.drive();
+    let write = ActionId::new(d.task, 0, 0);
+    assert_eq!(
+        d.checked,
+        vec![write, write],
+        "the first call and its retry were checked"
+    );
+    assert_eq!(d.calls.len(), 1, "the retry did not run");
+    assert_eq!(d.core.action(&write).unwrap().state, ActionState::Failed);
+    assert_eq!(d.world.effects_of("db.save"), 0);
+}

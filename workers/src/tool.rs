@@ -39,6 +39,13 @@ impl SideEffect {
     pub const fn may_retry(self) -> bool {
         !matches!(self, SideEffect::NonIdempotentWrite)
     }
+
+    /// `true` if a call may change the world (everything but `ReadOnly`): what a task's store
+    /// preconditions are checked again before.
+    #[must_use]
+    pub const fn writes(self) -> bool {
+        !matches!(self, SideEffect::ReadOnly)
+    }
 }
 
 /// A tool's answer to one call.

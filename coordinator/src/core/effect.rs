@@ -30,8 +30,7 @@ pub enum Effect {
     /// is taken, hand what the store holds back with
     /// [`handle_result_kept`](crate::SupervisorCore::handle_result_kept) and `ticket`.
     CommitResult {
-        /// Names the task (valid until the core's next input: a replan renumbers the tickets
-        /// still waiting).
+        /// Names the task.
         ticket: CommitTicket,
         /// Store key.
         key: String,
@@ -71,11 +70,11 @@ impl CheckTicket {
     }
 }
 
-/// Names the task of an [`Effect::CommitResult`].
+/// Names the task of an [`Effect::CommitResult`] by its id, which a task keeps across replans
+/// and resumes (a task a replan dropped is no longer found).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CommitTicket {
-    /// The node's index in the current plan; `None` once a replan dropped the node.
-    pub(super) node: Option<u32>,
+    pub(super) task: quorate_protocols::TaskId,
 }
 
 /// Message counters.

@@ -169,6 +169,18 @@ impl SupervisorCore {
         self.stop.as_ref()
     }
 
+    /// The result node `i` completed with, as the core holds it (what its dependents get).
+    #[must_use]
+    pub fn task_result(&self, i: u32) -> Option<&serde_json::Value> {
+        self.tasks.get(i as usize).and_then(|t| t.result.as_ref())
+    }
+
+    /// Effects waiting to be polled.
+    #[must_use]
+    pub fn pending_effects(&self) -> usize {
+        self.effects.len()
+    }
+
     /// State of node `i`.
     pub fn task_state(&self, i: u32) -> TaskState {
         self.tasks[i as usize].state

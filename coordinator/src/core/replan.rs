@@ -193,14 +193,6 @@ impl SupervisorCore {
         self.counts = super::StateCounts::of(&tasks);
         self.tasks = tasks;
         self.name_waiting_records();
-        // Commit tickets still waiting name the old numbering.
-        for effect in &mut self.effects {
-            if let super::Effect::CommitResult { ticket, .. } = effect {
-                ticket.node = ticket
-                    .node
-                    .and_then(|i| plan.index_of(&self.plan.node(i).id));
-            }
-        }
         self.plan = plan;
         self.plan_version += 1;
         self.root.limit = self.plan.spec().budget;

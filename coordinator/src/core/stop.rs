@@ -16,7 +16,9 @@ impl SupervisorCore {
     ) {
         let key = self.result_key(i);
         self.effects.push_back(Effect::CommitResult {
-            ticket: CommitTicket { node: Some(i) },
+            ticket: CommitTicket {
+                task: self.by_id.id(i),
+            },
             key,
             value: value.clone(),
         });
@@ -36,9 +38,11 @@ impl SupervisorCore {
     /// The shell's commit of `ticket`'s result found the key taken (a result committed before,
     /// e.g. by this run before a crash between the commit and its log entry): the stored value,
     /// at `version`, is kept (never overwritten) and becomes the task's result. Assignments of
-    /// its dependents already built but not yet carried out get it too, so every reader sees
-    /// the store's value. Logged as `result-kept`. A ticket whose node a replan dropped is
-    /// ignored.
+    /// its dependents already built but still in the queue get it too, so every reader sees the
+    /// store's value. The task's `result-committed` record, still waiting right behind the
+    /// commit, becomes `result-kept` (it was not committed). Call it before the core's next
+    /// input, with the effects that followed the commit still in the queue. A ticket of a task
+    /// a replan dropped is ignored.
     pub fn handle_result_kept(
         &mut self,
         now: u64,
@@ -46,16 +50,26 @@ impl SupervisorCore {
         stored: serde_json::Value,
         version: quorate_protocols::Version,
     ) {
-        let Some(i) = ticket.node else {
+        let Some(i) = self.by_id.get(&ticket.task) else {
             return;
         };
-        let slot = &mut self.tasks[i as usize];
-        let same = slot.result.as_ref() == Some(&stored);
-        let kind = EventKind::ResultKept {
+        let same = self.tasks[i as usize].result.as_ref() == Some(&stored);
+        let kept = EventKind::ResultKept {
             version: version.raw(),
             same,
         };
-        self.record(now, Some(i), kind);
+        let waiting = self.effects.iter_mut().find_map(|e| match e {
+            Effect::Record(r)
+                if r.kind == EventKind::ResultCommitted && r.task == RecordTask::Node(i) =>
+            {
+                Some(&mut r.kind)
+            }
+            _ => None,
+        });
+        match waiting {
+            Some(kind) => *kind = kept,
+            None => self.record(now, Some(i), kept),
+        }
         if same {
             return;
         }

@@ -238,8 +238,8 @@ impl PeerActor {
                     }
                 }
                 PeerEffect::CommitResult { key, value } => {
-                    // Only the peer whose terminal record won commits a result, and it adopted
-                    // the winner's record first: a result found here is that one's.
+                    // Only the peer whose terminal record won the CAS commits a result, so a key
+                    // found taken here is unexpected: logged, the stored result kept.
                     if let Some(stored) = commit_result(&self.stores.results, key, value) {
                         tracing::warn!(version = %stored.version, "result already committed; kept");
                     }

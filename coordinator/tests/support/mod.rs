@@ -26,6 +26,8 @@ pub(crate) struct Harness {
     pub tickets: Vec<quorate_coordinator::CheckTicket>,
     pub log: Vec<quorate_coordinator::Event>,
     pub results: std::collections::HashMap<String, serde_json::Value>,
+    /// The version each result was committed at (one counter for the store, from 1).
+    pub versions: std::collections::HashMap<String, u64>,
 }
 
 impl Harness {
@@ -52,6 +54,7 @@ impl Harness {
             tickets: vec![],
             log: vec![],
             results: Default::default(),
+            versions: Default::default(),
         };
         h.core.start(0);
         h.drain();
@@ -121,12 +124,13 @@ impl Harness {
                 Effect::CommitResult { ticket, key, value } => {
                     // Create-only, like the store: a taken key keeps its value.
                     if let Some(stored) = self.results.get(&key) {
-                        let (stored, version) = (stored.clone(), Version::new(1));
+                        let version = Version::new(self.versions[&key]);
                         // At the time of the input that completed the task.
                         let now = self.log.last().map_or(0, |e| e.at_ms);
-                        self.core.handle_result_kept(now, ticket, stored, version);
+                        self.core
+                            .handle_result_kept(now, ticket, stored.clone(), version);
                     } else {
-                        self.results.insert(key.clone(), value);
+                        self.store_result(&key, value);
                     }
                     self.commits.push(key);
                 }
@@ -142,6 +146,14 @@ impl Harness {
                 }
             }
         }
+    }
+
+    /// Commits `value` under `key` at the store's next version (a result committed before the
+    /// run, or by a run before a crash).
+    pub(crate) fn store_result(&mut self, key: &str, value: serde_json::Value) {
+        let version = self.versions.len() as u64 + 1;
+        self.versions.insert(key.to_string(), version);
+        self.results.insert(key.to_string(), value);
     }
 
     /// The latest assignment of `node`.

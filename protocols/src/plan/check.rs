@@ -29,6 +29,21 @@ pub enum Precondition {
     InputsNonEmpty,
 }
 
+impl Precondition {
+    /// `true` for the checks made against the store (all but `inputs-non-empty`, which is
+    /// checked on the dependencies' results).
+    ///
+    /// ```
+    /// use quorate_protocols::Precondition;
+    /// assert!(Precondition::KeyExists { key: "k".into() }.needs_store());
+    /// assert!(!Precondition::InputsNonEmpty.needs_store());
+    /// ```
+    #[must_use]
+    pub fn needs_store(&self) -> bool {
+        !matches!(self, Precondition::InputsNonEmpty)
+    }
+}
+
 /// One check on a task's observed result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]

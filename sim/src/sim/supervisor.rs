@@ -13,19 +13,23 @@ use crate::check::{canonical, Invariant};
 use crate::fault::Fault;
 
 impl Sim {
+    /// Carries out the core's effects one at a time, as the actor does: an effect that hands
+    /// the core an answer at once (a result commit that found its key taken) may change the
+    /// effects still queued behind it. A crash cuts the effects queued when the drain began.
     pub(super) fn drain_supervisor(&mut self) {
-        let mut effects = Vec::new();
-        while let Some(e) = self.core.poll_effect() {
-            effects.push(e);
-        }
         let crash = std::mem::take(&mut self.crash_armed) && !self.stopped && !self.healed();
         let keep = if crash {
-            self.rng.gen_range(0..=effects.len())
+            self.rng.gen_range(0..=self.core.pending_effects())
         } else {
-            effects.len()
+            usize::MAX
         };
-        for effect in effects.into_iter().take(keep) {
+        let mut done = 0;
+        while done < keep {
+            let Some(effect) = self.core.poll_effect() else {
+                break;
+            };
             self.carry_out(effect);
+            done += 1;
         }
         if crash && !self.stopped {
             self.resume();
@@ -43,17 +47,24 @@ impl Sim {
             SupEffect::CommitResult { ticket, key, value } => {
                 if let CasOutcome::Conflict {
                     current: Some(current),
-                } = self.results.cas_now(&key, None, value.clone())
+                } = self.results.cas_now(&key, None, value)
                 {
-                    if current.value != value {
-                        let detail = format!("result {key} would be overwritten");
-                        self.fail(Invariant::ResultLost, detail);
-                    }
                     let now = self.now;
+                    let stored = current.value.clone();
                     self.core
                         .handle_result_kept(now, ticket, current.value, current.version);
+                    // The store keeps its result; the core must now hold that one too.
+                    let node =
+                        (0..self.plan.len() as u32).find(|&i| self.core.result_key(i) == key);
+                    let held = node.and_then(|i| self.core.task_result(i));
+                    if held.is_some_and(|h| *h != stored) {
+                        let detail = format!("result {key}: the core kept another value");
+                        self.fail(Invariant::ResultLost, detail);
+                    }
                 }
             }
+            // The generated plans have no store preconditions (see `gen.rs`), so neither the
+            // supervisor nor a worker ever asks; the worker's branch keeps the match complete.
             SupEffect::CheckPreconditions { .. } => {}
             SupEffect::Record(record) => {
                 let event = self.core.event(record);

@@ -76,6 +76,11 @@ impl Attempt {
                 let _ = self
                     .account
                     .settle(self.account_id, reservation, Budget::ZERO);
+                if retry {
+                    // The earlier call was found absent; this retry will not run either: the
+                    // action ends, as a retry the gate refuses for a non-idempotent tool does.
+                    let _refused = d.book.apply(request.action, ActionEvent::FoundAbsent);
+                }
                 let reason = crate::gate::GateRejection::PreconditionFailed { observation };
                 self.rejected(d, request, reason);
             }

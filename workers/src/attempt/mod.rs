@@ -325,9 +325,13 @@ impl Attempt {
                 let writes = d
                     .tools
                     .get(&request.tool)
-                    .is_some_and(|t| t.side_effect() != crate::tool::SideEffect::ReadOnly);
+                    .is_some_and(|t| t.side_effect().writes());
                 let checks = &self.envelope.payload.preconditions;
-                if writes && !checks.is_empty() {
+                if writes
+                    && checks
+                        .iter()
+                        .any(quorate_protocols::Precondition::needs_store)
+                {
                     d.out.push_back(Effect::CheckPreconditions {
                         task: self.envelope.task,
                         action,
@@ -544,6 +548,12 @@ impl Attempt {
         open.sort_unstable_by_key(|&(k, _)| k);
         for (child, slice) in open {
             let _ = self.account.child_closed(child, slice);
+        }
+        // A write still waiting for its preconditions never ran: nothing of it is charged.
+        if let Phase::Checking(write) = &self.phase {
+            let _ = self
+                .account
+                .settle(self.account_id, write.reservation, Budget::ZERO);
         }
         let _unused = self.account.close(self.account_id);
         let cancelled = outcome == Outcome::Cancelled;

@@ -42,7 +42,9 @@ pub enum Effect {
         deadline: Instant,
     },
     /// Check `checks` (the task's store preconditions) against the run's store before the
-    /// write `action` runs; answer with [`WorkerCore::handle_preconditions`].
+    /// write `action` runs; answer with [`WorkerCore::handle_preconditions`] before the core's
+    /// next input (the answer names the action, not the attempt: a later attempt's write of
+    /// the same step has the same id).
     CheckPreconditions {
         /// The task.
         task: TaskId,
