@@ -61,10 +61,12 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// The CLI exit code for this report's stop reason (0 completed; see [`crate::StopReason::exit_code`]).
+    /// The CLI exit code for this report's stop reason (0 completed; see
+    /// [`crate::StopReason::exit_code`]); 8, the runtime's own failure, for a report without
+    /// one (a run is reported only once it stopped, so that would be a bug, not a failed task).
     #[must_use]
     pub fn stop_exit_code(&self) -> u8 {
-        self.stop.as_ref().map_or(1, crate::StopReason::exit_code)
+        self.stop.as_ref().map_or(8, crate::StopReason::exit_code)
     }
 
     /// The report of `core` as it stands.
