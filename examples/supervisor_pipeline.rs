@@ -16,7 +16,8 @@
 //!   publishes the final report, counts its effects and answers [`Tool::query`] so the runtime
 //!   can recover a call whose outcome became unknown;
 //! * custom [`Agent`]s registered by role: a gatherer that reads one source, an analyst that
-//!   combines its inputs into a verified conclusion, a merger that drafts the report, and a
+//!   combines its inputs into a verified conclusion, a merger that drafts the report (titled
+//!   after its plan node's goal, `AgentContext::goal`), and a
 //!   reviewer that checks the draft and proposes the publish with `needs_approval: true`;
 //! * the approval policy: [`ApprovalPolicy::All`] approves the publish. With
 //!   [`ApprovalPolicy::None`] the request is rejected, the review task is cancelled and the run
@@ -328,9 +329,11 @@ impl Agent for Merger {
         body.extend(section("corroborated"));
         body.push("Single source:".to_string());
         body.extend(section("single_source"));
+        // The plan node's goal (handed over with the assignment) names the report.
+        let title = ctx.goal.unwrap_or("Report");
         Proposal::Finish {
             kind: ResultKind::VerifiedConclusion,
-            value: json!({ "title": "Notes on actix", "body": body.join("\n") }),
+            value: json!({ "title": title, "body": body.join("\n") }),
         }
     }
 }
@@ -390,7 +393,9 @@ pub fn plan() -> PlanSpec {
     analyse.acceptance.checks = vec![Check::FieldPresent {
         field: "/corroborated/0".to_string(),
     }];
-    let mut merge = node("merge", "merger", &[], 2, 0).after(&["analyse"]);
+    let mut merge = node("merge", "merger", &[], 2, 0)
+        .after(&["analyse"])
+        .with_goal("Notes on actix");
     merge.acceptance.checks = vec![
         Check::NonEmpty,
         Check::FieldPresent {

@@ -40,6 +40,10 @@ fn supervisor_pipeline_completes_and_publishes_once() {
     assert_eq!(report.actions.rejected, 0);
     assert_eq!(report.actions.duplicate_effects, 0);
     let body = outcome.published.expect("the report was published");
+    assert!(
+        body.starts_with("# Notes on actix\n"),
+        "titled after the merge node's goal: {body}"
+    );
     assert!(body.contains("Supervisors restart failed actors. [source-a, source-b]"));
     assert!(body.contains("Mailboxes are bounded. [source-a]"));
 }
