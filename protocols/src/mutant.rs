@@ -22,16 +22,19 @@ pub enum Mutant {
     CasIgnoresVersion = 4,
     /// The worker forgets its action records on every new attempt (idempotency per attempt).
     IdempotencyPerAttempt = 5,
+    /// The execution gate lets a write run without checking its task's store preconditions.
+    GateSkipsPreconditions = 6,
 }
 
 impl Mutant {
     /// Every real mutant (not [`Mutant::None`]).
-    pub const ALL: [Mutant; 5] = [
+    pub const ALL: [Mutant; 6] = [
         Mutant::NoTerminalGuard,
         Mutant::AcceptStale,
         Mutant::ChargeAfterCall,
         Mutant::CasIgnoresVersion,
         Mutant::IdempotencyPerAttempt,
+        Mutant::GateSkipsPreconditions,
     ];
 }
 

@@ -24,6 +24,8 @@ pub enum Invariant {
     ResultLost,
     /// One `ActionId` produced more than one side effect.
     DuplicateEffect,
+    /// A write ran while a store precondition of its task did not hold.
+    GuardedWrite,
     /// The run did not end within its step bound (or got stuck without a stop reason).
     StepBound,
     /// The run did not end with exactly one (consistent) stop reason.

@@ -27,11 +27,13 @@ pub enum Fault {
     Cancel,
     /// A human decided about an approval.
     Approval,
+    /// A record that a task's store precondition guards changed in the store mid-run.
+    StoreChange,
 }
 
 impl Fault {
     /// Every fault, in report order.
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 13] = [
         Fault::Drop,
         Fault::Duplicate,
         Fault::Delay,
@@ -44,6 +46,7 @@ impl Fault {
         Fault::CoordinatorCrash,
         Fault::Cancel,
         Fault::Approval,
+        Fault::StoreChange,
     ];
 
     /// A stable name for reports.
@@ -62,6 +65,7 @@ impl Fault {
             Fault::CoordinatorCrash => "coordinator-crash-resume",
             Fault::Cancel => "cancel",
             Fault::Approval => "approval-decision",
+            Fault::StoreChange => "guarded-record-changed",
         }
     }
 

@@ -2,10 +2,10 @@
 //! settings and the fault schedule.
 
 use quorate_coordinator::{ApprovalPolicy, SupervisorConfig};
-use quorate_protocols::{Budget, Capabilities, NodeId, NodeSpec, Plan, PlanSpec};
+use quorate_protocols::{Budget, Capabilities, NodeId, NodeSpec, Plan, PlanSpec, Precondition};
 use quorate_workers::scripted::{AnswerStep, CallOutcome, CallStep, FailStep, Step};
 use quorate_workers::{Script, ScriptBook, SideEffect, World};
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 
@@ -37,6 +37,9 @@ pub struct FaultPlan {
     pub coordinator_crashes: [Option<u64>; 2],
     /// Time (ms) at which the user cancels the run.
     pub cancel_at: Option<u64>,
+    /// Time (ms) at which a record that a task's store precondition guards appears in the store
+    /// (another writer takes the lock), with the node whose lock it is ([`lock_key`]).
+    pub store_change: Option<(u64, usize)>,
 }
 
 /// Everything one schedule runs: generated from its seed alone.
@@ -93,6 +96,25 @@ pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
         capabilities: run_caps,
         nodes,
     };
+    // Store preconditions, drawn from a stream of their own, so the draws above (and every
+    // schedule generated before these existed) stay as they were: some nodes are guarded by a
+    // lock key that must stay absent, and sometimes another writer takes one of those locks
+    // while the run is going.
+    let mut guards = ChaCha8Rng::from_seed(rng.get_seed());
+    guards.set_stream(1);
+    let mut spec = spec;
+    let mut guarded = Vec::new();
+    for (i, node) in spec.nodes.iter_mut().enumerate() {
+        if guards.gen_bool(0.3) {
+            node.preconditions = vec![Precondition::KeyAbsent { key: lock_key(i) }];
+            guarded.push(i);
+        }
+    }
+    let store_change = (!guarded.is_empty() && guards.gen_bool(0.5)).then(|| {
+        let node = guarded[guards.gen_range(0..guarded.len())];
+        let latest = liveness_heal.unwrap_or(300).min(300);
+        (guards.gen_range(0..latest), node)
+    });
     let plan = spec.validate().expect("generated plans are valid");
     let approvals = match (liveness_heal.is_some(), rng.gen_range(0..4)) {
         (_, 0) => ApprovalPolicy::All,
@@ -142,6 +164,7 @@ pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
         worker_crashes: [crash1, crash2],
         coordinator_crashes: [coord1, coord2],
         cancel_at,
+        store_change,
     };
     Scenario {
         plan,
@@ -150,6 +173,12 @@ pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
         config,
         faults,
     }
+}
+
+/// The store key whose absence node `i`'s precondition asks for, when it has one.
+#[must_use]
+pub fn lock_key(i: usize) -> String {
+    format!("lock/n{i}")
 }
 
 /// A script for node `i` and the number of tool calls it proposes.

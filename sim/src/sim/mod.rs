@@ -102,6 +102,8 @@ enum Msg {
     CoordinatorCrash,
     Cancel,
     Approval(u32, bool),
+    /// Another writer takes node `.0`'s lock in the store (see [`crate::gen::lock_key`]).
+    StoreChange(usize),
 }
 
 struct WorkerSlot {
@@ -156,6 +158,8 @@ pub struct Sim {
     slice_reused: bool,
     /// Actions that received an answer after their call had timed out.
     late_answered: std::collections::HashSet<ActionId>,
+    /// The store preconditions each task's assignment carried (none for most).
+    guards: HashMap<TaskId, Vec<quorate_protocols::Precondition>>,
 }
 
 impl Sim {
@@ -218,6 +222,7 @@ impl Sim {
             task_calls: HashMap::new(),
             slice_reused: false,
             late_answered: std::collections::HashSet::new(),
+            guards: HashMap::new(),
         };
         let f = sim.faults;
         for (at, w) in f.worker_crashes.into_iter().flatten() {
@@ -228,6 +233,9 @@ impl Sim {
         }
         if let Some(at) = f.cancel_at {
             sim.schedule(at, Msg::Cancel);
+        }
+        if let Some((at, node)) = f.store_change {
+            sim.schedule(at, Msg::StoreChange(node));
         }
         sim
     }
@@ -372,6 +380,9 @@ impl Sim {
                     return;
                 }
                 let (task, attempt, slice) = (env.task, env.attempt, env.payload.budget.tool_calls);
+                if !env.payload.preconditions.is_empty() {
+                    self.guards.insert(task, env.payload.preconditions.clone());
+                }
                 if self.workers[w].core.handle_assignment(now, *env).is_ok() {
                     self.workers[w].current.insert(task, (attempt, slice));
                 }
@@ -432,6 +443,14 @@ impl Sim {
             Msg::CoordinatorCrash => {
                 if !self.stopped {
                     self.crash_armed = true;
+                }
+            }
+            Msg::StoreChange(node) => {
+                let key = crate::gen::lock_key(node);
+                if let quorate_state::CasOutcome::Committed(_) =
+                    self.results.cas_now(&key, None, Value::Bool(true))
+                {
+                    self.counts.bump(Fault::StoreChange);
                 }
             }
             Msg::Cancel => {

@@ -63,9 +63,12 @@ impl Sim {
                     }
                 }
             }
-            // The generated plans have no store preconditions (see `gen.rs`), so neither the
-            // supervisor nor a worker ever asks; the worker's branch keeps the match complete.
-            SupEffect::CheckPreconditions { .. } => {}
+            // Checked at once against the run's store, as the actor shell does.
+            SupEffect::CheckPreconditions { ticket, checks } => {
+                let outcome = quorate_state::check_preconditions(&self.results, &checks);
+                let now = self.now;
+                self.core.handle_preconditions(now, ticket, outcome);
+            }
             SupEffect::Record(record) => {
                 let event = self.core.event(record);
                 let line = canonical(&event);

@@ -109,6 +109,17 @@ impl Sim {
             return;
         };
         let tool = tool.as_str();
+        let writes = self.workers[w]
+            .core
+            .tools()
+            .get(tool)
+            .is_some_and(|t| t.side_effect().writes());
+        if let Some(checks) = self.guards.get(&task).filter(|_| writes) {
+            if let Err(observation) = quorate_state::check_preconditions(&self.results, checks) {
+                let detail = format!("{tool} for {action} ran although {observation}");
+                self.fail(Invariant::GuardedWrite, detail);
+            }
+        }
         let slot = &mut self.workers[w];
         let (attempt, slice) = slot.current.get(&task).copied().unwrap_or((0, u64::MAX));
         let made = slot.calls.entry((task, attempt)).or_default();
@@ -199,5 +210,6 @@ pub(super) fn describe(msg: &Msg) -> String {
         Msg::CoordinatorCrash => "coordinator crash armed".to_owned(),
         Msg::Cancel => "cancel".to_owned(),
         Msg::Approval(n, a) => format!("approval n{n} {a}"),
+        Msg::StoreChange(n) => format!("another writer takes {}", crate::gen::lock_key(*n)),
     }
 }

@@ -327,6 +327,11 @@ impl Attempt {
                     .get(&request.tool)
                     .is_some_and(|t| t.side_effect().writes());
                 let checks = &self.envelope.payload.preconditions;
+                #[cfg(feature = "mutants")]
+                let writes = writes
+                    && !quorate_protocols::mutant::is(
+                        quorate_protocols::mutant::Mutant::GateSkipsPreconditions,
+                    );
                 if writes
                     && checks
                         .iter()
