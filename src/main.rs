@@ -264,13 +264,14 @@ fn print_run(run: &FileRun, json: bool) {
     );
     let m = &r.messages;
     quorate::outln!(
-        "messages sent {}  delivered {}  rejected: duplicate {} late {} stale {} unauthorized {}",
+        "messages sent {}  delivered {}  rejected: duplicate {} late {} stale {} unauthorized {}  acknowledged {}",
         m.sent,
         m.delivered,
         m.rejected_duplicate,
         m.rejected_late,
         m.rejected_stale,
-        m.rejected_unauthorized
+        m.rejected_unauthorized,
+        m.acknowledged
     );
     let a = &r.actions;
     quorate::outln!(

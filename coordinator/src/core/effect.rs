@@ -92,6 +92,11 @@ pub struct MessageCounts {
     pub rejected_stale: u64,
     /// Rejected: wrong sender, role, run or task.
     pub rejected_unauthorized: u64,
+    /// Final replies that acknowledged a cancel or a rejection (`control-acknowledged`): they
+    /// reach a task that already ended, as expected, and settle what it is charged; not counted
+    /// as rejected.
+    #[serde(default)]
+    pub acknowledged: u64,
 }
 
 impl MessageCounts {
@@ -114,5 +119,6 @@ impl std::ops::AddAssign for MessageCounts {
         self.rejected_late += m.rejected_late;
         self.rejected_stale += m.rejected_stale;
         self.rejected_unauthorized += m.rejected_unauthorized;
+        self.acknowledged += m.acknowledged;
     }
 }

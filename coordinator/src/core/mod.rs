@@ -306,12 +306,16 @@ impl SupervisorCore {
                 self.add_actions(reply.payload.actions);
                 self.acknowledge_retired(now, reply.task, reply.payload.spent);
             }
-            let reason = if self.retired.contains_key(&reply.task) {
-                Rejection::Late
+            if acknowledges && reply.payload.outcome == Outcome::Cancelled {
+                self.messages.acknowledged += 1;
             } else {
-                Rejection::Unauthorized
-            };
-            self.reject(now, None, reason);
+                let reason = if self.retired.contains_key(&reply.task) {
+                    Rejection::Late
+                } else {
+                    Rejection::Unauthorized
+                };
+                self.reject(now, None, reason);
+            }
             if acknowledges {
                 self.settle_run(now);
             }
@@ -328,7 +332,10 @@ impl SupervisorCore {
         };
         if let Err(reason) = judge(&guard, &reply) {
             // The worker's final reply to a cancel or a rejected approval: the task is terminal,
-            // so the reply is rejected (late) like any other, but its action counts are kept.
+            // as expected, so the reply is not a result, but it settles the task's charge and
+            // its action counts are kept. A plain acknowledgement (`Cancelled`) is counted as
+            // one; any other final reply (an answer that crossed the cancel) is also a late
+            // reply, rejected and counted as such.
             let acknowledges =
                 !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(&reply);
             if acknowledges {
@@ -337,7 +344,11 @@ impl SupervisorCore {
                 self.add_actions(reply.payload.actions);
                 self.acknowledge(now, i, spent);
             }
-            self.reject(now, Some(i), reason);
+            if acknowledges && reply.payload.outcome == Outcome::Cancelled {
+                self.messages.acknowledged += 1;
+            } else {
+                self.reject(now, Some(i), reason);
+            }
             if acknowledges {
                 self.settle_run(now);
             }
