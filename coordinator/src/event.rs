@@ -78,8 +78,9 @@ pub enum EventKind {
         /// What the worker was told.
         control: StopControl,
     },
-    /// The worker acknowledged a `control-sent` with its attempt's final reply (which is
-    /// rejected as late: the task is terminal), reporting what the attempt spent.
+    /// The worker acknowledged a `control-sent` with its attempt's final reply, reporting what
+    /// the attempt spent. A plain acknowledgement (`cancelled`) is counted as such; a final
+    /// reply that is an answer crossed the control and is also rejected as late.
     ControlAcknowledged {
         /// What the attempt spent, as the worker reported it.
         spent: quorate_protocols::Budget,
