@@ -289,3 +289,44 @@ fn every_scenario_holds_without_chaos() {
         (sc.check)(&run);
     }
 }
+
+/// `path`'s plan switched to peer mode (the same tasks, run by peers claiming them by CAS).
+fn peer_variant(name: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(plan(name)).expect("example plan");
+    let text = if text.contains("topology = \"star\"") {
+        text.replace("topology = \"star\"", "topology = \"peer\"")
+    } else {
+        text.replacen("[run]\n", "[run]\ntopology = \"peer\"\n", 1)
+    };
+    let path = temp_path(&format!("peer_{name}"));
+    std::fs::write(&path, text).expect("write plan");
+    path
+}
+
+/// Peer mode keeps the same invariants: every scenario ends with the same stop reason, task
+/// states and checks when peers run it instead of a supervisor. Left out: the replan scenario
+/// (peers do not switch to a fallback plan), and the two that cancel after K steps: each peer
+/// counts its own steps, so where the cancel lands depends on how the peers' messages
+/// interleave (another peer may start the next task before the cancel reaches it).
+#[test]
+fn every_scenario_holds_in_peer_mode() {
+    let step_cancelled = ["cancel_mid_run.toml", "late_reply_after_cancel.toml"];
+    for sc in scenarios()
+        .into_iter()
+        .filter(|sc| !step_cancelled.contains(&sc.file))
+    {
+        let path = peer_variant(sc.file);
+        let run = quorate::runner::run_file(&path, &(sc.args)()).expect("runs");
+        let what = format!("{} in peer mode", sc.file);
+        let r = &run.output.report;
+        assert_eq!(r.stop_reason.as_deref(), Some(sc.stop), "{what}: {r:#?}");
+        let want: Vec<(String, TaskState)> = sc
+            .states
+            .iter()
+            .map(|(id, st)| ((*id).to_string(), *st))
+            .collect();
+        assert_eq!(states(&run), want, "{what}: {r:#?}");
+        assert_no_duplicate_effects(&run);
+        (sc.check)(&run);
+    }
+}
