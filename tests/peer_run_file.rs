@@ -237,26 +237,3 @@ script = [
         }
     }
 }
-
-/// A peer's worker checks a write's store preconditions against the peers' store, like a
-/// worker of the supervisor: `guarded_write.toml` completes with its write run once in both
-/// topologies (a worker without the run's store would refuse the write).
-#[test]
-fn a_guarded_write_runs_once_in_either_topology() {
-    for topology in ["star", "peer"] {
-        let path = variant(
-            "guarded_write.toml",
-            topology,
-            &[("[run]\n", &format!("[run]\ntopology = \"{topology}\"\n"))],
-        );
-        let run = run_file(&path, &RunArgs::default()).expect("runs");
-        let r = &run.output.report;
-        assert_eq!(
-            r.stop_reason.as_deref(),
-            Some("completed"),
-            "{topology}: {r:#?}"
-        );
-        assert_eq!(run.world.effects_of("prices.update"), 1, "{topology}");
-        assert_eq!(r.actions.rejected, 0, "{topology}: the precondition held");
-    }
-}

@@ -22,6 +22,24 @@ struct Scenario {
     check: fn(&FileRun),
 }
 
+impl Scenario {
+    /// `run` (of this scenario, described as `what`) ended as the scenario says: stop reason,
+    /// task states, no action with two effects, and the scenario's own check.
+    #[track_caller]
+    fn assert_held(&self, run: &FileRun, what: &str) {
+        let r = &run.output.report;
+        assert_eq!(r.stop_reason.as_deref(), Some(self.stop), "{what}: {r:#?}");
+        let want: Vec<(String, TaskState)> = self
+            .states
+            .iter()
+            .map(|(id, st)| ((*id).to_string(), *st))
+            .collect();
+        assert_eq!(states(run), want, "{what}: {r:#?}");
+        assert_no_duplicate_effects(run);
+        (self.check)(run);
+    }
+}
+
 fn no_args() -> RunArgs {
     RunArgs::default()
 }
@@ -261,16 +279,7 @@ fn every_scenario_holds_under_chaos() {
             for h in handles {
                 let (sc, run) = h.join().expect("a scenario panicked");
                 let what = format!("{} (seed {seed})", sc.file);
-                let r = &run.output.report;
-                assert_eq!(r.stop_reason.as_deref(), Some(sc.stop), "{what}: {r:#?}");
-                let want: Vec<(String, TaskState)> = sc
-                    .states
-                    .iter()
-                    .map(|(id, st)| ((*id).to_string(), *st))
-                    .collect();
-                assert_eq!(states(&run), want, "{what}: {r:#?}");
-                assert_no_duplicate_effects(&run);
-                (sc.check)(&run);
+                sc.assert_held(&run, &what);
                 let c = run.output.chaos;
                 assert!(c.messages > 0, "{what}: chaos was not in the path");
                 disturbed += c.duplicated + c.dropped + c.reordered;
@@ -284,23 +293,20 @@ fn every_scenario_holds_under_chaos() {
 fn every_scenario_holds_without_chaos() {
     for sc in scenarios() {
         let run = run_with(sc.file, &(sc.args)());
-        assert_outcome(&run, sc.stop, sc.states);
-        assert_no_duplicate_effects(&run);
-        (sc.check)(&run);
+        sc.assert_held(&run, sc.file);
     }
 }
 
-/// `path`'s plan switched to peer mode (the same tasks, run by peers claiming them by CAS).
+/// Example plan `name` switched to peer mode (the same tasks, run by peers claiming them by
+/// CAS).
 fn peer_variant(name: &str) -> std::path::PathBuf {
     let text = std::fs::read_to_string(plan(name)).expect("example plan");
-    let text = if text.contains("topology = \"star\"") {
-        text.replace("topology = \"star\"", "topology = \"peer\"")
+    let edit = if text.contains("topology = \"star\"") {
+        ("topology = \"star\"", "topology = \"peer\"")
     } else {
-        text.replacen("[run]\n", "[run]\ntopology = \"peer\"\n", 1)
+        ("[run]\n", "[run]\ntopology = \"peer\"\n")
     };
-    let path = temp_path(&format!("peer_{name}"));
-    std::fs::write(&path, text).expect("write plan");
-    path
+    variant(name, "peer", &[edit])
 }
 
 /// Peer mode keeps the same invariants: every scenario ends with the same stop reason, task
@@ -317,16 +323,6 @@ fn every_scenario_holds_in_peer_mode() {
     {
         let path = peer_variant(sc.file);
         let run = quorate::runner::run_file(&path, &(sc.args)()).expect("runs");
-        let what = format!("{} in peer mode", sc.file);
-        let r = &run.output.report;
-        assert_eq!(r.stop_reason.as_deref(), Some(sc.stop), "{what}: {r:#?}");
-        let want: Vec<(String, TaskState)> = sc
-            .states
-            .iter()
-            .map(|(id, st)| ((*id).to_string(), *st))
-            .collect();
-        assert_eq!(states(&run), want, "{what}: {r:#?}");
-        assert_no_duplicate_effects(&run);
-        (sc.check)(&run);
+        sc.assert_held(&run, &format!("{} in peer mode", sc.file));
     }
 }
