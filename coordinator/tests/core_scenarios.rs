@@ -27,6 +27,20 @@ fn own_action(h: &Harness) -> ActionId {
     ActionId::new(h.core.task_id(0), 0, 0)
 }
 
+/// The worker of node "a" says nothing below the task works any more after `action`'s request.
+fn quiet(h: &Harness, action: ActionId) -> Envelope<Report> {
+    h.reply("a", ResultKind::Suggestion, Outcome::Quiet { action })
+}
+
+/// The run stopped waiting for a's approval (and for nothing else).
+#[track_caller]
+fn assert_stopped_waiting_for_a(h: &Harness) {
+    assert_eq!(
+        h.stops,
+        vec![StopReason::WaitingApproval { node: "a".into() }]
+    );
+}
+
 /// A supervisor of the one node "a", answering approval requests by `approvals`.
 fn one_node(approvals: ApprovalPolicy) -> Harness {
     let config = SupervisorConfig {
@@ -200,10 +214,7 @@ fn approval_rejected_cancels_and_unanswered_waits() {
     let mut h = one_node(ApprovalPolicy::Ask);
     h.send(1, approval_request(&h, own_action(&h), "r"));
     assert_eq!(h.state(0), TaskState::WaitingApproval);
-    assert_eq!(
-        h.stops,
-        vec![StopReason::WaitingApproval { node: "a".into() }]
-    );
+    assert_stopped_waiting_for_a(&h);
 }
 
 #[test]
@@ -529,14 +540,8 @@ fn a_resumed_supervisor_sends_a_task_waiting_for_quiet_again_and_waits_for_the_n
     h.send(11, request);
     assert_eq!(h.state(0), TaskState::WaitingApproval);
     assert!(h.stops.is_empty());
-    h.send(
-        12,
-        h.reply("a", ResultKind::Suggestion, Outcome::Quiet { action }),
-    );
-    assert_eq!(
-        h.stops,
-        vec![StopReason::WaitingApproval { node: "a".into() }]
-    );
+    h.send(12, quiet(&h, action));
+    assert_stopped_waiting_for_a(&h);
 }
 
 #[test]
@@ -550,28 +555,16 @@ fn a_sub_task_request_stops_the_run_only_once_its_task_is_quiet() {
         h.stops.is_empty(),
         "a's other sub-tasks may still be working: not idle"
     );
-    h.send(
-        2,
-        h.reply("a", ResultKind::Suggestion, Outcome::Quiet { action }),
-    );
-    assert_eq!(
-        h.stops,
-        vec![StopReason::WaitingApproval { node: "a".into() }]
-    );
+    h.send(2, quiet(&h, action));
+    assert_stopped_waiting_for_a(&h);
 
     // A `Quiet` that overtakes its request (a reordering transport) still counts.
     let mut h = one_node(ApprovalPolicy::Ask);
     let request = approval_request(&h, action, "drop");
-    h.send(
-        1,
-        h.reply("a", ResultKind::Suggestion, Outcome::Quiet { action }),
-    );
+    h.send(1, quiet(&h, action));
     assert!(h.stops.is_empty());
     h.send(2, request);
-    assert_eq!(
-        h.stops,
-        vec![StopReason::WaitingApproval { node: "a".into() }]
-    );
+    assert_stopped_waiting_for_a(&h);
 
     // A decision needs no `Quiet`: approved, the task runs on and completes.
     let mut h = one_node(ApprovalPolicy::All);
