@@ -92,9 +92,10 @@ pub struct MessageCounts {
     pub rejected_stale: u64,
     /// Rejected: wrong sender, role, run or task.
     pub rejected_unauthorized: u64,
-    /// Final replies that acknowledged a cancel or a rejection (`control-acknowledged`): they
-    /// reach a task that already ended, as expected, and settle what it is charged; not counted
-    /// as rejected.
+    /// Plain acknowledgements of a cancel or a rejection (the attempt's final reply, `cancelled`,
+    /// logged as `control-acknowledged`): they reach a task that already ended, as expected,
+    /// and settle what it is charged; not counted as rejected. A final reply that is an answer
+    /// crossed the control: it acknowledges it too, but is counted in `rejected_late`.
     #[serde(default)]
     pub acknowledged: u64,
 }

@@ -306,19 +306,12 @@ impl SupervisorCore {
                 self.add_actions(reply.payload.actions);
                 self.acknowledge_retired(now, reply.task, reply.payload.spent);
             }
-            if acknowledges && reply.payload.outcome == Outcome::Cancelled {
-                self.messages.acknowledged += 1;
+            let reason = if self.retired.contains_key(&reply.task) {
+                Rejection::Late
             } else {
-                let reason = if self.retired.contains_key(&reply.task) {
-                    Rejection::Late
-                } else {
-                    Rejection::Unauthorized
-                };
-                self.reject(now, None, reason);
-            }
-            if acknowledges {
-                self.settle_run(now);
-            }
+                Rejection::Unauthorized
+            };
+            self.close_unaccepted(now, None, &reply, acknowledges, reason);
             return;
         };
         let slot = &self.tasks[i as usize];
@@ -333,9 +326,7 @@ impl SupervisorCore {
         if let Err(reason) = judge(&guard, &reply) {
             // The worker's final reply to a cancel or a rejected approval: the task is terminal,
             // as expected, so the reply is not a result, but it settles the task's charge and
-            // its action counts are kept. A plain acknowledgement (`Cancelled`) is counted as
-            // one; any other final reply (an answer that crossed the cancel) is also a late
-            // reply, rejected and counted as such.
+            // its action counts are kept.
             let acknowledges =
                 !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(&reply);
             if acknowledges {
@@ -344,14 +335,7 @@ impl SupervisorCore {
                 self.add_actions(reply.payload.actions);
                 self.acknowledge(now, i, spent);
             }
-            if acknowledges && reply.payload.outcome == Outcome::Cancelled {
-                self.messages.acknowledged += 1;
-            } else {
-                self.reject(now, Some(i), reason);
-            }
-            if acknowledges {
-                self.settle_run(now);
-            }
+            self.close_unaccepted(now, Some(i), &reply, acknowledges, reason);
             return;
         }
         self.steps += 1;
@@ -596,6 +580,28 @@ impl SupervisorCore {
                     *task = RecordTask::Named(self.plan.node(i).id.shared());
                 }
             }
+        }
+    }
+
+    /// Counts a reply the reply rules did not accept (for `reason`), after it was taken as its
+    /// task's acknowledgement or not: a plain acknowledgement (`Cancelled`) is counted as one;
+    /// anything else is rejected (an answer that crossed a cancel is also a late reply). An
+    /// acknowledgement may be the last thing a stopping run waited for.
+    fn close_unaccepted(
+        &mut self,
+        now: u64,
+        task: Option<u32>,
+        reply: &Envelope<Report>,
+        acknowledges: bool,
+        reason: Rejection,
+    ) {
+        if acknowledges && reply.payload.outcome == Outcome::Cancelled {
+            self.messages.acknowledged += 1;
+        } else {
+            self.reject(now, task, reason);
+        }
+        if acknowledges {
+            self.settle_run(now);
         }
     }
 
