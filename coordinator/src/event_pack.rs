@@ -126,17 +126,9 @@ const HAS_TASK: u8 = 1 << 5;
 const OTHER_RUN: u8 = 1 << 6;
 const SEQ_OFFSET: u8 = 1 << 7;
 
-/// Every task state, by its 4-bit code ([`crate::core::state_index`]).
-const STATES: [TaskState; 8] = [
-    TaskState::Pending,
-    TaskState::Ready,
-    TaskState::Running,
-    TaskState::WaitingApproval,
-    TaskState::Completed,
-    TaskState::Failed,
-    TaskState::StoppedLimit,
-    TaskState::Cancelled,
-];
+/// Every task state, by its 4-bit code ([`crate::core::state_index`], the position in
+/// [`TaskState::ALL`]).
+const STATES: [TaskState; 8] = TaskState::ALL;
 
 fn state_code(state: TaskState) -> u8 {
     crate::core::state_index(state) as u8

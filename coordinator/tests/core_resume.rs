@@ -341,7 +341,6 @@ fn a_result_committed_before_a_crash_is_kept_and_passed_on_after_resume() {
         h.crash_and_resume(None, 2);
         assert_eq!(h.state(0), TaskState::Running, "a runs again");
         h.send(3, h.answer("a", again.clone()));
-        assert_eq!(h.results[&key], first, "the stored result stays");
         let same = first == again;
         assert_eq!(
             h.logged("result-kept"),
@@ -380,5 +379,35 @@ fn the_last_tasks_kept_result_is_logged_before_the_run_stops() {
         kept.is_some() && kept < stopped,
         "result-kept before run-stopped: {kinds:?}"
     );
-    assert_eq!(h.results[&key], json!("before"));
+}
+
+/// A replan between a commit and its answer names the waiting records; the kept result is
+/// still logged in place of that task's `result-committed`, once.
+#[test]
+fn a_kept_result_replaces_its_record_even_after_a_replan_named_it() {
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &[])],
+        SupervisorConfig::default(),
+    );
+    let key = h.core.result_key(0);
+    h.store_result(&key, json!("before"));
+    // a answers; before the shell carries out the commit, a replan drops b.
+    let answer = h.answer("a", json!("after"));
+    h.core.handle_report(1, answer);
+    h.core
+        .handle_replan(1, spec_of(vec![node("a", &[]), node("c", &[])]))
+        .expect("same budget, same authority");
+    h.drain();
+    assert_eq!(
+        h.logged("result-kept"),
+        vec![(
+            Some("a".to_string()),
+            EventKind::ResultKept {
+                version: h.versions[&key],
+                same: false
+            }
+        )]
+    );
+    assert!(h.logged("result-committed").is_empty());
+    assert_eq!(h.core.task_result(0), Some(&json!("before")));
 }

@@ -39,10 +39,10 @@ impl SupervisorCore {
     /// e.g. by this run before a crash between the commit and its log entry): the stored value,
     /// at `version`, is kept (never overwritten) and becomes the task's result. Assignments of
     /// its dependents already built but still in the queue get it too, so every reader sees the
-    /// store's value. The task's `result-committed` record, still waiting right behind the
-    /// commit, becomes `result-kept` (it was not committed). Call it before the core's next
-    /// input, with the effects that followed the commit still in the queue. A ticket of a task
-    /// a replan dropped is ignored.
+    /// store's value. The task's `result-committed` record, still waiting behind the commit
+    /// (by node index, or by name if a replan in between named the waiting records), becomes
+    /// `result-kept` (it was not committed). Call it while the effects that followed the commit
+    /// are still in the queue. A ticket of a task a replan dropped is ignored.
     pub fn handle_result_kept(
         &mut self,
         now: u64,
@@ -58,10 +58,14 @@ impl SupervisorCore {
             version: version.raw(),
             same,
         };
+        let name = self.plan.node(i).id.as_str();
+        let names_i = |task: &RecordTask| match task {
+            RecordTask::Node(n) => *n == i,
+            RecordTask::Named(n) => **n == *name,
+            RecordTask::None => false,
+        };
         let waiting = self.effects.iter_mut().find_map(|e| match e {
-            Effect::Record(r)
-                if r.kind == EventKind::ResultCommitted && r.task == RecordTask::Node(i) =>
-            {
+            Effect::Record(r) if r.kind == EventKind::ResultCommitted && names_i(&r.task) => {
                 Some(&mut r.kind)
             }
             _ => None,

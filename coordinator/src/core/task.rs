@@ -138,7 +138,7 @@ impl TaskSlot {
 /// How many tasks are in each state, kept as tasks move, so "is every task terminal" is a
 /// look at four numbers instead of a pass over every task.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct StateCounts([usize; 8]);
+pub(crate) struct StateCounts([usize; TaskState::ALL.len()]);
 
 impl StateCounts {
     /// The counts of `tasks`.

@@ -29,6 +29,20 @@ pub enum TaskState {
     Cancelled,
 }
 
+impl TaskState {
+    /// Every state, in the order above (a state added to the enum goes here too).
+    pub const ALL: [TaskState; 8] = [
+        TaskState::Pending,
+        TaskState::Ready,
+        TaskState::Running,
+        TaskState::WaitingApproval,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::StoppedLimit,
+        TaskState::Cancelled,
+    ];
+}
+
 /// What can happen to a task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
