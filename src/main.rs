@@ -193,7 +193,7 @@ fn run_error_code(e: &quorate::runner::RunFileError) -> u8 {
         RunFileError::PlanFile(_)
         | RunFileError::UnknownApproval { .. }
         | RunFileError::Run(RunError::Trace { .. }) => EXIT_BAD_INPUT,
-        RunFileError::Run(_) => 8,
+        RunFileError::Run(_) => quorate::coordinator::StopReason::EXIT_RUNTIME,
     }
 }
 

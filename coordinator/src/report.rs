@@ -66,7 +66,10 @@ impl RunReport {
     /// one (a run is reported only once it stopped, so that would be a bug, not a failed task).
     #[must_use]
     pub fn stop_exit_code(&self) -> u8 {
-        self.stop.as_ref().map_or(8, crate::StopReason::exit_code)
+        self.stop.as_ref().map_or(
+            crate::StopReason::EXIT_RUNTIME,
+            crate::StopReason::exit_code,
+        )
     }
 
     /// The report of `core` as it stands.

@@ -60,8 +60,9 @@ impl Wakeup {
 }
 
 /// Commits `value` under `key` unless a result is there already: the first writer wins, and a
-/// later commit never overwrites it; then the stored result comes back, for the caller to
-/// adopt. The key moves into the store (no copy of its text per task).
+/// later commit never overwrites it. `None` when this commit went in; the stored result when
+/// the key was taken, for the caller to adopt. The key moves into the store (no copy of its
+/// text per task).
 pub(crate) fn commit_result(
     store: &MemoryStore<serde_json::Value>,
     key: String,

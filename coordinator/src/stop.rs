@@ -65,7 +65,7 @@ impl StopReason {
     }
 
     /// The process exit code the CLI uses for this reason (0 only for completed; 2 is reserved
-    /// for bad input).
+    /// for bad input, [`StopReason::EXIT_RUNTIME`] for the runtime's own failure).
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -78,6 +78,12 @@ impl StopReason {
             StopReason::WaitingApproval { .. } => 7,
         }
     }
+}
+
+impl StopReason {
+    /// The exit code of a run the runtime itself could not carry out, or that ended without a
+    /// stop reason (a bug, not a task's failure).
+    pub const EXIT_RUNTIME: u8 = 8;
 }
 
 impl fmt::Display for StopReason {

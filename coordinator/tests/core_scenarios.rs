@@ -574,3 +574,14 @@ fn a_sub_task_request_stops_the_run_only_once_its_task_is_quiet() {
     h.send(2, h.answer("a", json!("done")));
     assert_eq!(h.stops, vec![StopReason::Completed]);
 }
+
+/// A report without a stop reason (the run has not stopped: a bug if the CLI ever prints one)
+/// exits with the runtime's own code, not with a task failure's.
+#[test]
+fn a_report_without_a_stop_reason_exits_with_the_runtime_failure_code() {
+    let h = one_node(ApprovalPolicy::Ask);
+    let report = h.core.snapshot();
+    assert!(report.stop_reason.is_none());
+    assert_eq!(report.stop_exit_code(), StopReason::EXIT_RUNTIME);
+    assert_eq!(StopReason::EXIT_RUNTIME, 8, "the README's table");
+}

@@ -11,15 +11,18 @@ use std::collections::VecDeque;
 /// use std::collections::VecDeque;
 /// use quorate_state::pop_rewinding;
 ///
-/// let mut q: VecDeque<u32> = VecDeque::with_capacity(8);
-/// q.extend([1, 2, 3]);
-/// assert_eq!(pop_rewinding(&mut q), Some(1));
-/// assert_eq!((pop_rewinding(&mut q), pop_rewinding(&mut q)), (Some(2), Some(3)));
-/// assert_eq!(pop_rewinding(&mut q), None);
-/// // The next burst starts at the front of the buffer.
-/// q.push_back(4);
-/// assert_eq!(q.as_slices(), (&[4][..], &[][..]));
+/// let mut q: VecDeque<u32> = VecDeque::with_capacity(4);
+/// let end = q.capacity() as u32 - 1;
+/// q.extend(1..=end);
+/// while pop_rewinding(&mut q).is_some() {}
+/// // The head stopped at the last slot; rewound, the next burst starts at the front of the
+/// // buffer in one piece instead of wrapping around its end.
+/// q.extend([7, 8]);
+/// assert_eq!(q.as_slices(), (&[7, 8][..], &[][..]));
 /// ```
+///
+/// The rewind is `VecDeque::clear` on an empty queue, which in std resets the head (not a
+/// documented promise: the example above checks it).
 pub fn pop_rewinding<T>(queue: &mut VecDeque<T>) -> Option<T> {
     if queue.is_empty() {
         queue.clear();

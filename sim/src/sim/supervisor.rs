@@ -45,9 +45,11 @@ impl Sim {
                 self.send(Msg::Control(worker, envelope));
             }
             SupEffect::CommitResult { ticket, key, value } => {
+                // The store call the actor's commit makes (create only; a taken key answers
+                // with what it holds).
                 if let CasOutcome::Conflict {
                     current: Some(current),
-                } = self.results.cas_now(&key, None, value)
+                } = self.results.create_now(key.clone(), value)
                 {
                     let now = self.now;
                     let stored = current.value.clone();
