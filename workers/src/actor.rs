@@ -285,7 +285,7 @@ impl WorkerActor {
                         me.do_send(QueryEnded { action, answer });
                     });
                 }
-                Effect::CheckPreconditions { action, checks, .. } => {
+                Effect::CheckPreconditions { action, checks } => {
                     let outcome = match &self.store {
                         Some(store) => quorate_state::check_preconditions(store, &checks),
                         None => Err("no store to check the task's preconditions against".into()),

@@ -721,11 +721,19 @@ fn a_write_cancelled_while_its_preconditions_are_checked_costs_nothing() {
     }];
     d.assign(0, assignment);
     // The check is asked for; the shell has not answered yet when the cancel comes.
-    assert!(matches!(
-        d.core.poll_effect(),
-        Some(crate::Effect::CheckPreconditions { .. })
-    ));
+    let Some(crate::Effect::CheckPreconditions { action, .. }) = d.core.poll_effect() else {
+        panic!("the write waits for its preconditions");
+    };
     d.control(Control::Cancel).unwrap();
+    d.drive();
+    // The answer comes after the cancel: it starts nothing.
+    assert_eq!(
+        d.core.handle_preconditions(d.now, action, Ok(())),
+        Err(crate::InputError::AttemptEnded {
+            task: d.task,
+            attempt: 0
+        })
+    );
     d.drive();
     assert!(d.calls.is_empty());
     assert_eq!(d.last().outcome, Outcome::Cancelled);

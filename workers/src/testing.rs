@@ -172,7 +172,7 @@ impl Driver {
                 };
                 let _late_or_stale = result;
             }
-            Effect::CheckPreconditions { action, checks, .. } => {
+            Effect::CheckPreconditions { action, checks } => {
                 self.checked.push(action);
                 let outcome = quorate_state::check_preconditions(&self.store, &checks);
                 let _late = self.core.handle_preconditions(self.now, action, outcome);

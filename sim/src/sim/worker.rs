@@ -82,7 +82,7 @@ impl Sim {
                         self.schedule(at, Msg::QueryAnswer(w, inc, action, answer));
                     }
                 }
-                WorkEffect::CheckPreconditions { action, checks, .. } => {
+                WorkEffect::CheckPreconditions { action, checks } => {
                     // Checked at once against the run's store, as the actor shell does.
                     let outcome = quorate_state::check_preconditions(&self.results, &checks);
                     let now = self.instant();

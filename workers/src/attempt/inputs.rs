@@ -72,17 +72,9 @@ impl Attempt {
         match outcome {
             Ok(()) => self.launch(d, request, reservation, digest, retry),
             Err(observation) => {
-                // Nothing ran: the whole reservation goes back (no tool call is charged).
-                let _ = self
-                    .account
-                    .settle(self.account_id, reservation, Budget::ZERO);
-                if retry {
-                    // The earlier call was found absent; this retry will not run either: the
-                    // action ends, as a retry the gate refuses for a non-idempotent tool does.
-                    let _refused = d.book.apply(request.action, ActionEvent::FoundAbsent);
-                }
+                self.release(reservation);
                 let reason = crate::gate::GateRejection::PreconditionFailed { observation };
-                self.rejected(d, request, reason);
+                self.rejected(d, request, reason, retry);
             }
         }
         self.run(d);

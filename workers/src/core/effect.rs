@@ -46,9 +46,7 @@ pub enum Effect {
     /// next input (the answer names the action, not the attempt: a later attempt's write of
     /// the same step has the same id).
     CheckPreconditions {
-        /// The task.
-        task: TaskId,
-        /// The write waiting for the answer.
+        /// The write waiting for the answer (its task is `action.task`).
         action: ActionId,
         /// What must hold.
         checks: Vec<quorate_protocols::Precondition>,
