@@ -96,7 +96,7 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
         /// Measure each run right after its baseline, without the unmeasured warm-up run of
-        /// the DAG that otherwise comes first (the cold figure).
+        /// the DAG that otherwise comes first.
         #[arg(long)]
         no_warmup: bool,
         /// Print one JSON object.

@@ -346,6 +346,12 @@ impl PlanFile {
         self.all_tasks().map(|t| &t.id)
     }
 
+    /// Whether `id` names a task of the file (its plan's or its `[fallback]`'s).
+    #[must_use]
+    pub fn has_task(&self, id: &str) -> bool {
+        self.task_ids().any(|t| t.as_str() == id)
+    }
+
     /// The supervisor settings the file asks for, with the given approval policy.
     #[must_use]
     pub fn supervisor_config(&self, approvals: ApprovalPolicy) -> SupervisorConfig {

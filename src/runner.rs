@@ -69,26 +69,28 @@ impl Approve {
         let Approve::Tasks(ids) = self else {
             return Ok(());
         };
-        let known = |id: &str| {
-            files
-                .iter()
-                .any(|(_, f)| f.task_ids().any(|t| t.as_str() == id))
-        };
-        let mut unknown: Vec<&String> = ids.iter().filter(|id| !known(id)).collect();
-        unknown.sort();
-        match unknown.first() {
-            Some(id) => Err(RunFileError::UnknownApproval {
-                plans: files
-                    .iter()
-                    .map(|(p, _)| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                id: (*id).clone(),
-                tasks: files
+        let unknown = ids
+            .iter()
+            .filter(|id| !files.iter().any(|(_, f)| f.has_task(id)))
+            .min();
+        match unknown {
+            Some(id) => {
+                let mut tasks: Vec<String> = files
                     .iter()
                     .flat_map(|(_, f)| f.task_ids().map(ToString::to_string))
-                    .collect(),
-            }),
+                    .collect();
+                tasks.sort();
+                tasks.dedup();
+                Err(RunFileError::UnknownApproval {
+                    plans: files
+                        .iter()
+                        .map(|(p, _)| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    id: id.clone(),
+                    tasks,
+                })
+            }
             None => Ok(()),
         }
     }
@@ -98,12 +100,9 @@ impl Approve {
     #[must_use]
     pub fn for_file(&self, file: &PlanFile) -> Approve {
         match self {
-            Approve::Tasks(ids) => Approve::Tasks(
-                ids.iter()
-                    .filter(|id| file.task_ids().any(|t| t.as_str() == id.as_str()))
-                    .cloned()
-                    .collect(),
-            ),
+            Approve::Tasks(ids) => {
+                Approve::Tasks(ids.iter().filter(|id| file.has_task(id)).cloned().collect())
+            }
             other => other.clone(),
         }
     }
@@ -145,13 +144,13 @@ pub enum RunFileError {
     #[error(transparent)]
     PlanFile(#[from] PlanFileError),
     /// `--approve` names a task the plan files do not have.
-    #[error("--approve names {id:?}, which is not a task of {plans} (its tasks: {})", tasks.join(", "))]
+    #[error("--approve names {id:?}, which is not a task of {plans} (tasks: {})", tasks.join(", "))]
     UnknownApproval {
         /// The plan files, as given.
         plans: String,
         /// The id given.
         id: String,
-        /// The file's task ids.
+        /// The task ids of every plan file given, sorted, each once.
         tasks: Vec<String>,
     },
     /// The runtime failed.

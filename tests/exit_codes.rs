@@ -117,7 +117,7 @@ fn bad_input_is_exit_code_2_with_a_message_naming_it() {
         ),
         (
             vec!["run", approval, "--approve", "All"],
-            "its tasks: check, refund",
+            "(tasks: check, refund)",
         ),
         (vec!["run", approval, "--approve", "a,,b"], "empty task id"),
         (
