@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use quorate::coordinator::chaos::ChaosConfig;
 use quorate::protocols::TaskState;
 use quorate::runner::{run_file, Approve, FileRun, RunArgs};
-use support::{assert_no_duplicate_effects, assert_outcome, variant, CHAOS};
+use support::{
+    assert_no_duplicate_effects, assert_outcome, variant, with_and_without_chaos, CHAOS,
+};
 
 /// A copy of `all_inputs.toml` switched to peer mode with `peers` peers.
 fn peer_plan(tag: &str, peers: usize) -> PathBuf {
@@ -140,13 +142,8 @@ fn a_delegated_approval_in_peer_mode_waits_and_follows_decisions() {
         "peer",
         &[("workers = 1", "workers = 2\ntopology = \"peer\"")],
     );
-    let chaos = CHAOS.parse::<ChaosConfig>().expect("chaos");
-    for seed in 0..=3 {
-        let args = RunArgs {
-            seed,
-            chaos: (seed > 0).then_some(chaos),
-            ..RunArgs::default()
-        };
+    for args in with_and_without_chaos() {
+        let seed = args.seed;
         let run = run_file(&path, &args).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_outcome(
             &run,
@@ -188,7 +185,6 @@ script = [
   { do = "call", tool = "db.mark", params = { n = 2 }, side-effect = "idempotent-write", output = "ok" },
   { do = "call", tool = "db.mark", params = { n = 3 }, side-effect = "idempotent-write", output = "ok" },
 ]"#;
-    let chaos = CHAOS.parse::<ChaosConfig>().expect("chaos");
     for topology in ["star", "peer"] {
         let path = variant(
             "delegated_approval.toml",
@@ -210,12 +206,8 @@ script = [
                 ("output = \"dropped\" }]", mark),
             ],
         );
-        for seed in 0..=2 {
-            let args = RunArgs {
-                seed,
-                chaos: (seed > 0).then_some(chaos),
-                ..RunArgs::default()
-            };
+        for args in with_and_without_chaos() {
+            let seed = args.seed;
             let run =
                 run_file(&path, &args).unwrap_or_else(|e| panic!("{topology}, seed {seed}: {e}"));
             assert_outcome(

@@ -106,7 +106,17 @@ fn scenarios() -> Vec<Scenario> {
             args: no_args,
             stop: "completed",
             states: &[("triage", Completed)],
-            check: |r| assert_eq!(r.world.effects_of("db.delete"), 0),
+            // The refused delete is logged (by the supervisor or by the peer).
+            check: |r| {
+                assert_eq!(r.world.effects_of("db.delete"), 0);
+                let refused: Vec<serde_json::Value> = events(r)
+                    .iter()
+                    .map(event_json)
+                    .filter(|e| e["kind"] == "call-rejected")
+                    .map(|e| e["tool"].clone())
+                    .collect();
+                assert_eq!(refused, ["db.delete"]);
+            },
         },
         Scenario {
             file: "repeated_action.toml",
@@ -295,18 +305,6 @@ fn every_scenario_holds_without_chaos() {
         let run = run_with(sc.file, &(sc.args)());
         sc.assert_held(&run, sc.file);
     }
-}
-
-/// Example plan `name` switched to peer mode (the same tasks, run by peers claiming them by
-/// CAS).
-fn peer_variant(name: &str) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(plan(name)).expect("example plan");
-    let edit = if text.contains("topology = \"star\"") {
-        ("topology = \"star\"", "topology = \"peer\"")
-    } else {
-        ("[run]\n", "[run]\ntopology = \"peer\"\n")
-    };
-    variant(name, "peer", &[edit])
 }
 
 /// Peer mode keeps the same invariants: every scenario ends with the same stop reason, task

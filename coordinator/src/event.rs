@@ -199,6 +199,20 @@ pub(crate) const KIND_NAMES: [&str; 25] = [
 ];
 
 impl EventKind {
+    /// The `call-rejected` events of an accepted report: one per call its worker's gate
+    /// refused (the supervisor and the peers log them alike).
+    pub(crate) fn rejected_calls(
+        report: &quorate_workers::messages::Report,
+    ) -> impl Iterator<Item = EventKind> + '_ {
+        report
+            .rejected_calls
+            .iter()
+            .map(|call| EventKind::CallRejected {
+                tool: call.tool.clone(),
+                reason: call.reason.clone(),
+            })
+    }
+
     /// The event of a reply rejected for `reason`.
     ///
     /// ```

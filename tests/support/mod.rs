@@ -67,6 +67,30 @@ pub(crate) fn variant(name: &str, tag: &str, edits: &[(&str, &str)]) -> PathBuf 
     path
 }
 
+/// Example plan `name` switched to peer mode (the same tasks, run by peers claiming them by
+/// CAS).
+pub(crate) fn peer_variant(name: &str) -> PathBuf {
+    let text = std::fs::read_to_string(plan(name)).expect("example plan");
+    let edit = if text.contains("topology = \"star\"") {
+        ("topology = \"star\"", "topology = \"peer\"")
+    } else {
+        ("[run]\n", "[run]\ntopology = \"peer\"\n")
+    };
+    variant(name, "peer", &[edit])
+}
+
+/// The chaos settings a scenario runs under: none, then [`CHAOS`] with seeds 1-3.
+pub(crate) fn with_and_without_chaos() -> Vec<RunArgs> {
+    let chaos: ChaosConfig = CHAOS.parse().expect("valid chaos");
+    let mut all = vec![RunArgs::default()];
+    all.extend((1..=3).map(|seed| RunArgs {
+        chaos: Some(chaos),
+        seed,
+        ..RunArgs::default()
+    }));
+    all
+}
+
 /// A fresh path under the temp dir (unique per process and call).
 pub(crate) fn temp_path(name: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);

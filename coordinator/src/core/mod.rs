@@ -342,15 +342,8 @@ impl SupervisorCore {
         self.tasks[i as usize].seen.insert(reply.dedupe);
         self.record(now, Some(i), EventKind::ReplyAccepted);
         let report = reply.payload;
-        for call in &report.rejected_calls {
-            self.record(
-                now,
-                Some(i),
-                EventKind::CallRejected {
-                    tool: call.tool.clone(),
-                    reason: call.reason.clone(),
-                },
-            );
+        for kind in EventKind::rejected_calls(&report) {
+            self.record(now, Some(i), kind);
         }
         self.tasks[i as usize].spent = report.spent;
         self.add_actions(report.actions);

@@ -22,6 +22,9 @@ impl PeerCore {
         }
         self.steps += 1;
         self.record(now, Some(i), EventKind::ReplyAccepted);
+        for kind in EventKind::rejected_calls(&reply.payload) {
+            self.record(now, Some(i), kind);
+        }
         let t = &mut self.tasks[i as usize];
         t.seen.insert(reply.dedupe);
         t.spent = reply.payload.spent;
