@@ -1,13 +1,14 @@
 //! `quorate run`'s exit codes, one per stop reason and 2 for bad input, as the README's table
 //! gives them, checked on the binary (code 8, a runtime that fails without a report, has no
-//! plan file that causes it).
+//! plan file that causes it; a report without a stop reason is checked in the supervisor core's
+//! tests).
+
+mod support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn plan(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("examples/plans/{name}.toml"))
-}
+use support::{plan, temp_path};
 
 fn quorate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_quorate"))
@@ -32,28 +33,17 @@ fn run(plan: &std::path::Path, flags: &[&str]) -> (i32, String) {
     (out.status.code().expect("an exit code"), reason.to_string())
 }
 
-/// A plan file written for one test (removed when dropped).
-struct TempPlan(PathBuf);
-
-impl TempPlan {
-    fn new(name: &str, text: &str) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("quorate-exit-{}-{name}.toml", std::process::id()));
-        std::fs::write(&path, text).expect("temp plan written");
-        Self(path)
-    }
-}
-
-impl Drop for TempPlan {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+/// A plan file written for one test, at a fresh path.
+fn temp_plan(name: &str, text: &str) -> PathBuf {
+    let path = temp_path(&format!("{name}.toml"));
+    std::fs::write(&path, text).expect("temp plan written");
+    path
 }
 
 #[test]
 fn each_stop_reason_has_its_own_exit_code() {
     // A call that never answers within its 5 s timeout, under a 50 ms deadline.
-    let slow = TempPlan::new(
+    let slow = temp_plan(
         "deadline",
         r#"
 [run]
@@ -69,18 +59,18 @@ script = [ { do = "call", tool = "slow.call", outcome = "timeout-before-commit" 
 "#,
     );
     let cases: [(PathBuf, &[&str], i32, &str); 7] = [
-        (plan("all_inputs"), &[], 0, "completed"),
-        (plan("missing_input"), &[], 1, "failed"),
-        (plan("budget_exhausted"), &[], 3, "stopped-limit"),
-        (slow.0.clone(), &[], 4, "deadline"),
-        (plan("repeated_action"), &[], 5, "no-progress"),
+        (plan("all_inputs.toml"), &[], 0, "completed"),
+        (plan("missing_input.toml"), &[], 1, "failed"),
+        (plan("budget_exhausted.toml"), &[], 3, "stopped-limit"),
+        (slow, &[], 4, "deadline"),
+        (plan("repeated_action.toml"), &[], 5, "no-progress"),
         (
-            plan("approval_required"),
+            plan("approval_required.toml"),
             &["--approve", "none"],
             6,
             "cancelled",
         ),
-        (plan("approval_required"), &[], 7, "waiting-approval"),
+        (plan("approval_required.toml"), &[], 7, "waiting-approval"),
     ];
     for (path, flags, code, reason) in cases {
         let got = run(&path, flags);
@@ -95,13 +85,13 @@ script = [ { do = "call", tool = "slow.call", outcome = "timeout-before-commit" 
 
 #[test]
 fn bad_input_is_exit_code_2_with_a_message_naming_it() {
-    let approval = plan("approval_required");
+    let approval = plan("approval_required.toml");
     let approval = approval.to_str().unwrap();
-    let no_workers = TempPlan::new(
+    let no_workers = temp_plan(
         "workers",
         "[run]\nworkers = 0\nbudget = { steps = 4 }\n[[tasks]]\nid = \"a\"\nbudget = { steps = 2 }\n",
     );
-    let no_attempts = TempPlan::new(
+    let no_attempts = temp_plan(
         "attempts",
         "[run]\nmax_attempts = 0\nbudget = { steps = 4 }\n[[tasks]]\nid = \"a\"\nbudget = { steps = 2 }\n",
     );
@@ -125,11 +115,11 @@ fn bad_input_is_exit_code_2_with_a_message_naming_it() {
             "all or none, or task ids, not both",
         ),
         (
-            vec!["run", no_workers.0.to_str().unwrap()],
+            vec!["run", no_workers.to_str().unwrap()],
             "run.workers is 0: a run needs at least one worker",
         ),
         (
-            vec!["run", no_attempts.0.to_str().unwrap()],
+            vec!["run", no_attempts.to_str().unwrap()],
             "run.max_attempts is 0: a task needs at least one attempt",
         ),
     ];
