@@ -220,7 +220,8 @@ fn scenarios() -> Vec<Scenario> {
             // when it stops holding).
             check: |r| {
                 assert_eq!(r.world.effects_of("prices.update"), 1);
-                assert_eq!(r.output.report.actions.rejected, 0);
+                let a = r.output.report.actions;
+                assert_eq!((a.executed, a.rejected), (2, 0), "the read and the write");
             },
         },
         Scenario {
