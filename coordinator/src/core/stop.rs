@@ -153,14 +153,8 @@ impl SupervisorCore {
     /// (`control-acknowledged`): the task's charge becomes that, within its slice
     /// (`task-settled`, if it changes).
     pub(super) fn acknowledge(&mut self, now: u64, i: u32, reported: Budget) {
-        self.record(
-            now,
-            Some(i),
-            EventKind::ControlAcknowledged { spent: reported },
-        );
-        if let Some(spent) = self.settle(i, reported) {
-            self.record(now, Some(i), EventKind::TaskSettled { spent });
-        }
+        let settled = self.settle(i, reported);
+        self.log_acknowledgement(now, RecordTask::Node(i), reported, settled);
     }
 
     /// [`acknowledge`](Self::acknowledge), for task `id`, which a replan dropped: the events
@@ -174,14 +168,21 @@ impl SupervisorCore {
             .allocated
             .then(|| settle_charge(&mut self.root, &mut r.charged, &r.granted, reported))
             .flatten();
+        self.log_acknowledgement(now, RecordTask::Named(name), reported, settled);
+    }
+
+    /// Logs an acknowledgement reporting `reported`, and the charge it settled, if it changed.
+    fn log_acknowledgement(
+        &mut self,
+        now: u64,
+        task: RecordTask,
+        reported: Budget,
+        settled: Option<Budget>,
+    ) {
         let kind = EventKind::ControlAcknowledged { spent: reported };
-        self.record_as(now, RecordTask::Named(name.clone()), kind);
+        self.record_as(now, task.clone(), kind);
         if let Some(spent) = settled {
-            self.record_as(
-                now,
-                RecordTask::Named(name),
-                EventKind::TaskSettled { spent },
-            );
+            self.record_as(now, task, EventKind::TaskSettled { spent });
         }
     }
 
