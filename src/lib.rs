@@ -28,3 +28,8 @@ pub use quorate_memory as memory;
 pub use quorate_protocols as protocols;
 pub use quorate_state as state;
 pub use quorate_workers as workers;
+
+/// The README's Rust blocks, compiled and run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -147,7 +147,7 @@ pub enum Op {
     /// The user cancels.
     Cancel,
     /// A human decides (node index taken modulo the plan size: out-of-range indices panic by
-    /// contract, see the report in RELIABILITY.md).
+    /// contract, see the report in docs/reliability.md).
     Approval { node: u8, approved: bool },
 }
 

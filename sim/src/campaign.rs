@@ -47,11 +47,11 @@ pub struct CampaignReport {
     /// Violating schedules not explained by a known bug.
     pub unexpected: u64,
     /// Schedules in which some task's attempts together made more tool calls than its slice
-    /// (must be 0: a worker charges earlier attempts' spending to the next; see RELIABILITY.md).
+    /// (must be 0: a worker charges earlier attempts' spending to the next; see docs/reliability.md).
     pub slice_reused: u64,
 }
 
-/// Known bugs the simulator found in the cores and that are not fixed (see RELIABILITY.md). Each
+/// Known bugs the simulator found in the cores and that are not fixed (see docs/reliability.md). Each
 /// is reported, counted and kept visible; a violation that matches none of them fails the
 /// campaign. BUG-1 (resume forgot a stop in progress), BUG-2 (the attempt timeout was lost while
 /// a task waited for a human) and BUG-4 (a late answer of an older call settled its retry) were

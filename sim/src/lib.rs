@@ -15,7 +15,7 @@
 //! * [`campaign`] runs many seeds and reports faults exercised, violations and throughput.
 //!
 //! The same seed always gives the same trace: [`Outcome::trace_hash`] hashes the event stream.
-//! RELIABILITY.md at the repository root lists each guarantee and the command that checks it.
+//! docs/reliability.md lists each guarantee and the command that checks it.
 
 pub mod campaign;
 pub mod check;
