@@ -14,6 +14,11 @@
 //! * [`coordinator`]: the supervisor core and actor, run reports and traces.
 //! * [`memory`]: memory with provenance on the store.
 //! * [`plan_file`] and [`runner`]: `quorate run PLAN.toml`.
+//!
+//! The reference pages live beside the code in the repository's `docs/` folder: `cli.md` (every
+//! command, flag, exit code and the JSON report), `plan-format.md`, `trace.md`,
+//! `architecture.md` (crates, the store, resume, known limits), `reliability.md`,
+//! `performance.md`, `experiments.md` and `memory.md`; the README has the quickstart.
 
 #![forbid(unsafe_code)]
 
