@@ -73,9 +73,10 @@ fn arb_view() -> impl Strategy<Value = MemoryView> {
 }
 
 proptest! {
-    /// Retrieval never returns a record outside the reader's scope or the asked statuses, and
-    /// (so the filter is not simply empty) with room for everything and no redundancy penalty
-    /// it returns exactly the records the reader may see.
+    /// Retrieval never returns a record outside the reader's scope, the asked statuses or (unless
+    /// history is asked for) its validity at the query's time, and (so the filter is not simply
+    /// empty) with room for everything and no redundancy penalty it returns exactly the records
+    /// the reader may see.
     #[test]
     fn retrieval_never_leaves_the_callers_scope(
         view in arb_view(),
@@ -83,11 +84,19 @@ proptest! {
         statuses in prop::sample::subsequence(ALL.to_vec(), 1..=5),
         lambda in prop_oneof![Just(0.0), Just(0.5), Just(3.0)],
         budget in prop_oneof![Just(0u32), 1..200u32, Just(u32::MAX)],
+        now in 0..45u64,
+        history in any::<bool>(),
     ) {
-        let query = Query::new(&everything(), budget, Timestamp(50))
+        let query = Query::new(&everything(), budget, Timestamp(now))
             .statuses(&statuses)
             .redundancy(lambda)
             .expect("valid lambda");
+        let query = if history { query.include_history() } else { query };
+        // Validity at `now`, restated: from ≤ now < until, each bound optional.
+        let valid = |v: &Validity| {
+            history
+                || (v.from.is_none_or(|f| f.0 <= now) && v.until.is_none_or(|u| now < u.0))
+        };
         let got = retrieve(&view, &reader, &query, &timeless());
         let mut used = 0u64;
         for s in &got.chosen {
@@ -99,6 +108,7 @@ proptest! {
                 r.status
             };
             prop_assert!(statuses.contains(&status));
+            prop_assert!(valid(&r.validity), "{:?} is not valid at {}", r.validity, now);
             used += u64::from(s.record.tokens());
         }
         prop_assert!(used <= u64::from(budget));
@@ -107,7 +117,9 @@ proptest! {
             .records()
             .filter(|r| {
                 let status = if r.invalidated_by().is_some() { EvidenceStatus::Superseded } else { r.record().status };
-                may_read(&reader, &r.record().access) && statuses.contains(&status)
+                may_read(&reader, &r.record().access)
+                    && statuses.contains(&status)
+                    && valid(&r.record().validity)
             })
             .map(|r| r.id())
             .collect();
