@@ -53,7 +53,7 @@ mod runtime;
 mod view;
 mod write;
 
-pub use classify::{classify, related, Relation};
+pub use classify::{classify, related, relations, Relation};
 pub use error::{CommitError, ForgetError, ParameterError, ResolveError, WriteError};
 pub use forget::{delete, deprioritize, evict_from_hot, expire, expire_due, Forget, ForgetReport};
 pub use freshness::{Freshness, FreshnessPolicy, Hazard};

@@ -156,6 +156,10 @@ pub struct Scored {
     pub relevance: f64,
     /// Its freshness in `[0, 1]`.
     pub freshness: f64,
+    /// Independent sources behind its claim about its object among the records the reader may
+    /// see at the query's time ([`MemoryView::support`]; history included with
+    /// [`Query::include_history`]): the count to vote with. 0 for an event record.
+    pub support: usize,
 }
 
 /// How the budgeted choice was made.
@@ -368,7 +372,7 @@ pub fn retrieve(
     let mut stale = Vec::new();
     let mut scored: Vec<Scored> = Vec::new();
     for r in &visible {
-        let freshness = policy.freshness(view, r, query.now);
+        let freshness = policy.freshness(view, reader, r, query.now);
         if freshness <= 0.0 {
             stale.push(r.id());
             continue;
@@ -387,10 +391,12 @@ pub fn retrieve(
                 * weight
         };
         if relevance > 0.0 || r.is_hot() {
+            let rec = r.record();
             scored.push(Scored {
                 record: (*r).clone(),
                 relevance,
                 freshness,
+                support: view.support_at(reader, &rec.object, &rec.claim, at),
             });
         }
     }
