@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{arb_obs, arb_reader, build, CLAIMS, OBJECTS, SOURCES};
+use common::{arb_obs, arb_reader, build, everything, timeless};
 use proptest::prelude::*;
 use quorate_memory::{
     deprioritize, evict_from_hot, objective, retrieve, select_using, terms, write, ClaimSpec,
@@ -36,24 +36,6 @@ fn may_read(reader: &Principal, access: &AccessRule) -> bool {
             None => true,
             Some(t) => reader.task == Some(t),
         }
-}
-
-fn timeless() -> FreshnessPolicy {
-    FreshnessPolicy {
-        working: Freshness::None,
-        episodic: Freshness::None,
-        semantic: Freshness::None,
-        procedural: Freshness::None,
-    }
-}
-
-/// A query naming every word the generated records use: everything is relevant.
-fn everything() -> String {
-    let mut text: Vec<&str> = OBJECTS.to_vec();
-    text.extend(CLAIMS);
-    text.extend(SOURCES);
-    text.push("episode read");
-    text.join(" ")
 }
 
 fn arb_view() -> impl Strategy<Value = MemoryView> {
