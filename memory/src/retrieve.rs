@@ -3,9 +3,9 @@
 //! **Filter.** A record is visible to a [`Principal`] only if the principal may read its access
 //! rule (tenant, principal, task), its status is one the [`Query`] asks for (an invalidated
 //! derived record counts as superseded), its kind is asked for, and its validity contains the
-//! query's time (`now`, or the time given to [`Query::valid_at`]), whether or not
-//! [`expire_due`](crate::expire_due) has run: the same query at the same time gets the same
-//! answer before and after housekeeping. A caller who wants history asks for it
+//! query's time (`now`, or the time given to [`Query::valid_at`]), as does the validity of every
+//! record it was derived from. That holds whether or not [`expire_due`](crate::expire_due) has
+//! run: the same query at the same time gets the same answer before and after housekeeping. A caller who wants history asks for it
 //! ([`Query::include_history`]). Nothing after this step sees an invisible record, so no
 //! relevance score can bypass the filter.
 //!
@@ -364,7 +364,7 @@ pub fn retrieve(
             reader.can_read(&rec.access)
                 && query.statuses.contains(&r.effective_status())
                 && query.kinds.as_ref().is_none_or(|k| k.contains(&rec.kind))
-                && at.is_none_or(|t| rec.validity.contains(t))
+                && at.is_none_or(|t| view.valid_with_lineage(r, t))
         })
         .collect();
 

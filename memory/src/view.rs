@@ -272,6 +272,18 @@ impl MemoryView {
         found
     }
 
+    /// `true` if `record`'s validity contains `at`, and so does the validity of every record it
+    /// was derived from (transitively): a derivation holds no longer than what it was derived
+    /// from, which is what [`expire_due`](crate::expire_due) makes of it once it runs.
+    pub(crate) fn valid_with_lineage(&self, record: &MemoryRecord, at: Timestamp) -> bool {
+        record.record.validity.contains(at)
+            && self
+                .ancestors(&record.record.derived_from)
+                .iter()
+                .filter_map(|id| self.records.get(id))
+                .all(|a| a.record.validity.contains(at))
+    }
+
     /// Marks every record derived from `root` invalidated (unless it already was). Returns the
     /// newly invalidated ones.
     pub(crate) fn invalidate_derived(&mut self, root: RecordId) -> Vec<RecordId> {

@@ -219,6 +219,60 @@ fn expired_validity_is_filtered_without_housekeeping() {
     assert!(got.chosen.iter().any(|s| s.record.id() == id(1)));
 }
 
+/// Defect 2, through a derivation: housekeeping invalidates what was derived from a record whose
+/// validity ended, so a query must not return it either before housekeeping ran.
+#[test]
+fn a_derivation_ends_with_what_it_was_derived_from() {
+    let reader = Principal::new("acme", "ann", None);
+    let mut promo = obs(
+        1,
+        "erp",
+        "r1",
+        1_000,
+        shared(),
+        MemoryKind::Semantic,
+        "promo/9",
+        "promo 9 is 20% off",
+    );
+    promo.claims[0].validity = Validity {
+        from: Some(Timestamp(1_000)),
+        until: Some(Timestamp(5_000)),
+    };
+    let (v, _) = apply(&MemoryView::new(), &promo);
+    let quote = Observation {
+        derived_from: vec![id(1)],
+        ..obs(
+            2,
+            "model",
+            "m1",
+            2_000,
+            shared(),
+            MemoryKind::Semantic,
+            "quote/9",
+            "quote 9 at 20% off",
+        )
+    };
+    let (v, _) = apply(&v, &quote);
+    assert_eq!(
+        seen(&v, &reader, "promo quote 9", 4_000, &timeless()),
+        vec![
+            (id(1), EvidenceStatus::Unverified),
+            (id(2), EvidenceStatus::Unverified)
+        ]
+    );
+    let (after, report) = quorate_memory::expire_due(&v, Timestamp(6_000));
+    assert!(report.invalidated.contains(&id(2)), "{report:?}");
+    assert_eq!(
+        seen(&after, &reader, "promo quote 9", 6_000, &timeless()),
+        vec![]
+    );
+    assert_eq!(
+        seen(&v, &reader, "promo quote 9", 6_000, &timeless()),
+        vec![],
+        "the same answer before housekeeping"
+    );
+}
+
 /// Defect 3, conflict: a record only ann may read marked a tenant-wide record conflicting for
 /// bob, who cannot see the other side.
 #[test]

@@ -9,11 +9,12 @@ use std::collections::BTreeSet;
 use common::{arb_obs, arb_reader, build, everything, timeless};
 use proptest::prelude::*;
 use quorate_memory::{
-    deprioritize, evict_from_hot, objective, retrieve, select_using, terms, write, ClaimSpec,
-    Freshness, FreshnessPolicy, Hazard, Item, MemoryView, Method, Observation, Principal, Query,
+    deprioritize, evict_from_hot, expire_due, objective, retrieve, select_using, terms, write,
+    ClaimSpec, Freshness, FreshnessPolicy, Hazard, Item, MemoryView, Method, Observation,
+    Principal, Query,
 };
 use quorate_protocols::{
-    AccessRule, EvidenceStatus, MemoryKind, RecordId, Source, TaskId, Timestamp, Validity,
+    AccessRule, EvidenceStatus, MemoryKind, Record, RecordId, Source, TaskId, Timestamp, Validity,
 };
 
 const ALL: [EvidenceStatus; 5] = [
@@ -56,9 +57,9 @@ fn arb_view() -> impl Strategy<Value = MemoryView> {
 
 proptest! {
     /// Retrieval never returns a record outside the reader's scope, the asked statuses or (unless
-    /// history is asked for) its validity at the query's time, and (so the filter is not simply
-    /// empty) with room for everything and no redundancy penalty it returns exactly the records
-    /// the reader may see.
+    /// history is asked for) its validity at the query's time and that of every record it was
+    /// derived from, and (so the filter is not simply empty) with room for everything and no
+    /// redundancy penalty it returns exactly the records the reader may see.
     #[test]
     fn retrieval_never_leaves_the_callers_scope(
         view in arb_view(),
@@ -74,10 +75,18 @@ proptest! {
             .redundancy(lambda)
             .expect("valid lambda");
         let query = if history { query.include_history() } else { query };
-        // Validity at `now`, restated: from ≤ now < until, each bound optional.
-        let valid = |v: &Validity| {
-            history
-                || (v.from.is_none_or(|f| f.0 <= now) && v.until.is_none_or(|u| now < u.0))
+        // Validity at `now`, restated: from ≤ now < until, each bound optional, for the record
+        // and everything it was derived from.
+        let holds = |v: &Validity| v.from.is_none_or(|f| f.0 <= now) && v.until.is_none_or(|u| now < u.0);
+        let valid = |r: &Record| {
+            let mut stack = vec![r.clone()];
+            while let Some(r) = stack.pop() {
+                if !holds(&r.validity) {
+                    return history;
+                }
+                stack.extend(r.derived_from.iter().filter_map(|p| view.get(*p)).map(|p| p.record().clone()));
+            }
+            true
         };
         let got = retrieve(&view, &reader, &query, &timeless());
         let mut used = 0u64;
@@ -90,7 +99,7 @@ proptest! {
                 r.status
             };
             prop_assert!(statuses.contains(&status));
-            prop_assert!(valid(&r.validity), "{:?} is not valid at {}", r.validity, now);
+            prop_assert!(valid(r), "{:?} is not valid at {}", r, now);
             used += u64::from(s.record.tokens());
         }
         prop_assert!(used <= u64::from(budget));
@@ -101,7 +110,7 @@ proptest! {
                 let status = if r.invalidated_by().is_some() { EvidenceStatus::Superseded } else { r.record().status };
                 may_read(&reader, &r.record().access)
                     && statuses.contains(&status)
-                    && valid(&r.record().validity)
+                    && valid(r.record())
             })
             .map(|r| r.id())
             .collect();
@@ -110,6 +119,22 @@ proptest! {
             let chosen: BTreeSet<RecordId> = got.chosen.iter().map(|s| s.record.id()).collect();
             prop_assert_eq!(chosen, expected);
         }
+    }
+
+    /// Housekeeping never changes an answer: a query at `now` gets the same retrieval before and
+    /// after `expire_due(now)`.
+    #[test]
+    fn housekeeping_never_changes_an_answer(
+        view in arb_view(),
+        reader in arb_reader(),
+        now in 0..45u64,
+        statuses in prop::sample::subsequence(ALL.to_vec(), 1..=5),
+    ) {
+        let query = Query::new(&everything(), u32::MAX, Timestamp(now)).statuses(&statuses);
+        let (kept, report) = expire_due(&view, Timestamp(now));
+        let before = retrieve(&view, &reader, &query, &FreshnessPolicy::default());
+        let after = retrieve(&kept, &reader, &query, &FreshnessPolicy::default());
+        prop_assert_eq!(before, after, "expire_due changed {:?}", report);
     }
 
     /// The exact search matches an independent knapsack DP when there is no penalty; greedy never
