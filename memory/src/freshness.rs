@@ -65,7 +65,8 @@ impl From<Hazard> for f64 {
 pub enum Freshness {
     /// `exp(-hazard · age)`.
     Exponential(Hazard),
-    /// `1` while no newer version of the same object from the same source is known, else `0`.
+    /// `1` while the reader may read no newer version of the same object from the same source,
+    /// else `0`.
     VersionBased,
     /// Always `1`.
     None,
