@@ -153,12 +153,13 @@ async fn conflict_kept_open_then_resolved() -> Demo {
     let mut members: Vec<RecordId> = open.records.iter().copied().collect();
     members.sort_by_key(|r| name(*r));
     println!("   open need on {}: {}", open.object, names(&members));
+    let agent = Principal::new("acme", "pricing-agent", None);
     println!(
         "   independent sources for \"12 EUR\": {} (the model's answer counts zero)",
-        snap.view.support(object, "12 EUR")
+        snap.view
+            .support(&agent, object, "12 EUR", Timestamp(3_000))
     );
 
-    let agent = Principal::new("acme", "pricing-agent", None);
     let recall = memory
         .retrieve(
             &agent,

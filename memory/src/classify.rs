@@ -1,12 +1,20 @@
 //! How a new claim relates to a record already in memory: the pure core of the write path.
 //!
 //! Two claims are *related* when they are about the same object, are of the same kind, their
-//! validity intervals overlap, and one's readers include the other's (so a relation never shows a
-//! reader anything about a record they cannot see). A related pair is classified as:
+//! validity intervals overlap, and they have the same access rule. Records of different scopes
+//! are never related: a relation changes a stored status (conflicting, superseded) that every
+//! reader of a record sees, so a relation formed with a record some of those readers cannot see
+//! would show them something about it (a record only one principal may read would put a
+//! shared record in conflict, or supersede it, for everyone). Judgements made at read time,
+//! with the reader known (staleness, support), are instead made over what that reader may see.
+//!
+//! A related pair is classified as:
 //!
 //! | situation                                                    | relation          |
 //! |--------------------------------------------------------------|-------------------|
 //! | same claim, same source and source version                   | `Duplicate`       |
+//! | derived from the record (transitively), same claim           | `Corroborates`    |
+//! | derived from the record (transitively), different claim      | `Disputes`        |
 //! | model inference vs observation, same claim                   | `Corroborates`    |
 //! | model inference vs observation, different claim              | `Disputes`        |
 //! | observation vs model inference, different claim              | `Supersedes`      |
@@ -15,16 +23,20 @@
 //! | different sources (or same source, same time), same claim    | `Corroborates`    |
 //! | different sources (or same source, same time), other claim   | `Conflicts`       |
 //!
+//! The first matching row applies; the two "derived from the record" rows need the view and are
+//! applied by [`relations`] (a plain [`classify`] sees only the pair).
+//!
 //! "The revision is clear" therefore means: the same source said something newer, or an
 //! observation contradicts a model's inference. Everything else that disagrees is kept on both
 //! sides with a verification need. A model's inference never supersedes or demotes an
-//! observation; a claim never changes a record that is visible to readers who cannot see it
-//! (the relation is weakened to `Disputes`, which changes only the new claim).
+//! observation, and derived content never supersedes, demotes or outdates a record it was
+//! derived from: superseding an ancestor would invalidate the new record itself, so a write
+//! would erase both its record and its source.
 
 use quorate_protocols::{Record, RecordId};
 use serde::{Deserialize, Serialize};
 
-use crate::record::{access_within, normalized_claim, MemoryRecord};
+use crate::record::{normalized_claim, MemoryRecord};
 use crate::view::MemoryView;
 
 /// How a new claim relates to one existing record.
@@ -59,16 +71,16 @@ pub enum Relation {
         with: RecordId,
     },
     /// Disagreement where only the new claim may change (it is a model's inference against an
-    /// observation, or `with` is visible to readers of the new claim's scope only in part): the
-    /// new claim becomes conflicting, `with` keeps its status, a verification need is opened.
+    /// observation, or against a record it was derived from): the new claim becomes conflicting,
+    /// `with` keeps its status, a verification need is opened.
     Disputes {
         /// The record disputed.
         with: RecordId,
     },
 }
 
-/// Existing claims related to `candidate`: same object and kind, overlapping validity, and
-/// access rules of which one includes the other. Event records are never related.
+/// Existing claims related to `candidate`: same object and kind, overlapping validity, and the
+/// same access rule. Event records are never related.
 #[must_use]
 pub fn related<'a>(view: &'a MemoryView, candidate: &Record) -> Vec<&'a MemoryRecord> {
     view.about(&candidate.object)
@@ -78,27 +90,29 @@ pub fn related<'a>(view: &'a MemoryView, candidate: &Record) -> Vec<&'a MemoryRe
                 && r.id != candidate.id
                 && r.kind == candidate.kind
                 && r.validity.overlaps(&candidate.validity)
-                && (access_within(&r.access, &candidate.access)
-                    || access_within(&candidate.access, &r.access))
+                && r.access == candidate.access
         })
         .collect()
 }
 
-/// Classifies `candidate` against one related record (see the module table). `None`: the record
-/// is inactive and not a duplicate, so it does not bear on the candidate.
+/// Classifies `candidate` against one existing record (see the module table; the rows about
+/// records the candidate is derived from are applied by [`relations`]). `None`: the two are of
+/// different scopes, or the record is inactive and not a duplicate, so it does not bear on the
+/// candidate.
 #[must_use]
 pub fn classify(candidate: &Record, existing: &MemoryRecord) -> Option<Relation> {
     let e = &existing.record;
+    if candidate.access != e.access {
+        return None;
+    }
     let same_claim = normalized_claim(&candidate.claim) == normalized_claim(&e.claim);
-    // Dropping the candidate must not hide it from anyone: only a record at least as wide is a
-    // duplicate.
-    if same_claim && candidate.source == e.source && access_within(&candidate.access, &e.access) {
+    if same_claim && candidate.source == e.source {
         return Some(Relation::Duplicate { of: e.id });
     }
     if !existing.is_active() {
         return None;
     }
-    let relation = match (candidate.is_derived(), e.is_derived()) {
+    Some(match (candidate.is_derived(), e.is_derived()) {
         (true, false) if same_claim => Relation::Corroborates { of: e.id },
         (true, false) => Relation::Disputes { with: e.id },
         (false, true) if !same_claim => Relation::Supersedes { old: e.id },
@@ -110,16 +124,32 @@ pub fn classify(candidate: &Record, existing: &MemoryRecord) -> Option<Relation>
         }
         _ if same_claim => Relation::Corroborates { of: e.id },
         _ => Relation::Conflicts { with: e.id },
-    };
-    // A claim may change `existing` only if everyone who can read `existing` can read the claim.
-    if access_within(&e.access, &candidate.access) {
-        return Some(relation);
-    }
-    Some(match relation {
-        Relation::Supersedes { old } => Relation::Disputes { with: old },
-        Relation::Conflicts { with } => Relation::Disputes { with },
-        other => other,
     })
+}
+
+/// How `candidate` relates to each record of `view` it is [`related`] to: [`classify`], except
+/// that against a record the candidate is derived from (directly or through other derived
+/// records) it only corroborates (same claim) or disputes (other claim). Derived content never
+/// supersedes, outdates or demotes its own sources.
+#[must_use]
+pub fn relations(view: &MemoryView, candidate: &Record) -> Vec<Relation> {
+    let lineage = view.ancestors(&candidate.derived_from);
+    related(view, candidate)
+        .into_iter()
+        .filter_map(|e| {
+            let relation = classify(candidate, e)?;
+            if !lineage.contains(&e.id()) {
+                return Some(relation);
+            }
+            Some(match relation {
+                Relation::Duplicate { .. } | Relation::Corroborates { .. } => relation,
+                _ if normalized_claim(&candidate.claim) == normalized_claim(&e.record.claim) => {
+                    Relation::Corroborates { of: e.id() }
+                }
+                _ => Relation::Disputes { with: e.id() },
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -198,7 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn observations_replace_inferences_and_narrow_claims_only_dispute() {
+    fn observations_replace_inferences_and_other_scopes_are_unrelated() {
         let mut inference = claim(1, "model", "m1", 10, "ships today");
         inference.derived_from.push(RecordId::from_u128(0));
         let inference = stored(inference);
@@ -213,12 +243,7 @@ mod tests {
         let wide = stored(claim(3, "db", "r1", 10, "12 in stock"));
         let mut narrow = claim(4, "db", "r2", 20, "3 in stock");
         narrow.access.task = Some(TaskId::from_u128(7));
-        assert_eq!(
-            classify(&narrow, &wide),
-            Some(Relation::Disputes {
-                with: RecordId::from_u128(3)
-            })
-        );
+        assert_eq!(classify(&narrow, &wide), None, "another scope: unrelated");
     }
 
     #[test]

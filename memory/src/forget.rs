@@ -136,6 +136,9 @@ pub fn expire(
 
 /// Expires every active record whose validity interval ended at or before `now`. A system
 /// operation driven by the clock: it needs no authority and changes only what already ended.
+/// It is housekeeping: retrieval already leaves out what is not valid at the query's time (with
+/// what was derived from it), so a query at `now` gets the same answer before and after it; it
+/// records the expiry for history queries and frees the hot context.
 pub fn expire_due(view: &MemoryView, now: Timestamp) -> (MemoryView, ForgetReport) {
     let due: Vec<RecordId> = view
         .records()

@@ -4,15 +4,15 @@
 //!   probability it still holds after `Δt` ms is `exp(-h·Δt)`; relevance is multiplied by it.
 //!   For things that drift (stock levels, someone's whereabouts, task scratch notes).
 //! * [`Freshness::VersionBased`]: configuration-like records do not decay with time; they hold
-//!   until the same source shows another version of the same object, then they are worth
-//!   nothing (`1` or `0`, see [`MemoryView::is_latest_version`]).
+//!   until the same source shows the reader another version of the same object, then they are
+//!   worth nothing (`1` or `0`, see [`MemoryView::is_latest_version`]).
 //! * [`Freshness::None`]: historical facts ("the order shipped on May 3") never go stale.
 
 use quorate_protocols::{MemoryKind, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ParameterError;
-use crate::record::MemoryRecord;
+use crate::record::{MemoryRecord, Principal};
 use crate::view::MemoryView;
 
 /// A hazard rate per millisecond: finite and non-negative.
@@ -65,7 +65,8 @@ impl From<Hazard> for f64 {
 pub enum Freshness {
     /// `exp(-hazard · age)`.
     Exponential(Hazard),
-    /// `1` while no newer version of the same object from the same source is known, else `0`.
+    /// `1` while the reader may read no newer version of the same object from the same source,
+    /// else `0`.
     VersionBased,
     /// Always `1`.
     None,
@@ -125,10 +126,16 @@ impl FreshnessPolicy {
         self
     }
 
-    /// The record's freshness in `[0, 1]` at `now` (a record observed in the future counts as
-    /// age 0).
+    /// The record's freshness in `[0, 1]` at `now` for `reader` (a record observed in the future
+    /// counts as age 0). Version-based freshness is judged over the records `reader` may see.
     #[must_use]
-    pub fn freshness(&self, view: &MemoryView, record: &MemoryRecord, now: Timestamp) -> f64 {
+    pub fn freshness(
+        &self,
+        view: &MemoryView,
+        reader: &Principal,
+        record: &MemoryRecord,
+        now: Timestamp,
+    ) -> f64 {
         let r = record.record();
         match self.for_kind(r.kind) {
             Freshness::None => 1.0,
@@ -137,7 +144,7 @@ impl FreshnessPolicy {
                 (-h.get() * age).exp()
             }
             Freshness::VersionBased => {
-                if view.is_latest_version(r) {
+                if view.is_latest_version(reader, r) {
                     1.0
                 } else {
                     0.0

@@ -112,9 +112,11 @@ impl MemoryRecord {
         )
     }
 
-    /// The status the record counts with: a derived record invalidated through a superseded or
-    /// expired ancestor counts as superseded, whatever its own status says.
-    pub(crate) fn effective_status(&self) -> EvidenceStatus {
+    /// The status the record counts with (and that retrieval filters on): a derived record
+    /// invalidated through a superseded or expired ancestor counts as superseded, whatever its
+    /// own status says.
+    #[must_use]
+    pub fn effective_status(&self) -> EvidenceStatus {
         if self.invalidated_by.is_some() {
             EvidenceStatus::Superseded
         } else {

@@ -147,7 +147,11 @@ mod tests {
         assert_eq!(status(1), EvidenceStatus::Superseded);
         assert_eq!(status(3), EvidenceStatus::Unverified);
         assert_eq!(status(4), EvidenceStatus::Unverified);
-        assert_eq!(v.support("price/sku-42", "12 eur"), 2);
+        let reader = crate::record::Principal::new("acme", "ann", None);
+        assert_eq!(
+            v.support(&reader, "price/sku-42", "12 eur", Timestamp(9)),
+            2
+        );
         assert_eq!(v.open_needs().count(), 0);
         assert!(matches!(
             resolve(&v, &tenant(), need, id(2), Timestamp(10)),

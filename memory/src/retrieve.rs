@@ -2,8 +2,11 @@
 //!
 //! **Filter.** A record is visible to a [`Principal`] only if the principal may read its access
 //! rule (tenant, principal, task), its status is one the [`Query`] asks for (an invalidated
-//! derived record counts as superseded), its kind is asked for, and, if the query names a time,
-//! its validity contains that time. Nothing after this step sees an invisible record, so no
+//! derived record counts as superseded), its kind is asked for, and its validity contains the
+//! query's time (`now`, or the time given to [`Query::valid_at`]), as does the validity of every
+//! record it was derived from. That holds whether or not [`expire_due`](crate::expire_due) has
+//! run: the same query at the same time gets the same answer before and after housekeeping. A caller who wants history asks for it
+//! ([`Query::include_history`]). Nothing after this step sees an invisible record, so no
 //! relevance score can bypass the filter.
 //!
 //! **Score.** `relevance(i) = |Q ∩ Tᵢ| / |Q| · priorityᵢ/100 · freshnessᵢ · wᵢ`, where `Q` are
@@ -52,12 +55,24 @@ pub struct Query {
     statuses: Vec<EvidenceStatus>,
     kinds: Option<Vec<MemoryKind>>,
     redundancy: f64,
-    valid_at: Option<Timestamp>,
+    validity: ValidAt,
+}
+
+/// Which validity intervals a query keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ValidAt {
+    /// Those containing the query's `now` (the default).
+    Now,
+    /// Those containing this time.
+    Time(Timestamp),
+    /// All: history included.
+    Any,
 }
 
 impl Query {
     /// Records relevant to the words of `text`, within `budget` tokens, scored at `now`.
-    /// Defaults: statuses verified, unverified and conflicting; every kind; redundancy λ = 0.5.
+    /// Defaults: statuses verified, unverified and conflicting; every kind; only records valid
+    /// at `now`; redundancy λ = 0.5.
     #[must_use]
     pub fn new(text: &str, budget: u32, now: Timestamp) -> Self {
         Self {
@@ -71,7 +86,7 @@ impl Query {
             ],
             kinds: None,
             redundancy: 0.5,
-            valid_at: None,
+            validity: ValidAt::Now,
         }
     }
 
@@ -89,11 +104,31 @@ impl Query {
         self
     }
 
-    /// Only records whose validity contains `at`.
+    /// Only records whose validity contains `at` instead of `now` (freshness is still scored at
+    /// `now`). Replaces an earlier [`include_history`](Self::include_history).
     #[must_use]
     pub fn valid_at(mut self, at: Timestamp) -> Self {
-        self.valid_at = Some(at);
+        self.validity = ValidAt::Time(at);
         self
+    }
+
+    /// Records whatever their validity interval: history included. Only the validity filter is
+    /// lifted; to also get records marked superseded or expired, ask for those
+    /// [`statuses`](Self::statuses) too. Replaces an earlier [`valid_at`](Self::valid_at).
+    #[must_use]
+    pub fn include_history(mut self) -> Self {
+        self.validity = ValidAt::Any;
+        self
+    }
+
+    /// The time a record's validity must contain to pass the filter; `None` with
+    /// [`include_history`](Self::include_history).
+    fn validity_time(&self) -> Option<Timestamp> {
+        match self.validity {
+            ValidAt::Now => Some(self.now),
+            ValidAt::Time(at) => Some(at),
+            ValidAt::Any => None,
+        }
     }
 
     /// The redundancy weight λ (finite, ≥ 0).
@@ -121,6 +156,10 @@ pub struct Scored {
     pub relevance: f64,
     /// Its freshness in `[0, 1]`.
     pub freshness: f64,
+    /// Independent sources behind its claim about its object among the records the reader may
+    /// see at the query's time ([`MemoryView::support`]; history included with
+    /// [`Query::include_history`]): the count to vote with. 0 for an event record.
+    pub support: usize,
 }
 
 /// How the budgeted choice was made.
@@ -315,7 +354,9 @@ pub fn retrieve(
     query: &Query,
     policy: &FreshnessPolicy,
 ) -> Retrieval {
-    // 1. Filter. Nothing below this line sees a record the reader may not read.
+    // 1. Filter. Nothing below this line sees a record the reader may not read, or one whose
+    // validity does not contain the query's time.
+    let at = query.validity_time();
     let visible: Vec<&MemoryRecord> = view
         .records()
         .filter(|r| {
@@ -323,7 +364,7 @@ pub fn retrieve(
             reader.can_read(&rec.access)
                 && query.statuses.contains(&r.effective_status())
                 && query.kinds.as_ref().is_none_or(|k| k.contains(&rec.kind))
-                && query.valid_at.is_none_or(|t| rec.validity.contains(t))
+                && at.is_none_or(|t| view.valid_with_lineage(r, t))
         })
         .collect();
 
@@ -331,7 +372,7 @@ pub fn retrieve(
     let mut stale = Vec::new();
     let mut scored: Vec<Scored> = Vec::new();
     for r in &visible {
-        let freshness = policy.freshness(view, r, query.now);
+        let freshness = policy.freshness(view, reader, r, query.now);
         if freshness <= 0.0 {
             stale.push(r.id());
             continue;
@@ -350,10 +391,12 @@ pub fn retrieve(
                 * weight
         };
         if relevance > 0.0 || r.is_hot() {
+            let rec = r.record();
             scored.push(Scored {
                 record: (*r).clone(),
                 relevance,
                 freshness,
+                support: view.support_at(reader, &rec.object, &rec.claim, at),
             });
         }
     }

@@ -11,7 +11,7 @@ use std::fmt;
 use quorate_protocols::{EvidenceStatus, Record, RecordId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::record::{independent_sources, normalized_claim, MemoryRecord};
+use crate::record::{independent_sources, normalized_claim, MemoryRecord, Principal};
 
 /// Identifies a verification need: the id of the record whose arrival opened it.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -132,28 +132,46 @@ impl MemoryView {
         self.needs.values().filter(|n| n.is_open())
     }
 
-    /// Number of independent sources behind `claim` about `object` (see
-    /// [`independent_sources`]): the count voting code should use.
+    /// Number of independent sources behind `claim` about `object` as `reader` sees them at
+    /// `at` (see [`independent_sources`]): the count voting code should use. Only records the
+    /// reader may read and whose validity contains `at` count, so a record outside the reader's
+    /// scope never adds or removes a vote.
     #[must_use]
-    pub fn support(&self, object: &str, claim: &str) -> usize {
+    pub fn support(&self, reader: &Principal, object: &str, claim: &str, at: Timestamp) -> usize {
+        self.support_at(reader, object, claim, Some(at))
+    }
+
+    /// [`support`](Self::support), with `at: None` counting records whatever their validity.
+    pub(crate) fn support_at(
+        &self,
+        reader: &Principal,
+        object: &str,
+        claim: &str,
+        at: Option<Timestamp>,
+    ) -> usize {
         let wanted = normalized_claim(claim);
         independent_sources(
             self.about(object)
                 .filter(|r| r.is_active() && !r.is_event)
                 .map(MemoryRecord::record)
+                .filter(|r| reader.can_read(&r.access))
+                .filter(|r| at.is_none_or(|t| r.validity.contains(t)))
                 .filter(|r| normalized_claim(&r.claim) == wanted),
         )
     }
 
-    /// `true` if no record of the same object and source name was observed strictly later with
-    /// another source version: the version-based freshness test for configuration-like records.
+    /// `true` if no record that `reader` may read, of the same object and source name, was
+    /// observed strictly later with another source version: the version-based freshness test for
+    /// configuration-like records. Judged over what the reader may see, so a newer version in a
+    /// scope the reader cannot read never makes a record stale for them.
     #[must_use]
-    pub fn is_latest_version(&self, record: &Record) -> bool {
+    pub fn is_latest_version(&self, reader: &Principal, record: &Record) -> bool {
         !self.about(&record.object).any(|other| {
             let o = &other.record;
             o.source.name == record.source.name
                 && o.observed_at > record.observed_at
                 && o.source.version != record.source.version
+                && reader.can_read(&o.access)
         })
     }
 
@@ -237,6 +255,33 @@ impl MemoryView {
             }
         }
         found
+    }
+
+    /// Every record that `roots` are derived from, directly or through other derived records,
+    /// together with the roots themselves.
+    pub(crate) fn ancestors(&self, roots: &[RecordId]) -> BTreeSet<RecordId> {
+        let mut found = BTreeSet::new();
+        let mut stack: Vec<RecordId> = roots.to_vec();
+        while let Some(next) = stack.pop() {
+            if found.insert(next) {
+                if let Some(r) = self.records.get(&next) {
+                    stack.extend(&r.record.derived_from);
+                }
+            }
+        }
+        found
+    }
+
+    /// `true` if `record`'s validity contains `at`, and so does the validity of every record it
+    /// was derived from (transitively): a derivation holds no longer than what it was derived
+    /// from, which is what [`expire_due`](crate::expire_due) makes of it once it runs.
+    pub(crate) fn valid_with_lineage(&self, record: &MemoryRecord, at: Timestamp) -> bool {
+        record.record.validity.contains(at)
+            && self
+                .ancestors(&record.record.derived_from)
+                .iter()
+                .filter_map(|id| self.records.get(id))
+                .all(|a| a.record.validity.contains(at))
     }
 
     /// Marks every record derived from `root` invalidated (unless it already was). Returns the

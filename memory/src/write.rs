@@ -4,8 +4,9 @@
 //!    and its version to each and marking a model's inferences as derived;
 //! 2. [`check`] the writer's scope, the ids, and that derived records point at active sources
 //!    without widening their access;
-//! 3. for each claim, find the [`related`](crate::related) records and
-//!    [`classify`](crate::classify) the claim against each;
+//! 3. for each claim, find the [`related`](crate::related) records (same object, kind and access
+//!    rule, overlapping validity) and classify the claim against each
+//!    ([`relations`](crate::relations): a claim never supersedes a record it derives from);
 //! 4. apply: supersede where the revision is clear (invalidating what was derived from the
 //!    replaced record), keep both sides and open a verification need where it is not.
 //!
@@ -18,7 +19,7 @@ use std::collections::BTreeSet;
 use quorate_protocols::{AccessRule, EvidenceStatus, RecordId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::classify::{classify, related, Relation};
+use crate::classify::{relations, Relation};
 use crate::error::WriteError;
 use crate::observation::{split, Candidates, Observation};
 use crate::record::{access_within, authorize};
@@ -31,7 +32,8 @@ pub enum ClaimOutcome {
     Stored {
         /// The claim's record.
         id: RecordId,
-        /// Its status after classification.
+        /// Its status in the view the write produced
+        /// ([`MemoryRecord::effective_status`](crate::MemoryRecord::effective_status)).
         status: EvidenceStatus,
         /// How it relates to the records that were there.
         relations: Vec<Relation>,
@@ -174,10 +176,7 @@ pub fn write(
     next.insert(candidates.event);
     for claim in candidates.claims {
         let id = claim.id();
-        let relations: Vec<Relation> = related(&next, &claim.record)
-            .into_iter()
-            .filter_map(|e| classify(&claim.record, e))
-            .collect();
+        let relations = relations(&next, &claim.record);
         if let Some(of) = relations.iter().find_map(|r| match r {
             Relation::Duplicate { of } => Some(*of),
             _ => None,
@@ -227,12 +226,21 @@ pub fn write(
                 Relation::Duplicate { .. } | Relation::SupersededBy { .. } => {}
             }
         }
-        let status = next.get(id).map_or(obs.status, |r| r.record.status);
         report.claims.push(ClaimOutcome::Stored {
             id,
-            status,
+            status: obs.status,
             relations,
         });
+    }
+    // The statuses the write leaves, read back once every claim is applied (a later claim of the
+    // same observation may put an earlier one in conflict): the report never contradicts the
+    // view.
+    for outcome in &mut report.claims {
+        if let ClaimOutcome::Stored { id, status, .. } = outcome {
+            if let Some(r) = next.get(*id) {
+                *status = r.effective_status();
+            }
+        }
     }
     Ok((next, report))
 }
@@ -271,8 +279,8 @@ mod tests {
     }
 
     /// A dispute changes only the new claim: the record it disputes keeps its status (a model's
-    /// inference never demotes an observation, and a narrower claim never changes a record that
-    /// readers outside its scope can see), though both sides go into the verification need.
+    /// inference never demotes an observation), though both sides go into the verification need.
+    /// A reading in another scope is not related at all: it changes nothing it cannot show.
     #[test]
     fn a_dispute_marks_only_the_new_claim_conflicting() {
         let mut db = obs(1, "db", 1, "12");
@@ -280,35 +288,61 @@ mod tests {
         let (v, _) = write(&MemoryView::new(), &tenant(), &db).unwrap();
         let log = observation(5, "shipping-log", "r2", 2, "order-7", "9 shipped");
         let (v, _) = write(&v, &tenant(), &log).unwrap();
-        let disputed = |id: u128| {
-            vec![ClaimOutcome::Stored {
-                id: RecordId::from_u128(id),
-                status: EvidenceStatus::Conflicting,
-                relations: vec![Relation::Disputes {
-                    with: RecordId::from_u128(1),
-                }],
-            }]
-        };
 
         // A model's inference against an observation.
         let mut inference = obs(2, "model", 3, "3");
         inference.derived_from = vec![RecordId::from_u128(5)];
         let (after, report) = write(&v, &tenant(), &inference).unwrap();
-        assert_eq!(report.claims, disputed(2));
+        assert_eq!(
+            report.claims,
+            vec![ClaimOutcome::Stored {
+                id: RecordId::from_u128(2),
+                status: EvidenceStatus::Conflicting,
+                relations: vec![Relation::Disputes {
+                    with: RecordId::from_u128(1),
+                }],
+            }]
+        );
         assert_eq!(status(&after, 1), EvidenceStatus::Verified);
         assert_eq!(report.needs, vec![NeedId(RecordId::from_u128(2))]);
         let need = after.open_needs().next().unwrap();
         assert!(need.records.contains(&RecordId::from_u128(1)));
         assert!(need.records.contains(&RecordId::from_u128(2)));
 
-        // A private reading against a tenant-wide record (a conflict weakened to a dispute).
+        // A private reading disagreeing with a tenant-wide record: unrelated, nothing opened.
         let mut private = obs(3, "scanner", 3, "7");
         private.access.principal = Some("alice".into());
         let (after, report) = write(&v, &tenant(), &private).unwrap();
-        assert_eq!(report.claims, disputed(3));
+        assert_eq!(
+            report.claims,
+            vec![ClaimOutcome::Stored {
+                id: RecordId::from_u128(3),
+                status: EvidenceStatus::Unverified,
+                relations: vec![],
+            }]
+        );
         assert_eq!(status(&after, 1), EvidenceStatus::Verified);
-        assert_eq!(after.open_needs().count(), 1);
+        assert_eq!(after.open_needs().count(), 0);
         assert!(after.indexes_consistent());
+    }
+
+    /// Two claims of one observation that disagree put each other in conflict; the report gives
+    /// the statuses the write left, the first claim's included.
+    #[test]
+    fn the_report_gives_the_statuses_the_write_left() {
+        let mut both = obs(1, "scanner", 1, "12");
+        let mut second = both.claims[0].clone();
+        second.id = RecordId::from_u128(2);
+        second.claim = "9".into();
+        both.claims.push(second);
+        let (v, report) = write(&MemoryView::new(), &tenant(), &both).unwrap();
+        for outcome in &report.claims {
+            let ClaimOutcome::Stored { id, status, .. } = outcome else {
+                panic!("not stored: {outcome:?}");
+            };
+            assert_eq!(*status, v.get(*id).unwrap().effective_status());
+            assert_eq!(*status, EvidenceStatus::Conflicting);
+        }
     }
 
     #[test]

@@ -6,14 +6,15 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{arb_obs, arb_reader, build, CLAIMS, OBJECTS, SOURCES};
+use common::{arb_obs, arb_reader, build, everything, timeless};
 use proptest::prelude::*;
 use quorate_memory::{
-    deprioritize, evict_from_hot, objective, retrieve, select_using, terms, write, ClaimSpec,
-    Freshness, FreshnessPolicy, Hazard, Item, MemoryView, Method, Observation, Principal, Query,
+    deprioritize, evict_from_hot, expire_due, objective, retrieve, select_using, terms, write,
+    ClaimSpec, Freshness, FreshnessPolicy, Hazard, Item, MemoryView, Method, Observation,
+    Principal, Query,
 };
 use quorate_protocols::{
-    AccessRule, EvidenceStatus, MemoryKind, RecordId, Source, TaskId, Timestamp, Validity,
+    AccessRule, EvidenceStatus, MemoryKind, Record, RecordId, Source, TaskId, Timestamp, Validity,
 };
 
 const ALL: [EvidenceStatus; 5] = [
@@ -38,24 +39,6 @@ fn may_read(reader: &Principal, access: &AccessRule) -> bool {
         }
 }
 
-fn timeless() -> FreshnessPolicy {
-    FreshnessPolicy {
-        working: Freshness::None,
-        episodic: Freshness::None,
-        semantic: Freshness::None,
-        procedural: Freshness::None,
-    }
-}
-
-/// A query naming every word the generated records use: everything is relevant.
-fn everything() -> String {
-    let mut text: Vec<&str> = OBJECTS.to_vec();
-    text.extend(CLAIMS);
-    text.extend(SOURCES);
-    text.push("episode read");
-    text.join(" ")
-}
-
 fn arb_view() -> impl Strategy<Value = MemoryView> {
     prop::collection::vec(arb_obs(), 0..25).prop_map(|specs| {
         let mut view = MemoryView::new();
@@ -73,9 +56,10 @@ fn arb_view() -> impl Strategy<Value = MemoryView> {
 }
 
 proptest! {
-    /// Retrieval never returns a record outside the reader's scope or the asked statuses, and
-    /// (so the filter is not simply empty) with room for everything and no redundancy penalty
-    /// it returns exactly the records the reader may see.
+    /// Retrieval never returns a record outside the reader's scope, the asked statuses or (unless
+    /// history is asked for) its validity at the query's time and that of every record it was
+    /// derived from, and (so the filter is not simply empty) with room for everything and no
+    /// redundancy penalty it returns exactly the records the reader may see.
     #[test]
     fn retrieval_never_leaves_the_callers_scope(
         view in arb_view(),
@@ -83,11 +67,27 @@ proptest! {
         statuses in prop::sample::subsequence(ALL.to_vec(), 1..=5),
         lambda in prop_oneof![Just(0.0), Just(0.5), Just(3.0)],
         budget in prop_oneof![Just(0u32), 1..200u32, Just(u32::MAX)],
+        now in 0..45u64,
+        history in any::<bool>(),
     ) {
-        let query = Query::new(&everything(), budget, Timestamp(50))
+        let query = Query::new(&everything(), budget, Timestamp(now))
             .statuses(&statuses)
             .redundancy(lambda)
             .expect("valid lambda");
+        let query = if history { query.include_history() } else { query };
+        // Validity at `now`, restated: from ≤ now < until, each bound optional, for the record
+        // and everything it was derived from.
+        let holds = |v: &Validity| v.from.is_none_or(|f| f.0 <= now) && v.until.is_none_or(|u| now < u.0);
+        let valid = |r: &Record| {
+            let mut stack = vec![r.clone()];
+            while let Some(r) = stack.pop() {
+                if !holds(&r.validity) {
+                    return history;
+                }
+                stack.extend(r.derived_from.iter().filter_map(|p| view.get(*p)).map(|p| p.record().clone()));
+            }
+            true
+        };
         let got = retrieve(&view, &reader, &query, &timeless());
         let mut used = 0u64;
         for s in &got.chosen {
@@ -99,6 +99,7 @@ proptest! {
                 r.status
             };
             prop_assert!(statuses.contains(&status));
+            prop_assert!(valid(r), "{:?} is not valid at {}", r, now);
             used += u64::from(s.record.tokens());
         }
         prop_assert!(used <= u64::from(budget));
@@ -107,7 +108,9 @@ proptest! {
             .records()
             .filter(|r| {
                 let status = if r.invalidated_by().is_some() { EvidenceStatus::Superseded } else { r.record().status };
-                may_read(&reader, &r.record().access) && statuses.contains(&status)
+                may_read(&reader, &r.record().access)
+                    && statuses.contains(&status)
+                    && valid(r.record())
             })
             .map(|r| r.id())
             .collect();
@@ -116,6 +119,22 @@ proptest! {
             let chosen: BTreeSet<RecordId> = got.chosen.iter().map(|s| s.record.id()).collect();
             prop_assert_eq!(chosen, expected);
         }
+    }
+
+    /// Housekeeping never changes an answer: a query at `now` gets the same retrieval before and
+    /// after `expire_due(now)`.
+    #[test]
+    fn housekeeping_never_changes_an_answer(
+        view in arb_view(),
+        reader in arb_reader(),
+        now in 0..45u64,
+        statuses in prop::sample::subsequence(ALL.to_vec(), 1..=5),
+    ) {
+        let query = Query::new(&everything(), u32::MAX, Timestamp(now)).statuses(&statuses);
+        let (kept, report) = expire_due(&view, Timestamp(now));
+        let before = retrieve(&view, &reader, &query, &FreshnessPolicy::default());
+        let after = retrieve(&kept, &reader, &query, &FreshnessPolicy::default());
+        prop_assert_eq!(before, after, "expire_due changed {:?}", report);
     }
 
     /// The exact search matches an independent knapsack DP when there is no penalty; greedy never

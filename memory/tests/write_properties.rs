@@ -1,18 +1,20 @@
 //! Property tests of the write path, resolution and forgetting, driven through the pure
 //! functions with random operation sequences: the memory never loses a source, never promotes a
-//! derived record to verified, never widens access, and keeps its indexes consistent.
+//! derived record to verified, never widens access, and keeps its indexes consistent; no write
+//! removes from current retrieval a record the written record derives from, and every write
+//! report agrees with the view it produced.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{arb_obs, arb_rule, build, within, ObsSpec};
+use common::{arb_obs, arb_rule, build, reader_of, within, ObsSpec};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
 use quorate_memory::{
-    expire_due, resolve, write, ClaimOutcome, Forget, MemoryView, Relation, ResolveError,
-    WriteError,
+    expire_due, resolve, write, ClaimOutcome, Forget, MemoryView, Principal, Relation,
+    ResolveError, WriteError, WriteReport,
 };
 use quorate_protocols::{AccessRule, EvidenceStatus, RecordId, Source, Timestamp};
 
@@ -65,6 +67,8 @@ struct Stats {
     deleted: usize,
     refused_scope: usize,
     refused_derived_verified: usize,
+    /// Writes of derived records whose lineage shares object, kind and scope with them.
+    derived_in_lineage: usize,
 }
 
 #[derive(Default)]
@@ -181,6 +185,7 @@ impl Driver {
         let Ok((next, report)) = result else {
             return Ok(());
         };
+        self.check_derivation(&obs, &next, &report)?;
         let written = |o: &quorate_memory::Observation,
                        claim: Option<&quorate_memory::ClaimSpec>| Written {
             source: o.source.clone(),
@@ -237,6 +242,87 @@ impl Driver {
         Ok(())
     }
 
+    /// No write removes from current retrieval a record the written record derives from
+    /// (directly or through other derived records), and the report agrees with the view the
+    /// write produced.
+    fn check_derivation(
+        &mut self,
+        obs: &quorate_memory::Observation,
+        next: &MemoryView,
+        report: &WriteReport,
+    ) -> Result<(), TestCaseError> {
+        let reader = reader_of(&obs.access);
+        let before = current(&self.view, &reader);
+        let after = current(next, &reader);
+        let mut lineage = BTreeSet::new();
+        let mut stack = obs.derived_from.clone();
+        while let Some(id) = stack.pop() {
+            if lineage.insert(id) {
+                if let Some(r) = self.view.get(id) {
+                    stack.extend(&r.record().derived_from);
+                }
+            }
+        }
+        for id in &lineage {
+            prop_assert!(
+                !before.contains(id) || after.contains(id),
+                "writing {:?} removed its source {} from retrieval: {:?}",
+                obs.event,
+                id,
+                report
+            );
+        }
+        if !lineage.is_empty() {
+            let shares = |c: &quorate_memory::ClaimSpec| {
+                lineage.iter().filter_map(|id| self.view.get(*id)).any(|r| {
+                    let r = r.record();
+                    r.object == c.object && r.kind == c.kind && r.access == obs.access
+                })
+            };
+            if obs.claims.iter().any(shares) {
+                self.stats.derived_in_lineage += 1;
+            }
+        }
+        // The report agrees with the view.
+        let status = |id: RecordId| next.get(id).map(|r| r.effective_status());
+        for outcome in &report.claims {
+            match outcome {
+                ClaimOutcome::Stored {
+                    id, status: said, ..
+                } => {
+                    prop_assert_eq!(status(*id), Some(*said), "report: {:?}", report);
+                    let active = matches!(
+                        said,
+                        EvidenceStatus::Verified
+                            | EvidenceStatus::Unverified
+                            | EvidenceStatus::Conflicting
+                    );
+                    prop_assert_eq!(
+                        after.contains(id),
+                        active,
+                        "stored {} as {:?}, retrieval disagrees",
+                        id,
+                        said
+                    );
+                }
+                ClaimOutcome::Duplicate { id, of } => {
+                    prop_assert!(status(*id).is_none(), "duplicate {} was stored", id);
+                    prop_assert!(status(*of).is_some());
+                }
+            }
+        }
+        for id in &report.superseded {
+            prop_assert_eq!(status(*id), Some(EvidenceStatus::Superseded));
+        }
+        for id in &report.invalidated {
+            prop_assert!(next.get(*id).is_some_and(|r| r.invalidated_by().is_some()));
+        }
+        for n in &report.needs {
+            prop_assert!(next.need(*n).is_some_and(|n| n.is_open()));
+        }
+        Ok(())
+    }
+
     fn check_invariants(&self) -> Result<(), TestCaseError> {
         let v = &self.view;
         prop_assert!(
@@ -285,6 +371,56 @@ impl Driver {
     }
 }
 
+/// The records `reader` currently retrieves, history included: those the reader may read whose
+/// effective status is one a default query asks for (verified, unverified, conflicting). This is
+/// the retrieval filter, which `retrieve_scope.rs` checks retrieval matches exactly when the
+/// budget has room; computing it directly keeps the property fast.
+fn current(view: &MemoryView, reader: &Principal) -> BTreeSet<RecordId> {
+    view.records()
+        .filter(|r| reader.can_read(&r.record().access))
+        .filter(|r| {
+            matches!(
+                r.effective_status(),
+                EvidenceStatus::Verified | EvidenceStatus::Unverified | EvidenceStatus::Conflicting
+            )
+        })
+        .map(|r| r.id())
+        .collect()
+}
+
+/// Writes that build on earlier records: mostly a model's inferences about few objects, derived
+/// from one or two records written so far, so that derivation chains about one object (and a
+/// model revising itself) are common.
+fn arb_derivation() -> impl Strategy<Value = ObsSpec> {
+    (
+        prop_oneof![3 => Just(3usize), 1 => Just(0usize)],
+        0..2u8,
+        0..20u64,
+        prop::collection::vec(0..64usize, 1..3),
+        prop::bool::weighted(0.8),
+        prop::collection::vec((0..2usize, 0..3usize, 0..2usize, Just(None)), 1..3),
+    )
+        .prop_map(
+            |(source, version, at, derived, is_derived, claims)| ObsSpec {
+                source,
+                version,
+                at,
+                access: common::rule(0, 0, 0),
+                authority: None,
+                status: EvidenceStatus::Unverified,
+                derived: if is_derived { derived } else { Vec::new() },
+                claims,
+            },
+        )
+}
+
+fn arb_derivation_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => arb_derivation().prop_map(Op::Write),
+        1 => arb_op(),
+    ]
+}
+
 fn run(ops: &[Op]) -> Result<Stats, TestCaseError> {
     let mut d = Driver::default();
     for op in ops {
@@ -302,9 +438,24 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(Config { cases: 128, ..Config::default() })]
+
+    /// The derivation property over histories rich in derivation chains: no write removes from
+    /// current retrieval a record it derives from, and every report agrees with its view (the
+    /// checks of `Driver::write`, which every property here runs).
+    #[test]
+    fn derivations_never_erase_their_sources(
+        ops in prop::collection::vec(arb_derivation_op(), 1..30)
+    ) {
+        run(&ops)?;
+    }
+}
+
 /// The properties above are only as good as the situations the generator reaches: check, over a
 /// fixed seed, that sequences do store, duplicate, supersede, conflict, resolve, delete and
-/// get refused.
+/// get refused, and that the derivation histories write records about the object, kind and
+/// scope of their own lineage (where a derivation could erase its source).
 #[test]
 fn generator_reaches_every_situation() {
     let mut runner = TestRunner::deterministic();
@@ -323,6 +474,12 @@ fn generator_reaches_every_situation() {
         total.refused_scope += s.refused_scope;
         total.refused_derived_verified += s.refused_derived_verified;
     }
+    let mut derived = 0;
+    let strategy = prop::collection::vec(arb_derivation_op(), 1..30);
+    for _ in 0..100 {
+        let ops = strategy.new_tree(&mut runner).expect("generate").current();
+        derived += run(&ops).expect("properties hold").derived_in_lineage;
+    }
     for (name, n) in [
         ("stored", total.stored),
         ("duplicates", total.duplicates),
@@ -333,6 +490,7 @@ fn generator_reaches_every_situation() {
         ("deleted", total.deleted),
         ("refused_scope", total.refused_scope),
         ("refused_derived_verified", total.refused_derived_verified),
+        ("derived_in_lineage", derived),
     ] {
         assert!(n > 0, "generator never reached {name}: {total:?}");
         eprintln!("{name}: {n}");

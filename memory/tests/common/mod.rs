@@ -4,7 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use proptest::prelude::*;
-use quorate_memory::{ClaimSpec, Observation, Principal};
+use quorate_memory::{ClaimSpec, Freshness, FreshnessPolicy, Observation, Principal};
 use quorate_protocols::{
     AccessRule, EvidenceStatus, MemoryKind, RecordId, Source, TaskId, Timestamp, Validity,
 };
@@ -174,4 +174,32 @@ pub fn within(inner: &AccessRule, outer: &AccessRule) -> bool {
     inner.tenant == outer.tenant
         && (outer.principal.is_none() || inner.principal == outer.principal)
         && (outer.task.is_none() || inner.task == outer.task)
+}
+
+/// A query naming every word the generated records use: everything is relevant.
+pub fn everything() -> String {
+    let mut text: Vec<&str> = OBJECTS.to_vec();
+    text.extend(CLAIMS);
+    text.extend(SOURCES);
+    text.push("episode read");
+    text.join(" ")
+}
+
+/// No decay for any kind: relevance depends on the terms only.
+pub fn timeless() -> FreshnessPolicy {
+    FreshnessPolicy {
+        working: Freshness::None,
+        episodic: Freshness::None,
+        semantic: Freshness::None,
+        procedural: Freshness::None,
+    }
+}
+
+/// A reader who may read records with `access` (any principal stands in for an unset one).
+pub fn reader_of(access: &AccessRule) -> Principal {
+    Principal {
+        tenant: access.tenant.clone(),
+        principal: access.principal.clone().unwrap_or_else(|| "ann".into()),
+        task: access.task,
+    }
 }
