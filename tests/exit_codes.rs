@@ -131,3 +131,19 @@ fn bad_input_is_exit_code_2_with_a_message_naming_it() {
         assert!(out.stdout.is_empty(), "{args:?}: no report for bad input");
     }
 }
+
+#[test]
+fn a_cancel_that_finds_every_task_ended_is_no_cancellation() {
+    // stage -> transform -> save: six steps (a dispatch and a reply each). A cancel due at step
+    // 5 (save's dispatch) or 6 (its reply) is checked after save's reply: nothing is left to
+    // cancel, so the run completes. At 4 it lands before save is dispatched.
+    let path = plan("cancel_mid_run.toml");
+    for (k, code, reason) in [
+        ("4", 6, "cancelled"),
+        ("5", 0, "completed"),
+        ("6", 0, "completed"),
+    ] {
+        let got = run(&path, &["--cancel-after-steps", k]);
+        assert_eq!(got, (code, reason.to_string()), "--cancel-after-steps {k}");
+    }
+}
