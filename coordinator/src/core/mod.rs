@@ -517,7 +517,11 @@ impl SupervisorCore {
             }
             self.timeouts.pop_front();
         }
-        if self.config.cancel_after_steps.is_some_and(|k| self.steps >= k) {
+        if self
+            .config
+            .cancel_after_steps
+            .is_some_and(|k| self.steps >= k)
+        {
             self.cancel_run(now);
         }
         self.dispatch_ready(now);
