@@ -8,9 +8,11 @@
 //! version, sender), the acceptance check, a CAS commit of the result, and trace events into the
 //! run log. The agent is trivial (it answers at once), so the figure is the runtime's overhead.
 
-use std::time::Instant;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quorate_coordinator::{run_star, ApprovalPolicy, RunOptions, SupervisorConfig};
 use quorate_protocols::{Budget, NodeId, NodeSpec, PlanSpec, ResultKind};
 use quorate_workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry, WorkerConfig};
@@ -106,7 +108,8 @@ pub struct DagBench {
 
 impl DagBench {
     /// The human-readable report `quorate bench dag` prints without `--json`, one line per
-    /// figure group.
+    /// figure group. The elapsed time is printed in the unit that keeps its digits (s, ms, µs,
+    /// ns, three decimals: `Duration`'s `{:.3?}`), so a short run never reads as 0.
     ///
     /// ```
     /// use quorate::bench_dag::DagBench;
@@ -117,16 +120,19 @@ impl DagBench {
     ///     peak_rss_bytes_per_task: None,
     /// };
     /// let text = b.summary();
-    /// assert!(text.starts_with("tasks 6  elapsed_s 0.500  tasks_per_s 12  (2 layers x 3 wide"));
+    /// assert!(text.starts_with("tasks 6  elapsed 500.000ms  tasks_per_s 12  (2 layers x 3 wide"));
+    /// // A run shorter than a millisecond keeps its digits.
+    /// let quick = DagBench { elapsed_s: 0.000_042_5, ..b.clone() };
+    /// assert!(quick.summary().starts_with("tasks 6  elapsed 42.500µs  "));
     /// assert!(text.contains("ratio 0.250"));
     /// assert!(!text.contains("RSS"), "no memory line without a figure");
     /// ```
     #[must_use]
     pub fn summary(&self) -> String {
         let mut out = format!(
-            "tasks {}  elapsed_s {:.3}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads; every run completed; the median of {} runs: {:.0?})\n",
+            "tasks {}  elapsed {:.3?}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads; every run completed; the median of {} runs: {:.0?})\n",
             self.tasks,
-            self.elapsed_s,
+            Duration::from_secs_f64(self.elapsed_s.max(0.0)),
             self.tasks_per_s,
             self.layers,
             self.width,
@@ -271,14 +277,22 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
         }
         Ok(elapsed)
     };
-    for _ in 0..args.runs {
+    let phases = args.runs * if args.warmup { 3 } else { 2 };
+    let terminal = std::io::stderr().is_terminal();
+    let mut progress = Progress::new(phases as u64, terminal.then(ProgressDrawTarget::stderr));
+    for run in 1..=args.runs {
+        let of = args.runs;
+        progress.phase(Instant::now(), format!("run {run}/{of}: baseline"));
         let baseline = actix_round_trips_per_s(200_000);
         if args.warmup {
+            progress.phase(Instant::now(), format!("run {run}/{of}: warm-up"));
             once()?;
         }
+        progress.phase(Instant::now(), format!("run {run}/{of}: measured"));
         let elapsed = once()?;
         samples.push((elapsed, tasks as f64 / elapsed, baseline));
     }
+    progress.finish();
     let (first_run_tasks_per_s, peak_rss_bytes_per_task) = first.expect("at least one run");
     // The median run by tasks/s; its figures are reported together, so they belong to one run.
     let rates: Vec<f64> = samples.iter().map(|s| s.1).collect();
@@ -300,6 +314,60 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
         first_run_tasks_per_s,
         peak_rss_bytes_per_task,
     })
+}
+
+/// The bench's progress bar: one position per phase (baseline, warm-up, measured run of each
+/// run). It is drawn only once the bench has lasted [`Progress::SHOW_AFTER`] and only on the
+/// target given (`quorate bench dag` gives stderr when it is a terminal, else none: a redirected
+/// stderr gets no bar); from then on it ticks on its own, so a long phase shows its elapsed time.
+struct Progress {
+    bar: ProgressBar,
+    start: Instant,
+    /// Where to draw once shown; `None` once shown, or if never.
+    target: Option<ProgressDrawTarget>,
+    /// A phase has begun (the next phase ends it).
+    begun: bool,
+}
+
+impl Progress {
+    /// A bench shorter than this shows no bar.
+    const SHOW_AFTER: Duration = Duration::from_secs(1);
+
+    fn new(phases: u64, target: Option<ProgressDrawTarget>) -> Self {
+        let bar = ProgressBar::with_draw_target(Some(phases), ProgressDrawTarget::hidden());
+        if let Ok(style) =
+            ProgressStyle::with_template("bench dag [{bar:30}] {pos}/{len} {msg} {elapsed}")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Self {
+            bar,
+            start: Instant::now(),
+            target,
+            begun: false,
+        }
+    }
+
+    /// The previous phase ended and `message` begins, at `now`.
+    fn phase(&mut self, now: Instant, message: String) {
+        if std::mem::replace(&mut self.begun, true) {
+            self.bar.inc(1);
+        }
+        self.bar.set_message(message);
+        if now.saturating_duration_since(self.start) >= Self::SHOW_AFTER {
+            if let Some(target) = self.target.take() {
+                self.bar.set_draw_target(target);
+                // Drawn now (a tick is a no-op once the bar ticks on its own).
+                self.bar.tick();
+                self.bar.enable_steady_tick(Duration::from_millis(200));
+            }
+        }
+    }
+
+    /// The last phase ended: the bar is cleared (the report follows on stdout).
+    fn finish(self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 /// One run of the DAG; its wall time in seconds. A run that does not complete is an error.
@@ -333,4 +401,84 @@ fn run_once(plan: quorate_protocols::Plan, args: DagArgs) -> Result<f64, String>
         ));
     }
     Ok(elapsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use indicatif::TermLike;
+
+    use super::*;
+
+    /// A terminal that keeps what is written to it.
+    #[derive(Debug, Default, Clone)]
+    struct Captured(Arc<Mutex<String>>);
+
+    impl Captured {
+        fn text(&self) -> String {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl TermLike for Captured {
+        fn width(&self) -> u16 {
+            100
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.write_str(&format!("{s}\n"))
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push_str(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_bar_shows_after_a_second_and_never_without_a_terminal() {
+        let term = Captured::default();
+        let mut p = Progress::new(
+            3,
+            Some(ProgressDrawTarget::term_like(Box::new(term.clone()))),
+        );
+        let start = p.start;
+        p.phase(start, "run 1/1: baseline".into());
+        p.phase(
+            start + Duration::from_millis(900),
+            "run 1/1: warm-up".into(),
+        );
+        assert_eq!(term.text(), "", "nothing drawn within the first second");
+        p.phase(
+            start + Duration::from_millis(1100),
+            "run 1/1: measured".into(),
+        );
+        let shown = term.text();
+        assert!(shown.contains("2/3 run 1/1: measured"), "{shown:?}");
+        p.finish();
+
+        // No target (stderr is not a terminal): nothing is ever drawn.
+        let mut hidden = Progress::new(2, None);
+        let start = hidden.start;
+        hidden.phase(start + Duration::from_secs(5), "run 1/1: baseline".into());
+        assert!(hidden.bar.is_hidden());
+        hidden.finish();
+    }
 }

@@ -1,12 +1,13 @@
 //! The `quorate` command line. See the README for every command, flag and exit code.
 
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use quorate::coordinator::chaos::ChaosConfig;
-use quorate::plan_file::PlanFile;
-use quorate::runner::{run_file, Approve, FileRun, RunArgs};
+use quorate::plan_file::{PlanFile, PlanWarning};
+use quorate::runner::{run_compiled, Approve, FileRun, RunArgs, RunFileError};
 
 /// The runtime allocates many small, short-lived messages; mimalloc serves them at a fraction of
 /// the system allocator's cost (`quorate bench dag` measures the difference).
@@ -69,9 +70,15 @@ enum Command {
     /// Run plans over seeds in star and/or peer topology and compare them.
     Eval(quorate::experiment::eval::EvalArgs),
     /// Check a plan file and print its tasks in dependency order.
+    ///
+    /// A task that cannot take a step or make a call its script names is a warning, on
+    /// stderr: exit code 0, or 2 with --deny-warnings.
     Check {
         /// The plan file (TOML).
         plan: PathBuf,
+        /// Exit with code 2 if the plan has any warning.
+        #[arg(long)]
+        deny_warnings: bool,
     },
 }
 
@@ -106,13 +113,19 @@ enum BenchCommand {
 }
 
 fn main() -> ExitCode {
+    // Log lines go to stderr, in colour only when it is a terminal (a redirected log gets no
+    // escape codes).
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Check { plan } => check(&plan),
+        Command::Check {
+            plan,
+            deny_warnings,
+        } => check(&plan, deny_warnings),
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
         Command::Eval(args) => quorate::experiment::eval::run(args),
         Command::Bench(BenchCommand::Dag {
@@ -169,9 +182,9 @@ fn main() -> ExitCode {
                 trace,
                 worker_threads,
             };
-            match run_file(&plan, &args) {
+            match run_plan(&plan, &args) {
                 Ok(run) => {
-                    print_run(&run, json);
+                    print_run(&run, json, args.chaos.is_some());
                     let code = run.output.report.stop_exit_code();
                     ExitCode::from(code)
                 }
@@ -186,9 +199,8 @@ fn main() -> ExitCode {
 
 /// Exit code of a run that could not be carried out: bad input (the plan file, the trace path)
 /// is 2; a failure of the runtime itself is 8.
-fn run_error_code(e: &quorate::runner::RunFileError) -> u8 {
+fn run_error_code(e: &RunFileError) -> u8 {
     use quorate::coordinator::RunError;
-    use quorate::runner::RunFileError;
     match e {
         RunFileError::PlanFile(_)
         | RunFileError::UnknownApproval { .. }
@@ -197,11 +209,35 @@ fn run_error_code(e: &quorate::runner::RunFileError) -> u8 {
     }
 }
 
-fn check(path: &std::path::Path) -> ExitCode {
-    let result = PlanFile::load(path).and_then(|f| f.compile(path).map(|(plan, _)| plan));
+/// Loads, compiles and runs `path` as `quorate run` does: the plan's warnings go to stderr
+/// before it runs.
+fn run_plan(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
+    let file = PlanFile::load(path)?;
+    let compiled = file.compile(path)?;
+    print_warnings(path, &file.warnings());
+    run_compiled(path, &file, compiled, args)
+}
+
+fn print_warnings(path: &Path, warnings: &[PlanWarning]) {
+    for w in warnings {
+        eprintln!("quorate: warning: {}: {w}", path.display());
+    }
+}
+
+fn check(path: &Path, deny_warnings: bool) -> ExitCode {
+    let result = PlanFile::load(path).and_then(|f| {
+        let (plan, _) = f.compile(path)?;
+        Ok((plan, f.warnings()))
+    });
     match result {
-        Ok(plan) => {
-            quorate::outln!("{}: {} tasks, valid", path.display(), plan.len());
+        Ok((plan, warnings)) => {
+            print_warnings(path, &warnings);
+            let verdict = match warnings.len() {
+                0 => "valid".to_owned(),
+                1 => "valid, 1 warning".to_owned(),
+                n => format!("valid, {n} warnings"),
+            };
+            quorate::outln!("{}: {} tasks, {verdict}", path.display(), plan.len());
             for &i in plan.topological_order() {
                 let node = plan.node(i);
                 let deps: Vec<String> = node.deps.iter().map(ToString::to_string).collect();
@@ -212,6 +248,10 @@ fn check(path: &std::path::Path) -> ExitCode {
                     node.budget
                 );
             }
+            if deny_warnings && !warnings.is_empty() {
+                eprintln!("quorate: {}: warnings denied", path.display());
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -221,7 +261,9 @@ fn check(path: &std::path::Path) -> ExitCode {
     }
 }
 
-fn print_run(run: &FileRun, json: bool) {
+/// Prints the report: one JSON object, or the table (docs/cli.md, "Table output"), with the
+/// chaos transport's counts when `chaos` was on.
+fn print_run(run: &FileRun, json: bool, chaos: bool) {
     let r = &run.output.report;
     if json {
         let mut value = serde_json::to_value(r).expect("reports serialize");
@@ -263,8 +305,11 @@ fn print_run(run: &FileRun, json: bool) {
         b.returned
     );
     let m = &r.messages;
+    // Two directions: what the supervisor sent (assignments, controls) and the workers'
+    // replies that reached it. They need not match: one assignment may get several replies (an
+    // approval request, a `Quiet`, the answer), and chaos duplicates and re-sends.
     quorate::outln!(
-        "messages sent {}  delivered {}  rejected: duplicate {} late {} stale {} unauthorized {}  acknowledged {}",
+        "messages to workers: sent {}  from workers: delivered {}  rejected: duplicate {} late {} stale {} unauthorized {}  acknowledged {}",
         m.sent,
         m.delivered,
         m.rejected_duplicate,
@@ -283,4 +328,14 @@ fn print_run(run: &FileRun, json: bool) {
         a.duplicate_effects,
         run.world.effects().len()
     );
+    if chaos {
+        let c = &run.output.chaos;
+        quorate::outln!(
+            "chaos    messages {}  duplicated {}  reordered {}  dropped {} (each re-sent)",
+            c.messages,
+            c.duplicated,
+            c.reordered,
+            c.dropped
+        );
+    }
 }

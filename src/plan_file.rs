@@ -20,14 +20,25 @@
 //! ```
 //!
 //! [`PlanFile::load`] reads and checks a file; every refusal is a [`PlanFileError`] naming the
-//! file and what was wrong.
+//! file and what was wrong. A file is at most [`MAX_PLAN_FILE_BYTES`]; its integers fit in an
+//! `i64` (TOML's integers: up to 2^63-1); its text and values obey the envelope limits
+//! ([`Limits::default`]), which they travel under. [`PlanFile::warnings`] lists what is valid
+//! but cannot work as written (a task that cannot take a step or make a call its script names).
 
+mod limits;
+mod syntax;
+mod warnings;
+
+pub use warnings::PlanWarning;
+
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quorate_coordinator::{ApprovalPolicy, SupervisorConfig};
 use quorate_protocols::{
-    Acceptance, Budget, Capabilities, NodeId, NodeSpec, Plan, PlanError, PlanSpec, Precondition,
+    Acceptance, Budget, Capabilities, DecodeError, Limits, NodeId, NodeSpec, Plan, PlanError,
+    PlanSpec, Precondition,
 };
 use quorate_workers::{Script, ScriptBook, ScriptError, WorkerConfig, World};
 use serde::{Deserialize, Serialize};
@@ -168,9 +179,52 @@ pub struct PlanFile {
     pub fallback: Option<FallbackSection>,
 }
 
+/// The largest plan file `quorate` reads, in bytes (1 MiB).
+pub const MAX_PLAN_FILE_BYTES: usize = 1 << 20;
+
 /// A plan file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanFileError {
+    /// The file is larger than [`MAX_PLAN_FILE_BYTES`] (checked before it is parsed).
+    #[error("{path}: the plan file is {len} bytes; the limit is {max}")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size (at least this, if it was not read to the end).
+        len: u64,
+        /// The cap.
+        max: usize,
+    },
+    /// An integer does not fit in an `i64`, the largest integer a TOML file holds (budgets are
+    /// unsigned, but a plan file still takes them only up to 2^63-1).
+    #[error(
+        "{path}: line {line}: {field} = {literal} is out of range: plan files take integers \
+         up to 2^63-1 (9223372036854775807)"
+    )]
+    IntegerTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The key the integer is given for, as written (`a value` if it is not right after
+        /// one, say inside an array).
+        field: String,
+        /// The integer as written.
+        literal: String,
+    },
+    /// A task's text or value, or a `[data]` value, is over an envelope limit
+    /// ([`Limits::default`]): the decoder's own error, with where it sits.
+    #[error("{path}: {}{field}: {source}", .task.as_ref().map(|t| format!("task {t}: ")).unwrap_or_default())]
+    Limit {
+        /// The file.
+        path: PathBuf,
+        /// The task (`None` for a `[data]` value).
+        task: Option<NodeId>,
+        /// The field, as the file names it: `evidence[2]`, `script[0].params`, `data."k"`.
+        field: String,
+        /// Which limit, and the value seen.
+        source: DecodeError,
+    },
     /// The file could not be read.
     #[error("{path}: {source}")]
     Read {
@@ -204,8 +258,8 @@ pub enum PlanFileError {
         field: &'static str,
         /// Its value.
         value: u64,
-        /// What it must be.
-        reason: &'static str,
+        /// What it must be (naming any other setting it depends on).
+        reason: String,
     },
     /// A task's script is not valid.
     #[error("{path}: task {task}: {source}")]
@@ -220,20 +274,48 @@ pub enum PlanFileError {
 }
 
 impl PlanFile {
-    /// Parses `text` (named `path` in errors).
+    /// Parses `text` (named `path` in errors), and checks its size, integers and values
+    /// against the limits the module docs give.
     pub fn parse(path: &Path, text: &str) -> Result<Self, PlanFileError> {
-        toml::from_str(text).map_err(|e| PlanFileError::Syntax {
+        if text.len() > MAX_PLAN_FILE_BYTES {
+            return Err(PlanFileError::TooLarge {
+                path: path.to_path_buf(),
+                len: text.len() as u64,
+                max: MAX_PLAN_FILE_BYTES,
+            });
+        }
+        let file: Self = toml::from_str(text).map_err(|e| syntax::error(path, text, &e))?;
+        limits::check(&file, &Limits::default()).map_err(|b| PlanFileError::Limit {
             path: path.to_path_buf(),
-            message: e.to_string(),
-        })
+            task: b.task,
+            field: b.field,
+            source: b.source,
+        })?;
+        Ok(file)
     }
 
-    /// Reads and parses `path`.
+    /// Reads and parses `path` (a file over [`MAX_PLAN_FILE_BYTES`] is refused before more
+    /// than that is read).
     pub fn load(path: &Path) -> Result<Self, PlanFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlanFileError::Read {
+        let read = |source| PlanFileError::Read {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let file = std::fs::File::open(path).map_err(read)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_PLAN_FILE_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read)?;
+        if bytes.len() > MAX_PLAN_FILE_BYTES {
+            let len = std::fs::metadata(path).map_or(bytes.len() as u64, |m| m.len());
+            return Err(PlanFileError::TooLarge {
+                path: path.to_path_buf(),
+                len,
+                max: MAX_PLAN_FILE_BYTES,
+            });
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         Self::parse(path, &text)
     }
 
@@ -304,9 +386,17 @@ impl PlanFile {
         Ok((plan, book))
     }
 
-    /// Refuses `[run]` settings no run can use: no worker (or peer) and no attempt. (A
-    /// `no_progress_limit` of 0 is allowed: it turns the no-progress check off.)
+    /// Refuses `[run]` settings no run can use: no worker (or peer), no attempt, and an attempt
+    /// timeout that is not longer than the call timeout (the attempt would be dispatched again
+    /// while its call still runs; the new attempt's call is then refused as in flight). A
+    /// `no_progress_limit` of 0 is allowed: it turns the no-progress check off.
     fn check_settings(&self, path: &Path) -> Result<(), PlanFileError> {
+        let setting = |field, value, reason: String| PlanFileError::Setting {
+            path: path.to_path_buf(),
+            field,
+            value,
+            reason,
+        };
         let at_least_one = [
             (
                 "workers",
@@ -319,15 +409,23 @@ impl PlanFile {
                 "a task needs at least one attempt",
             ),
         ];
-        match at_least_one.into_iter().find(|&(_, value, _)| value == 0) {
-            Some((field, value, reason)) => Err(PlanFileError::Setting {
-                path: path.to_path_buf(),
-                field,
-                value,
-                reason,
-            }),
-            None => Ok(()),
+        if let Some((field, value, reason)) =
+            at_least_one.into_iter().find(|&(_, value, _)| value == 0)
+        {
+            return Err(setting(field, value, reason.to_owned()));
         }
+        let (attempt, call) = (self.run.attempt_timeout_ms, self.run.call_timeout_ms);
+        if attempt <= call {
+            return Err(setting(
+                "attempt_timeout_ms",
+                attempt,
+                format!(
+                    "it must be longer than run.call_timeout_ms ({call}): an attempt that \
+                     times out before its call does is dispatched again while the call still runs"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Every task of the file: the plan's, then those of the `[fallback]` whose id is not

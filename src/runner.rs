@@ -170,8 +170,19 @@ pub struct FileRun {
 /// Loads, checks and runs `path`.
 pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
     let file = PlanFile::load(path)?;
-    let (plan, book) = file.compile(path)?;
-    args.approve.check(&[(path, &file)])?;
+    let compiled = file.compile(path)?;
+    run_compiled(path, &file, compiled, args)
+}
+
+/// Runs `file`, loaded from `path` and compiled by [`PlanFile::compile`] (`quorate run` prints
+/// the file's [warnings](PlanFile::warnings) in between).
+pub fn run_compiled(
+    path: &Path,
+    file: &PlanFile,
+    (plan, book): (quorate_protocols::Plan, quorate_workers::ScriptBook),
+    args: &RunArgs,
+) -> Result<FileRun, RunFileError> {
+    args.approve.check(&[(path, file)])?;
     let mut supervisor = file.supervisor_config(args.approve.clone().into());
     supervisor.cancel_after_steps = args.cancel_after_steps;
     let options = RunOptions {

@@ -52,3 +52,50 @@ fn a_closed_stdout_still_writes_the_files_asked_for() {
     let text = std::fs::read_to_string(&csv).expect("the CSV was written");
     assert!(text.lines().count() > 1, "{text}");
 }
+
+fn table(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_quorate"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    String::from_utf8(out.stdout).expect("utf-8 table")
+}
+
+#[test]
+fn the_table_names_the_two_directions_of_messages_and_shows_chaos_when_on() {
+    let approval = support::plan("delegated_approval.toml");
+    let text = table(&["run", approval.to_str().unwrap()]);
+    // One assignment; two replies: the sub-task's approval request and the `Quiet` after it.
+    assert!(
+        text.contains("messages to workers: sent 1  from workers: delivered 2  "),
+        "{text}"
+    );
+    assert!(
+        !text.contains("chaos"),
+        "no chaos line without --chaos: {text}"
+    );
+
+    let inputs = support::plan("all_inputs.toml");
+    let text = table(&[
+        "run",
+        inputs.to_str().unwrap(),
+        "--chaos",
+        support::CHAOS,
+        "--seed",
+        "2",
+    ]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("chaos    messages "))
+        .unwrap_or_else(|| panic!("a chaos line: {text}"));
+    let handed: u64 = line
+        .split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .expect("a count");
+    assert!(handed >= 8, "4 assignments and 4 replies at least: {line}");
+    assert!(
+        line.contains("duplicated ") && line.contains("dropped "),
+        "{line}"
+    );
+}

@@ -51,6 +51,7 @@ budget = { steps = 10, tool_calls = 4 }
 capabilities = ["slow.call"]
 deadline_ms = 50
 call_timeout_ms = 5000
+attempt_timeout_ms = 10000
 [[tasks]]
 id = "slow"
 capabilities = ["slow.call"]
@@ -95,7 +96,22 @@ fn bad_input_is_exit_code_2_with_a_message_naming_it() {
         "attempts",
         "[run]\nmax_attempts = 0\nbudget = { steps = 4 }\n[[tasks]]\nid = \"a\"\nbudget = { steps = 2 }\n",
     );
-    let cases: [(Vec<&str>, &str); 8] = [
+    let early_attempt = temp_plan(
+        "attempt",
+        "[run]\ncall_timeout_ms = 100\nattempt_timeout_ms = 50\nbudget = { steps = 4 }\n[[tasks]]\nid = \"a\"\nbudget = { steps = 2 }\n",
+    );
+    let huge_tokens = temp_plan(
+        "tokens",
+        "[run]\nbudget = { steps = 4, tokens = 18446744073709551615 }\n[[tasks]]\nid = \"a\"\nbudget = { steps = 2 }\n",
+    );
+    let deep_params = temp_plan(
+        "deep",
+        &format!(
+            "[run]\nbudget = {{ steps = 4, tool_calls = 1 }}\ncapabilities = [\"db.read\"]\n[[tasks]]\nid = \"a\"\ncapabilities = [\"db.read\"]\nbudget = {{ steps = 2, tool_calls = 1 }}\nscript = [ {{ do = \"call\", tool = \"db.read\", params = {} }} ]\n",
+            "{ a = ".repeat(40) + "1" + &" }".repeat(40)
+        ),
+    );
+    let cases: [(Vec<&str>, &str); 12] = [
         (vec!["run", "no/such/plan.toml"], "no/such/plan.toml"),
         (
             vec!["run", approval, "--chaos", "dup=0.1,dup=0.9"],
@@ -122,6 +138,22 @@ fn bad_input_is_exit_code_2_with_a_message_naming_it() {
             vec!["run", no_attempts.to_str().unwrap()],
             "run.max_attempts is 0: a task needs at least one attempt",
         ),
+        (
+            vec!["run", early_attempt.to_str().unwrap()],
+            "run.attempt_timeout_ms is 50: it must be longer than run.call_timeout_ms (100)",
+        ),
+        (
+            vec!["check", early_attempt.to_str().unwrap()],
+            "run.attempt_timeout_ms is 50: it must be longer than run.call_timeout_ms (100)",
+        ),
+        (
+            vec!["run", huge_tokens.to_str().unwrap()],
+            "line 2: tokens = 18446744073709551615 is out of range: plan files take integers up to 2^63-1",
+        ),
+        (
+            vec!["run", deep_params.to_str().unwrap()],
+            "task a: script[0].params: envelope nests 33 levels deep; the limit is 32",
+        ),
     ];
     for (args, message) in cases {
         let out = quorate(&args);
@@ -129,5 +161,21 @@ fn bad_input_is_exit_code_2_with_a_message_naming_it() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty(), "{args:?}: no report for bad input");
+    }
+}
+
+#[test]
+fn a_cancel_that_finds_every_task_ended_is_no_cancellation() {
+    // stage -> transform -> save: six steps (a dispatch and a reply each). A cancel due at step
+    // 5 (save's dispatch) or 6 (its reply) is checked after save's reply: nothing is left to
+    // cancel, so the run completes. At 4 it lands before save is dispatched.
+    let path = plan("cancel_mid_run.toml");
+    for (k, code, reason) in [
+        ("4", 6, "cancelled"),
+        ("5", 0, "completed"),
+        ("6", 0, "completed"),
+    ] {
+        let got = run(&path, &["--cancel-after-steps", k]);
+        assert_eq!(got, (code, reason.to_string()), "--cancel-after-steps {k}");
     }
 }

@@ -200,7 +200,7 @@ fn a_failure_stops_the_run_and_cancels_running_tasks() {
 
 #[test]
 fn approval_rejected_cancels_and_unanswered_waits() {
-    let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
+    let mut h = one_node(ApprovalPolicy::None);
     h.send(1, approval_request(&h, own_action(&h), "r"));
     assert_eq!(h.state(0), TaskState::Cancelled);
     assert!(
@@ -212,6 +212,12 @@ fn approval_rejected_cancels_and_unanswered_waits() {
     assert_eq!(h.stops, vec![StopReason::Cancelled]);
 
     let mut h = one_node(ApprovalPolicy::Ask);
+    h.send(1, approval_request(&h, own_action(&h), "r"));
+    assert_eq!(h.state(0), TaskState::WaitingApproval);
+    assert_stopped_waiting_for_a(&h);
+
+    // The default waits for a human, as `quorate run` without `--approve` does.
+    let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
     h.send(1, approval_request(&h, own_action(&h), "r"));
     assert_eq!(h.state(0), TaskState::WaitingApproval);
     assert_stopped_waiting_for_a(&h);
@@ -306,6 +312,30 @@ fn cancel_after_steps_cancels_everything_once() {
         .events
         .iter()
         .any(|e| matches!(e, EventKind::CancelRequested)));
+}
+
+#[test]
+fn a_cancel_after_the_last_step_finds_nothing_to_cancel_and_the_run_completes() {
+    // a then b: dispatch a (1), a's reply (2), dispatch b (3), b's reply (4). A cancel due at
+    // 3 or 4 is checked after b's reply, when every task has completed.
+    for k in [3, 4] {
+        let cfg = SupervisorConfig {
+            cancel_after_steps: Some(k),
+            ..SupervisorConfig::default()
+        };
+        let mut h = Harness::new(vec![node("a", &[]), node("b", &["a"])], cfg);
+        h.send(1, h.answer("a", json!(1)));
+        assert!(h.stops.is_empty(), "k = {k}: b is still to run");
+        h.send(2, h.answer("b", json!(2)));
+        assert_eq!(h.stops, vec![StopReason::Completed], "k = {k}");
+        assert_eq!(h.state(1), TaskState::Completed);
+        assert!(
+            !h.events
+                .iter()
+                .any(|e| matches!(e, EventKind::CancelRequested)),
+            "k = {k}: no cancel was requested"
+        );
+    }
 }
 
 #[test]

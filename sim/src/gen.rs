@@ -203,6 +203,7 @@ fn script(rng: &mut ChaCha8Rng, i: usize) -> (Script, u64) {
             needs_approval: rng.gen_bool(0.1),
             repeat: 1,
             side_effect,
+            latency_ms: 0,
         }));
     }
     match rng.gen_range(0..100) {

@@ -4,18 +4,20 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-/// How approval requests are answered.
+/// How approval requests are answered. The default is [`Ask`](Self::Ask), as `quorate run`
+/// without `--approve`: nothing is decided for a human.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ApprovalPolicy {
     /// Approve every request.
     All,
     /// Reject every request (the task is cancelled).
-    #[default]
     None,
     /// Approve requests of these nodes; reject the others.
     Nodes(HashSet<String>),
     /// Decide nothing; the run stops with `waiting-approval` when nothing else can proceed
     /// (decisions then come through [`SupervisorCore::handle_approval`](super::SupervisorCore::handle_approval)).
+    /// The default.
+    #[default]
     Ask,
 }
 
@@ -30,7 +32,7 @@ pub struct SupervisorConfig {
     pub attempt_timeout_ms: u64,
     /// Attempts per task before it fails.
     pub max_attempts: u32,
-    /// How approval requests are answered.
+    /// How approval requests are answered (default [`ApprovalPolicy::Ask`]: wait for a human).
     pub approvals: ApprovalPolicy,
     /// Cancel the run after this many handled inputs (dispatches + replies); for tests and demos.
     pub cancel_after_steps: Option<u64>,
@@ -56,7 +58,7 @@ impl Default for SupervisorConfig {
             deadline_ms: None,
             attempt_timeout_ms: 2_000,
             max_attempts: 5,
-            approvals: ApprovalPolicy::None,
+            approvals: ApprovalPolicy::Ask,
             cancel_after_steps: None,
         }
     }

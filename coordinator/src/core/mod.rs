@@ -432,11 +432,11 @@ impl SupervisorCore {
         }
     }
 
-    /// Cancels the run: every live task is cancelled and told so.
+    /// Cancels the run: every live task is cancelled and told so. A cancel that finds nothing
+    /// left to run (every task already ended) is not a cancellation: it changes nothing, and the
+    /// run ends as its tasks did.
     pub fn handle_cancel(&mut self, now: u64) {
-        if self.stop.is_none() && self.pending_stop.is_none() {
-            self.record(now, None, EventKind::CancelRequested);
-            self.begin_stop(now, StopReason::Cancelled);
+        if self.cancel_run(now) {
             self.settle_run(now);
         }
     }
@@ -517,14 +517,27 @@ impl SupervisorCore {
             }
             self.timeouts.pop_front();
         }
-        if let Some(k) = self.config.cancel_after_steps {
-            if self.steps >= k && self.pending_stop.is_none() && self.stop.is_none() {
-                self.record(now, None, EventKind::CancelRequested);
-                self.begin_stop(now, StopReason::Cancelled);
-            }
+        if self
+            .config
+            .cancel_after_steps
+            .is_some_and(|k| self.steps >= k)
+        {
+            self.cancel_run(now);
         }
         self.dispatch_ready(now);
         self.settle_run(now);
+    }
+
+    /// Begins a cancel of the run, unless it is stopping already or nothing is left to run
+    /// (every task ended: a cancel would stop nothing, so the run ends as its tasks did).
+    /// Whether it began.
+    fn cancel_run(&mut self, now: u64) -> bool {
+        if self.stop.is_some() || self.pending_stop.is_some() || self.counts.all_terminal() {
+            return false;
+        }
+        self.record(now, None, EventKind::CancelRequested);
+        self.begin_stop(now, StopReason::Cancelled);
+        true
     }
 
     fn record(&mut self, now: u64, task: Option<u32>, kind: EventKind) {

@@ -119,8 +119,15 @@ impl Agent for ScriptedAgent {
         match item {
             Item::Call(call) => {
                 let action = ActionId::new(ctx.task, ctx.step, 0);
-                self.world
-                    .plan(action, call.outcome, call.output.clone(), call.cost);
+                self.world.plan_call(
+                    action,
+                    super::PlannedCall {
+                        outcome: call.outcome,
+                        output: call.output.clone(),
+                        cost: call.cost,
+                        latency: std::time::Duration::from_millis(call.latency_ms),
+                    },
+                );
                 Proposal::CallTool {
                     tool: call.tool.clone(),
                     params: call.params.clone(),

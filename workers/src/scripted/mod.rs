@@ -43,6 +43,11 @@
 //!     own step, so with its own `ActionId`).
 //!   * `side-effect` (`"read-only"`, `"idempotent-write"` or `"non-idempotent-write"`, default
 //!     `"idempotent-write"`): the tool's class. All steps naming one tool must agree.
+//!   * `latency-ms` (integer, default `0`; `latency_ms` is taken too): how long the tool takes
+//!     to answer the first call of this action (a tokio sleep in the tool's future). The
+//!     effect, if any, commits when the call starts; only the answer waits. A latency above the
+//!     run's `call_timeout_ms` makes the call's outcome unknown: the worker's query then finds
+//!     the effect (recovered) or nothing. A retry answers at once.
 //! * `answer` — finish ([`AnswerStep`]): `kind` (`"suggestion"`, `"verified-conclusion"`,
 //!   `"execution-proposal"`, `"execution-receipt"`; default `"verified-conclusion"`) and
 //!   `value` (any value, required).
@@ -58,7 +63,7 @@ mod agent;
 mod world;
 
 pub use agent::{ScriptBook, ScriptedAgent};
-pub use world::{CommittedEffect, ScriptedTool, World};
+pub use world::{CommittedEffect, PlannedCall, ScriptedTool, World};
 
 use quorate_protocols::{Budget, Capability, CapabilityError, ResultKind};
 use serde::{Deserialize, Serialize};
@@ -135,6 +140,14 @@ pub struct CallStep {
     /// The tool's side-effect class.
     #[serde(default)]
     pub side_effect: SideEffect,
+    /// How long the tool takes to answer the first call, in milliseconds (0: at once).
+    #[serde(default, alias = "latency_ms", skip_serializing_if = "is_zero")]
+    pub latency_ms: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// An `answer` step.

@@ -174,3 +174,54 @@ fn scripted_tool_follows_the_plan_and_records_effects_per_action() {
         "non-idempotent tools commit on every call"
     );
 }
+
+#[test]
+fn a_latency_delays_the_answer_of_the_first_call_but_not_its_effect() {
+    let script: Node = toml::from_str(
+        r#"script = [{ do = "call", tool = "db.save", latency-ms = 40, output = "v" }, { do = "call", tool = "db.save", latency_ms = 5 }]"#,
+    )
+    .unwrap();
+    let latencies: Vec<u64> = script
+        .script
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Call(c) => Some(c.latency_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(latencies, [40, 5], "latency-ms, or latency_ms");
+
+    let world = World::new();
+    let cap = quorate_protocols::Capability::new("db.save").unwrap();
+    let tool = ScriptedTool::new(cap, SideEffect::IdempotentWrite, world.clone());
+    let a = ActionId::new(TaskId::from_u128(1), 0, 0);
+    world.plan_call(
+        a,
+        PlannedCall {
+            output: json!("v"),
+            latency: std::time::Duration::from_millis(40),
+            ..PlannedCall::default()
+        },
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let started = std::time::Instant::now();
+        let answer = tool.call(a, json!({}));
+        assert_eq!(
+            world.effects_for(&a),
+            1,
+            "the effect commits when the call starts"
+        );
+        let answer = answer.await;
+        assert!(started.elapsed() >= std::time::Duration::from_millis(40));
+        assert!(
+            matches!(answer, ToolAnswer::Ok { output, changed: true, .. } if output == json!("v"))
+        );
+        // A retry answers at once.
+        assert!(poll_once(tool.call(a, json!({}))).is_some());
+    });
+}

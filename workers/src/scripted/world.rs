@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use quorate_protocols::{ActionId, Budget, Capability};
 use serde_json::Value;
@@ -27,7 +28,21 @@ struct Planned {
     outcome: CallOutcome,
     output: Value,
     cost: Budget,
+    latency: Duration,
     calls: u32,
+}
+
+/// How a scripted tool answers the first call of an action (see [`World::plan`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlannedCall {
+    /// The outcome.
+    pub outcome: CallOutcome,
+    /// What the tool answers.
+    pub output: Value,
+    /// The cost it reports.
+    pub cost: Budget,
+    /// How long it takes to answer.
+    pub latency: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -55,13 +70,27 @@ impl World {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Plans how the tool answers the first call of `action`. The first plan for an id wins
-    /// (a later attempt replaying the same script plans the same thing).
+    /// Plans how the tool answers the first call of `action`, at once. The first plan for an
+    /// id wins (a later attempt replaying the same script plans the same thing).
     pub fn plan(&self, action: ActionId, outcome: CallOutcome, output: Value, cost: Budget) {
+        self.plan_call(
+            action,
+            PlannedCall {
+                outcome,
+                output,
+                cost,
+                latency: Duration::ZERO,
+            },
+        );
+    }
+
+    /// [`plan`](Self::plan), with every part of the answer, its latency included.
+    pub fn plan_call(&self, action: ActionId, call: PlannedCall) {
         self.lock().planned.entry(action).or_insert(Planned {
-            outcome,
-            output,
-            cost,
+            outcome: call.outcome,
+            output: call.output,
+            cost: call.cost,
+            latency: call.latency,
             calls: 0,
         });
     }
@@ -117,19 +146,22 @@ impl ScriptedTool {
         }
     }
 
-    fn answer_now(&self, action: ActionId, params: Value) -> Option<ToolAnswer> {
+    /// Carries out a call of `action` (its effect commits now) and returns the answer, if
+    /// any, with how long to wait before giving it.
+    fn answer_now(&self, action: ActionId, params: Value) -> (Option<ToolAnswer>, Duration) {
         let mut state = self.world.lock();
         let plan = state.planned.entry(action).or_insert(Planned {
             outcome: CallOutcome::Ok,
             output: Value::Null,
             cost: Budget::ZERO,
+            latency: Duration::ZERO,
             calls: 0,
         });
         plan.calls += 1;
-        let outcome = if plan.calls == 1 {
-            plan.outcome
+        let (outcome, latency) = if plan.calls == 1 {
+            (plan.outcome, plan.latency)
         } else {
-            CallOutcome::Ok
+            (CallOutcome::Ok, Duration::ZERO)
         };
         let (output, cost) = (plan.output.clone(), plan.cost);
         let committed_before = state.effects.iter().any(|e| e.action == action);
@@ -149,7 +181,7 @@ impl ScriptedTool {
                 output: output.clone(),
             });
         }
-        match outcome {
+        let answer = match outcome {
             CallOutcome::Ok => Some(ToolAnswer::Ok {
                 output,
                 cost,
@@ -168,7 +200,8 @@ impl ScriptedTool {
                 },
             }),
             CallOutcome::TimeoutAfterCommit | CallOutcome::TimeoutBeforeCommit => None,
-        }
+        };
+        (answer, latency)
     }
 }
 
@@ -187,8 +220,12 @@ impl Tool for ScriptedTool {
 
     fn call(&self, action: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
         match self.answer_now(action, params) {
-            Some(answer) => Box::pin(std::future::ready(answer)),
-            None => Box::pin(std::future::pending()),
+            (Some(answer), latency) if latency.is_zero() => Box::pin(std::future::ready(answer)),
+            (Some(answer), latency) => Box::pin(async move {
+                tokio::time::sleep(latency).await;
+                answer
+            }),
+            (None, _) => Box::pin(std::future::pending()),
         }
     }
 
