@@ -77,7 +77,10 @@ fn main() {
         .build()
         .expect("runtime");
     println!("file in {}", dir.display());
-    println!("{:<8} {:<9} {:>7} {:>9} {:>10}", "op", "commit", "writers", "ops", "ops/s");
+    println!(
+        "{:<8} {:<9} {:>7} {:>9} {:>10}",
+        "op", "commit", "writers", "ops", "ops/s"
+    );
     for (op, name) in [(Op::Cas, "cas"), (Op::Append, "append")] {
         for (commit, mode, writers, per_writer) in [
             (Commit::Durable, "durable", 1, 500),

@@ -198,7 +198,7 @@ impl Writer {
         let mut new_ceiling = None;
         if failure.is_none() {
             let last = self.next - 1;
-            if !durable && last > self.ceiling {
+            if !durable && self.next != first_version && last > self.ceiling {
                 // Versions a crash could take back must stay reserved: raise the ceiling, durably.
                 new_ceiling = Some(last + RESERVE);
                 durable = true;
