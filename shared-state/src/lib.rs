@@ -6,6 +6,8 @@
 //!   version it read, and a conflict hands back the current value to merge into.
 //! * [`RunLog`]: an append-only log per run, from which a run can be explained and resumed.
 //! * [`MemoryStore`] and [`MemoryLog`]: the embedded default backend (dashmap).
+//! * `RedbStore` and `RedbLog` on a `RedbDb` (feature `redb`): the durable backend, one
+//!   crash-safe file holding many runs (docs/durable.md).
 //! * Ledgers built only on CAS, so they work on any backend: [`BudgetLedger`] (hierarchical
 //!   budget accounts: reserve before spending, settle after, return what is unused),
 //!   [`DedupeRegistry`] (first sighting wins; not used by the runtime yet, whose supervisor keeps
@@ -19,6 +21,8 @@
 #![forbid(unsafe_code)]
 
 pub mod conformance;
+#[cfg(feature = "redb")]
+mod durable;
 mod ledger;
 pub mod linearizability;
 mod log;
@@ -32,6 +36,8 @@ mod store;
 use std::future::Future;
 use std::sync::Arc;
 
+#[cfg(feature = "redb")]
+pub use durable::{Commit, RedbDb, RedbLog, RedbOptions, RedbStore};
 pub use ledger::{
     Account, AccountId, AccountMap, ActionRecord, Begin, BudgetLedger, BudgetLedgerError,
     DedupeError, DedupeRegistry, DedupeSet, IdempotencyError, IdempotencyRegistry, LedgerError,
@@ -43,7 +49,7 @@ pub use packed::{put_varint, take_varint, Pack, PackedAppender, PackedLog, Packe
 pub use precondition::check_preconditions;
 pub use queue::pop_rewinding;
 pub use retry::{update, Change, UpdateError, Updated, MAX_CAS_ATTEMPTS};
-pub use store::{CasOutcome, DeleteOutcome, Store, StoreError, Versioned};
+pub use store::{CasOutcome, DeleteOutcome, FileOp, Store, StoreError, Versioned};
 
 use quorate_protocols::{RunId, Version};
 

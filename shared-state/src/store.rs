@@ -1,6 +1,8 @@
 //! The [`Store`] trait: versioned compare-and-swap over string keys.
 
+use std::fmt;
 use std::future::Future;
+use std::path::PathBuf;
 
 use quorate_protocols::Version;
 
@@ -48,7 +50,8 @@ pub enum DeleteOutcome<V> {
     },
 }
 
-/// A backend failed. The in-memory backend never returns one; a networked backend does.
+/// A backend failed. The in-memory backend never returns one; the durable and networked backends
+/// do.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// The backend could not be reached. Retrying later can help; the operation may or may not
@@ -66,6 +69,55 @@ pub enum StoreError {
         /// The decoder's message.
         reason: String,
     },
+    /// A value could not be encoded for storage (for example a map whose keys are not strings,
+    /// which JSON cannot hold). Nothing was written; retrying the same value cannot help.
+    #[error("value for {key:?} could not be encoded: {reason}")]
+    Unencodable {
+        /// The key (for a log: `log/<name>/<run>`).
+        key: String,
+        /// The encoder's message.
+        reason: String,
+    },
+    /// The durable backend's file failed `operation` (I/O error, full disk, a file that another
+    /// process holds, a file that is not a store, a stored record that does not decode).
+    /// After a failed [`FileOp::Commit`] the write may or may not be on disk (*outcome unknown*:
+    /// re-read before acting on it), and the file takes no further writes until it is reopened.
+    #[error("{operation} on {}: {reason}", path.display())]
+    File {
+        /// The database file.
+        path: PathBuf,
+        /// What was being done.
+        operation: FileOp,
+        /// What the database said.
+        reason: String,
+    },
+}
+
+/// The operation on a durable store's file that a [`StoreError::File`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileOp {
+    /// Opening (or creating) the file, its tables and its counters.
+    Open,
+    /// A read transaction (`get`, `scan`, `read`).
+    Read,
+    /// Applying a write inside a transaction (before its commit).
+    Write,
+    /// Committing a transaction (making it visible, and durable if asked).
+    Commit,
+    /// Reaching the file's writer thread, which has stopped.
+    Writer,
+}
+
+impl fmt::Display for FileOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileOp::Open => "open",
+            FileOp::Read => "read",
+            FileOp::Write => "write",
+            FileOp::Commit => "commit",
+            FileOp::Writer => "hand-over to the writer thread",
+        })
+    }
 }
 
 /// Versioned key-value storage with compare-and-swap.
