@@ -18,7 +18,8 @@
 //! The reference pages live beside the code in the repository's `docs/` folder: `cli.md` (every
 //! command, flag, exit code and the JSON report), `plan-format.md`, `trace.md`,
 //! `architecture.md` (crates, the store, resume, known limits), `reliability.md`,
-//! `performance.md`, `experiments.md`, `memory.md` and `durable.md` (the redb backend); the README has the quickstart.
+//! `performance.md`, `experiments.md`, `memory.md` and `durable.md` (the redb backend); the
+//! README has the quickstart.
 
 #![forbid(unsafe_code)]
 
