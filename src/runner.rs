@@ -169,9 +169,18 @@ pub struct FileRun {
 
 /// Loads, checks and runs `path`.
 pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
-    let file = PlanFile::load(path)?;
+    run_plan_file(path, &PlanFile::load(path)?, args)
+}
+
+/// Checks and runs a plan file already parsed from `path` (which names it in errors), as it
+/// is: a caller may have changed it (`quorate eval` sets `run.topology`).
+pub fn run_plan_file(
+    path: &Path,
+    file: &PlanFile,
+    args: &RunArgs,
+) -> Result<FileRun, RunFileError> {
     let (plan, book) = file.compile(path)?;
-    args.approve.check(&[(path, &file)])?;
+    args.approve.check(&[(path, file)])?;
     let mut supervisor = file.supervisor_config(args.approve.clone().into());
     supervisor.cancel_after_steps = args.cancel_after_steps;
     let options = RunOptions {

@@ -44,12 +44,12 @@ fn every_experiment_writes_its_files() {
     assert_eq!(code, ExitCode::SUCCESS);
     let table = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(table.lines().count(), 5, "{table}");
-    // Both match columns (messages and tokens) say true in every row.
+    // The match columns (messages, tokens, per-agent context) say true in every row.
     assert!(
         table
             .lines()
             .skip(1)
-            .all(|l| l.split(',').filter(|f| *f == "true").count() == 2),
+            .all(|l| l.split(',').filter(|f| *f == "true").count() == 3),
         "{table}"
     );
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));

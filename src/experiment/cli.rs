@@ -32,7 +32,7 @@ pub enum ModelName {
 #[derive(clap::Subcommand, Debug)]
 pub enum ExperimentCommand {
     /// Star vs all-to-all: counted messages, bytes and context tokens beside the formulas.
-    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of messages and tokens against n")))]
+    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of messages, tokens and the largest single-agent context against n (`-`: stdout)")))]
     Topology {
         /// Participant counts.
         #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32")]
@@ -49,14 +49,17 @@ pub enum ExperimentCommand {
         /// Seed of the message text.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Runs of each exchange: wall time is the median with its min and max.
+        #[arg(long, default_value_t = 5)]
+        repeats: u64,
         /// `--json`, `--csv`, `--plot`.
         #[command(flatten)]
         out: Outputs,
     },
     /// Majority voting under correlated errors: Monte Carlo beside the exact closed form.
     #[command(
-        mut_arg("csv", |a| a.help("Write the cells as CSV")),
-        mut_arg("plot", |a| a.help("Write an SVG plot of accuracy against n per rho"))
+        mut_arg("csv", |a| a.help("Write the cells as CSV (`-`: stdout)")),
+        mut_arg("plot", |a| a.help("Write an SVG plot of accuracy against n per rho, with 95% intervals (`-`: stdout)"))
     )]
     Voting {
         /// Voter counts.
@@ -101,7 +104,7 @@ pub enum ExperimentCommand {
         out: Outputs,
     },
     /// Makespan of DAGs under a list scheduler on a virtual clock, beside the lower bound.
-    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of makespan / lower bound against W per DAG")))]
+    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of makespan / lower bound against W per DAG (`-`: stdout)")))]
     CriticalPath {
         /// A DAG file (TOML or JSON) instead of the built-in set.
         #[arg(long, value_name = "FILE")]
@@ -123,13 +126,13 @@ pub enum ExperimentCommand {
 /// (no final period there: the derive drops the one of a doc comment).
 #[derive(clap::Args, Debug)]
 pub struct Outputs {
-    /// Print one JSON object instead of the table, or with FILE write it there.
+    /// Print one JSON object instead of the table, or with FILE write it there (`-`: stdout).
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     pub json: Option<Option<PathBuf>>,
-    /// Write the rows as CSV.
+    /// Write the rows as CSV (`-`: stdout, instead of the table).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Write an SVG plot.
+    /// Write an SVG plot (`-`: stdout, instead of the table).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 }
@@ -143,6 +146,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             msg_tokens,
             mode,
             seed,
+            repeats,
             out: Outputs { json, csv, plot },
         } => {
             let config = TopologyConfig {
@@ -151,6 +155,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 msg_tokens,
                 mode,
                 seed,
+                repeats,
             };
             let bar = progress(2 * config.agents.len() as u64, "topology");
             let report = match run_topology(&config, |done, _| bar.set_position(done)) {
@@ -165,7 +170,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             let ok = report
                 .rows
                 .iter()
-                .all(|r| r.messages_match && r.tokens_match);
+                .all(|r| r.messages_match && r.tokens_match && r.context_match && r.repeats_agree);
             if ok {
                 ExitCode::SUCCESS
             } else {

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use super::critical_path::ScheduleRow;
 use super::models::Model;
-use super::output::{plot_lines, write_csv, write_json, Axes, Legend, OutputError, Series};
-use super::topology::{Topology, TopologyReport};
+use super::output::{is_stdout, plot_lines, write_csv, write_json, Axes, OutputError, Series};
+use super::topology::{Topology, TopologyReport, TopologyRow};
 use super::voting::VotingReport;
 
 /// Exit code for bad input.
@@ -21,19 +21,45 @@ fn written(result: Result<(), OutputError>) -> Result<(), ExitCode> {
     result.map_err(bad)
 }
 
+/// Whether an output goes to stdout (bare `--json`, or `-` as any file), which then replaces
+/// the table. Two outputs on stdout would interleave: that is bad input.
+pub(super) fn to_stdout(
+    json: &Option<Option<PathBuf>>,
+    csv: Option<&Path>,
+    plot: Option<&Path>,
+) -> Result<bool, ExitCode> {
+    let json = match json {
+        Some(Some(path)) => is_stdout(path),
+        Some(None) => true,
+        None => false,
+    };
+    let on_stdout = [
+        json,
+        csv.is_some_and(is_stdout),
+        plot.is_some_and(is_stdout),
+    ];
+    match on_stdout.iter().filter(|&&b| b).count() {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(bad(
+            "only one of --json, --csv and --plot can go to stdout (`-` or a bare --json)",
+        )),
+    }
+}
+
 /// Writes `value` as JSON where `--json` asks: to a file (`--json FILE`) or to stdout (bare
-/// `--json`). `Ok(true)` when it went to stdout, which then replaces the table.
+/// `--json`, or `--json -`: one line).
 fn emit_json<T: serde::Serialize>(
     value: &T,
     json: &Option<Option<PathBuf>>,
-) -> Result<bool, ExitCode> {
+) -> Result<(), ExitCode> {
     match json {
-        Some(Some(path)) => written(write_json(path, value)).map(|()| false),
-        Some(None) => {
+        Some(Some(path)) if !is_stdout(path) => written(write_json(path, value)),
+        Some(_) => {
             crate::outln!("{}", serde_json::to_string(value).unwrap_or_default());
-            Ok(true)
+            Ok(())
         }
-        None => Ok(false),
+        None => Ok(()),
     }
 }
 
@@ -47,17 +73,21 @@ pub(super) fn topology_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    if !emit_json(&report, &json)? {
+    let quiet = to_stdout(&json, csv, plot)?;
+    emit_json(&report, &json)?;
+    let yes = |b: bool| if b { "yes" } else { "NO" };
+    if !quiet {
         let c = &report.config;
         crate::outln!(
-            "topology: R = {} rounds, M = {} tokens/message, mode {}, seed {}",
+            "topology: R = {} rounds, M = {} tokens/message, mode {}, seed {}, {} repeats",
             c.rounds,
             c.msg_tokens,
             c.mode.name(),
-            c.seed
+            c.seed,
+            c.repeats
         );
         crate::outln!(
-            "{:<11} {:>4} {:>9} {:>9} {:>5} {:>11} {:>12} {:>12} {:>5} {:>9}",
+            "{:<11} {:>4} {:>9} {:>9} {:>4} {:>11} {:>10} {:>10} {:>4} {:>9} {:>9} {:>4} {:>22}",
             "topology",
             "n",
             "messages",
@@ -65,26 +95,39 @@ pub(super) fn topology_outputs(
             "ok",
             "bytes",
             "tokens",
-            "closed form",
+            "closed",
             "ok",
-            "wall ms"
+            "hub/rnd",
+            "agent/rnd",
+            "ok",
+            "wall ms median [min,max]"
         );
         for r in &report.rows {
             crate::outln!(
-                "{:<11} {:>4} {:>9} {:>9} {:>5} {:>11} {:>12} {:>12} {:>5} {:>9.2}",
+                "{:<11} {:>4} {:>9} {:>9} {:>4} {:>11} {:>10} {:>10} {:>4} {:>9} {:>9} {:>4} {:>22}",
                 r.topology.name(),
                 r.n,
                 r.messages,
                 r.formula_messages,
-                if r.messages_match { "yes" } else { "NO" },
+                yes(r.messages_match && r.repeats_agree),
                 r.bytes,
                 r.tokens,
                 r.closed_form_tokens,
-                if r.tokens_match { "yes" } else { "NO" },
-                r.wall_ms
+                yes(r.tokens_match),
+                r.hub_context.get(c.mode),
+                r.worker_context.get(c.mode),
+                yes(r.context_match),
+                format!("{:.2} [{:.2}, {:.2}]", r.wall_ms, r.wall_ms_min, r.wall_ms_max)
             );
         }
-        crate::outln!("formulas: star 2(n-1)R, all-to-all n(n-1)R messages; tokens: see `experiment::topology` docs");
+        crate::outln!(
+            "formulas: star 2(n-1)R, all-to-all n(n-1)R messages; tokens: see `experiment::topology` docs"
+        );
+        crate::outln!(
+            "hub/rnd, agent/rnd: the largest context the hub (star participant 0) and one worker \
+             or peer reads in one round, mode {}",
+            c.mode.name()
+        );
     }
     if let Some(path) = csv {
         let rows: Vec<Vec<String>> = report
@@ -102,7 +145,17 @@ pub(super) fn topology_outputs(
                     r.tokens.to_string(),
                     r.closed_form_tokens.to_string(),
                     r.tokens_match.to_string(),
+                    r.hub_context.full.to_string(),
+                    r.hub_context.delta.to_string(),
+                    r.hub_context.artifact.to_string(),
+                    r.worker_context.full.to_string(),
+                    r.worker_context.delta.to_string(),
+                    r.worker_context.artifact.to_string(),
+                    r.context_match.to_string(),
+                    r.wall_ms_runs.len().to_string(),
                     format!("{:.3}", r.wall_ms),
+                    format!("{:.3}", r.wall_ms_min),
+                    format!("{:.3}", r.wall_ms_max),
                 ]
             })
             .collect();
@@ -119,43 +172,76 @@ pub(super) fn topology_outputs(
                 "tokens",
                 "closed_form_tokens",
                 "tokens_match",
-                "wall_ms",
+                "hub_context_full",
+                "hub_context_delta",
+                "hub_context_artifact",
+                "agent_context_full",
+                "agent_context_delta",
+                "agent_context_artifact",
+                "context_match",
+                "repeats",
+                "wall_ms_median",
+                "wall_ms_min",
+                "wall_ms_max",
             ],
             &rows,
         ))?;
     }
     if let Some(path) = plot {
+        let mode = report.config.mode;
         let mut series = Vec::new();
         for (i, t) in [Topology::Star, Topology::AllToAll].into_iter().enumerate() {
             let rows: Vec<_> = report.rows.iter().filter(|r| r.topology == t).collect();
-            series.push(Series {
-                label: format!("{} messages (counted)", t.name()),
-                points: rows
-                    .iter()
-                    .map(|r| (r.n as f64, r.messages as f64))
-                    .collect(),
-                color: 2 * i,
+            let line = |label: String, color: usize, y: &dyn Fn(&TopologyRow) -> u64| Series {
+                label,
+                points: rows.iter().map(|r| (r.n as f64, y(r) as f64)).collect(),
+                color,
                 markers: true,
-            });
-            series.push(Series {
-                label: format!("{} tokens read (counted)", t.name()),
-                points: rows.iter().map(|r| (r.n as f64, r.tokens as f64)).collect(),
-                color: 2 * i + 1,
-                markers: true,
-            });
+                ..Series::default()
+            };
+            series.push(line(format!("{} messages", t.name()), 3 * i, &|r| {
+                r.messages
+            }));
+            series.push(line(
+                format!("{} tokens read, all agents", t.name()),
+                3 * i + 1,
+                &|r| r.tokens,
+            ));
+            let who = if t == Topology::Star {
+                "hub"
+            } else {
+                "one peer"
+            };
+            series.push(line(
+                format!("{} tokens read by {who} / round", t.name()),
+                3 * i + 2,
+                &|r| r.hub_context.get(mode),
+            ));
         }
+        series.push(Series {
+            label: "star tokens read by one worker / round".to_owned(),
+            points: report
+                .rows
+                .iter()
+                .filter(|r| r.topology == Topology::Star)
+                .map(|r| (r.n as f64, r.worker_context.get(mode) as f64))
+                .collect(),
+            color: 8,
+            markers: true,
+            ..Series::default()
+        });
         let title = format!(
-            "Star vs all-to-all, R = {}, M = {}, mode {}",
+            "Star vs all-to-all, R = {}, M = {}, mode {} (exact counts: no interval)",
             report.config.rounds,
             report.config.msg_tokens,
-            report.config.mode.name()
+            mode.name()
         );
         let axes = Axes {
             title: &title,
             x: "participants n",
             y: "count",
             log_y: true,
-            legend: Legend::LowerRight,
+            x_labels: Vec::new(),
         };
         written(plot_lines(path, &axes, &series))?;
     }
@@ -169,7 +255,9 @@ pub(super) fn voting_outputs(
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
     let rho = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}"));
-    if !emit_json(&report, &json)? {
+    let quiet = to_stdout(&json, csv, plot)?;
+    emit_json(&report, &json)?;
+    if !quiet {
         let c = &report.config;
         let runtime: u64 = report.cells.iter().map(|c| c.runtime_trials).sum();
         let direct: u64 = report.cells.iter().map(|c| c.direct_trials).sum();
@@ -313,6 +401,7 @@ pub(super) fn voting_outputs(
                     .collect(),
                 color: i,
                 markers: true,
+                ..Series::default()
             });
             series.push(Series {
                 label: String::new(),
@@ -322,6 +411,7 @@ pub(super) fn voting_outputs(
                     .collect(),
                 color: i,
                 markers: false,
+                ..Series::default()
             });
             if report.config.model == Model::SharedEvidence {
                 series.push(Series {
@@ -332,6 +422,7 @@ pub(super) fn voting_outputs(
                         .collect(),
                     color: i + 1,
                     markers: false,
+                    ..Series::default()
                 });
             }
         }
@@ -345,7 +436,7 @@ pub(super) fn voting_outputs(
             x: "voters n",
             y: "accuracy",
             log_y: false,
-            legend: Legend::LowerRight,
+            x_labels: Vec::new(),
         };
         written(plot_lines(path, &axes, &series))?;
     }
@@ -358,7 +449,9 @@ pub(super) fn critical_path_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    if !emit_json(&rows, &json)? {
+    let quiet = to_stdout(&json, csv, plot)?;
+    emit_json(&rows, &json)?;
+    if !quiet {
         crate::outln!("critical path: list scheduler on a virtual clock (exact, ms resolution)");
         crate::outln!(
             "{:<26} {:>5} {:>3} {:>10} {:>10} {:>10} {:>10} {:>7}",
@@ -431,6 +524,7 @@ pub(super) fn critical_path_outputs(
                 points: mine.iter().map(|r| (r.workers as f64, r.ratio)).collect(),
                 color: i,
                 markers: true,
+                ..Series::default()
             });
         }
         let axes = Axes {
@@ -438,7 +532,7 @@ pub(super) fn critical_path_outputs(
             x: "workers W",
             y: "makespan / lower bound",
             log_y: false,
-            legend: Legend::UpperRight,
+            x_labels: Vec::new(),
         };
         written(plot_lines(path, &axes, &series))?;
     }
