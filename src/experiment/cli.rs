@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use super::critical_path::{builtin, evaluate, Dag, ScheduleRow};
 use super::models::Model;
 use super::output::progress;
-use super::present::{bad, critical_path_outputs, topology_outputs, voting_outputs};
+use super::plurality::WrongAnswers;
+use super::present::{bad, critical_path_outputs, topology_outputs};
+use super::present_voting::voting_outputs;
 use super::topology::{run_topology, TokenMode, TopologyConfig};
 use super::voting::{run_voting, VotingConfig};
 
@@ -96,6 +98,17 @@ pub enum ExperimentCommand {
         /// Questions per cell that run through worker actors (the rest call the vote directly).
         #[arg(long, default_value_t = 50)]
         runtime_trials: u64,
+        /// Answers per question: 2 is right/wrong majority, more is plurality.
+        #[arg(long, default_value_t = 2)]
+        answers: usize,
+        /// How wrong voters spread over the wrong answers: `uniform`, or `attractor=W` (one
+        /// wrong answer takes share W of the wrong votes).
+        #[arg(long, default_value = "uniform", value_parser = parse_wrong)]
+        wrong: WrongAnswers,
+        /// One accuracy per voter, e.g. 0.9,0.8,0.7 (common-shock only; a row of n voters takes
+        /// the first n).
+        #[arg(long, value_delimiter = ',')]
+        accuracies: Vec<f64>,
         /// Seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -188,6 +201,9 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             p2,
             blocs,
             runtime_trials,
+            answers,
+            wrong,
+            accuracies,
             seed,
             out: Outputs { json, csv, plot },
         } => {
@@ -222,6 +238,9 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 blocs,
                 seed,
                 runtime_trials,
+                answers,
+                wrong,
+                accuracies,
             };
             let bar = progress(0, "voting");
             let report = match run_voting(&config, |done, total| {
@@ -266,6 +285,25 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 Err(code) => code,
             }
         }
+    }
+}
+
+/// Parses `--wrong uniform` or `--wrong attractor=0.6`.
+pub fn parse_wrong(s: &str) -> Result<WrongAnswers, String> {
+    let attractor = |w: &str| match w.trim().parse::<f64>() {
+        Ok(weight) if (0.0..=1.0).contains(&weight) => Ok(WrongAnswers::Attractor { weight }),
+        _ => Err(format!(
+            "{s:?}: the attractor weight must be a number in [0, 1], e.g. attractor=0.6"
+        )),
+    };
+    match s.trim() {
+        "uniform" => Ok(WrongAnswers::Uniform),
+        other => match other.strip_prefix("attractor=") {
+            Some(w) => attractor(w),
+            None => Err(format!(
+                "{s:?}: expected `uniform` or `attractor=W` with W in [0, 1]"
+            )),
+        },
     }
 }
 

@@ -4,10 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::critical_path::ScheduleRow;
-use super::models::Model;
 use super::output::{is_stdout, plot_lines, write_csv, write_json, Axes, OutputError, Series};
 use super::topology::{Topology, TopologyReport, TopologyRow};
-use super::voting::VotingReport;
 
 /// Exit code for bad input.
 const EXIT_BAD_INPUT: u8 = 2;
@@ -17,7 +15,7 @@ pub(super) fn bad(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_BAD_INPUT)
 }
 
-fn written(result: Result<(), OutputError>) -> Result<(), ExitCode> {
+pub(super) fn written(result: Result<(), OutputError>) -> Result<(), ExitCode> {
     result.map_err(bad)
 }
 
@@ -49,7 +47,7 @@ pub(super) fn to_stdout(
 
 /// Writes `value` as JSON where `--json` asks: to a file (`--json FILE`) or to stdout (bare
 /// `--json`, or `--json -`: one line).
-fn emit_json<T: serde::Serialize>(
+pub(super) fn emit_json<T: serde::Serialize>(
     value: &T,
     json: &Option<Option<PathBuf>>,
 ) -> Result<(), ExitCode> {
@@ -63,7 +61,7 @@ fn emit_json<T: serde::Serialize>(
     }
 }
 
-fn f(x: f64) -> String {
+pub(super) fn f(x: f64) -> String {
     format!("{x:.4}")
 }
 
@@ -241,201 +239,6 @@ pub(super) fn topology_outputs(
             x: "participants n",
             y: "count",
             log_y: true,
-            x_labels: Vec::new(),
-        };
-        written(plot_lines(path, &axes, &series))?;
-    }
-    Ok(())
-}
-
-pub(super) fn voting_outputs(
-    report: &VotingReport,
-    json: Option<Option<PathBuf>>,
-    csv: Option<&Path>,
-    plot: Option<&Path>,
-) -> Result<(), ExitCode> {
-    let rho = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}"));
-    let quiet = to_stdout(&json, csv, plot)?;
-    emit_json(&report, &json)?;
-    if !quiet {
-        let c = &report.config;
-        let runtime: u64 = report.cells.iter().map(|c| c.runtime_trials).sum();
-        let direct: u64 = report.cells.iter().map(|c| c.direct_trials).sum();
-        let mismatches: u64 = report.cells.iter().map(|c| c.runtime_mismatches).sum();
-        crate::outln!(
-            "voting: model {}, p = {}, {} questions per cell, seed {}",
-            c.model.name(),
-            c.p,
-            c.trials,
-            c.seed
-        );
-        crate::outln!(
-            "paths: {runtime} questions through worker actors (VoterAgent in WorkerActor, Report envelopes), \
-             {direct} by calling the vote directly; runtime decisions differing from direct: {mismatches}"
-        );
-        crate::outln!(
-            "{:>3} {:>9} {:>5} {:>7} {:>17} {:>7} {:>7} {:>7} {:>7} {:>7}",
-            "n",
-            "blocs",
-            "rho",
-            "naive",
-            "95% CI",
-            "exact",
-            "dedup",
-            "exact",
-            "corr",
-            "model"
-        );
-        for cell in &report.cells {
-            let blocs: Vec<String> = cell.blocs.iter().map(ToString::to_string).collect();
-            let blocs = if cell.blocs.iter().all(|&b| b == 1) {
-                "-".to_owned()
-            } else {
-                blocs.join("+")
-            };
-            crate::outln!(
-                "{:>3} {:>9} {:>5} {:>7.4} [{:.4}, {:.4}] {:>7.4} {:>7.4} {:>7.4} {:>7} {:>7.4}",
-                cell.n,
-                blocs,
-                rho(cell.rho),
-                cell.naive_accuracy,
-                cell.naive_ci.0,
-                cell.naive_ci.1,
-                cell.naive_closed_form,
-                cell.dedup_accuracy,
-                cell.dedup_closed_form,
-                cell.measured_correlation
-                    .map_or("-".to_owned(), |c| format!("{c:.3}")),
-                cell.implied_correlation
-            );
-        }
-        if report.config.model != Model::SharedEvidence {
-            crate::outln!("(every voter is its own source in this model, so dedup = naive)");
-        }
-        for peak in &report.peaks {
-            crate::outln!(
-                "peak at rho {}: n = {} (exact accuracy {:.4}), measured peak n = {}",
-                rho(peak.rho),
-                peak.n_closed_form,
-                peak.accuracy,
-                peak.n_measured
-            );
-        }
-    }
-    if let Some(path) = csv {
-        let rows: Vec<Vec<String>> = report
-            .cells
-            .iter()
-            .map(|c| {
-                let blocs: Vec<String> = c.blocs.iter().map(ToString::to_string).collect();
-                vec![
-                    c.model.clone(),
-                    c.n.to_string(),
-                    blocs.join("+"),
-                    c.rho.map_or(String::new(), |r| r.to_string()),
-                    c.p.to_string(),
-                    c.trials.to_string(),
-                    c.runtime_trials.to_string(),
-                    c.direct_trials.to_string(),
-                    c.runtime_mismatches.to_string(),
-                    f(c.naive_accuracy),
-                    f(c.naive_ci.0),
-                    f(c.naive_ci.1),
-                    f(c.naive_closed_form),
-                    f(c.dedup_accuracy),
-                    f(c.dedup_ci.0),
-                    f(c.dedup_ci.1),
-                    f(c.dedup_closed_form),
-                    c.measured_correlation.map_or(String::new(), f),
-                    f(c.implied_correlation),
-                ]
-            })
-            .collect();
-        written(write_csv(
-            path,
-            &[
-                "model",
-                "n",
-                "blocs",
-                "rho",
-                "p",
-                "trials",
-                "runtime_trials",
-                "direct_trials",
-                "runtime_mismatches",
-                "naive_accuracy",
-                "naive_lo",
-                "naive_hi",
-                "naive_closed_form",
-                "dedup_accuracy",
-                "dedup_lo",
-                "dedup_hi",
-                "dedup_closed_form",
-                "measured_correlation",
-                "implied_correlation",
-            ],
-            &rows,
-        ))?;
-    }
-    if let Some(path) = plot {
-        let mut columns: Vec<Option<f64>> = Vec::new();
-        for c in &report.cells {
-            if !columns.contains(&c.rho) {
-                columns.push(c.rho);
-            }
-        }
-        // At most six columns keep the figure readable.
-        let step = columns.len().div_ceil(6).max(1);
-        let mut series = Vec::new();
-        for (i, col) in columns.iter().step_by(step).enumerate() {
-            let cells: Vec<_> = report.cells.iter().filter(|c| c.rho == *col).collect();
-            let label = match col {
-                Some(r) => format!("rho = {r:.2}"),
-                None => report.config.model.name().to_owned(),
-            };
-            series.push(Series {
-                label,
-                points: cells
-                    .iter()
-                    .map(|c| (c.n as f64, c.naive_accuracy))
-                    .collect(),
-                color: i,
-                markers: true,
-                ..Series::default()
-            });
-            series.push(Series {
-                label: String::new(),
-                points: cells
-                    .iter()
-                    .map(|c| (c.n as f64, c.naive_closed_form))
-                    .collect(),
-                color: i,
-                markers: false,
-                ..Series::default()
-            });
-            if report.config.model == Model::SharedEvidence {
-                series.push(Series {
-                    label: "one vote per source (exact)".to_owned(),
-                    points: cells
-                        .iter()
-                        .map(|c| (c.n as f64, c.dedup_closed_form))
-                        .collect(),
-                    color: i + 1,
-                    markers: false,
-                    ..Series::default()
-                });
-            }
-        }
-        let title = format!(
-            "Majority accuracy, {} model, p = {:.3} (dots: Monte Carlo, thin: exact)",
-            report.config.model.name(),
-            report.config.model.marginal(report.config.p)
-        );
-        let axes = Axes {
-            title: &title,
-            x: "voters n",
-            y: "accuracy",
-            log_y: false,
             x_labels: Vec::new(),
         };
         written(plot_lines(path, &axes, &series))?;
