@@ -9,10 +9,14 @@ use std::process::ExitCode;
 use super::critical_path::{builtin, evaluate, Dag, ScheduleRow};
 use super::models::Model;
 use super::output::progress;
+use super::output::write_text;
 use super::plurality::WrongAnswers;
 use super::present::{bad, critical_path_outputs, topology_outputs};
+use super::present_data::vote_data_outputs;
 use super::present_voting::voting_outputs;
 use super::topology::{run_topology, TokenMode, TopologyConfig};
+use super::vote_data::{analyse, VoteMatrix};
+use super::vote_matrix::{make_vote_matrix, MatrixConfig};
 use super::voting::{run_voting, VotingConfig};
 
 /// Correlation models of `experiment voting`.
@@ -109,12 +113,47 @@ pub enum ExperimentCommand {
         /// the first n).
         #[arg(long, value_delimiter = ',')]
         accuracies: Vec<f64>,
-        /// Seed.
+        /// Seed (of the draws; with --from-csv, of the bootstrap and the sampled sub-ensembles).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Analyse a vote matrix instead of simulating: CSV with question, voter, answer,
+        /// correct (see docs/experiments.md); the model flags are then not used.
+        #[arg(long, value_name = "FILE")]
+        from_csv: Option<PathBuf>,
         /// `--json`, `--csv`, `--plot`.
         #[command(flatten)]
         out: Outputs,
+    },
+    /// Write a vote matrix made by the runtime: scripted voters with a known error correlation
+    /// answer through worker actors (the input format of `voting --from-csv`).
+    VoteMatrix {
+        /// Voters.
+        #[arg(long, default_value_t = 7)]
+        voters: usize,
+        /// Questions.
+        #[arg(long, default_value_t = 400)]
+        questions: usize,
+        /// Accuracy of every voter.
+        #[arg(long, default_value_t = 0.7)]
+        p: f64,
+        /// Pairwise error correlation.
+        #[arg(long, default_value_t = 0.3)]
+        rho: f64,
+        /// Correlation model: common-shock or beta-binomial.
+        #[arg(long, value_enum, default_value_t = ModelName::CommonShock)]
+        model: ModelName,
+        /// Answers per question.
+        #[arg(long, default_value_t = 4)]
+        answers: usize,
+        /// Spread of wrong answers: `uniform` or `attractor=W`.
+        #[arg(long, default_value = "uniform", value_parser = parse_wrong)]
+        wrong: WrongAnswers,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Where to write the CSV (`-`: stdout).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
     },
     /// Makespan of DAGs under a list scheduler on a virtual clock, beside the lower bound.
     #[command(mut_arg("plot", |a| a.help("Write an SVG plot of makespan / lower bound against W per DAG (`-`: stdout)")))]
@@ -205,8 +244,20 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             wrong,
             accuracies,
             seed,
+            from_csv,
             out: Outputs { json, csv, plot },
         } => {
+            if let Some(path) = from_csv {
+                let matrix = match VoteMatrix::load(&path) {
+                    Ok(m) => m,
+                    Err(e) => return bad(e),
+                };
+                let report = analyse(&matrix, &path.display().to_string(), seed);
+                return match vote_data_outputs(&report, json, csv.as_deref(), plot.as_deref()) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(code) => code,
+                };
+            }
             let blocs = match parse_blocs(&blocs) {
                 Ok(b) => b,
                 Err(e) => return bad(e),
@@ -258,6 +309,44 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
+            }
+        }
+        ExperimentCommand::VoteMatrix {
+            voters,
+            questions,
+            p,
+            rho,
+            model,
+            answers,
+            wrong,
+            seed,
+            out,
+        } => {
+            let model =
+                match model {
+                    ModelName::CommonShock => Model::CommonShock,
+                    ModelName::BetaBinomial => Model::BetaBinomial,
+                    other => return bad(format!(
+                        "vote-matrix takes --model common-shock or beta-binomial, not {other:?}"
+                    )),
+                };
+            let config = MatrixConfig {
+                model,
+                voters,
+                questions,
+                p,
+                rho,
+                answers,
+                wrong,
+                seed,
+            };
+            let text = match make_vote_matrix(&config) {
+                Ok(t) => t,
+                Err(e) => return bad(e),
+            };
+            match write_text(&out, &text) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => bad(e),
             }
         }
         ExperimentCommand::CriticalPath {

@@ -64,9 +64,12 @@ struct Pending {
 /// The winning answers of one question: (naive, one vote per source).
 type Winners = (Option<u32>, Option<u32>);
 
+/// One question's outcome: the winners and each voter's reported answer, in voter order.
+type Outcomes = (TaskId, Winners, Vec<Option<u32>>);
+
 struct Collector {
     pending: HashMap<TaskId, Pending>,
-    done: mpsc::Sender<(TaskId, Winners)>,
+    done: mpsc::Sender<Outcomes>,
 }
 
 impl Actor for Collector {
@@ -114,7 +117,12 @@ impl Handler<ReportMsg> for Collector {
             (*agent, *source, ballot)
         });
         let result = super::voting::decide_ballots(ballots, pending.tie);
-        let _ = self.done.send((envelope.task, result));
+        let reported = pending
+            .voters
+            .iter()
+            .map(|(agent, _)| pending.answers.get(agent).copied().flatten())
+            .collect();
+        let _ = self.done.send((envelope.task, result, reported));
     }
 }
 
@@ -136,7 +144,7 @@ pub(crate) struct RuntimeVoters {
     thread: Option<JoinHandle<()>>,
     collector: Addr<Collector>,
     workers: Vec<(AgentId, Addr<WorkerActor>)>,
-    done: mpsc::Receiver<(TaskId, Winners)>,
+    done: mpsc::Receiver<Outcomes>,
     run: RunId,
     me: Sender,
     node: NodeId,
@@ -181,6 +189,17 @@ impl RuntimeVoters {
         labels: &[u32],
         tie: u64,
     ) -> Result<Winners, RuntimeVoteError> {
+        self.ask(blocs, labels, tie).map(|(winners, _)| winners)
+    }
+
+    /// As [`RuntimeVoters::vote`], and also each voter's answer as its `Report` envelope
+    /// carried it (`None`: the voter abstained).
+    pub(crate) fn ask(
+        &mut self,
+        blocs: &[usize],
+        labels: &[u32],
+        tie: u64,
+    ) -> Result<(Winners, Vec<Option<u32>>), RuntimeVoteError> {
         let correct = labels;
         while self.workers.len() < correct.len() {
             let agent = AgentId::new();
@@ -222,7 +241,7 @@ impl RuntimeVoters {
         let timeout = Duration::from_secs(10);
         loop {
             match self.done.recv_timeout(timeout) {
-                Ok((t, result)) if t == task => return Ok(result),
+                Ok((t, result, reported)) if t == task => return Ok((result, reported)),
                 Ok(_) => continue,
                 Err(_) => return Err(RuntimeVoteError::Timeout(timeout)),
             }

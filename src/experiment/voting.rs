@@ -463,7 +463,7 @@ fn run_cell(
 
 /// The mean pairwise error correlation of the heterogeneous common shock: with probability
 /// `rho` errors are comonotone (`U >= p_i`), so `cov = rho (min(e_i, e_j) - e_i e_j)`.
-fn shared_draw_correlation(ps: &[f64], rho: f64) -> f64 {
+pub(crate) fn shared_draw_correlation(ps: &[f64], rho: f64) -> f64 {
     let (mut sum, mut pairs) = (0.0, 0u64);
     for (i, &pi) in ps.iter().enumerate() {
         for &pj in &ps[i + 1..] {
