@@ -322,14 +322,15 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             seed,
             out,
         } => {
-            let model =
-                match model {
-                    ModelName::CommonShock => Model::CommonShock,
-                    ModelName::BetaBinomial => Model::BetaBinomial,
-                    other => return bad(format!(
+            let model = match model {
+                ModelName::CommonShock => Model::CommonShock,
+                ModelName::BetaBinomial => Model::BetaBinomial,
+                other => {
+                    return bad(format!(
                         "vote-matrix takes --model common-shock or beta-binomial, not {other:?}"
-                    )),
-                };
+                    ))
+                }
+            };
             let config = MatrixConfig {
                 model,
                 voters,

@@ -147,7 +147,8 @@ pub struct Axes<'a> {
     /// Plot log10 of y (labels show the exponent).
     pub log_y: bool,
     /// Categorical x axis: point `x = i` is labelled `x_labels[i]` (and only whole `i` get
-    /// a tick). Empty: numeric x.
+    /// a tick); points are not joined by lines, and a series without markers is drawn as a
+    /// short dash at each category. Empty: numeric x.
     pub x_labels: Vec<String>,
 }
 
@@ -161,7 +162,8 @@ fn tick(x: f64) -> String {
     }
 }
 
-/// Draws `series` into an SVG of 960 x 460 pixels at `path` (`-`: stdout).
+/// Draws `series` into an SVG of 1000 x 460 pixels at `path` (`-`: stdout): the chart on the
+/// left 700 pixels, the legend in the 300 beside it.
 pub fn plot_lines(path: &Path, axes: &Axes<'_>, series: &[Series]) -> Result<(), OutputError> {
     let mut svg = String::new();
     draw(&mut svg, axes, series).map_err(|message| OutputError::Plot {
@@ -191,7 +193,7 @@ fn draw(svg: &mut String, axes: &Axes<'_>, series: &[Series]) -> Result<(), Stri
     }
     let pad = ((y1 - y0) * 0.05).max(1e-3);
     let xpad = ((x1 - x0) * 0.03).max(0.3);
-    let root = SVGBackend::with_string(svg, (960, 460)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (1000, 460)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
     let (title, body) = root.split_vertically(34);
     title
@@ -201,7 +203,7 @@ fn draw(svg: &mut String, axes: &Axes<'_>, series: &[Series]) -> Result<(), Stri
             ("sans-serif", 16).into_font(),
         ))
         .map_err(|e| fail(&e))?;
-    let (left, legend) = body.split_horizontally(720);
+    let (left, legend) = body.split_horizontally(700);
     let mut chart = ChartBuilder::on(&left)
         .margin(12)
         .x_label_area_size(40)
@@ -273,9 +275,18 @@ fn draw(svg: &mut String, axes: &Axes<'_>, series: &[Series]) -> Result<(), Stri
             }
         }
         let width = if s.markers { 2 } else { 1 };
-        chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
-            .map_err(|e| fail(&e))?;
+        if labels.is_empty() {
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
+                .map_err(|e| fail(&e))?;
+        } else if !s.markers {
+            // Categories are not a scale: no line joins them; an exact value is a short dash.
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| {
+                    PathElement::new(vec![(x - 0.25, y), (x + 0.25, y)], color.stroke_width(1))
+                }))
+                .map_err(|e| fail(&e))?;
+        }
         if s.markers {
             chart
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))

@@ -83,6 +83,15 @@ impl WrongAnswers {
         }
     }
 
+    /// How the CLI writes it: `uniform` or `attractor=W`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match self {
+            WrongAnswers::Uniform => "uniform".to_owned(),
+            WrongAnswers::Attractor { weight } => format!("attractor={weight}"),
+        }
+    }
+
     /// Draws a wrong answer (`1..k`) from `weights`.
     fn draw(weights: &[f64], rng: &mut ChaCha8Rng) -> u32 {
         let mut u: f64 = rng.gen();

@@ -197,27 +197,26 @@ pub(super) fn topology_outputs(
                 markers: true,
                 ..Series::default()
             };
-            series.push(line(format!("{} messages", t.name()), 3 * i, &|r| {
+            series.push(line(format!("{}: messages", t.name()), 3 * i, &|r| {
                 r.messages
             }));
             series.push(line(
-                format!("{} tokens read, all agents", t.name()),
+                format!("{}: tokens read, all agents", t.name()),
                 3 * i + 1,
                 &|r| r.tokens,
             ));
             let who = if t == Topology::Star {
-                "hub"
+                "star: hub reads / round"
             } else {
-                "one peer"
+                "all-to-all: one peer reads / round (thin)"
             };
-            series.push(line(
-                format!("{} tokens read by {who} / round", t.name()),
-                3 * i + 2,
-                &|r| r.hub_context.get(mode),
-            ));
+            let mut most = line(who.to_owned(), 3 * i + 2, &|r| r.hub_context.get(mode));
+            // A peer reads what the hub reads: a thin line over the hub's keeps both visible.
+            most.markers = t == Topology::Star;
+            series.push(most);
         }
         series.push(Series {
-            label: "star tokens read by one worker / round".to_owned(),
+            label: "star: one worker reads / round".to_owned(),
             points: report
                 .rows
                 .iter()

@@ -57,7 +57,7 @@ pub(super) fn vote_data_outputs(
     }
     if let Some(path) = plot {
         let mut series = vec![Series {
-            label: "random sub-ensembles (data, 95% bootstrap band)".to_owned(),
+            label: "data: random sub-ensembles, 95% band".to_owned(),
             points: report
                 .sizes
                 .iter()

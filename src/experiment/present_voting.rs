@@ -193,22 +193,20 @@ fn pair(
     x: &dyn Fn(usize, &VotingCell) -> f64,
     dedup: bool,
 ) -> [Series; 2] {
-    let (acc, ci, exact): (
-        fn(&VotingCell) -> f64,
-        fn(&VotingCell) -> (f64, f64),
-        fn(&VotingCell) -> Option<f64>,
-    ) = if dedup {
-        (
-            |c| c.dedup_accuracy,
-            |c| c.dedup_ci,
-            |c| c.dedup_closed_form,
-        )
-    } else {
-        (
-            |c| c.naive_accuracy,
-            |c| c.naive_ci,
-            |c| c.naive_closed_form,
-        )
+    let acc = |c: &VotingCell| {
+        if dedup {
+            c.dedup_accuracy
+        } else {
+            c.naive_accuracy
+        }
+    };
+    let ci = |c: &VotingCell| if dedup { c.dedup_ci } else { c.naive_ci };
+    let exact = |c: &VotingCell| {
+        if dedup {
+            c.dedup_closed_form
+        } else {
+            c.naive_closed_form
+        }
     };
     [
         Series {
@@ -274,11 +272,17 @@ fn plot_voting(path: &Path, report: &VotingReport) -> Result<(), ExitCode> {
     } else {
         "majority".to_owned()
     };
+    let accuracy = if config.accuracies.is_empty() {
+        format!("p = {:.3}", report.cells.first().map_or(config.p, |c| c.p))
+    } else {
+        let each: Vec<String> = config.accuracies.iter().map(ToString::to_string).collect();
+        format!("voter accuracies {}", each.join(","))
+    };
     let title = format!(
-        "{kind}, {} model, p = {:.3}: dots with 95% Wilson bars = Monte Carlo ({} questions), thin = exact",
+        "{kind}, {} model, {accuracy}: dots with 95% Wilson bars = Monte Carlo ({} questions), {} = exact",
         config.model.name(),
-        report.cells.first().map_or(config.p, |c| c.p),
-        config.trials
+        config.trials,
+        if config.model == Model::SharedEvidence { "dash" } else { "thin line" }
     );
     let axes = Axes {
         title: &title,

@@ -577,7 +577,7 @@ pub async fn exchange(
         hub_context: hub,
         worker_context: worker,
         largest_context: hub.get(config.mode).max(worker.get(config.mode)),
-        context_match: (n < 2 || hub == hub_cf) && (n < 2 || worker == worker_cf),
+        context_match: n < 2 || (hub == hub_cf && worker == worker_cf),
         wall_ms,
         wall_ms_min: wall_ms,
         wall_ms_max: wall_ms,

@@ -1,5 +1,11 @@
 //! A majority vote you can put in a pipeline: collect ballots from several agents, then decide.
 //!
+//! The answer type `A` is anything comparable, so the same vote is a right/wrong majority
+//! (`A = bool`) or a plurality over many answers (`A = u32`, `String`, ...): the answer with the
+//! most ballots wins, and only a tie between the top answers goes to the [`TiePolicy`]. With
+//! [`TiePolicy::Draw`] and a uniform `draw`, each tied answer wins with probability
+//! `1 / tied` (the seeded coin of the voting experiments).
+//!
 //! [`MajorityVote`] is a pure state machine (no I/O, no clock, no randomness of its own): cast
 //! ballots with [`MajorityVote::cast`], then call [`MajorityVote::decide`]. It handles the cases
 //! a real pipeline meets:

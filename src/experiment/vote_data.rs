@@ -117,12 +117,16 @@ fn split_csv_line(line: &str) -> Vec<String> {
         match (ch, quoted) {
             ('"', true) if chars.peek() == Some(&'"') => {
                 chars.next();
-                fields.last_mut().map(|f| f.push('"'));
+                if let Some(f) = fields.last_mut() {
+                    f.push('"');
+                }
             }
             ('"', _) => quoted = !quoted,
             (',', false) => fields.push(String::new()),
             (c, _) => {
-                fields.last_mut().map(|f| f.push(c));
+                if let Some(f) = fields.last_mut() {
+                    f.push(c);
+                }
             }
         }
     }
@@ -232,7 +236,7 @@ impl VoteMatrix {
                         }
                     }
                 }
-                wrong.sort_by(|a, b| b.1.cmp(&a.1));
+                wrong.sort_by_key(|w| std::cmp::Reverse(w.1));
                 (0..voters.len())
                     .map(|v| {
                         let a = raw.get(&(q, v)).filter(|a| !a.is_empty())?;
