@@ -1,13 +1,7 @@
 //! Real vote data: a vote matrix read from CSV, what it says about the voters, and how well each
 //! correlation model fitted to it predicts the accuracy of larger ensembles.
 //!
-//! ## File format
-//!
-//! A CSV file with a header naming (in any order) `question`, `voter`, `answer` and `correct`;
-//! other columns are ignored. One row per (question, voter): the voter's answer and the correct
-//! answer of that question (the same on every row of the question). Answers are compared as
-//! trimmed text; an empty answer is an abstention. A voter may miss questions. Fields may be
-//! quoted (`"a, b"`, `""` for a quote).
+//! The file format is [`VoteMatrix`]'s (in [`super::vote_matrix`]).
 //!
 //! ## What is estimated
 //!
@@ -38,9 +32,6 @@
 //! `common-shock-per-voter` (each subset's own accuracies, `rho` scaled so the implied mean
 //! correlation over all voters is the measured one), averaged over the same subsets.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -49,212 +40,13 @@ use serde::Serialize;
 use super::models::Model;
 use super::plurality::{plurality_closed_form, WrongAnswers};
 use super::stats::{choose, wilson95, PairwiseErrors};
+pub use super::vote_matrix::{VoteDataError, VoteMatrix};
 
 /// Bootstrap resamples per interval.
 pub const BOOTSTRAP_RESAMPLES: usize = 500;
 
 /// Sub-ensembles per size beyond which they are sampled instead of enumerated.
 pub const SUBSETS: usize = 200;
-
-/// A vote matrix could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum VoteDataError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The header lacks a column.
-    #[error(
-        "{path}: the header has no `{column}` column (needs question, voter, answer, correct)"
-    )]
-    MissingColumn {
-        /// The file.
-        path: PathBuf,
-        /// The column.
-        column: &'static str,
-    },
-    /// A row is not usable.
-    #[error("{path}:{line}: {reason}")]
-    Row {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// What is wrong.
-        reason: String,
-    },
-    /// Too little data to estimate anything.
-    #[error("{path}: {reason}")]
-    TooSmall {
-        /// The file.
-        path: PathBuf,
-        /// What is missing.
-        reason: &'static str,
-    },
-}
-
-/// Votes by question and voter; answers are per-question codes: 0 correct, then wrong answers
-/// by decreasing frequency in that question (1 is its most common wrong answer).
-#[derive(Clone, Debug, Serialize)]
-pub struct VoteMatrix {
-    /// Question names, in order of first appearance.
-    pub questions: Vec<String>,
-    /// Voter names, in order of first appearance.
-    pub voters: Vec<String>,
-    /// `answers[q][v]`: voter `v`'s answer code on question `q` (`None`: no answer).
-    pub answers: Vec<Vec<Option<u32>>>,
-}
-
-fn split_csv_line(line: &str) -> Vec<String> {
-    let mut fields = vec![String::new()];
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(ch) = chars.next() {
-        match (ch, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                chars.next();
-                if let Some(f) = fields.last_mut() {
-                    f.push('"');
-                }
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => fields.push(String::new()),
-            (c, _) => {
-                if let Some(f) = fields.last_mut() {
-                    f.push(c);
-                }
-            }
-        }
-    }
-    fields.into_iter().map(|f| f.trim().to_owned()).collect()
-}
-
-impl VoteMatrix {
-    /// Reads a vote matrix (see the module docs for the format).
-    pub fn load(path: &Path) -> Result<Self, VoteDataError> {
-        let text = std::fs::read_to_string(path).map_err(|source| VoteDataError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::parse(path, &text)
-    }
-
-    /// Parses CSV text (named `path` in errors).
-    pub fn parse(path: &Path, text: &str) -> Result<Self, VoteDataError> {
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty());
-        let header = lines
-            .next()
-            .map(|(_, l)| split_csv_line(l))
-            .unwrap_or_default();
-        let column = |name: &'static str| {
-            header
-                .iter()
-                .position(|h| h.eq_ignore_ascii_case(name))
-                .ok_or(VoteDataError::MissingColumn {
-                    path: path.to_path_buf(),
-                    column: name,
-                })
-        };
-        let (qc, vc, ac, cc) = (
-            column("question")?,
-            column("voter")?,
-            column("answer")?,
-            column("correct")?,
-        );
-        let mut questions: Vec<String> = Vec::new();
-        let mut q_index: HashMap<String, usize> = HashMap::new();
-        let mut voters: Vec<String> = Vec::new();
-        let mut v_index: HashMap<String, usize> = HashMap::new();
-        let mut correct: Vec<String> = Vec::new();
-        let mut raw: HashMap<(usize, usize), String> = HashMap::new();
-        for (i, line) in lines {
-            let row_err = |reason: String| VoteDataError::Row {
-                path: path.to_path_buf(),
-                line: i + 1,
-                reason,
-            };
-            let fields = split_csv_line(line);
-            let get = |c: usize| fields.get(c).cloned().unwrap_or_default();
-            let (question, voter, answer, right) = (get(qc), get(vc), get(ac), get(cc));
-            if question.is_empty() || voter.is_empty() || right.is_empty() {
-                return Err(row_err(
-                    "question, voter and correct must not be empty".to_owned(),
-                ));
-            }
-            let q = *q_index.entry(question.clone()).or_insert_with(|| {
-                questions.push(question.clone());
-                correct.push(right.clone());
-                questions.len() - 1
-            });
-            if correct[q] != right {
-                return Err(row_err(format!(
-                    "question {question:?} has correct answer {:?} on an earlier row, {right:?} here",
-                    correct[q]
-                )));
-            }
-            let v = *v_index.entry(voter.clone()).or_insert_with(|| {
-                voters.push(voter.clone());
-                voters.len() - 1
-            });
-            if raw.insert((q, v), answer).is_some() {
-                return Err(row_err(format!(
-                    "voter {voter:?} answers question {question:?} twice"
-                )));
-            }
-        }
-        if voters.len() < 2 {
-            return Err(VoteDataError::TooSmall {
-                path: path.to_path_buf(),
-                reason: "needs at least two voters",
-            });
-        }
-        if questions.len() < 2 {
-            return Err(VoteDataError::TooSmall {
-                path: path.to_path_buf(),
-                reason: "needs at least two questions",
-            });
-        }
-        let answers = (0..questions.len())
-            .map(|q| {
-                // Wrong answers coded by decreasing frequency, ties by first appearance.
-                let mut wrong: Vec<(String, usize)> = Vec::new();
-                for v in 0..voters.len() {
-                    if let Some(a) = raw
-                        .get(&(q, v))
-                        .filter(|a| !a.is_empty() && **a != correct[q])
-                    {
-                        match wrong.iter_mut().find(|(w, _)| w == a) {
-                            Some((_, c)) => *c += 1,
-                            None => wrong.push((a.clone(), 1)),
-                        }
-                    }
-                }
-                wrong.sort_by_key(|w| std::cmp::Reverse(w.1));
-                (0..voters.len())
-                    .map(|v| {
-                        let a = raw.get(&(q, v)).filter(|a| !a.is_empty())?;
-                        if *a == correct[q] {
-                            return Some(0);
-                        }
-                        wrong.iter().position(|(w, _)| w == a).map(|i| i as u32 + 1)
-                    })
-                    .collect()
-            })
-            .collect();
-        Ok(Self {
-            questions,
-            voters,
-            answers,
-        })
-    }
-}
 
 /// An estimate with its 95% interval.
 #[derive(Clone, Copy, Debug, Serialize)]
