@@ -110,7 +110,7 @@ fn every_experiment_writes_its_files() {
 #[test]
 fn bad_input_exits_2() {
     let bad = ExitCode::from(2);
-    let cases: [&[&str]; 6] = [
+    let cases: [&[&str]; 11] = [
         &[
             "voting", "--model", "bahadur", "--voters", "5", "--rho", "0.9", "--trials", "5",
         ],
@@ -119,6 +119,11 @@ fn bad_input_exits_2() {
         &["topology", "--agents", "0"],
         &["critical-path", "--dag", "/nonexistent/dag.toml"],
         &["critical-path", "--workers", "0"],
+        &["voting", "--answers", "1", "--trials", "5"],
+        &["voting", "--trials", "0"],
+        &["voting", "--accuracies", "0.9,0.8", "--voters", "3", "--trials", "5"],
+        &["vote-matrix", "--model", "bahadur", "--out", "-"],
+        &["topology", "--repeats", "0"],
     ];
     for args in cases {
         assert_eq!(exit(args), bad, "{args:?}");

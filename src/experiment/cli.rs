@@ -327,7 +327,9 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 ModelName::BetaBinomial => Model::BetaBinomial,
                 other => {
                     return bad(format!(
-                        "vote-matrix takes --model common-shock or beta-binomial, not {other:?}"
+                        "vote-matrix takes --model common-shock or beta-binomial, not {}",
+                        clap::ValueEnum::to_possible_value(&other)
+                            .map_or_else(String::new, |v| v.get_name().to_owned())
                     ))
                 }
             };

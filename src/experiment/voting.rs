@@ -310,6 +310,11 @@ pub fn run_voting(
     if cols.is_empty() {
         return Err(VotingError::Empty("no correlation values: give --rho"));
     }
+    if config.trials == 0 {
+        return Err(VotingError::Empty(
+            "--trials must be at least 1 (every cell reports a Monte Carlo estimate)",
+        ));
+    }
     let weights = check(config, &rows)?;
     for blocs in &rows {
         for rho in &cols {
