@@ -121,7 +121,15 @@ fn bad_input_exits_2() {
         &["critical-path", "--workers", "0"],
         &["voting", "--answers", "1", "--trials", "5"],
         &["voting", "--trials", "0"],
-        &["voting", "--accuracies", "0.9,0.8", "--voters", "3", "--trials", "5"],
+        &[
+            "voting",
+            "--accuracies",
+            "0.9,0.8",
+            "--voters",
+            "3",
+            "--trials",
+            "5",
+        ],
         &["vote-matrix", "--model", "bahadur", "--out", "-"],
         &["topology", "--repeats", "0"],
     ];

@@ -118,3 +118,34 @@ fn bahadur_outside_its_range_at_ten_thousand_is_a_typed_error() {
     }
     assert!(err.to_string().contains("valid range is ["), "{err}");
 }
+
+/// The whole sweep at n = 10 000: the vote (a set of voters, O(1) a ballot), the pooled error
+/// correlation and the closed form all stay finite, and the estimate covers the exact value.
+#[test]
+fn a_sweep_cell_at_ten_thousand_voters() {
+    use quorate::experiment::plurality::WrongAnswers;
+    use quorate::experiment::voting::{run_voting, VotingConfig};
+    let config = VotingConfig {
+        voters: vec![N],
+        p: 0.8,
+        rhos: vec![0.2],
+        trials: 12,
+        model: Model::BetaBinomial,
+        blocs: Vec::new(),
+        seed: 3,
+        runtime_trials: 0,
+        answers: 2,
+        wrong: WrongAnswers::Uniform,
+        accuracies: Vec::new(),
+    };
+    let report = run_voting(&config, |_, _| {}).unwrap();
+    let cell = &report.cells[0];
+    let exact = cell.naive_closed_form.unwrap();
+    assert!(exact.is_finite() && exact > 0.9 && exact < 0.95, "{exact}");
+    assert!(
+        cell.naive_ci.0 <= exact && exact <= cell.naive_ci.1,
+        "{cell:?}"
+    );
+    let corr = cell.measured_correlation.unwrap();
+    assert!(corr.is_finite() && (-1.0..=1.0).contains(&corr), "{corr}");
+}

@@ -232,7 +232,7 @@ pub fn decide_question(blocs: &[usize], labels: &[u32], tie: u64) -> (Option<u32
 /// Counts `(voter, source, ballot)` in order, once counting every vote and once one vote per
 /// source; returns the two winning answers. The direct path and the runtime voters both decide
 /// here, so they can only differ in the ballots that reach it.
-pub(crate) fn decide_ballots<V: PartialEq + Debug + Clone>(
+pub(crate) fn decide_ballots<V: Eq + std::hash::Hash + Debug + Clone>(
     ballots: impl IntoIterator<Item = (V, u64, Ballot<u32>)>,
     tie: u64,
 ) -> (Option<u32>, Option<u32>) {
