@@ -34,10 +34,11 @@ pub enum ModelName {
     SharedEvidence,
 }
 
-/// Research experiments (issue 4).
+/// Research experiments: topology costs, voting (simulated and real vote data), critical paths.
 #[derive(clap::Subcommand, Debug)]
 pub enum ExperimentCommand {
-    /// Star vs all-to-all: counted messages, bytes and context tokens beside the formulas.
+    /// Star vs all-to-all: counted messages, bytes, context tokens and the largest context one
+    /// agent reads per round, beside the formulas; wall times repeated.
     #[command(mut_arg("plot", |a| a.help("Write an SVG plot of messages, tokens and the largest single-agent context against n (`-`: stdout)")))]
     Topology {
         /// Participant counts.
@@ -62,7 +63,8 @@ pub enum ExperimentCommand {
         #[command(flatten)]
         out: Outputs,
     },
-    /// Majority voting under correlated errors: Monte Carlo beside the exact closed form.
+    /// Majority or plurality voting under correlated errors: Monte Carlo (95% Wilson intervals)
+    /// beside the exact closed form; or, with --from-csv, a real vote matrix analysed.
     #[command(
         mut_arg("csv", |a| a.help("Write the cells as CSV (`-`: stdout)")),
         mut_arg("plot", |a| a.help("Write an SVG plot of accuracy against n per rho, with 95% intervals (`-`: stdout)"))
