@@ -170,8 +170,18 @@ pub struct FileRun {
 /// Loads, checks and runs `path`.
 pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
     let file = PlanFile::load(path)?;
+    run_plan_file(path, &file, args)
+}
+
+/// Checks and runs a plan file already parsed from `path` (which names it in errors), as it
+/// is: a caller may have changed it (`quorate eval` sets `run.topology`).
+pub fn run_plan_file(
+    path: &Path,
+    file: &PlanFile,
+    args: &RunArgs,
+) -> Result<FileRun, RunFileError> {
     let compiled = file.compile(path)?;
-    run_compiled(path, &file, compiled, args)
+    run_compiled(path, file, compiled, args)
 }
 
 /// Runs `file`, loaded from `path` and compiled by [`PlanFile::compile`] (`quorate run` prints

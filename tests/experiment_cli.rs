@@ -44,12 +44,12 @@ fn every_experiment_writes_its_files() {
     assert_eq!(code, ExitCode::SUCCESS);
     let table = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(table.lines().count(), 5, "{table}");
-    // Both match columns (messages and tokens) say true in every row.
+    // The match columns (messages, tokens, per-agent context) say true in every row.
     assert!(
         table
             .lines()
             .skip(1)
-            .all(|l| l.split(',').filter(|f| *f == "true").count() == 2),
+            .all(|l| l.split(',').filter(|f| *f == "true").count() == 3),
         "{table}"
     );
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
@@ -110,7 +110,7 @@ fn every_experiment_writes_its_files() {
 #[test]
 fn bad_input_exits_2() {
     let bad = ExitCode::from(2);
-    let cases: [&[&str]; 6] = [
+    let cases: [&[&str]; 11] = [
         &[
             "voting", "--model", "bahadur", "--voters", "5", "--rho", "0.9", "--trials", "5",
         ],
@@ -119,6 +119,19 @@ fn bad_input_exits_2() {
         &["topology", "--agents", "0"],
         &["critical-path", "--dag", "/nonexistent/dag.toml"],
         &["critical-path", "--workers", "0"],
+        &["voting", "--answers", "1", "--trials", "5"],
+        &["voting", "--trials", "0"],
+        &[
+            "voting",
+            "--accuracies",
+            "0.9,0.8",
+            "--voters",
+            "3",
+            "--trials",
+            "5",
+        ],
+        &["vote-matrix", "--model", "bahadur", "--out", "-"],
+        &["topology", "--repeats", "0"],
     ];
     for args in cases {
         assert_eq!(exit(args), bad, "{args:?}");

@@ -9,8 +9,14 @@ use std::process::ExitCode;
 use super::critical_path::{builtin, evaluate, Dag, ScheduleRow};
 use super::models::Model;
 use super::output::progress;
-use super::present::{bad, critical_path_outputs, topology_outputs, voting_outputs};
+use super::output::write_text;
+use super::plurality::WrongAnswers;
+use super::present::{bad, critical_path_outputs, topology_outputs};
+use super::present_data::vote_data_outputs;
+use super::present_voting::voting_outputs;
 use super::topology::{run_topology, TokenMode, TopologyConfig};
+use super::vote_data::{analyse, VoteMatrix};
+use super::vote_matrix::{make_vote_matrix, MatrixConfig};
 use super::voting::{run_voting, VotingConfig};
 
 /// Correlation models of `experiment voting`.
@@ -28,11 +34,12 @@ pub enum ModelName {
     SharedEvidence,
 }
 
-/// Research experiments (issue 4).
+/// Research experiments: topology costs, voting (simulated and real vote data), critical paths.
 #[derive(clap::Subcommand, Debug)]
 pub enum ExperimentCommand {
-    /// Star vs all-to-all: counted messages, bytes and context tokens beside the formulas.
-    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of messages and tokens against n")))]
+    /// Star vs all-to-all: counted messages, bytes, context tokens and the largest context one
+    /// agent reads per round, beside the formulas; wall times repeated.
+    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of messages, tokens and the largest single-agent context against n (`-`: stdout)")))]
     Topology {
         /// Participant counts.
         #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32")]
@@ -49,14 +56,18 @@ pub enum ExperimentCommand {
         /// Seed of the message text.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Runs of each exchange: wall time is the median with its min and max.
+        #[arg(long, default_value_t = 5)]
+        repeats: u64,
         /// `--json`, `--csv`, `--plot`.
         #[command(flatten)]
         out: Outputs,
     },
-    /// Majority voting under correlated errors: Monte Carlo beside the exact closed form.
+    /// Majority or plurality voting under correlated errors: Monte Carlo (95% Wilson intervals)
+    /// beside the exact closed form; or, with --from-csv, a real vote matrix analysed.
     #[command(
-        mut_arg("csv", |a| a.help("Write the cells as CSV")),
-        mut_arg("plot", |a| a.help("Write an SVG plot of accuracy against n per rho"))
+        mut_arg("csv", |a| a.help("Write the cells as CSV (`-`: stdout)")),
+        mut_arg("plot", |a| a.help("Write an SVG plot of accuracy against n per rho, with 95% intervals (`-`: stdout)"))
     )]
     Voting {
         /// Voter counts.
@@ -93,15 +104,61 @@ pub enum ExperimentCommand {
         /// Questions per cell that run through worker actors (the rest call the vote directly).
         #[arg(long, default_value_t = 50)]
         runtime_trials: u64,
-        /// Seed.
+        /// Answers per question: 2 is right/wrong majority, more is plurality.
+        #[arg(long, default_value_t = 2)]
+        answers: usize,
+        /// How wrong voters spread over the wrong answers: `uniform`, or `attractor=W` (one
+        /// wrong answer takes share W of the wrong votes).
+        #[arg(long, default_value = "uniform", value_parser = parse_wrong)]
+        wrong: WrongAnswers,
+        /// One accuracy per voter, e.g. 0.9,0.8,0.7 (common-shock only; a row of n voters takes
+        /// the first n).
+        #[arg(long, value_delimiter = ',')]
+        accuracies: Vec<f64>,
+        /// Seed (of the draws; with --from-csv, of the bootstrap and the sampled sub-ensembles).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Analyse a vote matrix instead of simulating: CSV with question, voter, answer,
+        /// correct (see docs/experiments.md); the model flags are then not used.
+        #[arg(long, value_name = "FILE")]
+        from_csv: Option<PathBuf>,
         /// `--json`, `--csv`, `--plot`.
         #[command(flatten)]
         out: Outputs,
     },
+    /// Write a vote matrix made by the runtime: scripted voters with a known error correlation
+    /// answer through worker actors (the input format of `voting --from-csv`).
+    VoteMatrix {
+        /// Voters.
+        #[arg(long, default_value_t = 7)]
+        voters: usize,
+        /// Questions.
+        #[arg(long, default_value_t = 400)]
+        questions: usize,
+        /// Accuracy of every voter.
+        #[arg(long, default_value_t = 0.7)]
+        p: f64,
+        /// Pairwise error correlation.
+        #[arg(long, default_value_t = 0.3)]
+        rho: f64,
+        /// Correlation model: common-shock or beta-binomial.
+        #[arg(long, value_enum, default_value_t = ModelName::CommonShock)]
+        model: ModelName,
+        /// Answers per question.
+        #[arg(long, default_value_t = 4)]
+        answers: usize,
+        /// Spread of wrong answers: `uniform` or `attractor=W`.
+        #[arg(long, default_value = "uniform", value_parser = parse_wrong)]
+        wrong: WrongAnswers,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Where to write the CSV (`-`: stdout).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
     /// Makespan of DAGs under a list scheduler on a virtual clock, beside the lower bound.
-    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of makespan / lower bound against W per DAG")))]
+    #[command(mut_arg("plot", |a| a.help("Write an SVG plot of makespan / lower bound against W per DAG (`-`: stdout)")))]
     CriticalPath {
         /// A DAG file (TOML or JSON) instead of the built-in set.
         #[arg(long, value_name = "FILE")]
@@ -123,13 +180,13 @@ pub enum ExperimentCommand {
 /// (no final period there: the derive drops the one of a doc comment).
 #[derive(clap::Args, Debug)]
 pub struct Outputs {
-    /// Print one JSON object instead of the table, or with FILE write it there.
+    /// Print one JSON object instead of the table, or with FILE write it there (`-`: stdout).
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     pub json: Option<Option<PathBuf>>,
-    /// Write the rows as CSV.
+    /// Write the rows as CSV (`-`: stdout, instead of the table).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Write an SVG plot.
+    /// Write an SVG plot (`-`: stdout, instead of the table).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 }
@@ -143,6 +200,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             msg_tokens,
             mode,
             seed,
+            repeats,
             out: Outputs { json, csv, plot },
         } => {
             let config = TopologyConfig {
@@ -151,6 +209,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 msg_tokens,
                 mode,
                 seed,
+                repeats,
             };
             let bar = progress(2 * config.agents.len() as u64, "topology");
             let report = match run_topology(&config, |done, _| bar.set_position(done)) {
@@ -165,7 +224,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             let ok = report
                 .rows
                 .iter()
-                .all(|r| r.messages_match && r.tokens_match);
+                .all(|r| r.messages_match && r.tokens_match && r.context_match && r.repeats_agree);
             if ok {
                 ExitCode::SUCCESS
             } else {
@@ -183,9 +242,24 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             p2,
             blocs,
             runtime_trials,
+            answers,
+            wrong,
+            accuracies,
             seed,
+            from_csv,
             out: Outputs { json, csv, plot },
         } => {
+            if let Some(path) = from_csv {
+                let matrix = match VoteMatrix::load(&path) {
+                    Ok(m) => m,
+                    Err(e) => return bad(e),
+                };
+                let report = analyse(&matrix, &path.display().to_string(), seed);
+                return match vote_data_outputs(&report, json, csv.as_deref(), plot.as_deref()) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(code) => code,
+                };
+            }
             let blocs = match parse_blocs(&blocs) {
                 Ok(b) => b,
                 Err(e) => return bad(e),
@@ -217,6 +291,9 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 blocs,
                 seed,
                 runtime_trials,
+                answers,
+                wrong,
+                accuracies,
             };
             let bar = progress(0, "voting");
             let report = match run_voting(&config, |done, total| {
@@ -234,6 +311,47 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
+            }
+        }
+        ExperimentCommand::VoteMatrix {
+            voters,
+            questions,
+            p,
+            rho,
+            model,
+            answers,
+            wrong,
+            seed,
+            out,
+        } => {
+            let model = match model {
+                ModelName::CommonShock => Model::CommonShock,
+                ModelName::BetaBinomial => Model::BetaBinomial,
+                other => {
+                    return bad(format!(
+                        "vote-matrix takes --model common-shock or beta-binomial, not {}",
+                        clap::ValueEnum::to_possible_value(&other)
+                            .map_or_else(String::new, |v| v.get_name().to_owned())
+                    ))
+                }
+            };
+            let config = MatrixConfig {
+                model,
+                voters,
+                questions,
+                p,
+                rho,
+                answers,
+                wrong,
+                seed,
+            };
+            let text = match make_vote_matrix(&config) {
+                Ok(t) => t,
+                Err(e) => return bad(e),
+            };
+            match write_text(&out, &text) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => bad(e),
             }
         }
         ExperimentCommand::CriticalPath {
@@ -261,6 +379,25 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 Err(code) => code,
             }
         }
+    }
+}
+
+/// Parses `--wrong uniform` or `--wrong attractor=0.6`.
+pub fn parse_wrong(s: &str) -> Result<WrongAnswers, String> {
+    let attractor = |w: &str| match w.trim().parse::<f64>() {
+        Ok(weight) if (0.0..=1.0).contains(&weight) => Ok(WrongAnswers::Attractor { weight }),
+        _ => Err(format!(
+            "{s:?}: the attractor weight must be a number in [0, 1], e.g. attractor=0.6"
+        )),
+    };
+    match s.trim() {
+        "uniform" => Ok(WrongAnswers::Uniform),
+        other => match other.strip_prefix("attractor=") {
+            Some(w) => attractor(w),
+            None => Err(format!(
+                "{s:?}: expected `uniform` or `attractor=W` with W in [0, 1]"
+            )),
+        },
     }
 }
 

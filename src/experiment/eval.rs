@@ -2,9 +2,9 @@
 //! plans over seeds, in one or both topologies, and reports what an architecture comparison
 //! needs.
 //!
-//! Every (plan, topology, seed) is one run of [`crate::runner::run_file`]. Both topologies run
-//! the same plan file with the same `[run]` budget (only `run.topology` differs; the other
-//! topology is run from a temporary copy under [`std::env::temp_dir`]). Every run stays in the
+//! Every (plan, topology, seed) is one run of [`crate::runner::run_plan_file`]. Both topologies
+//! run the same parsed plan file with the same `[run]` budget (only `run.topology` differs: it is
+//! set on the typed plan, which is never written back to TOML). Every run stays in the
 //! denominator, whatever it stopped on: a run that hit a limit, a deadline or no progress is a
 //! run that did not succeed, not a run that is left out. A run the runtime refused with an error
 //! is counted with stop reason `error`.
@@ -23,7 +23,11 @@
 //!   the runtime's own `actions.duplicate_effects` (reported separately; both must stay 0).
 //! * **outcome unknown**: `actions.unknown / actions.executed` summed over the runs.
 //! * **stop reasons**: count per stop reason.
-//! * **latency**: wall-clock time of each run (load, compile, run), p50/p95/p99 by nearest rank.
+//! * **latency**: wall-clock time of each run (compile and run), p50/p95/p99 by nearest rank,
+//!   each reported only when the run count supports it ([`supported_percentile`]: p95 needs at
+//!   least 20 runs, p99 at least 100); with fewer runs the field is `null` and the table says
+//!   how many runs it needs instead of printing what would only be the maximum.
+//! * **uncertainty**: the success rate and the wrong side-effect rate carry 95% Wilson intervals.
 //!
 //! Exit codes: 0 done (whatever the runs stopped on), 2 bad input (a plan that does not load or
 //! compile, `--seeds 0`, an output file that cannot be written).
@@ -36,9 +40,10 @@ use std::time::Instant;
 use quorate_coordinator::chaos::ChaosConfig;
 use serde::Serialize;
 
-use super::output::{progress, write_csv, write_json};
+use super::output::{is_stdout, progress, write_csv, write_json};
+use super::stats::wilson95;
 use crate::plan_file::{PlanFile, Topology};
-use crate::runner::{run_file, Approve, FileRun, RunArgs};
+use crate::runner::{run_plan_file, Approve, FileRun, RunArgs};
 
 const EXIT_BAD_INPUT: u8 = 2;
 
@@ -86,7 +91,7 @@ pub struct EvalArgs {
     /// the table.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write one CSV row per run.
+    /// Write one CSV row per run to FILE; `-` prints it instead of the table.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
 }
@@ -140,10 +145,14 @@ pub struct TopologySummary {
     pub successes: u64,
     /// `successes / runs`.
     pub success_rate: f64,
+    /// 95% Wilson interval of the success rate.
+    pub success_ci: (f64, f64),
     /// Runs with at least one wrong side effect.
     pub runs_with_wrong_effects: u64,
     /// `runs_with_wrong_effects / runs`.
     pub wrong_side_effect_rate: f64,
+    /// 95% Wilson interval of the wrong side-effect rate.
+    pub wrong_side_effect_ci: (f64, f64),
     /// Duplicate actions: world duplicates plus the runtime's counter.
     pub duplicate_actions: u64,
     /// Executed tool calls.
@@ -154,12 +163,14 @@ pub struct TopologySummary {
     pub unknown_share: f64,
     /// Runs per stop reason.
     pub stop_reasons: BTreeMap<String, u64>,
-    /// Latency percentiles, milliseconds.
-    pub latency_p50_ms: f64,
-    /// p95.
-    pub latency_p95_ms: f64,
-    /// p99.
-    pub latency_p99_ms: f64,
+    /// Median latency, milliseconds (`None` without runs).
+    pub latency_p50_ms: Option<f64>,
+    /// p95 (`None` under 20 runs: see [`supported_percentile`]).
+    pub latency_p95_ms: Option<f64>,
+    /// p99 (`None` under 100 runs).
+    pub latency_p99_ms: Option<f64>,
+    /// The slowest run, milliseconds.
+    pub latency_max_ms: f64,
 }
 
 /// The whole evaluation.
@@ -194,56 +205,27 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// A plan file to run in one topology: the original path, or a temporary copy with the
-/// topology changed (removed on drop).
-struct PlanCopy {
-    path: PathBuf,
-    temporary: bool,
+/// The nearest-rank percentile `p` of sorted values, or `None` when there are fewer than
+/// [`runs_needed`]`(p)` values: below that the rank is the largest value, so "p99" of 10 runs
+/// would only be their maximum. p50 needs 2 runs, p95 20, p99 100.
+#[must_use]
+pub fn supported_percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    (sorted.len() >= runs_needed(p)).then(|| percentile(sorted, p))
 }
 
-impl Drop for PlanCopy {
-    fn drop(&mut self) {
-        if self.temporary {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
+/// Runs needed before [`supported_percentile`] reports percentile `p`: `ceil(100 / (100 - p))`.
+#[must_use]
+pub fn runs_needed(p: f64) -> usize {
+    ((100.0 / (100.0 - p)).ceil() as usize).max(1)
 }
 
-fn plan_for(
-    original: &Path,
-    file: &PlanFile,
-    topology: Topology,
-    index: usize,
-) -> Result<PlanCopy, String> {
-    if file.run.topology == topology {
-        return Ok(PlanCopy {
-            path: original.to_path_buf(),
-            temporary: false,
-        });
-    }
+/// The plan file to run in `topology`: the parsed file with `run.topology` set on the typed
+/// value (never re-serialised: a plan whose scripts hold values TOML cannot write back, such as
+/// the delegation plans' unit variants, runs as it was read).
+fn plan_for(file: &PlanFile, topology: Topology) -> PlanFile {
     let mut copy = file.clone();
     copy.run.topology = topology;
-    let text = toml::to_string(&copy).map_err(|e| format!("{}: {e}", original.display()))?;
-    let stem = original
-        .file_stem()
-        .map_or_else(|| "plan".into(), |s| s.to_string_lossy().into_owned());
-    let unique = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let path = std::env::temp_dir().join(format!(
-        "quorate-eval-{}-{unique}-{index}-{stem}-{}.toml",
-        std::process::id(),
-        topology_name(topology)
-    ));
-    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    // The copy must mean the same plan.
-    PlanFile::load(&path)
-        .and_then(|f| f.compile(&path).map(|_| ()))
-        .map_err(|e| format!("{}: copy with topology changed: {e}", original.display()))?;
-    Ok(PlanCopy {
-        path,
-        temporary: true,
-    })
+    copy
 }
 
 fn measure(plan: &str, topology: Topology, seed: u64, run: &FileRun, latency_ms: f64) -> EvalRun {
@@ -306,8 +288,10 @@ pub fn summarize(topology: &str, runs: &[&EvalRun]) -> TopologySummary {
         runs: n,
         successes,
         success_rate: rate(successes),
+        success_ci: wilson95(successes, n),
         runs_with_wrong_effects: wrong,
         wrong_side_effect_rate: rate(wrong),
+        wrong_side_effect_ci: wilson95(wrong, n),
         duplicate_actions: runs
             .iter()
             .map(|r| r.duplicate_effects_world + r.duplicate_effects_reported)
@@ -320,9 +304,10 @@ pub fn summarize(topology: &str, runs: &[&EvalRun]) -> TopologySummary {
             unknown as f64 / executed as f64
         },
         stop_reasons,
-        latency_p50_ms: percentile(&lat, 50.0),
-        latency_p95_ms: percentile(&lat, 95.0),
-        latency_p99_ms: percentile(&lat, 99.0),
+        latency_p50_ms: supported_percentile(&lat, 50.0),
+        latency_p95_ms: supported_percentile(&lat, 95.0),
+        latency_p99_ms: supported_percentile(&lat, 99.0),
+        latency_max_ms: lat.last().copied().unwrap_or(0.0),
     }
 }
 
@@ -353,9 +338,11 @@ pub fn evaluate(args: &EvalArgs) -> Result<EvalReport, String> {
     let total = args.plans.len() as u64 * topologies.len() as u64 * args.seeds;
     let bar = progress(total, "eval");
     let mut runs = Vec::new();
-    for (index, (path, file)) in args.plans.iter().zip(&files).enumerate() {
+    for (path, file) in args.plans.iter().zip(&files) {
         for &topology in &topologies {
-            let copy = plan_for(path, file, topology, index)?;
+            let copy = plan_for(file, topology);
+            copy.compile(path)
+                .map_err(|e| format!("{} in {}: {e}", path.display(), topology_name(topology)))?;
             for seed in 0..args.seeds {
                 let run_args = RunArgs {
                     seed,
@@ -367,7 +354,7 @@ pub fn evaluate(args: &EvalArgs) -> Result<EvalReport, String> {
                 };
                 let name = path.display().to_string();
                 let start = Instant::now();
-                let result = run_file(&copy.path, &run_args);
+                let result = run_plan_file(path, &copy, &run_args);
                 let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
                 runs.push(match result {
                     Ok(run) => measure(&name, topology, seed, &run, latency_ms),
@@ -412,6 +399,10 @@ pub fn evaluate(args: &EvalArgs) -> Result<EvalReport, String> {
     })
 }
 
+fn ms(value: Option<f64>, p: f64) -> String {
+    value.map_or_else(|| format!("n<{}", runs_needed(p)), |v| format!("{v:.1}"))
+}
+
 /// The summary table.
 #[must_use]
 pub fn table(report: &EvalReport) -> String {
@@ -425,16 +416,17 @@ pub fn table(report: &EvalReport) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<9} {:>5} {:>12} {:>12} {:>6} {:>14} {:>9} {:>9} {:>9}  stop reasons",
+        "{:<9} {:>5} {:>24} {:>20} {:>6} {:>14} {:>9} {:>9} {:>9} {:>9}  stop reasons",
         "topology",
         "runs",
-        "success",
-        "wrong-effect",
+        "success [95% CI]",
+        "wrong-effect [CI]",
         "dups",
         "unknown/exec",
         "p50 ms",
         "p95 ms",
-        "p99 ms"
+        "p99 ms",
+        "max ms"
     );
     for t in &report.summaries {
         let stops: Vec<String> = t
@@ -444,11 +436,23 @@ pub fn table(report: &EvalReport) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "{:<9} {:>5} {:>12} {:>12} {:>6} {:>14} {:>9.1} {:>9.1} {:>9.1}  {}",
+            "{:<9} {:>5} {:>24} {:>20} {:>6} {:>14} {:>9} {:>9} {:>9} {:>9.1}  {}",
             t.topology,
             t.runs,
-            format!("{}/{} {:.0}%", t.successes, t.runs, 100.0 * t.success_rate),
-            format!("{:.1}%", 100.0 * t.wrong_side_effect_rate),
+            format!(
+                "{}/{} {:.0}% [{:.0}, {:.0}]",
+                t.successes,
+                t.runs,
+                100.0 * t.success_rate,
+                100.0 * t.success_ci.0,
+                100.0 * t.success_ci.1
+            ),
+            format!(
+                "{:.1}% [{:.0}, {:.0}]",
+                100.0 * t.wrong_side_effect_rate,
+                100.0 * t.wrong_side_effect_ci.0,
+                100.0 * t.wrong_side_effect_ci.1
+            ),
             t.duplicate_actions,
             format!(
                 "{}/{} {:.1}%",
@@ -456,10 +460,24 @@ pub fn table(report: &EvalReport) -> String {
                 t.executed,
                 100.0 * t.unknown_share
             ),
-            t.latency_p50_ms,
-            t.latency_p95_ms,
-            t.latency_p99_ms,
+            ms(t.latency_p50_ms, 50.0),
+            ms(t.latency_p95_ms, 95.0),
+            ms(t.latency_p99_ms, 99.0),
+            t.latency_max_ms,
             stops.join(", ")
+        );
+    }
+    if report
+        .summaries
+        .iter()
+        .any(|t| t.latency_p99_ms.is_none() && t.runs > 0)
+    {
+        let _ = writeln!(
+            s,
+            "(percentiles by nearest rank; p95 needs >= {} runs, p99 >= {}: fewer are shown as \"n<N\", \
+             not as the maximum)",
+            runs_needed(95.0),
+            runs_needed(99.0)
         );
     }
     for r in report.runs.iter().filter(|r| r.error.is_some()) {
@@ -527,6 +545,11 @@ pub fn run(args: EvalArgs) -> ExitCode {
         eprintln!("quorate: {m}");
         ExitCode::from(EXIT_BAD_INPUT)
     };
+    let json_out = args.json.as_deref().is_some_and(is_stdout);
+    let csv_out = args.csv.as_deref().is_some_and(is_stdout);
+    if json_out && csv_out {
+        return bad("only one of --json and --csv can be `-` (stdout)".into());
+    }
     let report = match evaluate(&args) {
         Ok(r) => r,
         Err(e) => return bad(e),
@@ -537,7 +560,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
         }
     }
     match &args.json {
-        Some(path) if path.as_os_str() == "-" => crate::outln!(
+        Some(path) if is_stdout(path) => crate::outln!(
             "{}",
             serde_json::to_string(&report).expect("the report serializes")
         ),
@@ -545,9 +568,11 @@ pub fn run(args: EvalArgs) -> ExitCode {
             if let Err(e) = write_json(path, &report) {
                 return bad(e.to_string());
             }
-            crate::out!("{}", table(&report));
         }
-        None => crate::out!("{}", table(&report)),
+        None => {}
+    }
+    if !json_out && !csv_out {
+        crate::out!("{}", table(&report));
     }
     ExitCode::SUCCESS
 }

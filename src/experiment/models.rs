@@ -11,7 +11,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::stats::{binomial, choose, independent_majority, majority_accuracy};
+use super::stats::{binomial, choose, independent_majority, ln_beta, ln_choose, majority_accuracy};
 
 /// A correlation model with its parameters (the swept `rho` is passed separately).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -305,8 +305,9 @@ impl Model {
 }
 
 /// The beta-binomial pmf with mean `p` and pairwise correlation `rho` (limits included:
-/// `rho = 0` is the binomial, `rho = 1` puts everything on 0 and n), computed with the rising
-/// factorial form `C(n,k) (a)_k (b)_{n-k} / (a+b)_n` (exact products, no Gamma function).
+/// `rho = 0` is the binomial, `rho = 1` puts everything on 0 and n). Up to n = 100 with the
+/// rising factorial form `C(n,k) (a)_k (b)_{n-k} / (a+b)_n` (exact products); above, where
+/// those products overflow, in log space: `ln C(n,k) + ln B(k+a, n-k+b) - ln B(a, b)`.
 #[must_use]
 pub fn beta_binomial(n: usize, p: f64, rho: f64) -> Vec<f64> {
     if rho <= 0.0 || p <= 0.0 || p >= 1.0 {
@@ -320,6 +321,12 @@ pub fn beta_binomial(n: usize, p: f64, rho: f64) -> Vec<f64> {
     }
     let a = p * (1.0 - rho) / rho;
     let b = (1.0 - p) * (1.0 - rho) / rho;
+    if n > 100 {
+        let base = ln_beta(a, b);
+        return (0..=n)
+            .map(|k| (ln_choose(n, k) + ln_beta(k as f64 + a, (n - k) as f64 + b) - base).exp())
+            .collect();
+    }
     let rising = |x: f64, m: usize| (0..m).fold(1.0, |acc, i| acc * (x + i as f64));
     let total = rising(a + b, n);
     (0..=n)

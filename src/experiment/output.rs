@@ -1,4 +1,6 @@
 //! Writing results: JSON, CSV, SVG line plots (plotters), and a progress bar on stderr.
+//!
+//! Every writer takes a path; the path `-` means standard output (see [`is_stdout`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -46,18 +48,35 @@ pub fn progress(total: u64, what: &str) -> ProgressBar {
     bar
 }
 
-/// Writes `value` as pretty JSON.
+/// Whether `path` is `-`, which every `--json`, `--csv` and `--plot` takes for standard output.
+#[must_use]
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Writes `text` to `path`, or to standard output for `-` (through [`crate::out!`], so a
+/// closed stdout stops the output, not the command).
+pub fn write_text(path: &Path, text: &str) -> Result<(), OutputError> {
+    if is_stdout(path) {
+        crate::out!("{text}");
+        Ok(())
+    } else {
+        std::fs::write(path, text).map_err(io(path))
+    }
+}
+
+/// Writes `value` as pretty JSON (`-`: to stdout).
 pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), OutputError> {
     let text = serde_json::to_string_pretty(value).map_err(|e| OutputError::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e),
     })?;
-    std::fs::write(path, text + "\n").map_err(io(path))
+    write_text(path, &(text + "\n"))
 }
 
-/// Writes a CSV file (fields containing a comma or quote are quoted).
+/// Writes a CSV file (fields containing a comma or quote are quoted; `-`: to stdout).
 pub fn write_csv(path: &Path, header: &[&str], rows: &[Vec<String>]) -> Result<(), OutputError> {
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(io(path))?);
+    let mut file: Vec<u8> = Vec::new();
     let quote = |f: &str| {
         if f.contains([',', '"', '\n']) {
             format!("\"{}\"", f.replace('"', "\"\""))
@@ -70,11 +89,11 @@ pub fn write_csv(path: &Path, header: &[&str], rows: &[Vec<String>]) -> Result<(
         let line: Vec<String> = row.iter().map(|f| quote(f)).collect();
         writeln!(file, "{}", line.join(",")).map_err(io(path))?;
     }
-    file.flush().map_err(io(path))
+    write_text(path, &String::from_utf8_lossy(&file))
 }
 
 /// One line of a plot.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Series {
     /// Legend label (empty: not in the legend).
     pub label: String,
@@ -84,9 +103,23 @@ pub struct Series {
     pub color: usize,
     /// Draw markers (measured data) or a thin plain line (closed form / bound).
     pub markers: bool,
+    /// An interval `(lo, hi)` per point (same order as `points`), or empty for none.
+    pub interval: Vec<(f64, f64)>,
+    /// How `interval` is drawn.
+    pub interval_style: IntervalStyle,
 }
 
-const PALETTE: [RGBColor; 8] = [
+/// How a series' intervals are drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IntervalStyle {
+    /// A vertical error bar with caps at each point.
+    #[default]
+    Bars,
+    /// A translucent band between the lower and the upper ends.
+    Band,
+}
+
+const PALETTE: [RGBColor; 12] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -95,9 +128,14 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
     RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 0, 0),
 ];
 
-/// Axis titles and ranges of a plot.
+/// Axis titles of a plot. The legend is drawn in a panel right of the chart, so it never
+/// covers data.
 #[derive(Clone, Debug)]
 pub struct Axes<'a> {
     /// Title.
@@ -108,48 +146,68 @@ pub struct Axes<'a> {
     pub y: &'a str,
     /// Plot log10 of y (labels show the exponent).
     pub log_y: bool,
-    /// Where the legend goes.
-    pub legend: Legend,
+    /// Categorical x axis: point `x = i` is labelled `x_labels[i]` (and only whole `i` get
+    /// a tick); points are not joined by lines, and a series without markers is drawn as a
+    /// short dash at each category. Empty: numeric x.
+    pub x_labels: Vec<String>,
 }
 
-/// Corner of the legend box.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Legend {
-    /// Upper left.
-    UpperLeft,
-    /// Upper right.
-    UpperRight,
-    /// Lower right.
-    LowerRight,
-}
-
-/// Draws `series` into an SVG file of 720 x 440 pixels.
-pub fn plot_lines(path: &Path, axes: &Axes<'_>, series: &[Series]) -> Result<(), OutputError> {
-    let fail = |e: &dyn std::fmt::Display| OutputError::Plot {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let tf = |y: f64| if axes.log_y { y.max(1e-9).log10() } else { y };
-    let all = series.iter().flat_map(|s| s.points.iter());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, y) in all {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(tf(y));
-        y1 = y1.max(tf(y));
+/// A tick label of a numeric axis: as few decimals as tell it apart (no repeated `2, 2, 3`).
+fn tick(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0}")
+    } else {
+        let s = format!("{x:.3}");
+        s.trim_end_matches('0').to_owned()
     }
-    if x0 > x1 {
+}
+
+/// Draws `series` into an SVG of 1000 x 460 pixels at `path` (`-`: stdout): the chart on the
+/// left 700 pixels, the legend in the 300 beside it.
+pub fn plot_lines(path: &Path, axes: &Axes<'_>, series: &[Series]) -> Result<(), OutputError> {
+    let mut svg = String::new();
+    draw(&mut svg, axes, series).map_err(|message| OutputError::Plot {
+        path: path.display().to_string(),
+        message,
+    })?;
+    write_text(path, &(svg + "\n"))
+}
+
+fn draw(svg: &mut String, axes: &Axes<'_>, series: &[Series]) -> Result<(), String> {
+    let fail = |e: &dyn std::fmt::Display| e.to_string();
+    let tf = |y: f64| if axes.log_y { y.max(1e-9).log10() } else { y };
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for s in series {
+        let ends = s.interval.iter().flat_map(|&(lo, hi)| [lo, hi]);
+        for y in s.points.iter().map(|p| p.1).chain(ends) {
+            y0 = y0.min(tf(y));
+            y1 = y1.max(tf(y));
+        }
+        for &(x, _) in &s.points {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+        }
+    }
+    if x0 > x1 || y0 > y1 {
         (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
     }
     let pad = ((y1 - y0) * 0.05).max(1e-3);
-    let xpad = ((x1 - x0) * 0.02).max(1e-3);
-    let root = SVGBackend::new(path, (720, 440)).into_drawing_area();
+    let xpad = ((x1 - x0) * 0.03).max(0.3);
+    let root = SVGBackend::with_string(svg, (1000, 460)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(axes.title, ("sans-serif", 18))
+    let (title, body) = root.split_vertically(34);
+    title
+        .draw(&Text::new(
+            axes.title.to_owned(),
+            (12, 10),
+            ("sans-serif", 16).into_font(),
+        ))
+        .map_err(|e| fail(&e))?;
+    let (left, legend) = body.split_horizontally(700);
+    let mut chart = ChartBuilder::on(&left)
         .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(56)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
         .build_cartesian_2d((x0 - xpad)..(x1 + xpad), (y0 - pad)..(y1 + pad))
         .map_err(|e| fail(&e))?;
     let y_desc = if axes.log_y {
@@ -157,26 +215,77 @@ pub fn plot_lines(path: &Path, axes: &Axes<'_>, series: &[Series]) -> Result<(),
     } else {
         axes.y.to_owned()
     };
-    chart
-        .configure_mesh()
-        .x_desc(axes.x)
+    let labels = &axes.x_labels;
+    let categorical = |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-9 && i >= 0.0 && (i as usize) < labels.len() {
+            labels[i as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(axes.x)
         .y_desc(y_desc)
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .light_line_style(WHITE.mix(0.0))
-        .draw()
-        .map_err(|e| fail(&e))?;
+        .light_line_style(WHITE.mix(0.0));
+    if labels.is_empty() {
+        mesh.x_label_formatter(&|x| tick(*x));
+    } else {
+        mesh.x_labels(labels.len() + 2)
+            .x_label_formatter(&categorical);
+    }
+    mesh.draw().map_err(|e| fail(&e))?;
     for s in series {
         let color = PALETTE[s.color % PALETTE.len()];
         let pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x, tf(y))).collect();
+        let ends: Vec<(f64, f64, f64)> = s
+            .points
+            .iter()
+            .zip(&s.interval)
+            .map(|(&(x, _), &(lo, hi))| (x, tf(lo), tf(hi)))
+            .collect();
+        match s.interval_style {
+            IntervalStyle::Band if !ends.is_empty() => {
+                let mut outline: Vec<(f64, f64)> = ends.iter().map(|&(x, lo, _)| (x, lo)).collect();
+                outline.extend(ends.iter().rev().map(|&(x, _, hi)| (x, hi)));
+                chart
+                    .draw_series(std::iter::once(Polygon::new(
+                        outline,
+                        color.mix(0.18).filled(),
+                    )))
+                    .map_err(|e| fail(&e))?;
+            }
+            _ => {
+                let cap = (x1 - x0 + 2.0 * xpad) * 0.006;
+                chart
+                    .draw_series(ends.iter().flat_map(|&(x, lo, hi)| {
+                        [
+                            PathElement::new(vec![(x, lo), (x, hi)], color.stroke_width(1)),
+                            PathElement::new(
+                                vec![(x - cap, lo), (x + cap, lo)],
+                                color.stroke_width(1),
+                            ),
+                            PathElement::new(
+                                vec![(x - cap, hi), (x + cap, hi)],
+                                color.stroke_width(1),
+                            ),
+                        ]
+                    }))
+                    .map_err(|e| fail(&e))?;
+            }
+        }
         let width = if s.markers { 2 } else { 1 };
-        let drawn = chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
-            .map_err(|e| fail(&e))?;
-        // An empty label keeps the series out of the legend.
-        if !s.label.is_empty() {
-            drawn.label(s.label.clone()).legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(width))
-            });
+        if labels.is_empty() {
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
+                .map_err(|e| fail(&e))?;
+        } else if !s.markers {
+            // Categories are not a scale: no line joins them; an exact value is a short dash.
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| {
+                    PathElement::new(vec![(x - 0.25, y), (x + 0.25, y)], color.stroke_width(1))
+                }))
+                .map_err(|e| fail(&e))?;
         }
         if s.markers {
             chart
@@ -184,16 +293,30 @@ pub fn plot_lines(path: &Path, axes: &Axes<'_>, series: &[Series]) -> Result<(),
                 .map_err(|e| fail(&e))?;
         }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .position(match axes.legend {
-            Legend::UpperLeft => SeriesLabelPosition::UpperLeft,
-            Legend::UpperRight => SeriesLabelPosition::UpperRight,
-            Legend::LowerRight => SeriesLabelPosition::LowerRight,
-        })
-        .draw()
-        .map_err(|e| fail(&e))?;
+    // The legend panel: one row per labelled series, beside the chart.
+    let mut y = 20;
+    for s in series.iter().filter(|s| !s.label.is_empty()) {
+        let color = PALETTE[s.color % PALETTE.len()];
+        let width = if s.markers { 2 } else { 1 };
+        legend
+            .draw(&PathElement::new(
+                vec![(4, y), (26, y)],
+                color.stroke_width(width),
+            ))
+            .map_err(|e| fail(&e))?;
+        if s.markers {
+            legend
+                .draw(&Circle::new((15, y), 3, color.filled()))
+                .map_err(|e| fail(&e))?;
+        }
+        legend
+            .draw(&Text::new(
+                s.label.clone(),
+                (32, y - 7),
+                ("sans-serif", 13).into_font(),
+            ))
+            .map_err(|e| fail(&e))?;
+        y += 20;
+    }
     root.present().map_err(|e| fail(&e))
 }

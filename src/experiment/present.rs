@@ -4,10 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::critical_path::ScheduleRow;
-use super::models::Model;
-use super::output::{plot_lines, write_csv, write_json, Axes, Legend, OutputError, Series};
-use super::topology::{Topology, TopologyReport};
-use super::voting::VotingReport;
+use super::output::{is_stdout, plot_lines, write_csv, write_json, Axes, OutputError, Series};
+use super::topology::{Topology, TopologyReport, TopologyRow};
 
 /// Exit code for bad input.
 const EXIT_BAD_INPUT: u8 = 2;
@@ -17,27 +15,53 @@ pub(super) fn bad(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_BAD_INPUT)
 }
 
-fn written(result: Result<(), OutputError>) -> Result<(), ExitCode> {
+pub(super) fn written(result: Result<(), OutputError>) -> Result<(), ExitCode> {
     result.map_err(bad)
 }
 
-/// Writes `value` as JSON where `--json` asks: to a file (`--json FILE`) or to stdout (bare
-/// `--json`). `Ok(true)` when it went to stdout, which then replaces the table.
-fn emit_json<T: serde::Serialize>(
-    value: &T,
+/// Whether an output goes to stdout (bare `--json`, or `-` as any file), which then replaces
+/// the table. Two outputs on stdout would interleave: that is bad input.
+pub(super) fn to_stdout(
     json: &Option<Option<PathBuf>>,
+    csv: Option<&Path>,
+    plot: Option<&Path>,
 ) -> Result<bool, ExitCode> {
-    match json {
-        Some(Some(path)) => written(write_json(path, value)).map(|()| false),
-        Some(None) => {
-            crate::outln!("{}", serde_json::to_string(value).unwrap_or_default());
-            Ok(true)
-        }
-        None => Ok(false),
+    let json = match json {
+        Some(Some(path)) => is_stdout(path),
+        Some(None) => true,
+        None => false,
+    };
+    let on_stdout = [
+        json,
+        csv.is_some_and(is_stdout),
+        plot.is_some_and(is_stdout),
+    ];
+    match on_stdout.iter().filter(|&&b| b).count() {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(bad(
+            "only one of --json, --csv and --plot can go to stdout (`-` or a bare --json)",
+        )),
     }
 }
 
-fn f(x: f64) -> String {
+/// Writes `value` as JSON where `--json` asks: to a file (`--json FILE`) or to stdout (bare
+/// `--json`, or `--json -`: one line).
+pub(super) fn emit_json<T: serde::Serialize>(
+    value: &T,
+    json: &Option<Option<PathBuf>>,
+) -> Result<(), ExitCode> {
+    match json {
+        Some(Some(path)) if !is_stdout(path) => written(write_json(path, value)),
+        Some(_) => {
+            crate::outln!("{}", serde_json::to_string(value).unwrap_or_default());
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
+pub(super) fn f(x: f64) -> String {
     format!("{x:.4}")
 }
 
@@ -47,17 +71,21 @@ pub(super) fn topology_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    if !emit_json(&report, &json)? {
+    let quiet = to_stdout(&json, csv, plot)?;
+    emit_json(&report, &json)?;
+    let yes = |b: bool| if b { "yes" } else { "NO" };
+    if !quiet {
         let c = &report.config;
         crate::outln!(
-            "topology: R = {} rounds, M = {} tokens/message, mode {}, seed {}",
+            "topology: R = {} rounds, M = {} tokens/message, mode {}, seed {}, {} repeats",
             c.rounds,
             c.msg_tokens,
             c.mode.name(),
-            c.seed
+            c.seed,
+            c.repeats
         );
         crate::outln!(
-            "{:<11} {:>4} {:>9} {:>9} {:>5} {:>11} {:>12} {:>12} {:>5} {:>9}",
+            "{:<11} {:>4} {:>9} {:>9} {:>4} {:>11} {:>10} {:>10} {:>4} {:>9} {:>9} {:>4} {:>22}",
             "topology",
             "n",
             "messages",
@@ -65,26 +93,39 @@ pub(super) fn topology_outputs(
             "ok",
             "bytes",
             "tokens",
-            "closed form",
+            "closed",
             "ok",
-            "wall ms"
+            "hub/rnd",
+            "agent/rnd",
+            "ok",
+            "wall ms median [min,max]"
         );
         for r in &report.rows {
             crate::outln!(
-                "{:<11} {:>4} {:>9} {:>9} {:>5} {:>11} {:>12} {:>12} {:>5} {:>9.2}",
+                "{:<11} {:>4} {:>9} {:>9} {:>4} {:>11} {:>10} {:>10} {:>4} {:>9} {:>9} {:>4} {:>22}",
                 r.topology.name(),
                 r.n,
                 r.messages,
                 r.formula_messages,
-                if r.messages_match { "yes" } else { "NO" },
+                yes(r.messages_match && r.repeats_agree),
                 r.bytes,
                 r.tokens,
                 r.closed_form_tokens,
-                if r.tokens_match { "yes" } else { "NO" },
-                r.wall_ms
+                yes(r.tokens_match),
+                r.hub_context.get(c.mode),
+                r.worker_context.get(c.mode),
+                yes(r.context_match),
+                format!("{:.2} [{:.2}, {:.2}]", r.wall_ms, r.wall_ms_min, r.wall_ms_max)
             );
         }
-        crate::outln!("formulas: star 2(n-1)R, all-to-all n(n-1)R messages; tokens: see `experiment::topology` docs");
+        crate::outln!(
+            "formulas: star 2(n-1)R, all-to-all n(n-1)R messages; tokens: see `experiment::topology` docs"
+        );
+        crate::outln!(
+            "hub/rnd, agent/rnd: the largest context the hub (star participant 0) and one worker \
+             or peer reads in one round, mode {}",
+            c.mode.name()
+        );
     }
     if let Some(path) = csv {
         let rows: Vec<Vec<String>> = report
@@ -102,7 +143,17 @@ pub(super) fn topology_outputs(
                     r.tokens.to_string(),
                     r.closed_form_tokens.to_string(),
                     r.tokens_match.to_string(),
+                    r.hub_context.full.to_string(),
+                    r.hub_context.delta.to_string(),
+                    r.hub_context.artifact.to_string(),
+                    r.worker_context.full.to_string(),
+                    r.worker_context.delta.to_string(),
+                    r.worker_context.artifact.to_string(),
+                    r.context_match.to_string(),
+                    r.wall_ms_runs.len().to_string(),
                     format!("{:.3}", r.wall_ms),
+                    format!("{:.3}", r.wall_ms_min),
+                    format!("{:.3}", r.wall_ms_max),
                 ]
             })
             .collect();
@@ -119,233 +170,75 @@ pub(super) fn topology_outputs(
                 "tokens",
                 "closed_form_tokens",
                 "tokens_match",
-                "wall_ms",
+                "hub_context_full",
+                "hub_context_delta",
+                "hub_context_artifact",
+                "agent_context_full",
+                "agent_context_delta",
+                "agent_context_artifact",
+                "context_match",
+                "repeats",
+                "wall_ms_median",
+                "wall_ms_min",
+                "wall_ms_max",
             ],
             &rows,
         ))?;
     }
     if let Some(path) = plot {
+        let mode = report.config.mode;
         let mut series = Vec::new();
         for (i, t) in [Topology::Star, Topology::AllToAll].into_iter().enumerate() {
             let rows: Vec<_> = report.rows.iter().filter(|r| r.topology == t).collect();
-            series.push(Series {
-                label: format!("{} messages (counted)", t.name()),
-                points: rows
-                    .iter()
-                    .map(|r| (r.n as f64, r.messages as f64))
-                    .collect(),
-                color: 2 * i,
+            let line = |label: String, color: usize, y: &dyn Fn(&TopologyRow) -> u64| Series {
+                label,
+                points: rows.iter().map(|r| (r.n as f64, y(r) as f64)).collect(),
+                color,
                 markers: true,
-            });
-            series.push(Series {
-                label: format!("{} tokens read (counted)", t.name()),
-                points: rows.iter().map(|r| (r.n as f64, r.tokens as f64)).collect(),
-                color: 2 * i + 1,
-                markers: true,
-            });
+                ..Series::default()
+            };
+            series.push(line(format!("{}: messages", t.name()), 3 * i, &|r| {
+                r.messages
+            }));
+            series.push(line(
+                format!("{}: tokens read, all agents", t.name()),
+                3 * i + 1,
+                &|r| r.tokens,
+            ));
+            let who = if t == Topology::Star {
+                "star: hub reads / round"
+            } else {
+                "all-to-all: one peer reads / round (thin)"
+            };
+            let mut most = line(who.to_owned(), 3 * i + 2, &|r| r.hub_context.get(mode));
+            // A peer reads what the hub reads: a thin line over the hub's keeps both visible.
+            most.markers = t == Topology::Star;
+            series.push(most);
         }
+        series.push(Series {
+            label: "star: one worker reads / round".to_owned(),
+            points: report
+                .rows
+                .iter()
+                .filter(|r| r.topology == Topology::Star)
+                .map(|r| (r.n as f64, r.worker_context.get(mode) as f64))
+                .collect(),
+            color: 8,
+            markers: true,
+            ..Series::default()
+        });
         let title = format!(
-            "Star vs all-to-all, R = {}, M = {}, mode {}",
+            "Star vs all-to-all, R = {}, M = {}, mode {} (exact counts: no interval)",
             report.config.rounds,
             report.config.msg_tokens,
-            report.config.mode.name()
+            mode.name()
         );
         let axes = Axes {
             title: &title,
             x: "participants n",
             y: "count",
             log_y: true,
-            legend: Legend::LowerRight,
-        };
-        written(plot_lines(path, &axes, &series))?;
-    }
-    Ok(())
-}
-
-pub(super) fn voting_outputs(
-    report: &VotingReport,
-    json: Option<Option<PathBuf>>,
-    csv: Option<&Path>,
-    plot: Option<&Path>,
-) -> Result<(), ExitCode> {
-    let rho = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}"));
-    if !emit_json(&report, &json)? {
-        let c = &report.config;
-        let runtime: u64 = report.cells.iter().map(|c| c.runtime_trials).sum();
-        let direct: u64 = report.cells.iter().map(|c| c.direct_trials).sum();
-        let mismatches: u64 = report.cells.iter().map(|c| c.runtime_mismatches).sum();
-        crate::outln!(
-            "voting: model {}, p = {}, {} questions per cell, seed {}",
-            c.model.name(),
-            c.p,
-            c.trials,
-            c.seed
-        );
-        crate::outln!(
-            "paths: {runtime} questions through worker actors (VoterAgent in WorkerActor, Report envelopes), \
-             {direct} by calling the vote directly; runtime decisions differing from direct: {mismatches}"
-        );
-        crate::outln!(
-            "{:>3} {:>9} {:>5} {:>7} {:>17} {:>7} {:>7} {:>7} {:>7} {:>7}",
-            "n",
-            "blocs",
-            "rho",
-            "naive",
-            "95% CI",
-            "exact",
-            "dedup",
-            "exact",
-            "corr",
-            "model"
-        );
-        for cell in &report.cells {
-            let blocs: Vec<String> = cell.blocs.iter().map(ToString::to_string).collect();
-            let blocs = if cell.blocs.iter().all(|&b| b == 1) {
-                "-".to_owned()
-            } else {
-                blocs.join("+")
-            };
-            crate::outln!(
-                "{:>3} {:>9} {:>5} {:>7.4} [{:.4}, {:.4}] {:>7.4} {:>7.4} {:>7.4} {:>7} {:>7.4}",
-                cell.n,
-                blocs,
-                rho(cell.rho),
-                cell.naive_accuracy,
-                cell.naive_ci.0,
-                cell.naive_ci.1,
-                cell.naive_closed_form,
-                cell.dedup_accuracy,
-                cell.dedup_closed_form,
-                cell.measured_correlation
-                    .map_or("-".to_owned(), |c| format!("{c:.3}")),
-                cell.implied_correlation
-            );
-        }
-        if report.config.model != Model::SharedEvidence {
-            crate::outln!("(every voter is its own source in this model, so dedup = naive)");
-        }
-        for peak in &report.peaks {
-            crate::outln!(
-                "peak at rho {}: n = {} (exact accuracy {:.4}), measured peak n = {}",
-                rho(peak.rho),
-                peak.n_closed_form,
-                peak.accuracy,
-                peak.n_measured
-            );
-        }
-    }
-    if let Some(path) = csv {
-        let rows: Vec<Vec<String>> = report
-            .cells
-            .iter()
-            .map(|c| {
-                let blocs: Vec<String> = c.blocs.iter().map(ToString::to_string).collect();
-                vec![
-                    c.model.clone(),
-                    c.n.to_string(),
-                    blocs.join("+"),
-                    c.rho.map_or(String::new(), |r| r.to_string()),
-                    c.p.to_string(),
-                    c.trials.to_string(),
-                    c.runtime_trials.to_string(),
-                    c.direct_trials.to_string(),
-                    c.runtime_mismatches.to_string(),
-                    f(c.naive_accuracy),
-                    f(c.naive_ci.0),
-                    f(c.naive_ci.1),
-                    f(c.naive_closed_form),
-                    f(c.dedup_accuracy),
-                    f(c.dedup_ci.0),
-                    f(c.dedup_ci.1),
-                    f(c.dedup_closed_form),
-                    c.measured_correlation.map_or(String::new(), f),
-                    f(c.implied_correlation),
-                ]
-            })
-            .collect();
-        written(write_csv(
-            path,
-            &[
-                "model",
-                "n",
-                "blocs",
-                "rho",
-                "p",
-                "trials",
-                "runtime_trials",
-                "direct_trials",
-                "runtime_mismatches",
-                "naive_accuracy",
-                "naive_lo",
-                "naive_hi",
-                "naive_closed_form",
-                "dedup_accuracy",
-                "dedup_lo",
-                "dedup_hi",
-                "dedup_closed_form",
-                "measured_correlation",
-                "implied_correlation",
-            ],
-            &rows,
-        ))?;
-    }
-    if let Some(path) = plot {
-        let mut columns: Vec<Option<f64>> = Vec::new();
-        for c in &report.cells {
-            if !columns.contains(&c.rho) {
-                columns.push(c.rho);
-            }
-        }
-        // At most six columns keep the figure readable.
-        let step = columns.len().div_ceil(6).max(1);
-        let mut series = Vec::new();
-        for (i, col) in columns.iter().step_by(step).enumerate() {
-            let cells: Vec<_> = report.cells.iter().filter(|c| c.rho == *col).collect();
-            let label = match col {
-                Some(r) => format!("rho = {r:.2}"),
-                None => report.config.model.name().to_owned(),
-            };
-            series.push(Series {
-                label,
-                points: cells
-                    .iter()
-                    .map(|c| (c.n as f64, c.naive_accuracy))
-                    .collect(),
-                color: i,
-                markers: true,
-            });
-            series.push(Series {
-                label: String::new(),
-                points: cells
-                    .iter()
-                    .map(|c| (c.n as f64, c.naive_closed_form))
-                    .collect(),
-                color: i,
-                markers: false,
-            });
-            if report.config.model == Model::SharedEvidence {
-                series.push(Series {
-                    label: "one vote per source (exact)".to_owned(),
-                    points: cells
-                        .iter()
-                        .map(|c| (c.n as f64, c.dedup_closed_form))
-                        .collect(),
-                    color: i + 1,
-                    markers: false,
-                });
-            }
-        }
-        let title = format!(
-            "Majority accuracy, {} model, p = {:.3} (dots: Monte Carlo, thin: exact)",
-            report.config.model.name(),
-            report.config.model.marginal(report.config.p)
-        );
-        let axes = Axes {
-            title: &title,
-            x: "voters n",
-            y: "accuracy",
-            log_y: false,
-            legend: Legend::LowerRight,
+            x_labels: Vec::new(),
         };
         written(plot_lines(path, &axes, &series))?;
     }
@@ -358,7 +251,9 @@ pub(super) fn critical_path_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    if !emit_json(&rows, &json)? {
+    let quiet = to_stdout(&json, csv, plot)?;
+    emit_json(&rows, &json)?;
+    if !quiet {
         crate::outln!("critical path: list scheduler on a virtual clock (exact, ms resolution)");
         crate::outln!(
             "{:<26} {:>5} {:>3} {:>10} {:>10} {:>10} {:>10} {:>7}",
@@ -431,6 +326,7 @@ pub(super) fn critical_path_outputs(
                 points: mine.iter().map(|r| (r.workers as f64, r.ratio)).collect(),
                 color: i,
                 markers: true,
+                ..Series::default()
             });
         }
         let axes = Axes {
@@ -438,7 +334,7 @@ pub(super) fn critical_path_outputs(
             x: "workers W",
             y: "makespan / lower bound",
             log_y: false,
-            legend: Legend::UpperRight,
+            x_labels: Vec::new(),
         };
         written(plot_lines(path, &axes, &series))?;
     }

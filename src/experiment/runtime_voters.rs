@@ -21,8 +21,8 @@ use super::vote::Ballot;
 /// Prefix of the evidence line a voter reads.
 const EVIDENCE: &str = "evidence says: ";
 
-/// A voter: answers what its evidence says (`true` or `false`), abstains without evidence.
-/// It spends one step of its budget slice per vote.
+/// A voter: answers what its evidence says (an answer label, a whole number), abstains without
+/// evidence. It spends one step of its budget slice per vote.
 #[derive(Debug, Default)]
 pub struct VoterAgent;
 
@@ -32,17 +32,17 @@ impl Agent for VoterAgent {
             .evidence_text
             .iter()
             .find_map(|line| line.strip_prefix(EVIDENCE))
-            .and_then(|v| v.trim().parse::<bool>().ok());
+            .and_then(|v| v.trim().parse::<u32>().ok());
         Proposal::Finish {
             kind: ResultKind::Suggestion,
-            value: said.map_or(serde_json::Value::Null, serde_json::Value::Bool),
+            value: said.map_or(serde_json::Value::Null, serde_json::Value::from),
         }
     }
 }
 
 /// The evidence text that makes a [`VoterAgent`] answer `answer`.
 #[must_use]
-fn evidence_for(answer: bool) -> String {
+fn evidence_for(answer: u32) -> String {
     format!("{EVIDENCE}{answer}")
 }
 
@@ -52,20 +52,24 @@ fn evidence_for(answer: bool) -> String {
 struct Expect {
     task: TaskId,
     voters: Vec<(AgentId, u64)>,
-    truth: bool,
     tie: u64,
 }
 
 struct Pending {
     voters: Vec<(AgentId, u64)>,
-    truth: bool,
     tie: u64,
-    answers: HashMap<AgentId, Option<bool>>,
+    answers: HashMap<AgentId, Option<u32>>,
 }
+
+/// The winning answers of one question: (naive, one vote per source).
+type Winners = (Option<u32>, Option<u32>);
+
+/// One question's outcome: the winners and each voter's reported answer, in voter order.
+type Outcomes = (TaskId, Winners, Vec<Option<u32>>);
 
 struct Collector {
     pending: HashMap<TaskId, Pending>,
-    done: mpsc::Sender<(TaskId, (bool, bool))>,
+    done: mpsc::Sender<Outcomes>,
 }
 
 impl Actor for Collector {
@@ -79,7 +83,6 @@ impl Handler<Expect> for Collector {
             msg.task,
             Pending {
                 voters: msg.voters,
-                truth: msg.truth,
                 tie: msg.tie,
                 answers: HashMap::new(),
             },
@@ -95,7 +98,7 @@ impl Handler<ReportMsg> for Collector {
             return;
         };
         let answer = match envelope.payload.outcome {
-            Outcome::Answer { value, .. } => value.as_bool(),
+            Outcome::Answer { value, .. } => value.as_u64().and_then(|v| u32::try_from(v).ok()),
             _ => None,
         };
         pending.answers.insert(envelope.sender.agent, answer);
@@ -108,13 +111,18 @@ impl Handler<ReportMsg> for Collector {
         // In voter order, so a tie is broken exactly as the direct path breaks it.
         let ballots = pending.voters.iter().map(|(agent, source)| {
             let ballot = match pending.answers.get(agent).copied().flatten() {
-                Some(a) => Ballot::Answer(a == pending.truth),
+                Some(a) => Ballot::Answer(a),
                 None => Ballot::Abstain,
             };
             (*agent, *source, ballot)
         });
         let result = super::voting::decide_ballots(ballots, pending.tie);
-        let _ = self.done.send((envelope.task, result));
+        let reported = pending
+            .voters
+            .iter()
+            .map(|(agent, _)| pending.answers.get(agent).copied().flatten())
+            .collect();
+        let _ = self.done.send((envelope.task, result, reported));
     }
 }
 
@@ -136,7 +144,7 @@ pub(crate) struct RuntimeVoters {
     thread: Option<JoinHandle<()>>,
     collector: Addr<Collector>,
     workers: Vec<(AgentId, Addr<WorkerActor>)>,
-    done: mpsc::Receiver<(TaskId, (bool, bool))>,
+    done: mpsc::Receiver<Outcomes>,
     run: RunId,
     me: Sender,
     node: NodeId,
@@ -173,15 +181,26 @@ impl RuntimeVoters {
         })
     }
 
-    /// One question through the actors: voter `i` (in bloc order) is told the answer its draw
-    /// says; returns (naive correct, dedup correct).
+    /// One question through the actors: voter `i` (in bloc order) is told answer `labels[i]`
+    /// as its evidence; returns the winning answers (naive, one vote per source).
     pub(crate) fn vote(
         &mut self,
         blocs: &[usize],
-        correct: &[bool],
-        truth: bool,
+        labels: &[u32],
         tie: u64,
-    ) -> Result<(bool, bool), RuntimeVoteError> {
+    ) -> Result<Winners, RuntimeVoteError> {
+        self.ask(blocs, labels, tie).map(|(winners, _)| winners)
+    }
+
+    /// As [`RuntimeVoters::vote`], and also each voter's answer as its `Report` envelope
+    /// carried it (`None`: the voter abstained).
+    pub(crate) fn ask(
+        &mut self,
+        blocs: &[usize],
+        labels: &[u32],
+        tie: u64,
+    ) -> Result<(Winners, Vec<Option<u32>>), RuntimeVoteError> {
+        let correct = labels;
         while self.workers.len() < correct.len() {
             let agent = AgentId::new();
             let reports = self.collector.clone().recipient();
@@ -203,13 +222,8 @@ impl RuntimeVoters {
             .map(|(a, _)| *a)
             .zip(super::voting::sources(blocs))
             .collect();
-        self.collector.do_send(Expect {
-            task,
-            voters,
-            truth,
-            tie,
-        });
-        for ((_, worker), right) in self.workers.iter().zip(correct) {
+        self.collector.do_send(Expect { task, voters, tie });
+        for ((_, worker), label) in self.workers.iter().zip(labels) {
             let assignment = Assignment {
                 node: self.node.clone(),
                 role: "voter".to_owned(),
@@ -217,7 +231,7 @@ impl RuntimeVoters {
                 inputs: Vec::new(),
                 capabilities: Capabilities::none(),
                 budget: Budget::steps(1),
-                evidence_text: vec![evidence_for(truth == *right)],
+                evidence_text: vec![evidence_for(*label)],
                 preconditions: vec![],
             };
             worker.do_send(AssignMsg(Envelope::new(
@@ -227,7 +241,7 @@ impl RuntimeVoters {
         let timeout = Duration::from_secs(10);
         loop {
             match self.done.recv_timeout(timeout) {
-                Ok((t, result)) if t == task => return Ok(result),
+                Ok((t, result, reported)) if t == task => return Ok((result, reported)),
                 Ok(_) => continue,
                 Err(_) => return Err(RuntimeVoteError::Timeout(timeout)),
             }

@@ -23,6 +23,20 @@
 //!   output of the previous round (`M` tokens) instead of the dialogue: `M m R + M n (R-1)`.
 //!
 //! The closed forms are checked against the counts in every row (`tokens_match`).
+//!
+//! ## What one agent must read
+//!
+//! Totals hide where the context lands. Every participant also reports, for each round and for
+//! all three token modes at once, what it read; each row keeps the largest single-agent read of
+//! any round ([`ReadPerRound`]), for the hub (star participant 0) and for a worker / peer. In round
+//! `R` (the largest): star hub `full` `(n-1)MR`, `delta` `(n-1)M`, `artifact` `(n-1)M + M`;
+//! star worker `MR`, `M`, `2M`; an all-to-all peer `(n-1)MR`, `(n-1)M`, `(n-1)M + M` (the
+//! artifact term only from round 2 on). Those are checked too (`context_match`).
+//!
+//! ## Wall time
+//!
+//! Each (topology, n) exchange runs `repeats` times on the same actix system; counts must be the
+//! same every time, and the wall time is given as the median with its minimum and maximum.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,82 +50,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
-/// Who talks to whom.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Topology {
-    /// A supervisor hub and `n - 1` workers.
-    Star,
-    /// Every participant talks to every other.
-    AllToAll,
-}
-
-impl Topology {
-    /// Messages per round for `n` participants: `2(n-1)` or `n(n-1)`.
-    #[must_use]
-    pub fn messages_per_round(self, n: u64) -> u64 {
-        let others = n.saturating_sub(1);
-        match self {
-            Topology::Star => 2 * others,
-            Topology::AllToAll => n * others,
-        }
-    }
-
-    /// The name used in output.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Topology::Star => "star",
-            Topology::AllToAll => "all-to-all",
-        }
-    }
-}
-
-/// What a participant reads each round (see the module docs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum TokenMode {
-    /// Re-read the whole received history every round.
-    #[default]
-    Full,
-    /// Read only the new messages.
-    Delta,
-    /// Read the new messages plus the previous round's artifact, not the dialogue.
-    Artifact,
-}
-
-impl TokenMode {
-    /// The name used on the command line and in output.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            TokenMode::Full => "full",
-            TokenMode::Delta => "delta",
-            TokenMode::Artifact => "artifact",
-        }
-    }
-}
-
-/// The closed form of the token model: tokens read by all participants over `rounds` rounds.
-#[must_use]
-pub fn closed_form_tokens(
-    topology: Topology,
-    mode: TokenMode,
-    n: u64,
-    rounds: u64,
-    m_tokens: u64,
-) -> u64 {
-    let m = topology.messages_per_round(n);
-    match mode {
-        TokenMode::Full => m_tokens * m * rounds * (rounds + 1) / 2,
-        TokenMode::Delta => m_tokens * m * rounds,
-        TokenMode::Artifact => {
-            // Every participant produces output once n >= 2.
-            let producers = if n >= 2 { n } else { 0 };
-            m_tokens * m * rounds + m_tokens * producers * rounds.saturating_sub(1)
-        }
-    }
-}
+pub use super::topology_model::{
+    closed_form_context, closed_form_tokens, ReadPerRound, TokenMode, Topology,
+};
 
 /// What to run.
 #[derive(Clone, Debug, Serialize)]
@@ -126,6 +67,8 @@ pub struct TopologyConfig {
     pub mode: TokenMode,
     /// Seed of the message text.
     pub seed: u64,
+    /// Times each exchange is run (wall time is given as median, min, max).
+    pub repeats: u64,
 }
 
 /// One (topology, n) result.
@@ -151,8 +94,24 @@ pub struct TopologyRow {
     pub closed_form_tokens: u64,
     /// Counted == closed form.
     pub tokens_match: bool,
-    /// Wall time of the exchange in milliseconds.
+    /// Largest context the hub reads in one round (star participant 0; all-to-all: a peer).
+    pub hub_context: ReadPerRound,
+    /// Largest context a worker (star) or peer (all-to-all) reads in one round.
+    pub worker_context: ReadPerRound,
+    /// The largest single-agent read in the configured mode (hub or worker).
+    pub largest_context: u64,
+    /// Both contexts equal their closed forms ([`closed_form_context`]).
+    pub context_match: bool,
+    /// Median wall time of the exchange over the repeats, milliseconds.
     pub wall_ms: f64,
+    /// Fastest repeat.
+    pub wall_ms_min: f64,
+    /// Slowest repeat.
+    pub wall_ms_max: f64,
+    /// Every repeat's wall time.
+    pub wall_ms_runs: Vec<f64>,
+    /// Every repeat counted the same messages, bytes and tokens.
+    pub repeats_agree: bool,
 }
 
 /// The whole run.
@@ -236,7 +195,6 @@ struct Stop;
 struct Participant {
     index: usize,
     topology: Topology,
-    mode: TokenMode,
     me: Sender,
     run: RunId,
     task: TaskId,
@@ -252,7 +210,7 @@ struct Participant {
     last_output_tokens: u64,
     /// The artifact carried into the current round (own output of the previous round).
     carried: u64,
-    done: UnboundedSender<u64>,
+    done: UnboundedSender<(usize, ReadPerRound)>,
 }
 
 fn count_tokens(text: &str) -> u64 {
@@ -303,12 +261,12 @@ impl Participant {
         let carried = self.carried;
         self.finished = round;
         self.history_tokens += tokens;
-        let read = match self.mode {
-            TokenMode::Full => self.history_tokens,
-            TokenMode::Delta => tokens,
-            TokenMode::Artifact => tokens + carried,
+        let read = ReadPerRound {
+            full: self.history_tokens,
+            delta: tokens,
+            artifact: tokens + carried,
         };
-        let _ = self.done.send(read);
+        let _ = self.done.send((self.index, read));
     }
 }
 
@@ -419,7 +377,6 @@ pub async fn exchange(
             Participant {
                 index,
                 topology,
-                mode: config.mode,
                 me: Sender {
                     agent: AgentId::new(),
                     role,
@@ -452,16 +409,24 @@ pub async fn exchange(
     }
     let started = Instant::now();
     let mut tokens = 0;
+    let (mut hub, mut worker) = (ReadPerRound::default(), ReadPerRound::default());
     for round in 1..=config.rounds {
         for addr in &addrs {
             addr.do_send(StartRound(round));
         }
         for _ in 0..n {
             let read = actix::clock::timeout(ROUND_TIMEOUT, done_rx.recv()).await;
-            tokens += read
+            let (index, read) = read
                 .ok()
                 .flatten()
                 .ok_or(TopologyError::Stalled { round })?;
+            tokens += read.get(config.mode);
+            if index == 0 {
+                hub = hub.max(read);
+            }
+            if index > 0 || n == 1 || topology == Topology::AllToAll {
+                worker = worker.max(read);
+            }
         }
     }
     let wall_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -470,6 +435,7 @@ pub async fn exchange(
     }
     let formula_messages = topology.messages_per_round(n) * config.rounds;
     let closed = closed_form_tokens(topology, config.mode, n, config.rounds, config.msg_tokens);
+    let (hub_cf, worker_cf) = closed_form_context(topology, n, config.rounds, config.msg_tokens);
     Ok(TopologyRow {
         topology,
         n,
@@ -481,8 +447,26 @@ pub async fn exchange(
         tokens,
         closed_form_tokens: closed,
         tokens_match: tokens == closed,
+        hub_context: hub,
+        worker_context: worker,
+        largest_context: hub.get(config.mode).max(worker.get(config.mode)),
+        context_match: n < 2 || (hub == hub_cf && worker == worker_cf),
         wall_ms,
+        wall_ms_min: wall_ms,
+        wall_ms_max: wall_ms,
+        wall_ms_runs: vec![wall_ms],
+        repeats_agree: true,
     })
+}
+
+/// The median of sorted values (mean of the middle two for an even count).
+fn median(sorted: &[f64]) -> f64 {
+    let k = sorted.len();
+    if k % 2 == 1 {
+        sorted[k / 2]
+    } else {
+        (sorted[k / 2 - 1] + sorted[k / 2]) / 2.0
+    }
 }
 
 /// Runs every (topology, n) on a fresh actix system; `progress` is called after each row.
@@ -498,13 +482,31 @@ pub fn run_topology(
     if config.rounds == 0 {
         return Err(TopologyError::Config("--rounds must be at least 1"));
     }
+    if config.repeats == 0 {
+        return Err(TopologyError::Config("--repeats must be at least 1"));
+    }
     let total = 2 * config.agents.len() as u64;
     let system = System::new();
     let rows = system.block_on(async {
         let mut rows = Vec::new();
         for topology in [Topology::Star, Topology::AllToAll] {
             for &n in &config.agents {
-                rows.push(exchange(topology, n, config).await?);
+                let mut row = exchange(topology, n, config).await?;
+                for _ in 1..config.repeats {
+                    let again = exchange(topology, n, config).await?;
+                    row.repeats_agree &= again.messages == row.messages
+                        && again.bytes == row.bytes
+                        && again.tokens == row.tokens
+                        && again.hub_context == row.hub_context
+                        && again.worker_context == row.worker_context;
+                    row.wall_ms_runs.push(again.wall_ms);
+                }
+                let mut walls = row.wall_ms_runs.clone();
+                walls.sort_by(f64::total_cmp);
+                row.wall_ms = median(&walls);
+                row.wall_ms_min = walls[0];
+                row.wall_ms_max = walls[walls.len() - 1];
+                rows.push(row);
                 progress(rows.len() as u64, total);
             }
         }

@@ -1,5 +1,11 @@
 //! A majority vote you can put in a pipeline: collect ballots from several agents, then decide.
 //!
+//! The answer type `A` is anything comparable, so the same vote is a right/wrong majority
+//! (`A = bool`) or a plurality over many answers (`A = u32`, `String`, ...): the answer with the
+//! most ballots wins, and only a tie between the top answers goes to the [`TiePolicy`]. With
+//! [`TiePolicy::Draw`] and a uniform `draw`, each tied answer wins with probability
+//! `1 / tied` (the seeded coin of the voting experiments).
+//!
 //! [`MajorityVote`] is a pure state machine (no I/O, no clock, no randomness of its own): cast
 //! ballots with [`MajorityVote::cast`], then call [`MajorityVote::decide`]. It handles the cases
 //! a real pipeline meets:
@@ -28,7 +34,9 @@
 //! assert_eq!(vote.decide(0), Decision::Decided { answer: true, votes: 2, counted: 3 });
 //! ```
 
+use std::collections::HashSet;
 use std::fmt::Debug;
+use std::hash::Hash;
 
 /// What one voter said.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,26 +147,29 @@ pub enum Decision<A> {
     },
 }
 
-/// A majority (plurality) vote over answers of type `A` from voters named by `V`.
+/// A majority (plurality) vote over answers of type `A` from voters named by `V` (any
+/// `Eq + Hash` name: an index, an `AgentId`); casting a ballot is O(1) in the number of voters
+/// and O(distinct answers) in the tally.
 #[derive(Clone, Debug)]
 pub struct MajorityVote<A, V = u32> {
     config: VoteConfig,
-    voters: Vec<V>,
-    sources: Vec<u64>,
+    /// Voters seen (a set: casting stays O(1) with thousands of voters).
+    voters: HashSet<V>,
+    sources: HashSet<u64>,
     /// Distinct answers in order of first ballot, with their counts.
     tally: Vec<(A, usize)>,
     counted: usize,
     spent: u64,
 }
 
-impl<A: Clone + PartialEq, V: PartialEq + Debug> MajorityVote<A, V> {
+impl<A: Clone + PartialEq, V: Eq + Hash + Debug> MajorityVote<A, V> {
     /// An empty vote.
     #[must_use]
     pub fn new(config: VoteConfig) -> Self {
         Self {
             config,
-            voters: Vec::new(),
-            sources: Vec::new(),
+            voters: HashSet::new(),
+            sources: HashSet::new(),
             tally: Vec::new(),
             counted: 0,
             spent: 0,
@@ -188,16 +199,15 @@ impl<A: Clone + PartialEq, V: PartialEq + Debug> MajorityVote<A, V> {
             }
         }
         self.spent += cost;
-        self.voters.push(voter);
+        self.voters.insert(voter);
         let answer = match ballot {
             Ballot::Abstain => return Ok(Cast::Abstained),
             Ballot::Answer(answer) => answer,
         };
         if let (true, Some(source)) = (self.config.one_vote_per_source, source) {
-            if self.sources.contains(&source) {
+            if !self.sources.insert(source) {
                 return Ok(Cast::SourceAlreadyCounted);
             }
-            self.sources.push(source);
         }
         self.counted += 1;
         match self.tally.iter_mut().find(|(a, _)| *a == answer) {
