@@ -54,12 +54,16 @@ pub enum ReportError {
 /// The page of a run, from its trace's events in order.
 ///
 /// ```
-/// let trace = r#"{"seq":0,"run_id":"00000000-0000-0000-0000-000000000001","task":null,"at_ms":0,"kind":"run-started","tasks":1,"plan_version":1,"nodes":[{"id":"a<b","deps":[]}]}
-/// {"seq":1,"run_id":"00000000-0000-0000-0000-000000000001","task":"a<b","at_ms":3,"kind":"transition","from":"pending","to":"completed"}"#;
-/// let events = quorate::report::parse_trace(trace).unwrap();
+/// let run = r#""run_id":"00000000-0000-0000-0000-000000000001""#;
+/// let trace = [
+///     format!(r#"{{"seq":0,{run},"task":null,"at_ms":0,"kind":"run-started","tasks":1,"plan_version":1,"nodes":[{{"id":"a","deps":[]}}]}}"#),
+///     format!(r#"{{"seq":1,{run},"task":"a","at_ms":3,"kind":"result-committed","result":"<b>bold</b>"}}"#),
+/// ]
+/// .join("\n");
+/// let events = quorate::report::parse_trace(&trace).unwrap();
 /// let html = quorate::report::render_html(&events);
 /// assert!(html.starts_with("<!DOCTYPE html>"));
-/// assert!(html.contains("a&lt;b") && !html.contains("a<b"));
+/// assert!(html.contains("&lt;b&gt;bold") && !html.contains("<b>bold"));
 /// ```
 #[must_use]
 pub fn render_html(events: &[Event]) -> String {
