@@ -136,3 +136,72 @@ fn the_table_shows_each_tasks_result_truncated() {
         assert!(line.chars().count() <= 120, "a row stays short: {line}");
     }
 }
+
+#[test]
+fn a_sub_tasks_calls_before_its_approval_request_reach_the_trace() {
+    // `purge` (delegated by `cleanup`) reads first, then parks its drop for approval: the read's
+    // steps travel up with the request, the drop's with the final reply.
+    let plan = support::variant(
+        "delegated_approval.toml",
+        "read_first",
+        &[
+            (
+                "capabilities = [\"db.drop\"]",
+                "capabilities = [\"db.drop\", \"db.read\"]",
+            ),
+            (
+                "{ steps = 4, tool_calls = 1 }",
+                "{ steps = 4, tool_calls = 2 }",
+            ),
+            (
+                "script = [{ do = \"call\", tool = \"db.drop\"",
+                "script = [{ do = \"call\", tool = \"db.read\", params = { key = \"tmp\" }, \
+                 side-effect = \"read-only\", output = 1 }, { do = \"call\", tool = \"db.drop\"",
+            ),
+        ],
+    );
+    let trace = support::temp_path("read_first.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_quorate"))
+        .args(["run".as_ref(), plan.as_os_str(), "--approve".as_ref()])
+        .args(["all".as_ref(), "--trace".as_ref(), trace.as_os_str()])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = support::trace_lines(&trace);
+    let kinds: Vec<(&str, &str)> = trace
+        .iter()
+        .filter(|e| {
+            let k = e["kind"].as_str().unwrap_or_default();
+            k.starts_with("call-") || k.starts_with("approval-")
+        })
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap_or_default(),
+                e["tool"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("call-started", "db.read"),
+            ("call-answered", ""),
+            ("approval-requested", ""),
+            ("approval-decided", ""),
+            ("call-started", "db.drop"),
+            ("call-answered", ""),
+        ]
+    );
+    assert!(
+        trace
+            .iter()
+            .filter(|e| e["kind"] == "call-started")
+            .all(|e| e["task"] == "cleanup"),
+        "a sub-task's calls are logged under the task the supervisor knows"
+    );
+}

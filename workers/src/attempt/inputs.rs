@@ -302,10 +302,13 @@ impl Attempt {
         d: &mut Deps<'_>,
         action: ActionId,
         reason: String,
+        calls: Vec<CallEvent>,
     ) -> Result<(), InputError> {
         if !matches!(self.phase, Phase::Delegating { .. }) {
             return Err(self.ended());
         }
+        // The sub-task's call steps go up with this attempt's next reply.
+        self.calls.extend(calls);
         let relay = self.relay.get_or_insert_with(Box::default);
         if relay.out.is_some() {
             relay.waiting.push_back((action, reason));
@@ -351,7 +354,7 @@ impl Attempt {
         };
         relay.out = None;
         if let Some((next, reason)) = relay.waiting.pop_front() {
-            let _ = self.relay_approval(d, next, reason);
+            let _ = self.relay_approval(d, next, reason, Vec::new());
         }
     }
 
