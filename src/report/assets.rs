@@ -19,7 +19,7 @@ section { background:var(--card); border:1px solid var(--line); border-radius:10
 .badge { display:inline-block; padding:2px 10px; border-radius:999px; color:#fff; font-weight:600;
   font-size:13px; background:var(--cancelled); }
 .stop .detail { font-size:14px; }
-.counts { display:flex; gap:8px; flex-wrap:wrap; margin-top:6px; }
+.counts { display:flex; gap:8px; flex-wrap:wrap; margin-top:8px; }
 .chip { border-radius:999px; padding:1px 9px; font-size:12px; color:#fff; }
 .completed { --c:var(--completed); } .failed { --c:var(--failed); }
 .stopped-limit { --c:var(--stopped-limit); } .cancelled { --c:var(--cancelled); }
@@ -55,6 +55,8 @@ svg text { font-family:inherit; }
 table { border-collapse:collapse; width:100%; font-size:13px; }
 th, td { text-align:left; padding:6px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
 th { font-size:12px; color:var(--muted); font-weight:600; }
+tr.task-row td:first-child { white-space:nowrap; }
+h3 { font-size:13px; font-weight:600; margin:0 0 8px; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
 tr.hl td { background:#fff8e1; }
 tr.task-row.has-notes td { border-bottom:none; }
