@@ -26,6 +26,7 @@
 pub mod bench_dag;
 pub mod experiment;
 pub mod plan_file;
+pub mod report;
 pub mod runner;
 pub mod stdout;
 

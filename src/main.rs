@@ -14,6 +14,9 @@ use quorate::runner::{run_compiled, Approve, FileRun, RunArgs, RunFileError};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Characters of a task's result the `quorate run` table shows (the whole one is in `--json`).
+const RESULT_WIDTH: usize = 40;
+
 /// Exit code for bad input (unreadable or invalid plan, bad flag).
 const EXIT_BAD_INPUT: u8 = 2;
 
@@ -69,6 +72,16 @@ enum Command {
     Experiment(quorate::experiment::cli::ExperimentCommand),
     /// Run plans over seeds in star and/or peer topology and compare them.
     Eval(quorate::experiment::eval::EvalArgs),
+    /// Write one self-contained HTML page about a run from its trace (`quorate run --trace`):
+    /// the plan DAG, a timeline per worker, budgets, rejections, the stop reason and each
+    /// task's result.
+    Report {
+        /// The trace (JSON lines).
+        trace: PathBuf,
+        /// Write the page here (default: stdout).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Check a plan file and print its tasks in dependency order.
     ///
     /// A task that cannot take a step or make a call its script names is a warning, on
@@ -126,6 +139,15 @@ fn main() -> ExitCode {
             plan,
             deny_warnings,
         } => check(&plan, deny_warnings),
+        Command::Report { trace, output } => {
+            match quorate::report::write_report(&trace, output.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("quorate: {e}");
+                    ExitCode::from(EXIT_BAD_INPUT)
+                }
+            }
+        }
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
         Command::Eval(args) => quorate::experiment::eval::run(args),
         Command::Bench(BenchCommand::Dag {
@@ -278,7 +300,7 @@ fn print_run(run: &FileRun, json: bool, chaos: bool) {
         r.stop_detail.as_deref().unwrap_or("-")
     );
     quorate::outln!(
-        "{:<20} {:<16} {:>8} {:>8} {:>8}",
+        "{:<20} {:<16} {:>8} {:>8} {:>8}  result",
         "task",
         "state",
         "attempts",
@@ -287,12 +309,13 @@ fn print_run(run: &FileRun, json: bool, chaos: bool) {
     );
     for t in &r.tasks {
         quorate::outln!(
-            "{:<20} {:<16} {:>8} {:>8} {:>8}",
+            "{:<20} {:<16} {:>8} {:>8} {:>8}  {}",
             t.id,
             t.state.to_string(),
             t.attempts,
             format!("{}/{}", t.spent.steps, t.granted.steps),
             format!("{}/{}", t.spent.tool_calls, t.granted.tool_calls),
+            quorate::report::clip(t.result.as_ref(), RESULT_WIDTH),
         );
     }
     let b = &r.budget;

@@ -1,6 +1,7 @@
 //! Trace events: every decision the supervisor makes, in order.
 
-use quorate_protocols::{RunId, TaskState};
+use quorate_protocols::{ActionId, Budget, RunId, TaskState};
+use quorate_workers::CallEvent;
 use serde::{Deserialize, Serialize};
 
 /// Why a reply was not accepted. Each is counted separately.
@@ -28,6 +29,58 @@ pub enum StopControl {
     Reject,
 }
 
+/// The fields of a `call-started` event (boxed in [`EventKind::CallStarted`]: every event is as
+/// large as the largest kind, and this one is rare).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallStart {
+    /// The action.
+    pub action: ActionId,
+    /// The tool.
+    pub tool: String,
+    /// The reservation made before the call.
+    pub reserved: Budget,
+}
+
+/// The fields of a `call-answered` event (boxed in [`EventKind::CallAnswered`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallAnswer {
+    /// The action.
+    pub action: ActionId,
+    /// Whether the tool reported a change.
+    pub changed: bool,
+    /// What the call was charged (the tool's cost plus the call itself).
+    pub cost: Budget,
+    /// The tool's error class, if it answered with an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A plan node as `run-started` and `replanned` describe it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanNode {
+    /// The node id.
+    pub id: quorate_protocols::NodeId,
+    /// The nodes it depends on.
+    #[serde(default)]
+    pub deps: Vec<quorate_protocols::NodeId>,
+}
+
+impl PlanNode {
+    /// Every node of `plan`, in plan order.
+    #[must_use]
+    pub fn all(plan: &quorate_protocols::Plan) -> Vec<PlanNode> {
+        (0..plan.len() as u32)
+            .map(|i| {
+                let node = plan.node(i);
+                PlanNode {
+                    id: node.id.clone(),
+                    deps: node.deps.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
 /// What happened. Serialized as the `kind` field of a trace line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -38,6 +91,11 @@ pub enum EventKind {
         tasks: usize,
         /// Plan version.
         plan_version: u32,
+        /// The plan's nodes and their dependencies, when the run describes its plan (a traced
+        /// run does; see [`SupervisorCore::set_describe_plan`](crate::SupervisorCore::set_describe_plan));
+        /// else empty and left out of the trace line.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        nodes: Vec<PlanNode>,
     },
     /// A task changed state.
     Transition {
@@ -101,6 +159,36 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// A call went to its tool (the worker's gate let it through and reserved `reserved`).
+    /// This and the call kinds below come from the worker core, with the reply that followed
+    /// them (see [`quorate_workers::CallEvent`]), and are logged in the order it took them,
+    /// before that reply's own events. `action` names the task that made the call (a delegated
+    /// sub-task's id for a sub-task's call).
+    CallStarted(Box<CallStart>),
+    /// The tool answered a call.
+    CallAnswered(Box<CallAnswer>),
+    /// A call did not answer by its deadline: its outcome is unknown (not failed).
+    OutcomeUnknown {
+        /// The action.
+        action: ActionId,
+    },
+    /// The tool was asked what became of an action: `found` committed, or absent.
+    Queried {
+        /// The action.
+        action: ActionId,
+        /// Whether the effect was found.
+        found: bool,
+    },
+    /// A query found the effect committed: its receipt was recovered, and nothing ran again.
+    Recovered {
+        /// The action.
+        action: ActionId,
+    },
+    /// A query found nothing: the call runs again with the same id and parameters.
+    Retried {
+        /// The action.
+        action: ActionId,
+    },
     /// A reply was rejected: its dedupe key was seen before. (The four rejections are kinds
     /// of their own, named for the reason, like the report's `rejected_*` counters; see
     /// [`EventKind::rejected`].)
@@ -117,7 +205,10 @@ pub enum EventKind {
         observation: String,
     },
     /// A result was merged into the store.
-    ResultCommitted,
+    ResultCommitted {
+        /// The result.
+        result: serde_json::Value,
+    },
     /// The store already held a result for the task (committed before, e.g. by this run
     /// before a crash): the stored one is kept, never overwritten, and becomes the task's
     /// result, also for the dependents' assignments not yet sent.
@@ -126,6 +217,9 @@ pub enum EventKind {
         version: u64,
         /// Whether it equals the result the task had just produced.
         same: bool,
+        /// The stored result, which the task keeps.
+        #[serde(default)]
+        result: serde_json::Value,
     },
     /// Approval was requested.
     ApprovalRequested {
@@ -150,6 +244,9 @@ pub enum EventKind {
         plan_version: u32,
         /// Tasks in it.
         tasks: usize,
+        /// Its nodes and their dependencies, as in `run-started`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        nodes: Vec<PlanNode>,
     },
     /// A store precondition did not hold.
     PreconditionFailed {
@@ -170,7 +267,7 @@ pub enum EventKind {
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
-pub(crate) const KIND_NAMES: [&str; 25] = [
+pub(crate) const KIND_NAMES: [&str; 31] = [
     "run-started",
     "transition",
     "dispatched",
@@ -196,21 +293,55 @@ pub(crate) const KIND_NAMES: [&str; 25] = [
     "rejected-late",
     "rejected-stale",
     "rejected-unauthorized",
+    "call-started",
+    "call-answered",
+    "outcome-unknown",
+    "queried",
+    "recovered",
+    "retried",
 ];
 
 impl EventKind {
-    /// The `call-rejected` events of an accepted report: one per call its worker's gate
-    /// refused (the supervisor and the peers log them alike).
-    pub(crate) fn rejected_calls(
-        report: &quorate_workers::messages::Report,
-    ) -> impl Iterator<Item = EventKind> + '_ {
-        report
-            .rejected_calls
-            .iter()
-            .map(|call| EventKind::CallRejected {
-                tool: call.tool.clone(),
-                reason: call.reason.clone(),
-            })
+    /// The trace event of a step of a call's life that a worker reported.
+    ///
+    /// ```
+    /// use quorate_coordinator::EventKind;
+    /// use quorate_protocols::{ActionId, TaskId};
+    /// use quorate_workers::CallEvent;
+    /// let action = ActionId::new(TaskId::from_u128(7), 0, 0);
+    /// let kind = EventKind::of_call(CallEvent::OutcomeUnknown { action });
+    /// assert_eq!(kind, EventKind::OutcomeUnknown { action });
+    /// assert_eq!(kind.name(), "outcome-unknown");
+    /// ```
+    #[must_use]
+    pub fn of_call(call: CallEvent) -> Self {
+        match call {
+            CallEvent::CallStarted {
+                action,
+                tool,
+                reserved,
+            } => EventKind::CallStarted(Box::new(CallStart {
+                action,
+                tool,
+                reserved,
+            })),
+            CallEvent::CallAnswered {
+                action,
+                changed,
+                cost,
+                error,
+            } => EventKind::CallAnswered(Box::new(CallAnswer {
+                action,
+                changed,
+                cost,
+                error,
+            })),
+            CallEvent::OutcomeUnknown { action } => EventKind::OutcomeUnknown { action },
+            CallEvent::Queried { action, found } => EventKind::Queried { action, found },
+            CallEvent::Recovered { action } => EventKind::Recovered { action },
+            CallEvent::Retried { action } => EventKind::Retried { action },
+            CallEvent::CallRejected { tool, reason } => EventKind::CallRejected { tool, reason },
+        }
     }
 
     /// The event of a reply rejected for `reason`.
@@ -266,7 +397,7 @@ impl EventKind {
             EventKind::RejectedStale => 23,
             EventKind::RejectedUnauthorized => 24,
             EventKind::AcceptanceFailed { .. } => 8,
-            EventKind::ResultCommitted => 9,
+            EventKind::ResultCommitted { .. } => 9,
             EventKind::ApprovalRequested { .. } => 10,
             EventKind::ApprovalDecided { .. } => 11,
             EventKind::CancelRequested => 12,
@@ -279,6 +410,12 @@ impl EventKind {
             EventKind::ControlSent { .. } => 19,
             EventKind::ControlAcknowledged { .. } => 20,
             EventKind::ResultKept { .. } => 21,
+            EventKind::CallStarted(_) => 25,
+            EventKind::CallAnswered(_) => 26,
+            EventKind::OutcomeUnknown { .. } => 27,
+            EventKind::Queried { .. } => 28,
+            EventKind::Recovered { .. } => 29,
+            EventKind::Retried { .. } => 30,
         }
     }
 }

@@ -10,7 +10,8 @@
 //! payload   transition: 1 byte (from << 4 | to)
 //!           dispatched: varint attempt, varint worker, task id, granted
 //!           task-closed: budget
-//!           reply-accepted, result-committed: nothing
+//!           reply-accepted: nothing
+//!           result-committed: varint length + the result's JSON
 //!           any other kind: varint length + its JSON
 //! task id   varint: zigzag(id minus the chunk's previous dispatched id) << 1, if that fits
 //!           in 63 bits; else 1, then the 16 bytes
@@ -148,6 +149,22 @@ fn unzigzag(z: u64) -> i64 {
     ((z >> 1) as i64) ^ -((z & 1) as i64)
 }
 
+/// Writes `value` as its JSON after the JSON's length (a varint), straight into `out`: a
+/// one-byte length is assumed, and made room for afterwards if the JSON is longer.
+fn put_json(out: &mut Vec<u8>, value: &serde_json::Value) {
+    let start = out.len();
+    out.push(0);
+    serde_json::to_writer(&mut *out, value).expect("a JSON value serializes");
+    let len = out.len() - start - 1;
+    if len < 0x80 {
+        out[start] = len as u8;
+    } else {
+        let mut prefix = Vec::with_capacity(10);
+        put_varint(&mut prefix, len as u64);
+        out.splice(start..=start, prefix);
+    }
+}
+
 fn put_task_id(out: &mut Vec<u8>, last: &mut u128, id: u128) {
     let delta = id.wrapping_sub(*last) as i128;
     *last = id;
@@ -247,7 +264,7 @@ impl Parts<'_> {
             EventKind::Dispatched { .. } => DISPATCHED,
             EventKind::TaskClosed { .. } => TASK_CLOSED,
             EventKind::ReplyAccepted => REPLY_ACCEPTED,
-            EventKind::ResultCommitted => RESULT_COMMITTED,
+            EventKind::ResultCommitted { .. } => RESULT_COMMITTED,
             _ => OTHER,
         };
         let offset = (self.seq as i64).wrapping_sub(at.seq.0 as i64);
@@ -298,7 +315,8 @@ impl Parts<'_> {
                 put_granted(out, &mut names.last.granted, granted);
             }
             EventKind::TaskClosed { spent } => put_budget(out, spent),
-            EventKind::ReplyAccepted | EventKind::ResultCommitted => {}
+            EventKind::ReplyAccepted => {}
+            EventKind::ResultCommitted { result } => put_json(out, result),
             other => {
                 let json = serde_json::to_vec(other).expect("an event kind serializes to JSON");
                 put_varint(out, json.len() as u64);
@@ -400,7 +418,12 @@ impl Pack for Event {
             },
             TASK_CLOSED => EventKind::TaskClosed { spent: r.budget()? },
             REPLY_ACCEPTED => EventKind::ReplyAccepted,
-            RESULT_COMMITTED => EventKind::ResultCommitted,
+            RESULT_COMMITTED => {
+                let len = usize::try_from(r.varint()?).ok()?;
+                EventKind::ResultCommitted {
+                    result: serde_json::from_slice(r.bytes(len)?).ok()?,
+                }
+            }
             OTHER => {
                 let len = usize::try_from(r.varint()?).ok()?;
                 serde_json::from_slice(r.bytes(len)?).ok()?

@@ -21,6 +21,10 @@ fn every_kind_reads_back_as_written() {
         EventKind::RunStarted {
             tasks: 2,
             plan_version: 1,
+            nodes: vec![crate::PlanNode {
+                id: quorate_protocols::NodeId::new("merge").unwrap(),
+                deps: vec![quorate_protocols::NodeId::new("fetch").unwrap()],
+            }],
         },
         EventKind::Transition {
             from: TaskState::Pending,
@@ -49,14 +53,41 @@ fn every_kind_reads_back_as_written() {
         EventKind::RejectedLate,
         EventKind::RejectedStale,
         EventKind::RejectedUnauthorized,
-        EventKind::ResultCommitted,
+        EventKind::ResultCommitted {
+            result: serde_json::json!({"rows": 3, "note": "x".repeat(200)}),
+        },
         EventKind::ResultKept {
             version: 12,
             same: false,
+            result: serde_json::json!(7),
         },
         EventKind::CallRejected {
             tool: "db.delete".into(),
             reason: "not in capabilities".into(),
+        },
+        EventKind::CallStarted(Box::new(crate::CallStart {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 1, 0),
+            tool: "db.save".into(),
+            reserved: Budget::new(0, 1, 200, 10),
+        })),
+        EventKind::CallAnswered(Box::new(crate::CallAnswer {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 1, 0),
+            changed: true,
+            cost: Budget::new(0, 1, 0, 2),
+            error: Some("conflict".into()),
+        })),
+        EventKind::OutcomeUnknown {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 0),
+        },
+        EventKind::Queried {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 0),
+            found: false,
+        },
+        EventKind::Retried {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 0),
+        },
+        EventKind::Recovered {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 1),
         },
         EventKind::StopRequested {
             reason: StopReason::Cancelled,
@@ -79,6 +110,7 @@ fn every_kind_reads_back_as_written() {
         EventKind::Replanned {
             plan_version: 2,
             tasks: 5,
+            nodes: vec![],
         },
         EventKind::PreconditionFailed {
             observation: "version moved".into(),
@@ -123,8 +155,10 @@ fn every_kind_reads_back_as_written() {
     }
     let back = read(&log, run, Seq(0), 100);
     assert_eq!(back, written);
+    // One of each kind, most of them rare ones written as JSON (a call's action id alone is
+    // ~80 bytes of it): still smaller than the structs, without the heap they point to.
     let struct_bytes = written.len() * std::mem::size_of::<Event>();
-    assert!(log.bytes(run) * 2 < struct_bytes, "{}", log.bytes(run));
+    assert!(log.bytes(run) < struct_bytes, "{}", log.bytes(run));
 }
 
 #[test]
@@ -174,7 +208,9 @@ fn colliding_and_equal_names_read_back_as_written() {
             run_id: run,
             task: Some(task),
             at_ms: k as u64,
-            kind: EventKind::ResultCommitted,
+            kind: EventKind::ResultCommitted {
+                result: serde_json::json!(i),
+            },
         };
         log.append_now(run, &event);
         written.push(event);

@@ -33,7 +33,9 @@ pub use crate::core::{
     SupervisorConfig, SupervisorCore,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
-pub use event::{Event, EventKind, Record, RecordTask, Rejection, StopControl};
+pub use event::{
+    CallAnswer, CallStart, Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl,
+};
 pub use link::ChaosLink;
 pub use peer::{run_peer, PeerCore, PeerEffect, PeerMsg};
 pub use report::{BudgetRow, RunReport, TaskRow};

@@ -19,6 +19,9 @@ pub struct TaskRow {
     pub granted: Budget,
     /// Budget spent.
     pub spent: Budget,
+    /// The accepted result (completed tasks only; `null` otherwise).
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
 }
 
 /// The run's budget.
@@ -79,7 +82,7 @@ impl RunReport {
             .tasks()
             .iter()
             .enumerate()
-            .map(|(i, t)| row(plan.node(i as u32).id.clone(), t))
+            .map(|(i, t)| row(plan.node(i as u32).id.clone(), t, t.result.clone()))
             .collect();
         Self::with_rows(core, tasks)
     }
@@ -93,7 +96,10 @@ impl RunReport {
         let tasks = slots
             .into_iter()
             .enumerate()
-            .map(|(i, t)| row(plan.node(i as u32).id.clone(), &t))
+            .map(|(i, mut t)| {
+                let result = t.result.take();
+                row(plan.node(i as u32).id.clone(), &t, result)
+            })
             .collect();
         Self::with_rows(core, tasks)
     }
@@ -120,13 +126,14 @@ impl RunReport {
     }
 }
 
-fn row(id: NodeId, t: &TaskSlot) -> TaskRow {
+fn row(id: NodeId, t: &TaskSlot, result: Option<serde_json::Value>) -> TaskRow {
     TaskRow {
         id,
         state: t.state,
         attempts: t.attempt,
         granted: t.granted,
         spent: t.spent,
+        result,
     }
 }
 
@@ -198,7 +205,7 @@ mod tests {
                 outcome: quorate_workers::messages::Outcome::Cancelled,
                 spent: Budget::ZERO,
                 actions: Default::default(),
-                rejected_calls: vec![],
+                calls: vec![],
             },
         );
         core.handle_report(u64::MAX / 2, reply);

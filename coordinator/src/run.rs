@@ -106,6 +106,7 @@ pub fn run_star(
     let chaos = options
         .chaos
         .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));
+    let traced = options.trace.is_some();
     let system = System::new();
     let (log2, results2, chaos2) = (log.clone(), results.clone(), chaos.clone());
     let report = system.block_on(async move {
@@ -166,6 +167,8 @@ pub fn run_star(
             })
             .collect();
         let mut core = SupervisorCore::new(run, plan, options.supervisor.clone(), me, senders);
+        // A trace is read without the plan file at hand: it names the nodes and their deps.
+        core.set_describe_plan(traced);
         for (node, texts) in options.evidence_text {
             core.set_evidence_text(node, texts);
         }

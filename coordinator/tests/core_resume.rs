@@ -101,7 +101,7 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
                 },
                 spent: Budget::steps(1),
                 actions: ActionCounts::default(),
-                rejected_calls: vec![],
+                calls: vec![],
             },
         );
         now += 1;
@@ -335,7 +335,7 @@ fn a_result_committed_before_a_crash_is_kept_and_passed_on_after_resume() {
         let cut = h
             .log
             .iter()
-            .position(|e| e.kind == EventKind::ResultCommitted)
+            .position(|e| matches!(e.kind, EventKind::ResultCommitted { .. }))
             .expect("a's commit was logged");
         h.log.truncate(cut);
         h.crash_and_resume(None, 2);
@@ -346,7 +346,11 @@ fn a_result_committed_before_a_crash_is_kept_and_passed_on_after_resume() {
             h.logged("result-kept"),
             vec![(
                 Some("a".to_string()),
-                EventKind::ResultKept { version, same }
+                EventKind::ResultKept {
+                    version,
+                    same,
+                    result: first.clone()
+                }
             )]
         );
         assert!(
@@ -404,7 +408,8 @@ fn a_kept_result_replaces_its_record_even_after_a_replan_named_it() {
             Some("a".to_string()),
             EventKind::ResultKept {
                 version: h.versions[&key],
-                same: false
+                same: false,
+                result: json!("before")
             }
         )]
     );

@@ -232,7 +232,7 @@ impl Net {
                 outcome,
                 spent: Budget::steps(1),
                 actions: ActionCounts::default(),
-                rejected_calls: vec![],
+                calls: vec![],
             },
         );
         self.cores[p].handle_worker_reply(0, reply);

@@ -352,7 +352,7 @@ async fn mallory_software(s: Shared) -> turmoil::Result {
                     },
                     spent: Budget::ZERO,
                     actions: Default::default(),
-                    rejected_calls: vec![],
+                    calls: vec![],
                 },
             );
             frame(TAG_REPORT, encode_envelope(&forged))

@@ -412,7 +412,7 @@ fn forge(
         outcome,
         spent,
         actions: ActionCounts::default(),
-        rejected_calls: vec![],
+        calls: vec![],
     };
     let mut env = match st.assignments.get(&node) {
         Some((_, a)) => {

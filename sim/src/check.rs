@@ -244,7 +244,7 @@ pub(crate) fn canonical(e: &Event) -> String {
         EventKind::TaskClosed { spent } => format!("closed {spent}"),
         EventKind::TaskSettled { spent } => format!("settled {spent}"),
         k if k.rejection().is_some() => k.name().to_string(),
-        EventKind::ResultKept { version, same } => format!("kept {version} {same}"),
+        EventKind::ResultKept { version, same, .. } => format!("kept {version} {same}"),
         EventKind::ApprovalDecided { approved } => format!("approval {approved}"),
         EventKind::RunStopped { stop_reason } => format!("stopped {stop_reason}"),
         EventKind::RunResumed {

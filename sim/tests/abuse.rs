@@ -86,7 +86,7 @@ impl Core {
                 },
                 spent: Budget::steps(1),
                 actions: ActionCounts::default(),
-                rejected_calls: vec![],
+                calls: vec![],
             },
         )
     }

@@ -259,9 +259,8 @@ async fn the_actor_checks_store_preconditions_against_its_store_before_a_write()
         assert_eq!(world.effects_of("db.save"), usize::from(runs), "{case:?}");
         let reasons: Vec<&str> = got[0]
             .payload
-            .rejected_calls
-            .iter()
-            .map(|c| c.reason.as_str())
+            .rejected_calls()
+            .map(|(_, reason)| reason)
             .collect();
         let want: &[&str] = match case {
             (true, false) => &[],

@@ -314,7 +314,7 @@ impl WorkerCore {
             outcome,
             spent: self.history.spent(to.task),
             actions,
-            rejected_calls: Vec::new(),
+            calls: Vec::new(),
         };
         let reply = to.reply(self.me, ResultKind::Suggestion, report);
         self.effects.push_back(Effect::Reply(Box::new(reply)));

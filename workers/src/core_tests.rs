@@ -4,7 +4,7 @@ use quorate_protocols::{ActionId, ActionState, Budget, Component, Envelope, Resu
 use serde_json::json;
 
 use crate::agent::{Agent, AgentContext, AgentRegistry, Proposal};
-use crate::messages::{Assignment, Control, Outcome};
+use crate::messages::{Assignment, CallEvent, Control, Outcome};
 use crate::testing::{script, Driver};
 use crate::InputError;
 
@@ -97,6 +97,35 @@ fn timeout_after_commit_is_queried_and_recovered_with_exactly_one_effect() {
         matches!(&report.outcome, Outcome::Answer { value, receipts }
         if value == &json!("saved") && receipts.len() == 1)
     );
+    // The call's whole life travels with the reply, in order.
+    let kinds: Vec<&str> = report.calls.iter().map(call_kind).collect();
+    assert_eq!(
+        kinds,
+        ["call-started", "outcome-unknown", "queried", "recovered"]
+    );
+    assert!(matches!(&report.calls[0],
+        CallEvent::CallStarted { action: a, tool, reserved }
+        if *a == action && tool == "db.save" && reserved.tool_calls == 1));
+    assert_eq!(
+        report.calls[2],
+        CallEvent::Queried {
+            action,
+            found: true
+        }
+    );
+}
+
+/// The `kind` a call event is logged under.
+fn call_kind(call: &CallEvent) -> &'static str {
+    match call {
+        CallEvent::CallStarted { .. } => "call-started",
+        CallEvent::CallAnswered { .. } => "call-answered",
+        CallEvent::OutcomeUnknown { .. } => "outcome-unknown",
+        CallEvent::Queried { .. } => "queried",
+        CallEvent::Recovered { .. } => "recovered",
+        CallEvent::Retried { .. } => "retried",
+        CallEvent::CallRejected { .. } => "call-rejected",
+    }
 }
 
 #[test]
@@ -115,6 +144,25 @@ fn timeout_before_commit_retries_same_id_only_for_idempotent_tools() {
     assert_eq!(d.world.effects_for(&action), 1);
     assert_eq!(d.last().actions.executed, 2);
     assert!(matches!(d.last().outcome, Outcome::Answer { .. }));
+    let kinds: Vec<&str> = d.last().calls.iter().map(call_kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "call-started",
+            "outcome-unknown",
+            "queried",
+            "retried",
+            "call-started",
+            "call-answered"
+        ]
+    );
+    assert_eq!(
+        d.last().calls[2],
+        CallEvent::Queried {
+            action,
+            found: false
+        }
+    );
 
     let d = run(
         json!([{ "do": "call", "tool": "mail.send", "params": { "to": "x" },
@@ -684,13 +732,13 @@ fn a_write_runs_only_while_the_tasks_store_preconditions_hold() {
         if moved {
             assert_eq!(tools, ["db.read"], "the write never ran");
             assert_eq!(d.world.effects_of("db.save"), 0);
-            assert_eq!(report.rejected_calls.len(), 1);
+            let rejected: Vec<(&str, &str)> = report.rejected_calls().collect();
+            assert_eq!(rejected.len(), 1);
             assert!(
-                report.rejected_calls[0]
-                    .reason
+                rejected[0]
+                    .1
                     .starts_with("precondition does not hold before the write: orders/1 is at"),
-                "{:?}",
-                report.rejected_calls
+                "{rejected:?}"
             );
             assert_eq!(report.actions.rejected, 1);
             assert_eq!(d.core.action(&write).unwrap().state, ActionState::Rejected);
@@ -701,7 +749,7 @@ fn a_write_runs_only_while_the_tasks_store_preconditions_hold() {
         } else {
             assert_eq!(tools, ["db.read", "db.save"]);
             assert_eq!(d.world.effects_of("db.save"), 1);
-            assert!(report.rejected_calls.is_empty());
+            assert_eq!(report.rejected_calls().count(), 0);
         }
     }
 }

@@ -64,7 +64,8 @@ pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
 pub use delegate::DelegationError;
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
 pub use messages::{
-    ActionCounts, Assignment, Control, Outcome, ProgressSignature, Receipt, Report, TaskInput,
+    ActionCounts, Assignment, CallEvent, Control, Outcome, ProgressSignature, Receipt, Report,
+    TaskInput,
 };
 pub use progress::{ProgressDetector, ProgressVerdict};
 pub use scripted::{Script, ScriptBook, ScriptError, ScriptedAgent, ScriptedTool, World};

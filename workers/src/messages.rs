@@ -199,13 +199,74 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-/// A proposal the execution gate refused: nothing ran.
+/// One step in the life of a tool call, as the worker core decided it. The steps of an
+/// attempt travel with its next reply ([`Report::calls`]), in the order they happened, and the
+/// supervisor (or peer) that accepts the reply logs each as a trace event of the same name.
+///
+/// ```
+/// use quorate_protocols::{ActionId, TaskId};
+/// use quorate_workers::CallEvent;
+/// let action = ActionId::new(TaskId::from_u128(7), 0, 0);
+/// let json = serde_json::to_value(CallEvent::Queried { action, found: true }).unwrap();
+/// assert_eq!(json["kind"], "queried");
+/// assert_eq!(json["found"], true);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RejectedCall {
-    /// The tool the agent asked for.
-    pub tool: String,
-    /// Why the gate refused it.
-    pub reason: String,
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum CallEvent {
+    /// The gate let the call through, `reserved` was set aside for it, and it went to the tool.
+    CallStarted {
+        /// The action.
+        action: ActionId,
+        /// The tool.
+        tool: String,
+        /// The reservation made before it ran (settled with the actual cost afterwards).
+        reserved: Budget,
+    },
+    /// The tool answered the call.
+    CallAnswered {
+        /// The action.
+        action: ActionId,
+        /// Whether the tool reported that the call changed something.
+        changed: bool,
+        /// What the call was charged: the tool's reported cost plus the call itself.
+        cost: Budget,
+        /// The tool's error class, if it answered with an error.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The call did not answer by its deadline: it may have committed or not (unknown is not
+    /// failed). The tool is queried next.
+    OutcomeUnknown {
+        /// The action.
+        action: ActionId,
+    },
+    /// The tool answered a query about the action: `found` it committed, or it is absent.
+    Queried {
+        /// The action.
+        action: ActionId,
+        /// Whether the effect was found.
+        found: bool,
+    },
+    /// The query found the effect committed: its receipt is recovered, and the call is not made
+    /// again.
+    Recovered {
+        /// The action.
+        action: ActionId,
+    },
+    /// The query found nothing: the gate runs the call again, with the same id and the same
+    /// parameters (idempotent tools only; a `call-started` follows).
+    Retried {
+        /// The action.
+        action: ActionId,
+    },
+    /// The gate refused a proposal: nothing ran.
+    CallRejected {
+        /// The tool the agent asked for (`delegate` for a refused delegation).
+        tool: String,
+        /// Why the gate refused it.
+        reason: String,
+    },
 }
 
 /// Worker -> supervisor: the payload of every reply envelope.
@@ -217,7 +278,19 @@ pub struct Report {
     pub spent: Budget,
     /// What the gate did.
     pub actions: ActionCounts,
-    /// Every proposal the gate refused during the attempt, so the supervisor can log them.
+    /// What happened to the attempt's tool calls since its previous reply, in order (its
+    /// delegated sub-tasks' included), so the supervisor can log them. Empty (no allocation)
+    /// for an attempt that made no call.
     #[serde(default)]
-    pub rejected_calls: Vec<RejectedCall>,
+    pub calls: Vec<CallEvent>,
+}
+
+impl Report {
+    /// The proposals the gate refused among [`Report::calls`]: `(tool, reason)` each.
+    pub fn rejected_calls(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.calls.iter().filter_map(|c| match c {
+            CallEvent::CallRejected { tool, reason } => Some((tool.as_str(), reason.as_str())),
+            _ => None,
+        })
+    }
 }

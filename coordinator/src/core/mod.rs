@@ -83,6 +83,8 @@ pub struct SupervisorCore {
     /// worker. The run's report waits for them (up to `attempt_timeout_ms`), so their actions
     /// and any reply that follows them are counted.
     awaiting_ack: HashMap<TaskId, (u32, AgentId)>,
+    /// `run-started` and `replanned` list the plan's nodes ([`Self::set_describe_plan`]).
+    describe_plan: bool,
     /// While draining: the time at which the run stops regardless.
     drain_until: Option<u64>,
     /// The drain is over; the run may stop.
@@ -139,6 +141,7 @@ impl SupervisorCore {
             messages: MessageCounts::default(),
             actions: Default::default(),
             awaiting_ack: HashMap::new(),
+            describe_plan: false,
             drain_until: None,
             drained: false,
         }
@@ -280,6 +283,7 @@ impl SupervisorCore {
             EventKind::RunStarted {
                 tasks: self.plan.len(),
                 plan_version: self.plan_version,
+                nodes: self.described_plan(),
             },
         );
         for i in 0..self.plan.len() as u32 {
@@ -294,7 +298,7 @@ impl SupervisorCore {
     /// A reply arrived from a worker (boxed or not: the batch messages carry boxes, so a reply
     /// is never copied whole on its way in).
     pub fn handle_report(&mut self, now: u64, reply: impl Into<Box<Envelope<Report>>>) {
-        let reply: Box<Envelope<Report>> = reply.into();
+        let mut reply: Box<Envelope<Report>> = reply.into();
         if self.finished() {
             return;
         }
@@ -331,6 +335,7 @@ impl SupervisorCore {
                 !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(&reply);
             if acknowledges {
                 self.tasks[i as usize].seen.insert(reply.dedupe);
+                self.record_calls(now, i, std::mem::take(&mut reply.payload.calls));
                 let spent = reply.payload.spent;
                 self.add_actions(reply.payload.actions);
                 self.acknowledge(now, i, spent);
@@ -340,11 +345,9 @@ impl SupervisorCore {
         }
         self.steps += 1;
         self.tasks[i as usize].seen.insert(reply.dedupe);
+        let mut report = reply.payload;
+        self.record_calls(now, i, std::mem::take(&mut report.calls));
         self.record(now, Some(i), EventKind::ReplyAccepted);
-        let report = reply.payload;
-        for kind in EventKind::rejected_calls(&report) {
-            self.record(now, Some(i), kind);
-        }
         self.tasks[i as usize].spent = report.spent;
         self.add_actions(report.actions);
         match report.outcome {

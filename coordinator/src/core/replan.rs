@@ -85,6 +85,7 @@ impl SupervisorCore {
             EventKind::Replanned {
                 plan_version: self.plan_version,
                 tasks: self.plan.len(),
+                nodes: self.described_plan(),
             },
         );
         for j in 0..self.plan.len() as u32 {
@@ -251,6 +252,23 @@ impl SupervisorCore {
             }
         }
         self.after_input(now);
+    }
+
+    /// Whether `run-started` and `replanned` list the plan's nodes and their dependencies (what
+    /// a reader of the trace needs to draw the plan). Off by default: it walks the whole plan,
+    /// which a large run does not want to pay for; [`run_star`](crate::run_star) turns it on for
+    /// a run that writes a trace.
+    pub fn set_describe_plan(&mut self, on: bool) {
+        self.describe_plan = on;
+    }
+
+    /// The current plan's nodes for `run-started` and `replanned`, if they are to be described.
+    pub(super) fn described_plan(&self) -> Vec<crate::event::PlanNode> {
+        if self.describe_plan {
+            crate::event::PlanNode::all(&self.plan)
+        } else {
+            Vec::new()
+        }
     }
 
     /// A plan to switch to (once) when a store precondition fails.

@@ -71,6 +71,21 @@ fn mutant_judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Option<Result
     None
 }
 
+impl super::SupervisorCore {
+    /// Logs what a worker reported of its calls (in its order), for task `i`. Most replies
+    /// carry none: an empty list is neither allocated nor freed.
+    pub(super) fn record_calls(
+        &mut self,
+        now: u64,
+        i: u32,
+        calls: Vec<quorate_workers::CallEvent>,
+    ) {
+        for call in calls {
+            self.record(now, Some(i), crate::EventKind::of_call(call));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

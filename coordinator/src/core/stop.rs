@@ -22,7 +22,8 @@ impl SupervisorCore {
             key,
             value: value.clone(),
         });
-        self.record(now, Some(i), EventKind::ResultCommitted);
+        let result = value.clone();
+        self.record(now, Some(i), EventKind::ResultCommitted { result });
         self.tasks[i as usize].set_result(value, evidence);
         self.end_task(now, i, TaskEvent::AcceptancePassed);
         for k in 0..self.plan.dependents(i).len() {
@@ -57,6 +58,7 @@ impl SupervisorCore {
         let kept = EventKind::ResultKept {
             version: version.raw(),
             same,
+            result: stored.clone(),
         };
         let name = self.plan.node(i).id.as_str();
         let names_i = |task: &RecordTask| match task {
@@ -65,7 +67,9 @@ impl SupervisorCore {
             RecordTask::None => false,
         };
         let waiting = self.effects.iter_mut().find_map(|e| match e {
-            Effect::Record(r) if r.kind == EventKind::ResultCommitted && names_i(&r.task) => {
+            Effect::Record(r)
+                if matches!(r.kind, EventKind::ResultCommitted { .. }) && names_i(&r.task) =>
+            {
                 Some(&mut r.kind)
             }
             _ => None,

@@ -45,6 +45,7 @@ pub fn run_peer(
     let run = RunId::new();
     let task_ids: Vec<TaskId> = (0..plan.len()).map(|_| TaskId::new()).collect();
     PeerCore::open_root(&plan, &stores.budget, &PeerStores::budget_key(run));
+    let traced = options.trace.is_some();
     let system = System::new();
     let (stores2, chaos2, plan2, ids2) = (
         stores.clone(),
@@ -98,6 +99,7 @@ pub fn run_peer(
                 worker_sender,
                 ids2.clone(),
             );
+            core.set_describe_plan(traced);
             for (node, texts) in &options.evidence_text {
                 core.set_evidence_text(*node, texts.clone());
             }
@@ -156,12 +158,18 @@ fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSumma
                 .find_map(|p| p.executions[i as usize])
                 .unwrap_or((0, Budget::ZERO, Budget::ZERO));
             granted_total = granted_total.saturating_add(&granted);
+            let result = stores
+                .results
+                .get_now(&crate::run::result_key(run, id.as_str()))
+                .filter(|_| state == TaskState::Completed)
+                .map(|v| v.value);
             TaskRow {
                 id,
                 state,
                 attempts,
                 granted,
                 spent,
+                result,
             }
         })
         .collect();

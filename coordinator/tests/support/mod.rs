@@ -175,7 +175,7 @@ impl Harness {
                 outcome,
                 spent: Budget::steps(1),
                 actions: ActionCounts::default(),
-                rejected_calls: vec![],
+                calls: vec![],
             },
         )
     }

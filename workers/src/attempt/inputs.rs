@@ -6,7 +6,7 @@ use super::{cost_of, Attempt, Deps, Phase};
 use crate::book::Resolved;
 use crate::core::{Effect, InputError};
 use crate::gate::CallRequest;
-use crate::messages::Outcome;
+use crate::messages::{CallEvent, Outcome};
 use crate::tool::ToolAnswer;
 use quorate_state::{AccountId, ReservationId};
 
@@ -42,6 +42,16 @@ impl Attempt {
         else {
             return Err(InputError::NotAwaited { action });
         };
+        let (changed, error) = match &answer {
+            ToolAnswer::Ok { changed, .. } => (*changed, None),
+            ToolAnswer::Err { class, .. } => (false, Some(class.clone())),
+        };
+        self.calls.push(CallEvent::CallAnswered {
+            action,
+            changed,
+            cost: Self::charge_of(cost_of(&answer)),
+            error,
+        });
         self.settle(d, Some(reservation), cost_of(&answer));
         self.absorb(d, &request, answer);
         self.run(d);
@@ -105,6 +115,7 @@ impl Attempt {
             return Err(InputError::NotAwaited { action });
         };
         self.counts.unknown += 1;
+        self.calls.push(CallEvent::OutcomeUnknown { action });
         d.out.push_back(Effect::QueryTool {
             task: self.envelope.task,
             action,
@@ -132,10 +143,15 @@ impl Attempt {
             None => d.book.mark_absent(action),
         }
         let (request, reservation) = self.take_query(action)?;
+        self.calls.push(CallEvent::Queried {
+            action,
+            found: answer.is_some(),
+        });
         match answer {
             Some(answer) => {
                 if matches!(answer, ToolAnswer::Ok { .. }) {
                     self.counts.recovered += 1;
+                    self.calls.push(CallEvent::Recovered { action });
                 }
                 self.settle(d, reservation, cost_of(&answer));
                 self.absorb(d, &request, answer);
@@ -255,7 +271,7 @@ impl Attempt {
         });
         let _ = self.account.child_closed(AccountId::Task(child), spent);
         self.counts += report.actions;
-        self.rejected_calls.extend(report.rejected_calls);
+        self.calls.extend(report.calls);
         if children.iter().all(|(_, _, r)| r.is_some()) {
             let Phase::Delegating { children } = std::mem::replace(&mut self.phase, Phase::Idle)
             else {
@@ -286,10 +302,13 @@ impl Attempt {
         d: &mut Deps<'_>,
         action: ActionId,
         reason: String,
+        calls: Vec<CallEvent>,
     ) -> Result<(), InputError> {
         if !matches!(self.phase, Phase::Delegating { .. }) {
             return Err(self.ended());
         }
+        // The sub-task's call steps go up with this attempt's next reply.
+        self.calls.extend(calls);
         let relay = self.relay.get_or_insert_with(Box::default);
         if relay.out.is_some() {
             relay.waiting.push_back((action, reason));
@@ -335,7 +354,7 @@ impl Attempt {
         };
         relay.out = None;
         if let Some((next, reason)) = relay.waiting.pop_front() {
-            let _ = self.relay_approval(d, next, reason);
+            let _ = self.relay_approval(d, next, reason, Vec::new());
         }
     }
 

@@ -16,7 +16,9 @@ use crate::agent::{Agent, AgentContext, Faults, Observation, Proposal, SubtaskRe
 use crate::book::{ActionBook, BookError};
 use crate::core::{Effect, InputError, WorkerConfig};
 use crate::gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
-use crate::messages::{ActionCounts, Assignment, Outcome, ProgressSignature, Receipt, Report};
+use crate::messages::{
+    ActionCounts, Assignment, CallEvent, Outcome, ProgressSignature, Receipt, Report,
+};
 use crate::progress::{ProgressDetector, ProgressVerdict};
 use crate::tool::{ToolAnswer, ToolRegistry};
 
@@ -89,7 +91,8 @@ pub(crate) struct Attempt {
     last_output: Option<Value>,
     receipts: Vec<Receipt>,
     counts: ActionCounts,
-    rejected_calls: Vec<crate::messages::RejectedCall>,
+    /// What happened to the attempt's calls since its last reply (see [`Report::calls`]).
+    calls: Vec<CallEvent>,
     progress: ProgressDetector,
     phase: Phase,
     /// Sub-tasks' approval requests passed up to the supervisor, one at a time (boxed: few
@@ -142,7 +145,7 @@ impl Attempt {
             last_output: None,
             receipts: Vec::new(),
             counts: ActionCounts::default(),
-            rejected_calls: Vec::new(),
+            calls: Vec::new(),
             progress: ProgressDetector::new(config.no_progress_limit),
             phase: Phase::Idle,
             relay: None,
@@ -239,7 +242,7 @@ impl Attempt {
                         }
                         Err(reason) => {
                             self.counts.rejected += 1;
-                            self.rejected_calls.push(crate::messages::RejectedCall {
+                            self.calls.push(CallEvent::CallRejected {
                                 tool: "delegate".to_string(),
                                 reason: reason.to_string(),
                             });
@@ -281,6 +284,21 @@ impl Attempt {
             return;
         }
         self.counts.executed += 1;
+        if retry {
+            self.calls.push(CallEvent::Retried {
+                action: request.action,
+            });
+        }
+        self.calls.push(CallEvent::CallStarted {
+            action: request.action,
+            tool: request.tool.clone(),
+            reserved: self
+                .account
+                .reservations
+                .get(&reservation)
+                .copied()
+                .unwrap_or_default(),
+        });
         *d.calls += 1;
         let call = *d.calls;
         d.out.push_back(Effect::CallTool {
@@ -422,7 +440,7 @@ impl Attempt {
             return;
         }
         self.counts.rejected += 1;
-        self.rejected_calls.push(crate::messages::RejectedCall {
+        self.calls.push(CallEvent::CallRejected {
             tool: request.tool.clone(),
             reason: reason.to_string(),
         });
@@ -523,7 +541,7 @@ impl Attempt {
         let Some(reservation) = reservation else {
             return;
         };
-        let actual = cost.saturating_add(&Budget::new(0, 1, 0, 0));
+        let actual = Self::charge_of(cost);
         if let Ok(settlement) = self.account.settle(self.account_id, reservation, actual) {
             if let Some(component) = settlement.overrun.first_excess(&Budget::ZERO) {
                 self.finish(
@@ -535,12 +553,19 @@ impl Attempt {
         }
     }
 
-    fn report(&self, outcome: Outcome) -> Report {
+    /// What a call that cost `cost` (the tool's report) is charged: that plus the call itself.
+    fn charge_of(cost: Budget) -> Budget {
+        cost.saturating_add(&Budget::new(0, 1, 0, 0))
+    }
+
+    /// The reply's report; it takes the call events gathered since the previous reply (each
+    /// travels once).
+    fn report(&mut self, outcome: Outcome) -> Report {
         Report {
             outcome,
             spent: self.account.spent().unwrap_or(self.account.limit),
             actions: self.counts,
-            rejected_calls: self.rejected_calls.clone(),
+            calls: std::mem::take(&mut self.calls),
         }
     }
 
@@ -575,7 +600,8 @@ impl Attempt {
         }
         let _unused = self.account.close(self.account_id);
         let cancelled = outcome == Outcome::Cancelled;
-        let reply = self.envelope.reply(d.me, kind, self.report(outcome));
+        let report = self.report(outcome);
+        let reply = self.envelope.reply(d.me, kind, report);
         if self.faults.duplicate_reply {
             d.out.push_back(Effect::Reply(Box::new(reply.clone())));
         }

@@ -54,7 +54,7 @@ impl WorkerCore {
                 }
                 continue;
             };
-            let Some(Effect::Reply(reply)) = self.effects.remove(pos) else {
+            let Some(Effect::Reply(mut reply)) = self.effects.remove(pos) else {
                 continue;
             };
             let child = reply.task;
@@ -67,8 +67,10 @@ impl WorkerCore {
                 while let Some(&up) = self.parents.get(&top) {
                     top = up;
                 }
+                // What the sub-task did with its calls goes up with the request.
+                let calls = std::mem::take(&mut reply.payload.calls);
                 let _ = self.with_attempt_spawning(now, top, &mut spawn, |a, d| {
-                    a.relay_approval(d, action, reason)
+                    a.relay_approval(d, action, reason, calls)
                 });
                 if !self.relaying.contains(&top) {
                     self.relaying.push(top);

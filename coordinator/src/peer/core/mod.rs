@@ -39,6 +39,8 @@ pub struct PeerCore {
     steps: u64,
     messages: MessageCounts,
     actions: ActionCounts,
+    /// `run-started` lists the plan's nodes ([`Self::set_describe_plan`]).
+    describe_plan: bool,
 }
 
 impl PeerCore {
@@ -87,7 +89,15 @@ impl PeerCore {
             steps: 0,
             messages: MessageCounts::default(),
             actions: ActionCounts::default(),
+            describe_plan: false,
         }
+    }
+
+    /// Whether `run-started` lists the plan's nodes and their dependencies (off by default;
+    /// [`run_peer`](crate::run_peer) turns it on for a run that writes a trace), as
+    /// [`SupervisorCore::set_describe_plan`](crate::SupervisorCore::set_describe_plan).
+    pub fn set_describe_plan(&mut self, on: bool) {
+        self.describe_plan = on;
     }
 
     /// Opens the run's shared root account in `store` under `key` (once per run, before start).
@@ -177,6 +187,11 @@ impl PeerCore {
             EventKind::RunStarted {
                 tasks,
                 plan_version: 1,
+                nodes: if self.describe_plan {
+                    crate::event::PlanNode::all(&self.plan)
+                } else {
+                    Vec::new()
+                },
             },
         );
         for i in 0..tasks as u32 {

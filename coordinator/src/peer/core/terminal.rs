@@ -95,10 +95,11 @@ impl PeerCore {
         }
         if record.state == TaskState::Completed {
             let value = record.result.clone().unwrap_or(serde_json::Value::Null);
-            self.tasks[i as usize].result = Some((value, record.evidence.clone()));
             if record.by == self.index {
-                self.record(now, Some(i), EventKind::ResultCommitted);
+                let result = value.clone();
+                self.record(now, Some(i), EventKind::ResultCommitted { result });
             }
+            self.tasks[i as usize].result = Some((value, record.evidence.clone()));
         }
         if record.state != TaskState::Completed {
             self.tasks[i as usize].result = None;

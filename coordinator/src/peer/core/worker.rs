@@ -11,7 +11,7 @@ use crate::{acceptance, StopReason};
 
 impl PeerCore {
     /// A reply from this peer's own worker.
-    pub fn handle_worker_reply(&mut self, now: u64, reply: Envelope<Report>) {
+    pub fn handle_worker_reply(&mut self, now: u64, mut reply: Envelope<Report>) {
         let Some(&i) = self.by_id.get(&reply.task) else {
             self.reject(now, None, Rejection::Unauthorized);
             return;
@@ -21,10 +21,11 @@ impl PeerCore {
             return;
         }
         self.steps += 1;
-        self.record(now, Some(i), EventKind::ReplyAccepted);
-        for kind in EventKind::rejected_calls(&reply.payload) {
-            self.record(now, Some(i), kind);
+        // What the worker did with its calls since its last reply, in its order, then the reply.
+        for call in std::mem::take(&mut reply.payload.calls) {
+            self.record(now, Some(i), EventKind::of_call(call));
         }
+        self.record(now, Some(i), EventKind::ReplyAccepted);
         let t = &mut self.tasks[i as usize];
         t.seen.insert(reply.dedupe);
         t.spent = reply.payload.spent;
