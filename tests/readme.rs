@@ -1,6 +1,6 @@
 //! The README's plan file in brief, run as the README says: `check` accepts it, `run` stops
 //! waiting for approval (exit 7), and `run --approve save` completes it with the write recovered
-//! after its lost answer (one effect). The Rust block of the README is a doctest of the crate.
+//! after its lost answer (one effect), and `report` turns its trace into a page. The Rust block of the README is a doctest of the crate.
 
 mod support;
 
@@ -52,7 +52,9 @@ fn the_readme_plan_checks_waits_for_approval_and_completes_once_approved() {
     assert_eq!(waiting.status.code(), Some(7));
     assert_eq!(report(&waiting)["stop_reason"], "waiting-approval");
 
-    let approved = quorate(&["run", path, "--json", "--approve", "save"]);
+    let trace = temp_path("readme_plan.jsonl");
+    let trace = trace.to_str().expect("utf-8 path");
+    let approved = quorate(&["run", path, "--json", "--approve", "save", "--trace", trace]);
     assert_eq!(approved.status.code(), Some(0));
     let report = report(&approved);
     assert_eq!(report["stop_reason"], "completed");
@@ -62,4 +64,17 @@ fn the_readme_plan_checks_waits_for_approval_and_completes_once_approved() {
         "recovered by query: {report}"
     );
     assert_eq!(report["actions"]["duplicate_effects"], 0);
+
+    let page = temp_path("readme_report.html");
+    let page_path = page.to_str().expect("utf-8 path");
+    let written = quorate(&["report", trace, "-o", page_path]);
+    assert!(
+        written.status.success(),
+        "report refused the trace: {}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    let html = std::fs::read_to_string(&page).expect("the page was written");
+    for task in ["gather", "save"] {
+        assert!(html.contains(task), "the page names task {task}");
+    }
 }
