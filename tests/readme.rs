@@ -1,6 +1,7 @@
 //! The README's plan file in brief, run as the README says: `check` accepts it, `run` stops
 //! waiting for approval (exit 7), and `run --approve save` completes it with the write recovered
-//! after its lost answer (one effect), and `report` turns its trace into a page. The Rust block of the README is a doctest of the crate.
+//! after its lost answer (one effect), and `report` turns its trace into a page. The Rust block
+//! of the README is a doctest of the crate.
 
 mod support;
 
