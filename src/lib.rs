@@ -14,6 +14,7 @@
 //! * [`coordinator`]: the supervisor core and actor, run reports and traces.
 //! * [`memory`]: memory with provenance on the store.
 //! * [`plan_file`] and [`runner`]: `quorate run PLAN.toml`.
+//! * [`telemetry`]: the Prometheus endpoint and the OTLP span export of `quorate run`.
 
 #![forbid(unsafe_code)]
 
@@ -22,6 +23,7 @@ pub mod experiment;
 pub mod plan_file;
 pub mod runner;
 pub mod stdout;
+pub mod telemetry;
 
 pub use quorate_coordinator as coordinator;
 pub use quorate_memory as memory;

@@ -11,7 +11,10 @@ use support::temp_path;
 /// The first ```toml block of the README.
 fn readme_plan() -> String {
     let readme = include_str!("../README.md");
-    let start = readme.find("```toml\n").expect("the README has a toml block") + "```toml\n".len();
+    let start = readme
+        .find("```toml\n")
+        .expect("the README has a toml block")
+        + "```toml\n".len();
     let len = readme[start..].find("```").expect("the toml block ends");
     readme[start..start + len].to_string()
 }
@@ -54,6 +57,9 @@ fn the_readme_plan_checks_waits_for_approval_and_completes_once_approved() {
     let report = report(&approved);
     assert_eq!(report["stop_reason"], "completed");
     assert_eq!(report["actions"]["unknown"], 1, "the lost answer: {report}");
-    assert_eq!(report["actions"]["recovered"], 1, "recovered by query: {report}");
+    assert_eq!(
+        report["actions"]["recovered"], 1,
+        "recovered by query: {report}"
+    );
     assert_eq!(report["actions"]["duplicate_effects"], 0);
 }

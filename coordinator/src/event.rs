@@ -100,6 +100,10 @@ pub enum EventKind {
         tool: String,
         /// Why.
         reason: String,
+        /// The refusal's stable class (`rejected:unknown-tool`, ...; see
+        /// `quorate_workers::GateRejection::class`), what metrics count refusals by.
+        #[serde(default)]
+        class: String,
     },
     /// A reply was rejected: its dedupe key was seen before. (The four rejections are kinds
     /// of their own, named for the reason, like the report's `rejected_*` counters; see
@@ -210,6 +214,7 @@ impl EventKind {
             .map(|call| EventKind::CallRejected {
                 tool: call.tool.clone(),
                 reason: call.reason.clone(),
+                class: call.class.clone(),
             })
     }
 

@@ -57,6 +57,7 @@ fn every_kind_reads_back_as_written() {
         EventKind::CallRejected {
             tool: "db.delete".into(),
             reason: "not in capabilities".into(),
+            class: "rejected:missing-capability".into(),
         },
         EventKind::StopRequested {
             reason: StopReason::Cancelled,

@@ -206,6 +206,11 @@ pub struct RejectedCall {
     pub tool: String,
     /// Why the gate refused it.
     pub reason: String,
+    /// The refusal's stable class, [`crate::GateRejection::class`] (`rejected:unknown-tool`,
+    /// ...; `rejected:delegation` for a refused delegation): what the run's metrics count
+    /// refusals by, where `reason` is text for people.
+    #[serde(default)]
+    pub class: String,
 }
 
 /// Worker -> supervisor: the payload of every reply envelope.

@@ -242,6 +242,7 @@ impl Attempt {
                             self.rejected_calls.push(crate::messages::RejectedCall {
                                 tool: "delegate".to_string(),
                                 reason: reason.to_string(),
+                                class: "rejected:delegation".to_string(),
                             });
                             self.observation = Some(Observation::DelegationRefused { reason });
                         }
@@ -425,6 +426,7 @@ impl Attempt {
         self.rejected_calls.push(crate::messages::RejectedCall {
             tool: request.tool.clone(),
             reason: reason.to_string(),
+            class: reason.class().to_string(),
         });
         let action = request.action;
         let digest = ParamDigest::of(&request.params);
