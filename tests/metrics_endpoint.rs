@@ -193,6 +193,14 @@ fn the_served_counters_match_the_json_report() {
         samples.iter().all(|s| s.name.starts_with("quorate_")),
         "{served}"
     );
+    assert!(
+        served.contains("# HELP quorate_tasks_total "),
+        "described: {served}"
+    );
+    assert!(
+        served.contains("# TYPE quorate_call_duration_seconds histogram"),
+        "{served}"
+    );
     let n = |v: &serde_json::Value| v.as_u64().expect("a count");
 
     // Tasks by state: this plan ends with one completed and one failed task.

@@ -58,6 +58,71 @@ pub mod names {
     pub const EVENTS: &str = "quorate_events_total";
 }
 
+/// Gives every metric of [`names`] its description (the `# HELP` line of the Prometheus text)
+/// in the installed recorder; call it once after installing one.
+pub fn describe() {
+    use metrics::{describe_counter, describe_histogram, Unit};
+    for (name, help) in [
+        (names::RUNS, "Runs that stopped, by stop reason."),
+        (names::TASKS, "Tasks by the state they ended the run in."),
+        (names::TASK_ATTEMPTS, "Attempts dispatched."),
+        (names::ENVELOPES_SENT, "Envelopes sent to workers."),
+        (
+            names::ENVELOPES_DELIVERED,
+            "Replies that reached the supervisor, accepted or not.",
+        ),
+        (names::ENVELOPES_REJECTED, "Replies rejected, by reason."),
+        (
+            names::ENVELOPES_ACKNOWLEDGED,
+            "Plain acknowledgements of a cancel or a rejection.",
+        ),
+        (
+            names::BUDGET_STEPS,
+            "Budget steps granted to tasks, spent, returned unused.",
+        ),
+        (
+            names::BUDGET_TOOL_CALLS,
+            "Budget tool calls granted to tasks, spent, returned unused.",
+        ),
+        (
+            names::BUDGET_TOKENS,
+            "Budget model tokens granted to tasks, spent, returned unused.",
+        ),
+        (
+            names::BUDGET_COST,
+            "Budget cost units granted to tasks, spent, returned unused.",
+        ),
+        (
+            names::GATE_DECISIONS,
+            "Execution-gate decisions, by decision and refusal reason.",
+        ),
+        (
+            names::ACTIONS_UNKNOWN,
+            "Calls whose outcome became unknown.",
+        ),
+        (
+            names::ACTIONS_RECOVERED,
+            "Unknown outcomes resolved by a query.",
+        ),
+        (
+            names::DUPLICATE_EFFECTS,
+            "Effects that happened twice for one action id.",
+        ),
+        (
+            names::CAS_CONFLICTS,
+            "Compare-and-swaps the run's stores refused, by store.",
+        ),
+        (names::EVENTS, "Trace events logged, by kind."),
+    ] {
+        describe_counter!(name, help);
+    }
+    describe_histogram!(
+        names::CALL_DURATION_SECONDS,
+        Unit::Seconds,
+        "Wall time of each tool call, by tool and outcome."
+    );
+}
+
 /// What a shell counts while it carries out a run's records: events by kind and gate
 /// refusals by class. Published (and reset) by [`RunTally::publish`].
 #[derive(Clone, Debug, Default)]

@@ -53,7 +53,8 @@ pub enum TelemetryError {
 
 /// Installs the Prometheus recorder as the process's `metrics` recorder and serves its text
 /// format over HTTP at `addr` (any path answers `GET`), from a thread of its own, until the
-/// process exits. Every `*_seconds` histogram is rendered with [`DURATION_BUCKETS`].
+/// process exits. Every `*_seconds` histogram is rendered with [`DURATION_BUCKETS`]; every
+/// metric of the run gets its `# HELP` line.
 ///
 /// # Errors
 /// [`TelemetryError::MetricsEndpoint`] if nothing can listen at `addr`, or a recorder was
@@ -65,7 +66,9 @@ pub fn serve_metrics(addr: SocketAddr) -> Result<(), TelemetryError> {
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &DURATION_BUCKETS)
         .map_err(error)?
         .install()
-        .map_err(error)
+        .map_err(error)?;
+    quorate_coordinator::run_metrics::describe();
+    Ok(())
 }
 
 /// The process's `tracing` set-up: log lines on stderr filtered by `RUST_LOG`, and, with
