@@ -273,13 +273,40 @@ impl WorkerActor {
         self.carry_out(ctx);
     }
 
-    /// The span a call of `task` runs under: its attempt's, or the run's for a task this
-    /// worker has no attempt span of (a delegated sub-task).
-    fn call_parent(&self, task: TaskId) -> (&tracing::Span, u32, Option<RunId>) {
-        match self.attempts.get(&task) {
+    /// The span of a call (or query) of `tool` for `action`, under its attempt's span, or
+    /// under the run's for a task this worker has no attempt span of (a delegated sub-task:
+    /// attempt 0, no run id).
+    fn call_span(&self, kind: CallKind, action: ActionId, tool: &str) -> tracing::Span {
+        let (parent, attempt, run) = match self.attempts.get(&action.task) {
             Some(a) => (&a.span, a.attempt, Some(a.run)),
             None => (&self.run_span, 0, None),
+        };
+        let span = match kind {
+            CallKind::Call => tracing::info_span!(
+                parent: parent,
+                "quorate.tool_call",
+                run = tracing::field::Empty,
+                task = %action.task,
+                attempt,
+                tool,
+                action = %action,
+                outcome = tracing::field::Empty,
+            ),
+            CallKind::Query => tracing::info_span!(
+                parent: parent,
+                "quorate.tool_query",
+                run = tracing::field::Empty,
+                task = %action.task,
+                attempt,
+                tool,
+                action = %action,
+                outcome = tracing::field::Empty,
+            ),
+        };
+        if let Some(run) = run {
+            span.record("run", tracing::field::display(run));
         }
+        span
     }
 
     /// Closes the attempt span of a final reply (not of an approval request or a quiet
@@ -350,44 +377,33 @@ impl WorkerActor {
                     ..
                 } => {
                     metrics::counter!("quorate_worker_tool_calls_total").increment(1);
-                    let (parent, attempt, run) = self.call_parent(action.task);
-                    let span = tracing::info_span!(
-                        parent: parent,
-                        "quorate.tool_call",
-                        run = tracing::field::Empty,
-                        task = %action.task,
-                        attempt,
-                        tool = %tool,
-                        action = %action,
-                        outcome = tracing::field::Empty,
-                    );
-                    if let Some(run) = run {
-                        span.record("run", tracing::field::display(run));
-                    }
+                    let span = self.call_span(CallKind::Call, action, &tool);
                     let call = self.core.tools().get(&tool).map(|t| t.call(action, params));
                     let me = ctx.address();
                     let wait = deadline.saturating_duration_since(Instant::now());
                     let fut_span = span.clone();
-                    actix::spawn(async move {
-                        let started = Instant::now();
-                        let answer = match call {
-                            Some(call) => tokio::time::timeout(wait, call).await.ok(),
-                            None => Some(unknown_tool(&tool)),
-                        };
-                        let outcome = if answer.is_some() {
-                            "answered"
-                        } else {
-                            "timed-out"
-                        };
-                        fut_span.record("outcome", outcome);
-                        metrics::histogram!(CALL_DURATION_SECONDS, "tool" => tool, "outcome" => outcome)
-                            .record(started.elapsed().as_secs_f64());
-                        me.do_send(CallEnded {
-                            action,
-                            call: tag,
-                            answer,
-                        });
-                    }.instrument(span));
+                    actix::spawn(
+                        async move {
+                            let started = Instant::now();
+                            let answer = match call {
+                                Some(call) => tokio::time::timeout(wait, call).await.ok(),
+                                None => Some(unknown_tool(&tool)),
+                            };
+                            let outcome = if answer.is_some() {
+                                "answered"
+                            } else {
+                                "timed-out"
+                            };
+                            fut_span.record("outcome", outcome);
+                            record_call_duration(tool, outcome, started.elapsed());
+                            me.do_send(CallEnded {
+                                action,
+                                call: tag,
+                                answer,
+                            });
+                        }
+                        .instrument(span),
+                    );
                 }
                 Effect::QueryTool {
                     action,
@@ -395,20 +411,7 @@ impl WorkerActor {
                     deadline,
                     ..
                 } => {
-                    let (parent, attempt, run) = self.call_parent(action.task);
-                    let span = tracing::info_span!(
-                        parent: parent,
-                        "quorate.tool_query",
-                        run = tracing::field::Empty,
-                        task = %action.task,
-                        attempt,
-                        tool = %tool,
-                        action = %action,
-                        outcome = tracing::field::Empty,
-                    );
-                    if let Some(run) = run {
-                        span.record("run", tracing::field::display(run));
-                    }
+                    let span = self.call_span(CallKind::Query, action, &tool);
                     let query = self.core.tools().get(&tool).map(|t| t.query(action));
                     let me = ctx.address();
                     let wait = deadline.saturating_duration_since(Instant::now());
@@ -421,14 +424,12 @@ impl WorkerActor {
                                 }
                                 None => Ok(None),
                             };
-                            fut_span.record(
-                                "outcome",
-                                if answer.is_ok() {
-                                    "answered"
-                                } else {
-                                    "timed-out"
-                                },
-                            );
+                            let outcome = if answer.is_ok() {
+                                "answered"
+                            } else {
+                                "timed-out"
+                            };
+                            fut_span.record("outcome", outcome);
                             me.do_send(QueryEnded { action, answer });
                         }
                         .instrument(span),
@@ -457,6 +458,21 @@ impl WorkerActor {
             }
         }
     }
+}
+
+/// Which span [`WorkerActor::call_span`] opens.
+#[derive(Clone, Copy)]
+enum CallKind {
+    /// A tool call ([`crate::telemetry::TOOL_CALL_SPAN`]).
+    Call,
+    /// A query about an action ([`crate::telemetry::TOOL_QUERY_SPAN`]).
+    Query,
+}
+
+/// Records one tool call's wall time in [`CALL_DURATION_SECONDS`].
+fn record_call_duration(tool: String, outcome: &'static str, took: std::time::Duration) {
+    metrics::histogram!(CALL_DURATION_SECONDS, "tool" => tool, "outcome" => outcome)
+        .record(took.as_secs_f64());
 }
 
 fn unknown_tool(tool: &str) -> ToolAnswer {
