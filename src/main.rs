@@ -133,12 +133,12 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
-    let code = command(cli.command);
+    let code = command(cli.command, &tracing);
     tracing.finish();
     code
 }
 
-fn command(command: Command) -> ExitCode {
+fn command(command: Command, tracing: &Tracing) -> ExitCode {
     match command {
         Command::Check { plan } => check(&plan),
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
@@ -211,6 +211,8 @@ fn command(command: Command) -> ExitCode {
                     print_run(&run, json);
                     let code = run.output.report.stop_exit_code();
                     if let Some(ms) = metrics_hold_ms {
+                        // The run's spans go out now, not after the hold.
+                        tracing.flush();
                         let _ = std::io::Write::flush(&mut std::io::stdout());
                         std::thread::sleep(std::time::Duration::from_millis(ms));
                     }

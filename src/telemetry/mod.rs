@@ -122,6 +122,15 @@ impl Tracing {
         }
     }
 
+    /// Sends the spans closed so far without waiting for the exporter's next batch (nothing
+    /// to do without `--otlp-endpoint`).
+    pub fn flush(&self) {
+        #[cfg(feature = "otlp")]
+        if let Some(export) = &self.otlp {
+            export.flush();
+        }
+    }
+
     /// Sends the spans still queued for export (none without `--otlp-endpoint`).
     pub fn finish(self) {
         #[cfg(feature = "otlp")]

@@ -81,9 +81,15 @@ where
 }
 
 impl OtlpExport {
+    /// Exports the spans closed so far now (a failure is dropped, as in [`OtlpExport::finish`]).
+    pub fn flush(&self) {
+        let _ = self.provider.force_flush();
+    }
+
     /// Exports every span still queued and stops the exporter (call it once the run's spans
-    /// are closed, before the process exits); an export that fails is reported on stderr, it
-    /// does not change the run's exit code.
+    /// are closed, before the process exits). A request the collector refuses or never
+    /// receives is dropped by the exporter without a message; a failure to shut the exporter
+    /// down is reported on stderr. Neither changes the run's exit code.
     pub fn finish(self) {
         if let Err(error) = self.provider.shutdown() {
             eprintln!("quorate: --otlp-endpoint: {error}");
