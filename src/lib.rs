@@ -14,6 +14,7 @@
 //! * [`coordinator`]: the supervisor core and actor, run reports and traces.
 //! * [`memory`]: memory with provenance on the store.
 //! * [`plan_file`] and [`runner`]: `quorate run PLAN.toml`.
+//! * [`telemetry`]: the Prometheus endpoint and the OTLP span export of `quorate run`.
 //!
 //! The reference pages live beside the code in the repository's `docs/` folder: `cli.md` (every
 //! command, flag, exit code and the JSON report), `plan-format.md`, `trace.md`,
@@ -29,6 +30,7 @@ pub mod plan_file;
 pub mod report;
 pub mod runner;
 pub mod stdout;
+pub mod telemetry;
 
 pub use quorate_coordinator as coordinator;
 pub use quorate_memory as memory;

@@ -1,6 +1,5 @@
 //! The `quorate` command line. See the README for every command, flag and exit code.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -8,6 +7,7 @@ use clap::{Parser, Subcommand};
 use quorate::coordinator::chaos::ChaosConfig;
 use quorate::plan_file::{PlanFile, PlanWarning};
 use quorate::runner::{run_compiled, Approve, FileRun, RunArgs, RunFileError};
+use quorate::telemetry::Tracing;
 
 /// The runtime allocates many small, short-lived messages; mimalloc serves them at a fraction of
 /// the system allocator's cost (`quorate bench dag` measures the difference).
@@ -63,6 +63,20 @@ enum Command {
         /// thread, which keeps a seeded chaos run reproducible).
         #[arg(long, value_name = "T", default_value_t = 0)]
         worker_threads: usize,
+        /// Serve the run's metrics in Prometheus text format over HTTP at ADDR (e.g.
+        /// 127.0.0.1:9464) from the start of the run to the exit; the run's counters are
+        /// published when it stops (see docs/observability.md).
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
+        /// After the run (and its report on stdout), keep serving --metrics-addr for MS
+        /// milliseconds before exiting, so a scraper sees the final counters.
+        #[arg(long, value_name = "MS", requires = "metrics_addr")]
+        metrics_hold_ms: Option<u64>,
+        /// Export the run's spans over OTLP http/json to the collector at URL (e.g.
+        /// http://127.0.0.1:4318; sent to URL/v1/traces). Needs a binary built with the
+        /// cargo feature `otlp`.
+        #[arg(long, value_name = "URL")]
+        otlp_endpoint: Option<String>,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -126,15 +140,25 @@ enum BenchCommand {
 }
 
 fn main() -> ExitCode {
-    // Log lines go to stderr, in colour only when it is a terminal (a redirected log gets no
-    // escape codes).
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
     let cli = Cli::parse();
-    match cli.command {
+    let otlp_endpoint = match &cli.command {
+        Command::Run { otlp_endpoint, .. } => otlp_endpoint.as_deref(),
+        _ => None,
+    };
+    let tracing = match Tracing::init(otlp_endpoint) {
+        Ok(tracing) => tracing,
+        Err(e) => {
+            eprintln!("quorate: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let code = command(cli.command, &tracing);
+    tracing.finish();
+    code
+}
+
+fn command(command: Command, tracing: &Tracing) -> ExitCode {
+    match command {
         Command::Check {
             plan,
             deny_warnings,
@@ -195,7 +219,16 @@ fn main() -> ExitCode {
             cancel_after_steps,
             trace,
             worker_threads,
+            metrics_addr,
+            metrics_hold_ms,
+            otlp_endpoint: _,
         } => {
+            if let Some(addr) = metrics_addr {
+                if let Err(e) = quorate::telemetry::serve_metrics(addr) {
+                    eprintln!("quorate: {e}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            }
             let args = RunArgs {
                 seed,
                 chaos,
@@ -208,6 +241,12 @@ fn main() -> ExitCode {
                 Ok(run) => {
                     print_run(&run, json, args.chaos.is_some());
                     let code = run.output.report.stop_exit_code();
+                    if let Some(ms) = metrics_hold_ms {
+                        // The run's spans go out now, not after the hold.
+                        tracing.flush();
+                        let _ = std::io::Write::flush(&mut std::io::stdout());
+                        std::thread::sleep(std::time::Duration::from_millis(ms));
+                    }
                     ExitCode::from(code)
                 }
                 Err(e) => {

@@ -45,9 +45,9 @@ pub struct SupervisorActor {
     workers: Vec<WorkerLink>,
     results: Arc<MemoryStore<serde_json::Value>>,
     log: PackedWriter<Event>,
-    /// Events per kind, published to `metrics` when the run stops (a counter update per event
-    /// costs more than the event itself).
-    event_counts: crate::event::KindCounts,
+    /// Events per kind and gate refusals per class, published to `metrics` when the run stops
+    /// (a counter update per event costs more than the event itself).
+    tally: crate::run_metrics::RunTally,
     /// Assignments for each worker, sent as one message when the input is carried out.
     /// Boxed on purpose: each assignment comes boxed from the core and goes on in an
     /// [`AssignBatch`] as it came.
@@ -85,7 +85,7 @@ impl SupervisorActor {
             workers,
             results,
             log: log.writer(core_run),
-            event_counts: crate::event::KindCounts::default(),
+            tally: crate::run_metrics::RunTally::default(),
             trace,
             clock: RunClock::since(Instant::now()),
             timer: Wakeup::default(),
@@ -130,7 +130,7 @@ impl SupervisorActor {
                     self.core.handle_preconditions(now, ticket, outcome);
                 }
                 Effect::Record(record) => {
-                    self.event_counts.count(&record.kind);
+                    self.tally.observe(&record.kind);
                     let core = &self.core;
                     log.append_with(|at, names, out| core.pack_record(&record, at, names, out));
                     if let Some(trace) = &self.trace {
@@ -144,9 +144,7 @@ impl SupervisorActor {
                     for w in 0..self.outgoing.len() {
                         self.send_assignments(w);
                     }
-                    for (kind, n) in self.event_counts.drain() {
-                        metrics::counter!("quorate_supervisor_events", "kind" => kind).increment(n);
-                    }
+                    self.tally.publish();
                     drop(log);
                     if let (Some(done), Some(report)) = (self.done.take(), self.core.final_report())
                     {

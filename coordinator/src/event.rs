@@ -158,6 +158,10 @@ pub enum EventKind {
         tool: String,
         /// Why.
         reason: String,
+        /// The refusal's stable class (`rejected:unknown-tool`, ...; see
+        /// `quorate_workers::GateRejection::class`), what metrics count refusals by.
+        #[serde(default)]
+        class: String,
     },
     /// A call went to its tool (the worker's gate let it through and reserved `reserved`).
     /// This and the call kinds below come from the worker core, with the reply that followed
@@ -340,7 +344,15 @@ impl EventKind {
             CallEvent::Queried { action, found } => EventKind::Queried { action, found },
             CallEvent::Recovered { action } => EventKind::Recovered { action },
             CallEvent::Retried { action } => EventKind::Retried { action },
-            CallEvent::CallRejected { tool, reason } => EventKind::CallRejected { tool, reason },
+            CallEvent::CallRejected {
+                tool,
+                reason,
+                class,
+            } => EventKind::CallRejected {
+                tool,
+                reason,
+                class,
+            },
         }
     }
 

@@ -64,6 +64,7 @@ fn every_kind_reads_back_as_written() {
         EventKind::CallRejected {
             tool: "db.delete".into(),
             reason: "not in capabilities".into(),
+            class: "rejected:missing-capability".into(),
         },
         EventKind::CallStarted(Box::new(crate::CallStart {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 1, 0),

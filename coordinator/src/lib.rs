@@ -9,7 +9,8 @@
 //!   and the stop conditions. It reads no clock and does no I/O: inputs are `handle_*(now, ..)`,
 //!   outputs are [`Effect`]s.
 //! * The actix shell delivers messages to it and carries out its effects.
-//! * [`RunReport`] is what a run reports; [`StopReason`] why it ended; [`Event`] each decision.
+//! * [`RunReport`] is what a run reports; [`StopReason`] why it ended; [`Event`] each decision;
+//!   [`run_metrics`] publishes a stopped run's counters to the `metrics` facade.
 
 #![forbid(unsafe_code)]
 
@@ -24,6 +25,7 @@ mod link;
 pub mod peer;
 mod report;
 mod run;
+pub mod run_metrics;
 mod shell;
 mod stop;
 pub mod trace;

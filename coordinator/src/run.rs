@@ -109,8 +109,10 @@ pub fn run_star(
     let traced = options.trace.is_some();
     let system = System::new();
     let (log2, results2, chaos2) = (log.clone(), results.clone(), chaos.clone());
+    let tasks = plan.len();
     let report = system.block_on(async move {
         let run = RunId::new();
+        let run_span = run_span(run, "star", tasks);
         let me = Sender {
             agent: AgentId::new(),
             role: Role::Supervisor,
@@ -145,7 +147,8 @@ pub fn run_star(
                     tools,
                     Replies::Batched(reports.clone()),
                 )
-                .with_store(results2.clone());
+                .with_store(results2.clone())
+                .with_run_span(run_span.clone());
                 let worker = match arbiters.get(i % arbiters.len().max(1)) {
                     Some(arbiter) => WorkerActor::start_in_arbiter(&arbiter.handle(), |_| worker),
                     None => worker.start(),
@@ -183,15 +186,18 @@ pub fn run_star(
         for arbiter in &arbiters {
             arbiter.stop();
         }
-        (report, arbiters)
+        (report, arbiters, run_span)
     });
-    let (report, arbiters) = report;
+    let (report, arbiters, run_span) = report;
     for arbiter in arbiters {
         // A worker thread that panicked has nothing left to report.
         let _ = arbiter.join();
     }
     drop(system);
     let report = report.ok_or(RunError::NoReport)?;
+    end_run_span(run_span, &report);
+    crate::run_metrics::publish_report(&report);
+    crate::run_metrics::publish_conflicts("results", results.conflicts());
     let trace_lines = finish_trace(writer, options.trace.as_deref())?;
     let chaos = chaos
         .map(|c| ChaosLink::<ReportMsg>::counts(&c))
@@ -203,6 +209,25 @@ pub fn run_star(
         log,
         results,
     })
+}
+
+/// The span of run `run` ([`quorate_workers::telemetry::RUN_SPAN`]): the parent of every
+/// attempt's span; [`end_run_span`] records the stop reason and closes it.
+pub(crate) fn run_span(run: RunId, topology: &'static str, tasks: usize) -> tracing::Span {
+    tracing::info_span!(
+        "quorate.run",
+        run = %run,
+        topology,
+        tasks,
+        stop_reason = tracing::field::Empty,
+    )
+}
+
+/// Records the stop reason of `report` on the run's span and closes it.
+pub(crate) fn end_run_span(span: tracing::Span, report: &RunReport) {
+    if let Some(reason) = &report.stop_reason {
+        span.record("stop_reason", reason.as_str());
+    }
 }
 
 /// Writes a run's `[data]` into its fresh result store before it starts (what store

@@ -38,6 +38,9 @@ pub struct MemoryStore<V> {
     /// `String`.
     map: DashMap<Box<str>, Versioned<V>, ahash::RandomState>,
     revision: AtomicU64,
+    /// Compare-and-swaps (and creates) refused because the key had moved on: counted on the
+    /// conflict path only, so a commit costs nothing more (see [`MemoryStore::conflicts`]).
+    conflicts: AtomicU64,
 }
 
 impl<V: Clone> Default for MemoryStore<V> {
@@ -53,6 +56,7 @@ impl<V: Clone> MemoryStore<V> {
         Self {
             map: DashMap::with_hasher(ahash::RandomState::new()),
             revision: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
         }
     }
 
@@ -63,7 +67,30 @@ impl<V: Clone> MemoryStore<V> {
         Self {
             map: DashMap::with_capacity_and_hasher(keys, ahash::RandomState::new()),
             revision: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
         }
+    }
+
+    /// How many compare-and-swaps (and creates) this store refused with
+    /// [`CasOutcome::Conflict`] so far: the writer had read an older version, or the key was
+    /// already there (the run's metrics publish it as `quorate_cas_conflicts_total`).
+    ///
+    /// ```
+    /// use quorate_state::MemoryStore;
+    ///
+    /// let store = MemoryStore::new();
+    /// let _ = store.cas_now("k", None, 1u32);
+    /// assert_eq!(store.conflicts(), 0);
+    /// let _ = store.cas_now("k", None, 2);
+    /// assert_eq!(store.conflicts(), 1);
+    /// ```
+    pub fn conflicts(&self) -> u64 {
+        self.conflicts.load(Ordering::Relaxed)
+    }
+
+    fn conflict(&self, current: Option<Versioned<V>>) -> CasOutcome<V> {
+        self.conflicts.fetch_add(1, Ordering::Relaxed);
+        CasOutcome::Conflict { current }
     }
 
     fn next_version(&self) -> Version {
@@ -94,10 +121,8 @@ impl<V: Clone> MemoryStore<V> {
                     *slot = Versioned { value, version };
                     CasOutcome::Committed(version)
                 }
-                Some(slot) => CasOutcome::Conflict {
-                    current: Some(slot.clone()),
-                },
-                None => CasOutcome::Conflict { current: None },
+                Some(slot) => self.conflict(Some(slot.clone())),
+                None => self.conflict(None),
             },
             None => self.create_now(key, value),
         }
@@ -120,9 +145,7 @@ impl<V: Clone> MemoryStore<V> {
                 vacant.insert(Versioned { value, version });
                 CasOutcome::Committed(version)
             }
-            Entry::Occupied(occupied) => CasOutcome::Conflict {
-                current: Some(occupied.get().clone()),
-            },
+            Entry::Occupied(occupied) => self.conflict(Some(occupied.get().clone())),
         }
     }
 

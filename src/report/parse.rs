@@ -399,7 +399,7 @@ impl Builder {
             EventKind::Retried { action } => {
                 self.mark(task, at, MarkKind::Retried, format!("retried ({action})"));
             }
-            EventKind::CallRejected { tool, reason } => {
+            EventKind::CallRejected { tool, reason, .. } => {
                 let refused = (tool.clone(), reason.clone());
                 self.on_task(task, |v| v.refused.push(refused));
                 self.mark(

@@ -5,16 +5,19 @@
 //! deadline, and its result comes back to the actor as a message (no decision is taken while
 //! awaiting); a reply is sent to the `Recipient<ReportMsg>` given at construction.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use actix::{Actor, AsyncContext, Context, Handler, Message, Recipient};
-use quorate_protocols::{ActionId, AgentId, Envelope};
+use quorate_protocols::{ActionId, AgentId, Envelope, RunId, TaskId};
 use quorate_state::MemoryStore;
+use tracing::Instrument;
 
 use crate::agent::AgentRegistry;
 use crate::core::{Effect, InputError, WorkerConfig, WorkerCore};
-use crate::messages::{Assignment, Control, Report};
+use crate::messages::{Assignment, Control, Outcome, Report};
+use crate::telemetry::CALL_DURATION_SECONDS;
 use crate::tool::{ToolAnswer, ToolRegistry};
 
 /// Supervisor -> worker: work on a task.
@@ -112,6 +115,14 @@ struct QueryEnded {
     answer: Result<Option<ToolAnswer>, ()>,
 }
 
+/// An open attempt's span and what its calls' spans repeat of it.
+#[derive(Debug)]
+struct AttemptSpan {
+    span: tracing::Span,
+    run: RunId,
+    attempt: u32,
+}
+
 /// Runs task attempts for a supervisor.
 ///
 /// ```
@@ -167,6 +178,11 @@ pub struct WorkerActor {
     /// The run's store, against which a task's store preconditions are checked before each of
     /// its writes (see [`WorkerActor::with_store`]).
     store: Option<Arc<MemoryStore<serde_json::Value>>>,
+    /// The run's span, parent of the attempts' spans (see [`WorkerActor::with_run_span`]).
+    run_span: tracing::Span,
+    /// The open attempt spans by task, with the attempt's number (empty while the run span
+    /// is disabled).
+    attempts: HashMap<TaskId, AttemptSpan>,
 }
 
 impl WorkerActor {
@@ -196,6 +212,121 @@ impl WorkerActor {
             reports,
             outbox: Vec::new(),
             store: None,
+            run_span: tracing::Span::none(),
+            attempts: HashMap::new(),
+        }
+    }
+
+    /// The same worker, opening a span for each attempt it takes under `run` (the run's
+    /// span), and one for each tool call under its attempt's (see [`crate::telemetry`]).
+    /// While `run` is disabled (no subscriber wants it; the default: [`tracing::Span::none`]),
+    /// no span is opened and nothing is kept.
+    #[must_use]
+    pub fn with_run_span(mut self, run: tracing::Span) -> Self {
+        self.run_span = run;
+        self
+    }
+
+    /// Takes one assignment: the core judges it; an accepted one gets its attempt span, and
+    /// its effects are carried out within it.
+    fn assign(
+        &mut self,
+        now: Instant,
+        envelope: impl Into<Box<Envelope<Assignment>>>,
+        ctx: &mut Context<Self>,
+    ) {
+        let envelope = envelope.into();
+        let traced = (!self.run_span.is_disabled()).then(|| {
+            (
+                envelope.run,
+                envelope.task,
+                envelope.attempt,
+                envelope.payload.node.clone(),
+            )
+        });
+        let result = self.core.handle_assignment(now, envelope);
+        let span = match (&result, traced) {
+            (Ok(()), Some((run, task, attempt, node))) => {
+                let span = tracing::info_span!(
+                    parent: &self.run_span,
+                    "quorate.attempt",
+                    run = %run,
+                    task = %task,
+                    node = %node,
+                    attempt,
+                    outcome = tracing::field::Empty,
+                );
+                self.attempts.insert(
+                    task,
+                    AttemptSpan {
+                        span: span.clone(),
+                        run,
+                        attempt,
+                    },
+                );
+                span
+            }
+            _ => tracing::Span::none(),
+        };
+        Self::note(result);
+        let _entered = span.enter();
+        self.carry_out(ctx);
+    }
+
+    /// The span of a call (or query) of `tool` for `action`, under its attempt's span, or
+    /// under the run's for a task this worker has no attempt span of (a delegated sub-task:
+    /// attempt 0, no run id).
+    fn call_span(&self, kind: CallKind, action: ActionId, tool: &str) -> tracing::Span {
+        let (parent, attempt, run) = match self.attempts.get(&action.task) {
+            Some(a) => (&a.span, a.attempt, Some(a.run)),
+            None => (&self.run_span, 0, None),
+        };
+        let span = match kind {
+            CallKind::Call => tracing::info_span!(
+                parent: parent,
+                "quorate.tool_call",
+                run = tracing::field::Empty,
+                task = %action.task,
+                attempt,
+                tool,
+                action = %action,
+                outcome = tracing::field::Empty,
+            ),
+            CallKind::Query => tracing::info_span!(
+                parent: parent,
+                "quorate.tool_query",
+                run = tracing::field::Empty,
+                task = %action.task,
+                attempt,
+                tool,
+                action = %action,
+                outcome = tracing::field::Empty,
+            ),
+        };
+        if let Some(run) = run {
+            span.record("run", tracing::field::display(run));
+        }
+        span
+    }
+
+    /// Closes the attempt span of a final reply (not of an approval request or a quiet
+    /// notice: the attempt goes on), recording how the attempt ended.
+    fn replied(&mut self, reply: &Envelope<Report>) {
+        if self.attempts.is_empty() {
+            return;
+        }
+        let outcome = match &reply.payload.outcome {
+            Outcome::ApprovalRequested { .. } | Outcome::Quiet { .. } => return,
+            Outcome::Answer { .. } => "answer",
+            Outcome::Failed { .. } => "failed",
+            Outcome::NoProgress { .. } => "no-progress",
+            Outcome::LimitReached { .. } => "limit-reached",
+            Outcome::Cancelled => "cancelled",
+        };
+        if self.attempts.get(&reply.task).map(|a| a.attempt) == Some(reply.attempt) {
+            if let Some(a) = self.attempts.remove(&reply.task) {
+                a.span.record("outcome", outcome);
+            }
         }
     }
 
@@ -216,7 +347,7 @@ impl WorkerActor {
 
     fn note(result: Result<(), InputError>) {
         if let Err(error) = result {
-            metrics::counter!("quorate_worker_inputs_refused").increment(1);
+            metrics::counter!("quorate_worker_inputs_refused_total").increment(1);
             tracing::debug!(%error, "worker input refused");
         }
     }
@@ -225,7 +356,8 @@ impl WorkerActor {
     fn flush(&mut self) {
         if let Replies::Batched(to) = &self.reports {
             if !self.outbox.is_empty() {
-                metrics::counter!("quorate_worker_replies").increment(self.outbox.len() as u64);
+                metrics::counter!("quorate_worker_replies_total")
+                    .increment(self.outbox.len() as u64);
                 let size = self.outbox.len();
                 let batch = std::mem::replace(&mut self.outbox, Vec::with_capacity(size));
                 to.do_send(ReportBatch(batch));
@@ -244,29 +376,34 @@ impl WorkerActor {
                     call: tag,
                     ..
                 } => {
-                    metrics::counter!("quorate_worker_tool_calls").increment(1);
+                    metrics::counter!("quorate_worker_tool_calls_total").increment(1);
+                    let span = self.call_span(CallKind::Call, action, &tool);
                     let call = self.core.tools().get(&tool).map(|t| t.call(action, params));
                     let me = ctx.address();
                     let wait = deadline.saturating_duration_since(Instant::now());
-                    actix::spawn(async move {
-                        let started = Instant::now();
-                        let answer = match call {
-                            Some(call) => tokio::time::timeout(wait, call).await.ok(),
-                            None => Some(unknown_tool(&tool)),
-                        };
-                        let outcome = if answer.is_some() {
-                            "answered"
-                        } else {
-                            "timed-out"
-                        };
-                        metrics::histogram!("quorate_tool_call_seconds", "outcome" => outcome)
-                            .record(started.elapsed().as_secs_f64());
-                        me.do_send(CallEnded {
-                            action,
-                            call: tag,
-                            answer,
-                        });
-                    });
+                    let fut_span = span.clone();
+                    actix::spawn(
+                        async move {
+                            let started = Instant::now();
+                            let answer = match call {
+                                Some(call) => tokio::time::timeout(wait, call).await.ok(),
+                                None => Some(unknown_tool(&tool)),
+                            };
+                            let outcome = if answer.is_some() {
+                                "answered"
+                            } else {
+                                "timed-out"
+                            };
+                            fut_span.record("outcome", outcome);
+                            record_call_duration(tool, outcome, started.elapsed());
+                            me.do_send(CallEnded {
+                                action,
+                                call: tag,
+                                answer,
+                            });
+                        }
+                        .instrument(span),
+                    );
                 }
                 Effect::QueryTool {
                     action,
@@ -274,16 +411,29 @@ impl WorkerActor {
                     deadline,
                     ..
                 } => {
+                    let span = self.call_span(CallKind::Query, action, &tool);
                     let query = self.core.tools().get(&tool).map(|t| t.query(action));
                     let me = ctx.address();
                     let wait = deadline.saturating_duration_since(Instant::now());
-                    actix::spawn(async move {
-                        let answer = match query {
-                            Some(query) => tokio::time::timeout(wait, query).await.map_err(|_| ()),
-                            None => Ok(None),
-                        };
-                        me.do_send(QueryEnded { action, answer });
-                    });
+                    let fut_span = span.clone();
+                    actix::spawn(
+                        async move {
+                            let answer = match query {
+                                Some(query) => {
+                                    tokio::time::timeout(wait, query).await.map_err(|_| ())
+                                }
+                                None => Ok(None),
+                            };
+                            let outcome = if answer.is_ok() {
+                                "answered"
+                            } else {
+                                "timed-out"
+                            };
+                            fut_span.record("outcome", outcome);
+                            me.do_send(QueryEnded { action, answer });
+                        }
+                        .instrument(span),
+                    );
                 }
                 Effect::CheckPreconditions { action, checks } => {
                     let outcome = match &self.store {
@@ -295,16 +445,34 @@ impl WorkerActor {
                         .handle_preconditions(Instant::now(), action, outcome);
                     Self::note(result);
                 }
-                Effect::Reply(envelope) => match &self.reports {
-                    Replies::Each(to) => {
-                        metrics::counter!("quorate_worker_replies").increment(1);
-                        to.do_send(ReportMsg(*envelope));
+                Effect::Reply(envelope) => {
+                    self.replied(&envelope);
+                    match &self.reports {
+                        Replies::Each(to) => {
+                            metrics::counter!("quorate_worker_replies_total").increment(1);
+                            to.do_send(ReportMsg(*envelope));
+                        }
+                        Replies::Batched(_) => self.outbox.push(envelope),
                     }
-                    Replies::Batched(_) => self.outbox.push(envelope),
-                },
+                }
             }
         }
     }
+}
+
+/// Which span [`WorkerActor::call_span`] opens.
+#[derive(Clone, Copy)]
+enum CallKind {
+    /// A tool call ([`crate::telemetry::TOOL_CALL_SPAN`]).
+    Call,
+    /// A query about an action ([`crate::telemetry::TOOL_QUERY_SPAN`]).
+    Query,
+}
+
+/// Records one tool call's wall time in [`CALL_DURATION_SECONDS`].
+fn record_call_duration(tool: String, outcome: &'static str, took: std::time::Duration) {
+    metrics::histogram!(CALL_DURATION_SECONDS, "tool" => tool, "outcome" => outcome)
+        .record(took.as_secs_f64());
 }
 
 fn unknown_tool(tool: &str) -> ToolAnswer {
@@ -321,9 +489,8 @@ impl Actor for WorkerActor {
 impl Handler<AssignMsg> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: AssignMsg, ctx: &mut Context<Self>) {
-        let _span = tracing::debug_span!("assign", run = %msg.0.run, task = %msg.0.task).entered();
-        let result = self.core.handle_assignment(Instant::now(), msg.0);
-        self.fed(result, ctx);
+        self.assign(Instant::now(), msg.0, ctx);
+        self.flush();
     }
 }
 
@@ -332,11 +499,7 @@ impl Handler<AssignBatch> for WorkerActor {
     fn handle(&mut self, msg: AssignBatch, ctx: &mut Context<Self>) {
         let now = Instant::now();
         for envelope in msg.0 {
-            let _span = tracing::debug_span!("assign", run = %envelope.run, task = %envelope.task)
-                .entered();
-            let result = self.core.handle_assignment(now, envelope);
-            Self::note(result);
-            self.carry_out(ctx);
+            self.assign(now, envelope, ctx);
             if self.outbox.len() >= BATCH {
                 // Replies leave in bounded batches, so a supervisor on another thread works on
                 // the first ones while this worker is still on the rest.

@@ -46,6 +46,7 @@ mod history;
 pub mod messages;
 mod progress;
 pub mod scripted;
+pub mod telemetry;
 mod tool;
 
 #[cfg(test)]

@@ -266,6 +266,11 @@ pub enum CallEvent {
         tool: String,
         /// Why the gate refused it.
         reason: String,
+        /// The refusal's stable class, [`crate::GateRejection::class`] (`rejected:unknown-tool`,
+        /// ...; `rejected:delegation` for a refused delegation): what the run's metrics count
+        /// refusals by, where `reason` is text for people.
+        #[serde(default)]
+        class: String,
     },
 }
 
@@ -289,7 +294,7 @@ impl Report {
     /// The proposals the gate refused among [`Report::calls`]: `(tool, reason)` each.
     pub fn rejected_calls(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         self.calls.iter().filter_map(|c| match c {
-            CallEvent::CallRejected { tool, reason } => Some((tool.as_str(), reason.as_str())),
+            CallEvent::CallRejected { tool, reason, .. } => Some((tool.as_str(), reason.as_str())),
             _ => None,
         })
     }

@@ -128,6 +128,9 @@ pub struct PeerActor {
     control: Recipient<ControlMsg>,
     stores: PeerStores,
     trace: Option<TraceSink>,
+    /// Events per kind and gate refusals per class, published to `metrics` when the peer is
+    /// done (each peer publishes its own: counters add up).
+    tally: crate::run_metrics::RunTally,
     clock: RunClock,
     timer: Wakeup,
     done: Option<oneshot::Sender<PeerSummary>>,
@@ -163,6 +166,7 @@ impl PeerActor {
             control,
             stores,
             trace,
+            tally: crate::run_metrics::RunTally::default(),
             clock: RunClock::since(started),
             timer: Wakeup::default(),
             done: Some(done),
@@ -250,6 +254,7 @@ impl PeerActor {
                     }
                 }
                 PeerEffect::Record(mut event) => {
+                    self.tally.observe(&event.kind);
                     event.seq = self.stores.seq.fetch_add(1, Ordering::Relaxed);
                     self.stores.log.append_now(event.run_id, &event);
                     if let Some(trace) = &self.trace {
@@ -259,6 +264,7 @@ impl PeerActor {
                 PeerEffect::Done(reason) => {
                     tracing::info!(run = %run, peer = self.core.index(), %reason, "peer done");
                     self.trace = None;
+                    self.tally.publish();
                     if let Some(done) = self.done.take() {
                         let n = self.core.plan().len() as u32;
                         let _ = done.send(PeerSummary {

@@ -46,7 +46,9 @@ pub fn run_peer(
     let task_ids: Vec<TaskId> = (0..plan.len()).map(|_| TaskId::new()).collect();
     PeerCore::open_root(&plan, &stores.budget, &PeerStores::budget_key(run));
     let traced = options.trace.is_some();
+    let run_span = crate::run::run_span(run, "peer", plan.len());
     let system = System::new();
+    let run_span2 = run_span.clone();
     let (stores2, chaos2, plan2, ids2) = (
         stores.clone(),
         chaos.clone(),
@@ -85,6 +87,7 @@ pub fn run_peer(
             let worker =
                 WorkerActor::new(worker_id, options.worker.clone(), agents, tools, reports)
                     .with_store(stores2.results.clone())
+                    .with_run_span(run_span2.clone())
                     .start();
             let worker_sender = Sender {
                 agent: worker_id,
@@ -131,6 +134,16 @@ pub fn run_peer(
         .map(|c| ChaosLink::<ReportMsg>::counts(&c))
         .unwrap_or_default();
     let report = build_report(&plan, run, &stores, &summaries);
+    crate::run::end_run_span(run_span, &report);
+    crate::run_metrics::publish_report(&report);
+    for (store, conflicts) in [
+        ("results", stores.results.conflicts()),
+        ("claims", stores.claims.conflicts()),
+        ("states", stores.states.conflicts()),
+        ("budget", stores.budget.conflicts()),
+    ] {
+        crate::run_metrics::publish_conflicts(store, conflicts);
+    }
     Ok(RunOutput {
         report,
         chaos,

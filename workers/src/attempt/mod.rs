@@ -245,6 +245,7 @@ impl Attempt {
                             self.calls.push(CallEvent::CallRejected {
                                 tool: "delegate".to_string(),
                                 reason: reason.to_string(),
+                                class: "rejected:delegation".to_string(),
                             });
                             self.observation = Some(Observation::DelegationRefused { reason });
                         }
@@ -443,6 +444,7 @@ impl Attempt {
         self.calls.push(CallEvent::CallRejected {
             tool: request.tool.clone(),
             reason: reason.to_string(),
+            class: reason.class().to_string(),
         });
         let action = request.action;
         let digest = ParamDigest::of(&request.params);

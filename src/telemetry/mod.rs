@@ -1,0 +1,144 @@
+//! What `quorate run` exports for dashboards and tracing backends: the Prometheus scrape
+//! endpoint of `--metrics-addr` ([`serve_metrics`]) and, with the cargo feature `otlp`, the
+//! OTLP span export of `--otlp-endpoint` (module `otlp`). `docs/observability.md` describes both,
+//! with every metric and span name.
+//!
+//! Nothing here is recorded per message: the run publishes its counters to the `metrics`
+//! facade once it stops (`quorate_coordinator::run_metrics`), and the worker shell records
+//! the call latency histogram and opens the spans (`quorate_workers::telemetry`).
+
+use std::net::SocketAddr;
+
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
+
+#[cfg(feature = "otlp")]
+pub mod otlp;
+
+/// Bucket upper bounds, in seconds, of every `*_seconds` histogram (a tool call takes from
+/// microseconds, in memory, to its timeout, 30 s by default).
+pub const DURATION_BUCKETS: [f64; 14] = [
+    0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0,
+];
+
+/// The telemetry asked for could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// `--metrics-addr`: the scrape endpoint could not listen there (the port is taken, the
+    /// address is not local...).
+    #[error("--metrics-addr {addr}: {source}")]
+    MetricsEndpoint {
+        /// The address given.
+        addr: SocketAddr,
+        /// What the exporter said.
+        source: BuildError,
+    },
+    /// `--otlp-endpoint` given to a binary built without the cargo feature `otlp`.
+    #[error(
+        "--otlp-endpoint {endpoint}: this quorate was built without OTLP export \
+         (build it with `cargo build --features otlp`)"
+    )]
+    OtlpNotBuilt {
+        /// The endpoint given.
+        endpoint: String,
+    },
+    /// `--otlp-endpoint`: not an endpoint the OTLP exporter can send to.
+    #[error("--otlp-endpoint {endpoint}: {reason}")]
+    OtlpEndpoint {
+        /// The endpoint given.
+        endpoint: String,
+        /// Why it was refused.
+        reason: String,
+    },
+}
+
+/// Installs the Prometheus recorder as the process's `metrics` recorder and serves its text
+/// format over HTTP at `addr` (any path answers `GET`), from a thread of its own, until the
+/// process exits. Every `*_seconds` histogram is rendered with [`DURATION_BUCKETS`]; every
+/// metric of the run gets its `# HELP` line.
+///
+/// # Errors
+/// [`TelemetryError::MetricsEndpoint`] if nothing can listen at `addr`, or a recorder was
+/// already installed.
+pub fn serve_metrics(addr: SocketAddr) -> Result<(), TelemetryError> {
+    let error = |source| TelemetryError::MetricsEndpoint { addr, source };
+    PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &DURATION_BUCKETS)
+        .map_err(error)?
+        .install()
+        .map_err(error)?;
+    quorate_coordinator::run_metrics::describe();
+    Ok(())
+}
+
+/// The process's `tracing` set-up: log lines on stderr filtered by `RUST_LOG`, and, with
+/// `--otlp-endpoint` (cargo feature `otlp`), the runtime's spans exported over OTLP. Call
+/// [`Tracing::finish`] before the process exits.
+#[derive(Debug)]
+pub struct Tracing {
+    #[cfg(feature = "otlp")]
+    otlp: Option<otlp::OtlpExport>,
+}
+
+impl Tracing {
+    /// Installs the global subscriber; `otlp_endpoint` is `--otlp-endpoint`.
+    ///
+    /// # Errors
+    /// [`TelemetryError::OtlpNotBuilt`] for an endpoint given to a binary built without the
+    /// `otlp` feature; [`TelemetryError::OtlpEndpoint`] for one the exporter refuses. The
+    /// stderr log is installed in both cases.
+    pub fn init(otlp_endpoint: Option<&str>) -> Result<Tracing, TelemetryError> {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        use tracing_subscriber::Layer;
+
+        // Log lines go to stderr, in colour only when it is a terminal (a redirected log gets
+        // no escape codes).
+        let log = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_filter(tracing_subscriber::EnvFilter::from_default_env());
+        let registry = tracing_subscriber::registry().with(log);
+        #[cfg(feature = "otlp")]
+        if let Some(endpoint) = otlp_endpoint {
+            return match otlp::start(endpoint) {
+                Ok((export, layer)) => {
+                    registry.with(layer).init();
+                    Ok(Tracing { otlp: Some(export) })
+                }
+                Err(e) => {
+                    registry.init();
+                    Err(e)
+                }
+            };
+        }
+        registry.init();
+        match otlp_endpoint {
+            #[cfg(not(feature = "otlp"))]
+            Some(endpoint) => Err(TelemetryError::OtlpNotBuilt {
+                endpoint: endpoint.to_string(),
+            }),
+            _ => Ok(Tracing {
+                #[cfg(feature = "otlp")]
+                otlp: None,
+            }),
+        }
+    }
+
+    /// Sends the spans closed so far without waiting for the exporter's next batch (nothing
+    /// to do without `--otlp-endpoint`).
+    pub fn flush(&self) {
+        #[cfg(feature = "otlp")]
+        if let Some(export) = &self.otlp {
+            export.flush();
+        }
+    }
+
+    /// Sends the spans still queued for export (none without `--otlp-endpoint`).
+    pub fn finish(self) {
+        #[cfg(feature = "otlp")]
+        if let Some(export) = self.otlp {
+            export.finish();
+        }
+    }
+}
