@@ -167,6 +167,8 @@ pub struct WorkerActor {
     /// The run's store, against which a task's store preconditions are checked before each of
     /// its writes (see [`WorkerActor::with_store`]).
     store: Option<Arc<MemoryStore<serde_json::Value>>>,
+    /// A durable run's journal: every action is written to it before its tool is called.
+    journal: Option<Arc<dyn crate::ActionJournal>>,
 }
 
 impl WorkerActor {
@@ -196,6 +198,7 @@ impl WorkerActor {
             reports,
             outbox: Vec::new(),
             store: None,
+            journal: None,
         }
     }
 
@@ -205,6 +208,20 @@ impl WorkerActor {
     #[must_use]
     pub fn with_store(mut self, store: Arc<MemoryStore<serde_json::Value>>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// The same worker in a durable run: each action is written to `journal` before its tool
+    /// is called, and the `restored` actions (those a crashed process sent) are known as
+    /// `outcome-unknown` (see [`WorkerCore::restore_actions`]).
+    #[must_use]
+    pub fn with_journal(
+        mut self,
+        journal: Arc<dyn crate::ActionJournal>,
+        restored: &[crate::ActionIntent],
+    ) -> Self {
+        self.core.restore_actions(restored);
+        self.journal = Some(journal);
         self
     }
 
@@ -245,6 +262,13 @@ impl WorkerActor {
                     ..
                 } => {
                     metrics::counter!("quorate_worker_tool_calls").increment(1);
+                    if let Some(journal) = &self.journal {
+                        journal.intent(&crate::ActionIntent {
+                            action,
+                            tool: tool.clone(),
+                            digest: quorate_protocols::ParamDigest::of(&params),
+                        });
+                    }
                     let call = self.core.tools().get(&tool).map(|t| t.call(action, params));
                     let me = ctx.address();
                     let wait = deadline.saturating_duration_since(Instant::now());
