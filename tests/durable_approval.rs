@@ -118,6 +118,7 @@ fn an_approval_stop_is_kept_and_resumed_once() {
     assert!(out.stdout.is_empty());
     let again = json(&quorate(&["show", &id, "--store", s(&store), "--json"]));
     assert_eq!(again, shown);
+    let _ = std::fs::remove_dir_all(store.parent().expect("a temp dir"));
 }
 
 #[test]
@@ -132,6 +133,7 @@ fn a_peer_plan_is_refused_with_a_store() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("star-only"));
     assert!(!store.exists(), "nothing is created for a refused run");
+    let _ = std::fs::remove_dir_all(peer.parent().expect("a temp dir"));
 }
 
 #[test]
@@ -150,4 +152,5 @@ fn an_unknown_run_is_bad_input() {
             "{cmd}"
         );
     }
+    let _ = std::fs::remove_dir_all(store.parent().expect("a temp dir"));
 }

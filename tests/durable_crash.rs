@@ -69,6 +69,15 @@ fn quorate(args: &[&str], crash_after: Option<u64>) -> Output {
     cmd.output().expect("the binary runs")
 }
 
+/// Removes the fresh directories `temp_path` made for `paths` (a point leaves megabytes).
+fn clean(paths: &[&Path]) {
+    for p in paths {
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
@@ -148,6 +157,7 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
 
     // The uncrashed run.
     let store = temp_path("whole.redb");
+    let whole_store = store.clone();
     let out = quorate(
         &[
             "run",
@@ -205,6 +215,7 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
         if out.status.code() == Some(0) {
             // Fewer writes this time than N: nothing to resume.
             assert_eq!(before.states, whole.states, "point {n}");
+            clean(&[&store, &trace]);
             continue;
         }
         assert!(
@@ -249,6 +260,7 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
                 after.effects
             );
             unknown += 1;
+            clean(&[&store, &trace]);
             continue;
         }
         let trace2 = temp_path("resume.jsonl");
@@ -290,7 +302,9 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
                 "point {n}: {task} completed before the crash and ran again"
             );
         }
+        clean(&[&store, &trace, &trace2]);
     }
+    clean(&[&plan, &whole_store]);
     eprintln!("{points} kill points, {crashed} crashed and resumed, {unknown} with the refund's outcome unknown");
     assert!(
         unknown <= 1,
