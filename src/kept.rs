@@ -240,21 +240,21 @@ pub(crate) fn runs(store: &Path, json: bool) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     quorate::outln!(
-        "{:<36}  {:<18} {:<15} {:<30} plan",
+        "{:<36}  {:<18} {:<15}  {:<40}  tasks",
         "run",
         "status",
         "started (ms)",
-        "tasks"
+        "plan"
     );
     for (r, tasks) in &listed {
         let tasks: Vec<String> = tasks.iter().map(|(s, n)| format!("{s} {n}")).collect();
         quorate::outln!(
-            "{:<36}  {:<18} {:<15} {:<30} {}",
+            "{:<36}  {:<18} {:<15}  {:<40}  {}",
             r.run_id.to_string(),
             status(r),
             r.started_unix_ms,
-            tasks.join(", "),
-            r.plan_path
+            r.plan_path,
+            tasks.join(", ")
         );
     }
     ExitCode::SUCCESS
