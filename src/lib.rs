@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench_dag;
+pub mod durable;
 pub mod experiment;
 pub mod plan_file;
 pub mod report;

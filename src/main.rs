@@ -77,6 +77,50 @@ enum Command {
         /// cargo feature `otlp`.
         #[arg(long, value_name = "URL")]
         otlp_endpoint: Option<String>,
+        /// Keep the run in FILE (redb; created if absent) so that `quorate resume` can continue
+        /// it after a crash or an approval stop (star topology only).
+        #[arg(long, value_name = "FILE")]
+        store: Option<PathBuf>,
+    },
+    /// List the runs kept in a store file: id, plan, status, started, tasks by state.
+    Runs {
+        /// The store file.
+        #[arg(long, value_name = "FILE")]
+        store: PathBuf,
+        /// Print one JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a kept run that was interrupted or stopped waiting-approval, from its log.
+    ///
+    /// Exit codes as `run`; a run that already stopped otherwise is left as it is: a message on
+    /// stderr and the run's own exit code.
+    Resume {
+        /// The run's id (see `quorate runs`).
+        run_id: String,
+        /// The store file.
+        #[arg(long, value_name = "FILE")]
+        store: PathBuf,
+        /// Answer approval requests (as for `run`); logged as the run's decisions.
+        #[arg(long)]
+        approve: Option<Approve>,
+        /// Print the run report as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Write this incarnation's decisions as JSON lines to FILE.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
+    /// Print the report of a kept run (the JSON of `run --json`) and each task's result.
+    Show {
+        /// The run's id.
+        run_id: String,
+        /// The store file.
+        #[arg(long, value_name = "FILE")]
+        store: PathBuf,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -139,6 +183,8 @@ enum BenchCommand {
     },
 }
 
+mod kept;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let otlp_endpoint = match &cli.command {
@@ -172,6 +218,19 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 }
             }
         }
+        Command::Runs { store, json } => kept::runs(&store, json),
+        Command::Show {
+            run_id,
+            store,
+            json,
+        } => kept::show(&run_id, &store, json),
+        Command::Resume {
+            run_id,
+            store,
+            approve,
+            json,
+            trace,
+        } => kept::resume(&run_id, &store, approve, json, trace),
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
         Command::Eval(args) => quorate::experiment::eval::run(args),
         Command::Bench(BenchCommand::Dag {
@@ -222,6 +281,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             metrics_addr,
             metrics_hold_ms,
             otlp_endpoint: _,
+            store,
         } => {
             if let Some(addr) = metrics_addr {
                 if let Err(e) = quorate::telemetry::serve_metrics(addr) {
@@ -236,7 +296,11 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 cancel_after_steps,
                 trace,
                 worker_threads,
+                durable: None,
             };
+            if let Some(store) = store {
+                return kept::run(&plan, &store, args, json);
+            }
             match run_plan(&plan, &args) {
                 Ok(run) => {
                     print_run(&run, json, args.chaos.is_some());
@@ -265,6 +329,7 @@ fn run_error_code(e: &RunFileError) -> u8 {
     match e {
         RunFileError::PlanFile(_)
         | RunFileError::UnknownApproval { .. }
+        | RunFileError::Durable(_)
         | RunFileError::Run(RunError::Trace { .. }) => EXIT_BAD_INPUT,
         RunFileError::Run(_) => quorate::coordinator::StopReason::EXIT_RUNTIME,
     }
@@ -322,15 +387,20 @@ fn check(path: &Path, deny_warnings: bool) -> ExitCode {
     }
 }
 
+/// The report as `run --json` prints it.
+fn report_json(run: &FileRun) -> serde_json::Value {
+    let mut value = serde_json::to_value(&run.output.report).expect("reports serialize");
+    value["chaos"] = serde_json::to_value(run.output.chaos).expect("counts serialize");
+    value["effects"] = serde_json::json!(run.world.effects().len());
+    value
+}
+
 /// Prints the report: one JSON object, or the table (docs/cli.md, "Table output"), with the
 /// chaos transport's counts when `chaos` was on.
 fn print_run(run: &FileRun, json: bool, chaos: bool) {
     let r = &run.output.report;
     if json {
-        let mut value = serde_json::to_value(r).expect("reports serialize");
-        value["chaos"] = serde_json::to_value(run.output.chaos).expect("counts serialize");
-        value["effects"] = serde_json::json!(run.world.effects().len());
-        quorate::outln!("{value}");
+        quorate::outln!("{}", report_json(run));
         return;
     }
     quorate::outln!(

@@ -135,6 +135,23 @@ pub struct RunArgs {
     /// Threads for the workers besides the supervisor's (star topology; see
     /// [`RunOptions::worker_threads`](crate::coordinator::RunOptions::worker_threads)).
     pub worker_threads: usize,
+    /// Keep the run in a store file (`--store`), or continue one kept there.
+    pub durable: Option<DurableArgs>,
+}
+
+/// A run kept in a store file: new (`resume: None`) or resumed from what the file holds.
+#[derive(Clone, Debug)]
+pub struct DurableArgs {
+    /// The file.
+    pub store: crate::durable::RunStore,
+    /// The run's id.
+    pub run: quorate_protocols::RunId,
+    /// The log and results to resume from.
+    pub resume: Option<quorate_coordinator::ResumeFrom>,
+    /// The actions the run's workers sent to tools before.
+    pub intents: Vec<quorate_workers::ActionIntent>,
+    /// The effects the run's world committed before.
+    pub effects: Vec<quorate_workers::scripted::CommittedEffect>,
 }
 
 /// A plan file could not be run.
@@ -156,6 +173,9 @@ pub enum RunFileError {
     /// The runtime failed.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// The store file (`--store`) could not be used, or was given with a peer plan.
+    #[error(transparent)]
+    Durable(#[from] crate::durable::DurableError),
 }
 
 /// What a run of a plan file leaves: the runtime's output and the scripted tools' world.
@@ -193,6 +213,12 @@ pub fn run_compiled(
     args: &RunArgs,
 ) -> Result<FileRun, RunFileError> {
     args.approve.check(&[(path, file)])?;
+    if args.durable.is_some() && file.run.topology == Topology::Peer {
+        return Err(crate::durable::DurableError::PeerPlan {
+            path: path.to_path_buf(),
+        }
+        .into());
+    }
     let mut supervisor = file.supervisor_config(args.approve.clone().into());
     supervisor.cancel_after_steps = args.cancel_after_steps;
     let options = RunOptions {
@@ -209,8 +235,21 @@ pub fn run_compiled(
             .collect(),
         fallback: file.fallback_spec(),
         worker_threads: args.worker_threads,
+        durable: None,
     };
     let world = book.world().clone();
+    let mut options = options;
+    if let Some(d) = &args.durable {
+        let journal = std::sync::Arc::new(d.store.journal(d.run));
+        world.set_journal(journal.clone(), d.effects.clone());
+        options.durable = Some(quorate_coordinator::Durable {
+            run: d.run,
+            journal: journal.clone(),
+            actions: journal,
+            restored_actions: std::sync::Arc::new(d.intents.clone()),
+            resume: d.resume.clone(),
+        });
+    }
     let parts = || {
         let tools = book.tools().expect("scripts were checked by compile");
         (AgentRegistry::new().with_fallback(book.factory()), tools)

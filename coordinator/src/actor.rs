@@ -57,6 +57,8 @@ pub struct SupervisorActor {
     clock: RunClock,
     timer: Wakeup,
     done: Option<oneshot::Sender<RunReport>>,
+    /// A durable run's journal, and the events not yet given to it.
+    journal: Option<(std::sync::Arc<dyn crate::RunJournal>, Vec<Event>)>,
 }
 
 impl std::fmt::Debug for SupervisorActor {
@@ -90,6 +92,25 @@ impl SupervisorActor {
             clock: RunClock::since(Instant::now()),
             timer: Wakeup::default(),
             done: Some(done),
+            journal: None,
+        }
+    }
+
+    /// The same supervisor in a durable run: its events and accepted results are written to
+    /// `journal` before it acts on them (see [`crate::RunJournal`]).
+    #[must_use]
+    pub fn with_journal(mut self, journal: std::sync::Arc<dyn crate::RunJournal>) -> Self {
+        self.journal = Some((journal, Vec::new()));
+        self
+    }
+
+    /// Writes the events collected since the last call to the journal, if any.
+    fn sync_journal(&mut self) {
+        if let Some((journal, pending)) = &mut self.journal {
+            if !pending.is_empty() {
+                journal.events(pending);
+                pending.clear();
+            }
         }
     }
 
@@ -115,10 +136,18 @@ impl SupervisorActor {
                 Effect::Control { worker, envelope } => {
                     // After the assignments before it: a cancel never overtakes its task.
                     self.send_assignments(worker);
+                    self.sync_journal();
                     self.workers[worker].control.do_send(ControlMsg(*envelope))
                 }
                 Effect::CommitResult { ticket, key, value } => {
-                    if let Some(stored) = commit_result(&self.results, key, value) {
+                    let durable = self.journal.as_ref().map(|_| (key.clone(), value.clone()));
+                    let kept = commit_result(&self.results, key, value);
+                    if let (Some((journal, _)), Some((key, value)), None) =
+                        (&self.journal, durable, &kept)
+                    {
+                        journal.result(&key, &value);
+                    }
+                    if let Some(stored) = kept {
                         let now = self.now();
                         self.core
                             .handle_result_kept(now, ticket, stored.value, stored.version);
@@ -131,6 +160,9 @@ impl SupervisorActor {
                 }
                 Effect::Record(record) => {
                     self.tally.observe(&record.kind);
+                    if let Some((_, pending)) = &mut self.journal {
+                        pending.push(self.core.event(record.clone()));
+                    }
                     let core = &self.core;
                     log.append_with(|at, names, out| core.pack_record(&record, at, names, out));
                     if let Some(trace) = &self.trace {
@@ -141,6 +173,7 @@ impl SupervisorActor {
                     tracing::info!(run = %self.core.run(), %reason, "run stopped");
                     // Dropping the sink lets the trace writer finish.
                     self.trace = None;
+                    self.sync_journal();
                     for w in 0..self.outgoing.len() {
                         self.send_assignments(w);
                     }
@@ -155,6 +188,7 @@ impl SupervisorActor {
                 }
             }
         }
+        self.sync_journal();
         for w in 0..self.outgoing.len() {
             self.send_assignments(w);
         }
@@ -166,6 +200,7 @@ impl SupervisorActor {
     /// Sends worker `w` the assignments collected for it.
     fn send_assignments(&mut self, w: usize) {
         if !self.outgoing[w].is_empty() {
+            self.sync_journal();
             // The next batch is likely as large: start it at that size instead of regrowing.
             let size = self.outgoing[w].len();
             let batch = std::mem::replace(&mut self.outgoing[w], Vec::with_capacity(size));

@@ -21,6 +21,7 @@ pub mod chaos;
 mod core;
 mod event;
 mod event_pack;
+mod journal;
 mod link;
 pub mod peer;
 mod report;
@@ -38,8 +39,9 @@ pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
 pub use event::{
     CallAnswer, CallStart, Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl,
 };
+pub use journal::{ResumeFrom, RunJournal};
 pub use link::ChaosLink;
 pub use peer::{run_peer, PeerCore, PeerEffect, PeerMsg};
 pub use report::{BudgetRow, RunReport, TaskRow};
-pub use run::{result_key, run_star, RunError, RunOptions, RunOutput};
+pub use run::{result_key, run_star, Durable, RunError, RunOptions, RunOutput};
 pub use stop::StopReason;

@@ -41,6 +41,24 @@ pub struct RunOptions {
     /// which keeps a seeded chaos run reproducible: with more threads the order in which
     /// messages meet the chaos (and so its decisions) depends on thread timing.
     pub worker_threads: usize,
+    /// A durable run (star topology only): its id, where its supervisor and workers keep what
+    /// a crash must not lose, and what to resume from.
+    pub durable: Option<Durable>,
+}
+
+/// How a star run is kept past the process (`quorate run --store`).
+#[derive(Clone, Debug)]
+pub struct Durable {
+    /// The run's id (chosen by the caller, who records the run before it starts).
+    pub run: RunId,
+    /// The supervisor's events and results.
+    pub journal: Arc<dyn crate::RunJournal>,
+    /// The workers' action intents.
+    pub actions: Arc<dyn quorate_workers::ActionJournal>,
+    /// The actions a crashed process sent to tools (restored as `outcome-unknown`).
+    pub restored_actions: Arc<Vec<quorate_workers::ActionIntent>>,
+    /// The log and results to resume from; `None` starts the run afresh.
+    pub resume: Option<crate::ResumeFrom>,
 }
 
 /// Everything a finished run leaves behind.
@@ -82,6 +100,9 @@ pub enum RunError {
     /// The actor system stopped before the run reported.
     #[error("the supervisor stopped without a report")]
     NoReport,
+    /// The stored log could not be replayed.
+    #[error("cannot resume: {0}")]
+    Resume(#[from] crate::ResumeError),
     /// The actix runtime failed.
     #[error("actix runtime: {0}")]
     Runtime(std::io::Error),
@@ -102,7 +123,11 @@ pub fn run_star(
     let (writer, sink) = open_trace(options.trace.as_deref())?;
     let log = Arc::new(PackedLog::new());
     let results = Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len()));
+    let durable = options.durable.clone();
     write_data(&results, &options.data);
+    if let Some(from) = durable.as_ref().and_then(|d| d.resume.as_ref()) {
+        write_data(&results, &from.results);
+    }
     let chaos = options
         .chaos
         .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));
@@ -111,7 +136,7 @@ pub fn run_star(
     let (log2, results2, chaos2) = (log.clone(), results.clone(), chaos.clone());
     let tasks = plan.len();
     let report = system.block_on(async move {
-        let run = RunId::new();
+        let run = durable.as_ref().map_or_else(RunId::new, |d| d.run);
         let run_span = run_span(run, "star", tasks);
         let me = Sender {
             agent: AgentId::new(),
@@ -149,6 +174,10 @@ pub fn run_star(
                 )
                 .with_store(results2.clone())
                 .with_run_span(run_span.clone());
+                let worker = match &durable {
+                    Some(d) => worker.with_journal(d.actions.clone(), &d.restored_actions),
+                    None => worker,
+                };
                 let worker = match arbiters.get(i % arbiters.len().max(1)) {
                     Some(arbiter) => WorkerActor::start_in_arbiter(&arbiter.handle(), |_| worker),
                     None => worker.start(),
@@ -178,17 +207,23 @@ pub fn run_star(
         if let Some(fallback) = options.fallback {
             core.set_fallback_plan(fallback);
         }
+        if let Some(from) = durable.as_ref().and_then(|d| d.resume.as_ref()) {
+            let results = results2.clone();
+            core.replay(&from.events, |key| results.get_now(key).map(|v| v.value))?;
+        }
         let (done, wait) = oneshot::channel();
-        ctx.run(SupervisorActor::new(
-            core, links, results2, log2, sink, done,
-        ));
+        let actor = SupervisorActor::new(core, links, results2, log2, sink, done);
+        ctx.run(match &durable {
+            Some(d) => actor.with_journal(d.journal.clone()),
+            None => actor,
+        });
         let report = wait.await.ok();
         for arbiter in &arbiters {
             arbiter.stop();
         }
-        (report, arbiters, run_span)
+        Ok::<_, RunError>((report, arbiters, run_span))
     });
-    let (report, arbiters, run_span) = report;
+    let (report, arbiters, run_span) = report?;
     for arbiter in arbiters {
         // A worker thread that panicked has nothing left to report.
         let _ = arbiter.join();

@@ -140,7 +140,7 @@ impl<E: Pack> Packed<E> {
     /// Appends the entry that `pack` writes (as [`Pack::pack`] would write it).
     fn push_with(&mut self, pack: impl FnOnce(Slot, &mut E::Dict, &mut Vec<u8>)) -> Seq {
         let seq = Seq(self.len as u64);
-        if self.len % CHUNK == 0 {
+        if self.len.is_multiple_of(CHUNK) {
             // The next chunk starts with room for as much as the last one took (entries of one
             // log are alike), so it seldom grows by copying.
             let mut room = 0;

@@ -351,6 +351,7 @@ pub fn evaluate(args: &EvalArgs) -> Result<EvalReport, String> {
                     cancel_after_steps: None,
                     trace: None,
                     worker_threads: 0,
+                    durable: None,
                 };
                 let name = path.display().to_string();
                 let start = Instant::now();

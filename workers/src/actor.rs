@@ -183,6 +183,8 @@ pub struct WorkerActor {
     /// The open attempt spans by task, with the attempt's number (empty while the run span
     /// is disabled).
     attempts: HashMap<TaskId, AttemptSpan>,
+    /// A durable run's journal: every action is written to it before its tool is called.
+    journal: Option<Arc<dyn crate::ActionJournal>>,
 }
 
 impl WorkerActor {
@@ -214,6 +216,7 @@ impl WorkerActor {
             store: None,
             run_span: tracing::Span::none(),
             attempts: HashMap::new(),
+            journal: None,
         }
     }
 
@@ -339,6 +342,20 @@ impl WorkerActor {
         self
     }
 
+    /// The same worker in a durable run: each action is written to `journal` before its tool
+    /// is called, and the `restored` actions (those a crashed process sent) are known as
+    /// `outcome-unknown` (see [`WorkerCore::restore_actions`]).
+    #[must_use]
+    pub fn with_journal(
+        mut self,
+        journal: Arc<dyn crate::ActionJournal>,
+        restored: &[crate::ActionIntent],
+    ) -> Self {
+        self.core.restore_actions(restored);
+        self.journal = Some(journal);
+        self
+    }
+
     fn fed(&mut self, result: Result<(), InputError>, ctx: &mut Context<Self>) {
         Self::note(result);
         self.carry_out(ctx);
@@ -378,6 +395,13 @@ impl WorkerActor {
                 } => {
                     metrics::counter!("quorate_worker_tool_calls_total").increment(1);
                     let span = self.call_span(CallKind::Call, action, &tool);
+                    if let Some(journal) = &self.journal {
+                        journal.intent(&crate::ActionIntent {
+                            action,
+                            tool: tool.clone(),
+                            digest: quorate_protocols::ParamDigest::of(&params),
+                        });
+                    }
                     let call = self.core.tools().get(&tool).map(|t| t.call(action, params));
                     let me = ctx.address();
                     let wait = deadline.saturating_duration_since(Instant::now());

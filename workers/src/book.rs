@@ -97,6 +97,20 @@ impl ActionBook {
         true
     }
 
+    /// Restores an action a crashed process sent to its tool (from its [`ActionIntent`](crate::ActionIntent)),
+    /// as `outcome-unknown`: the gate queries the tool by id before anything else is done
+    /// with it. Changes nothing if the id is recorded already.
+    pub fn restore_unknown(&mut self, action: ActionId, tool: &str, digest: ParamDigest) {
+        self.records.entry(action).or_insert_with(|| ActionRecord {
+            tool: tool.to_owned(),
+            digest,
+            state: ActionState::OutcomeUnknown,
+            output: None,
+            queried_absent: false,
+            successes: 0,
+        });
+    }
+
     /// Applies `event` through [`ActionState::on`].
     pub fn apply(
         &mut self,

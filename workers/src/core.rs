@@ -155,6 +155,21 @@ impl WorkerCore {
         &self.tools
     }
 
+    /// Restores actions a crashed process sent to their tools ([`crate::ActionIntent`]s of a
+    /// durable run being resumed): each is `outcome-unknown` until its tool is queried, so a
+    /// new attempt that proposes it again learns what became of it instead of repeating it.
+    pub fn restore_actions<'a>(
+        &mut self,
+        intents: impl IntoIterator<Item = &'a crate::ActionIntent>,
+    ) {
+        for i in intents {
+            self.books
+                .entry(i.action.task)
+                .or_default()
+                .restore_unknown(i.action, &i.tool, i.digest);
+        }
+    }
+
     /// What the task's book knows about `action`.
     #[must_use]
     pub fn action(&self, action: &ActionId) -> Option<&ActionRecord> {

@@ -206,3 +206,33 @@ fn approval_comes_before_any_reservation() {
     let d = f.check("db.save", json!({}), (true, true));
     assert!(matches!(d, GateDecision::Execute { .. }));
 }
+
+#[test]
+fn a_restored_action_is_queried_before_it_is_sent_again() {
+    let mut f = Fixture::new(Budget::new(10, 5, 100, 100));
+    let params = serde_json::json!({ "key": "orders/7" });
+    let action = ActionId::new(f.task, 0, 0);
+    // An action a crashed process had sent (its intent was kept): outcome unknown, so the gate
+    // asks the tool about it instead of executing it.
+    f.book
+        .restore_unknown(action, "db.save", ParamDigest::of(&params));
+    assert_eq!(
+        f.check("db.save", params.clone(), (false, false)),
+        GateDecision::NeedInformation { query: action }
+    );
+    // Restoring again changes nothing about a record the book already has.
+    let saved = ToolAnswer::Ok {
+        output: serde_json::json!("saved"),
+        cost: Budget::ZERO,
+        changed: true,
+    };
+    f.book.resolve(action, &saved).unwrap();
+    f.book
+        .restore_unknown(action, "db.save", ParamDigest::of(&params));
+    assert_eq!(
+        f.check("db.save", params, (false, false)),
+        GateDecision::ReturnRecorded {
+            output: serde_json::json!("saved")
+        }
+    );
+}

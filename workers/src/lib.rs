@@ -43,6 +43,7 @@ mod core;
 mod delegate;
 mod gate;
 mod history;
+mod journal;
 pub mod messages;
 mod progress;
 pub mod scripted;
@@ -64,6 +65,7 @@ pub use book::{ActionBook, ActionRecord, BookError, Resolved};
 pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
 pub use delegate::DelegationError;
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
+pub use journal::{ActionIntent, ActionJournal};
 pub use messages::{
     ActionCounts, Assignment, CallEvent, Control, Outcome, ProgressSignature, Receipt, Report,
     TaskInput,

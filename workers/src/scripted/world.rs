@@ -11,7 +11,7 @@ use super::CallOutcome;
 use crate::tool::{SideEffect, Tool, ToolAnswer, ToolFuture};
 
 /// One effect a scripted tool committed.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CommittedEffect {
     /// The action it was committed under.
     pub action: ActionId,
@@ -49,6 +49,8 @@ pub struct PlannedCall {
 struct State {
     planned: HashMap<ActionId, Planned>,
     effects: Vec<CommittedEffect>,
+    /// A durable run's journal: each effect is written to it as it commits.
+    journal: Option<std::sync::Arc<dyn crate::ActionJournal>>,
 }
 
 /// Shared, in-memory world: what scripted agents planned for each action and what scripted
@@ -93,6 +95,19 @@ impl World {
             latency: call.latency,
             calls: 0,
         });
+    }
+
+    /// Makes this world durable: every effect committed from now on is written to `journal`
+    /// before it counts as committed, and `restored` (the effects a crashed process committed)
+    /// are committed already.
+    pub fn set_journal(
+        &self,
+        journal: std::sync::Arc<dyn crate::ActionJournal>,
+        restored: Vec<CommittedEffect>,
+    ) {
+        let mut state = self.lock();
+        state.effects.extend(restored);
+        state.journal = Some(journal);
     }
 
     /// Every committed effect, in commit order.
@@ -174,12 +189,16 @@ impl ScriptedTool {
             _ => false,
         };
         if commit {
-            state.effects.push(CommittedEffect {
+            let effect = CommittedEffect {
                 action,
                 tool: self.name.to_string(),
                 params,
                 output: output.clone(),
-            });
+            };
+            if let Some(journal) = &state.journal {
+                journal.effect(&effect);
+            }
+            state.effects.push(effect);
         }
         let answer = match outcome {
             CallOutcome::Ok => Some(ToolAnswer::Ok {

@@ -1,0 +1,306 @@
+//! `quorate run --store`, `runs`, `resume` and `show`: runs kept in a store file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use quorate::durable::{unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore};
+use quorate::plan_file::{PlanFile, Topology};
+use quorate::runner::{run_compiled, Approve, DurableArgs, FileRun, RunArgs, RunFileError};
+use quorate_coordinator::{EventKind, ResumeFrom};
+use quorate_protocols::RunId;
+
+use super::{print_run, print_warnings, report_json, run_error_code, EXIT_BAD_INPUT};
+
+fn fail(e: impl std::fmt::Display, code: u8) -> ExitCode {
+    eprintln!("quorate: {e}");
+    ExitCode::from(code)
+}
+
+fn approve_text(a: &Approve) -> Option<String> {
+    match a {
+        Approve::Ask => None,
+        Approve::All => Some("all".into()),
+        Approve::None => Some("none".into()),
+        Approve::Tasks(ids) => {
+            let mut ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            ids.sort_unstable();
+            Some(ids.join(","))
+        }
+    }
+}
+
+/// `quorate run PLAN --store FILE`.
+pub(crate) fn run(plan: &Path, store: &Path, mut args: RunArgs, json: bool) -> ExitCode {
+    let loaded = std::fs::read_to_string(plan)
+        .map_err(|source| quorate::plan_file::PlanFileError::Read {
+            path: plan.to_path_buf(),
+            source,
+        })
+        .and_then(|text| PlanFile::parse(plan, &text).map(|f| (f, text)));
+    let (file, text) = match loaded {
+        Ok(found) => found,
+        Err(e) => return fail(e, EXIT_BAD_INPUT),
+    };
+    if file.run.topology == Topology::Peer {
+        let e = DurableError::PeerPlan {
+            path: plan.to_path_buf(),
+        };
+        return fail(e, EXIT_BAD_INPUT);
+    }
+    if let Err(e) = args.approve.check(&[(plan, &file)]) {
+        return fail(e, EXIT_BAD_INPUT);
+    }
+    let kept = match RunStore::open(store) {
+        Ok(kept) => kept,
+        Err(e) => return fail(e, EXIT_BAD_INPUT),
+    };
+    let at = unix_ms();
+    let mut record = RunRecord {
+        run_id: RunId::new(),
+        plan_path: plan.display().to_string(),
+        plan_text: text,
+        started_unix_ms: at,
+        approvals: approve_text(&args.approve)
+            .map(|approve| ApprovalGiven {
+                approve,
+                at_unix_ms: at,
+            })
+            .into_iter()
+            .collect(),
+        report: None,
+        exit_code: None,
+    };
+    args.durable = Some(DurableArgs {
+        store: kept.clone(),
+        run: record.run_id,
+        resume: None,
+        intents: Vec::new(),
+        effects: Vec::new(),
+    });
+    go(&kept, &mut record, &args, json)
+}
+
+/// Runs (or continues) `record`'s run and keeps its report.
+fn go(kept: &RunStore, record: &mut RunRecord, args: &RunArgs, json: bool) -> ExitCode {
+    if let Err(e) = kept.put_run(record) {
+        return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME);
+    }
+    let path = PathBuf::from(&record.plan_path);
+    let compiled = PlanFile::parse(&path, &record.plan_text)
+        .and_then(|file| file.compile(&path).map(|c| (file, c)));
+    let result = compiled
+        .map_err(RunFileError::from)
+        .and_then(|(file, compiled)| {
+            print_warnings(&path, &file.warnings());
+            run_compiled(&path, &file, compiled, args)
+        });
+    match result {
+        Ok(run) => finish(kept, record, &run, json),
+        Err(e) => fail(&e, run_error_code(&e)),
+    }
+}
+
+fn finish(kept: &RunStore, record: &mut RunRecord, run: &FileRun, json: bool) -> ExitCode {
+    let code = run.output.report.stop_exit_code();
+    record.report = Some(report_json(run));
+    record.exit_code = Some(code);
+    if let Err(e) = kept.put_run(record) {
+        return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME);
+    }
+    print_run(run, json, false);
+    if record.stop_reason() == Some("waiting-approval") {
+        eprintln!(
+            "quorate: run {} is kept; continue it with: quorate resume {} --store {} --approve ...",
+            record.run_id,
+            record.run_id,
+            kept.path().display()
+        );
+    }
+    ExitCode::from(code)
+}
+
+/// `quorate resume RUN_ID --store FILE`.
+pub(crate) fn resume(
+    id: &str,
+    store: &Path,
+    approve: Option<Approve>,
+    json: bool,
+    trace: Option<PathBuf>,
+) -> ExitCode {
+    let found = RunStore::open(store).and_then(|kept| kept.run(id).map(|r| (kept, r)));
+    let (kept, mut record) = match found {
+        Ok(found) => found,
+        Err(e) => return fail(e, EXIT_BAD_INPUT),
+    };
+    if !record.resumable() {
+        eprintln!(
+            "quorate: run {} already stopped ({}); nothing to resume",
+            record.run_id,
+            record.stop_reason().unwrap_or("-")
+        );
+        return ExitCode::from(record.exit_code.unwrap_or(1));
+    }
+    let path = PathBuf::from(&record.plan_path);
+    let approve = approve.unwrap_or_default();
+    match PlanFile::parse(&path, &record.plan_text) {
+        Ok(file) => {
+            if let Err(e) = approve.check(&[(&path, &file)]) {
+                return fail(e, EXIT_BAD_INPUT);
+            }
+        }
+        Err(e) => return fail(e, EXIT_BAD_INPUT),
+    }
+    let run = record.run_id;
+    let loaded = (|| {
+        let mut events = kept.events(run)?;
+        // A run that stopped waiting for an approval continues: its stop is taken back.
+        if matches!(
+            events.last().map(|e| &e.kind),
+            Some(EventKind::RunStopped { .. })
+        ) {
+            events.pop();
+        }
+        Ok::<_, DurableError>(DurableArgs {
+            store: kept.clone(),
+            run,
+            resume: Some(ResumeFrom {
+                events,
+                results: kept.results(run)?,
+            }),
+            intents: kept.intents(run)?,
+            effects: kept.effects(run)?,
+        })
+    })();
+    let durable = match loaded {
+        Ok(d) => d,
+        Err(e) => return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME),
+    };
+    if let Some(approve) = approve_text(&approve) {
+        record.approvals.push(ApprovalGiven {
+            approve,
+            at_unix_ms: unix_ms(),
+        });
+    }
+    record.report = None;
+    record.exit_code = None;
+    let args = RunArgs {
+        approve,
+        trace,
+        durable: Some(durable),
+        ..RunArgs::default()
+    };
+    go(&kept, &mut record, &args, json)
+}
+
+fn status(record: &RunRecord) -> String {
+    match record.stop_reason() {
+        Some(reason) => reason.to_string(),
+        None => "interrupted".to_string(),
+    }
+}
+
+fn tasks_by_state(
+    kept: &RunStore,
+    record: &RunRecord,
+) -> Result<BTreeMap<String, u32>, DurableError> {
+    let mut counts = BTreeMap::new();
+    for state in kept.task_states(record.run_id)?.into_values() {
+        *counts.entry(state).or_insert(0) += 1;
+    }
+    Ok(counts)
+}
+
+/// `quorate runs --store FILE`.
+pub(crate) fn runs(store: &Path, json: bool) -> ExitCode {
+    let listed = RunStore::open(store).and_then(|kept| {
+        kept.runs()?
+            .into_iter()
+            .map(|r| tasks_by_state(&kept, &r).map(|t| (r, t)))
+            .collect::<Result<Vec<_>, _>>()
+    });
+    let listed = match listed {
+        Ok(listed) => listed,
+        Err(e) => return fail(e, EXIT_BAD_INPUT),
+    };
+    if json {
+        let rows: Vec<serde_json::Value> = listed
+            .iter()
+            .map(|(r, tasks)| {
+                serde_json::json!({
+                    "run_id": r.run_id,
+                    "plan": r.plan_path,
+                    "status": status(r),
+                    "started_unix_ms": r.started_unix_ms,
+                    "tasks": tasks,
+                })
+            })
+            .collect();
+        quorate::outln!("{}", serde_json::Value::Array(rows));
+        return ExitCode::SUCCESS;
+    }
+    quorate::outln!(
+        "{:<36}  {:<18} {:<15}  {:<40}  tasks",
+        "run",
+        "status",
+        "started (ms)",
+        "plan"
+    );
+    for (r, tasks) in &listed {
+        let tasks: Vec<String> = tasks.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        quorate::outln!(
+            "{:<36}  {:<18} {:<15}  {:<40}  {}",
+            r.run_id.to_string(),
+            status(r),
+            r.started_unix_ms,
+            r.plan_path,
+            tasks.join(", ")
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// `quorate show RUN_ID --store FILE`.
+pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
+    let found = RunStore::open(store).and_then(|kept| {
+        let r = kept.run(id)?;
+        let results = kept.results(r.run_id)?;
+        let states = kept.task_states(r.run_id)?;
+        Ok((r, results, states))
+    });
+    let (record, results, states) = match found {
+        Ok(found) => found,
+        Err(e) => return fail(e, EXIT_BAD_INPUT),
+    };
+    let prefix = format!("result/{}/", record.run_id);
+    let results: BTreeMap<String, serde_json::Value> = results
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_string(), v)))
+        .collect();
+    if json {
+        let mut value = record
+            .report
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({ "run_id": record.run_id, "stop_reason": null }));
+        value["status"] = serde_json::json!(status(&record));
+        value["results"] = serde_json::json!(results);
+        quorate::outln!("{value}");
+        return ExitCode::SUCCESS;
+    }
+    quorate::outln!(
+        "run {}  plan {}  status {}",
+        record.run_id,
+        record.plan_path,
+        status(&record)
+    );
+    for a in &record.approvals {
+        quorate::outln!("approve {}  at {} ms", a.approve, a.at_unix_ms);
+    }
+    for (task, state) in &states {
+        let result = results
+            .get(task)
+            .map_or("-".to_string(), ToString::to_string);
+        quorate::outln!("{task:<20} {state:<16} {result}");
+    }
+    ExitCode::SUCCESS
+}
