@@ -304,3 +304,28 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
     }
     ExitCode::SUCCESS
 }
+
+/// `quorate show RUN --store FILE --html PAGE`: the kept run's page, rendered from its log as
+/// `quorate report` renders a trace (`-` writes it to stdout).
+pub(crate) fn show_html(id: &str, store: &Path, page: &Path) -> ExitCode {
+    let events = RunStore::open(store).and_then(|kept| {
+        let record = kept.run(id)?;
+        kept.events(record.run_id)
+    });
+    let events = match events {
+        Ok(events) => events,
+        Err(e) => return fail(e, EXIT_BAD_INPUT),
+    };
+    let html = quorate::report::render_html(&events);
+    if page.as_os_str() == "-" {
+        quorate::outln!("{html}");
+        return ExitCode::SUCCESS;
+    }
+    match std::fs::write(page, html) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(
+            format!("cannot write the page to {}: {e}", page.display()),
+            EXIT_BAD_INPUT,
+        ),
+    }
+}

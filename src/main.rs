@@ -111,7 +111,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
     },
-    /// Print the report of a kept run (the JSON of `run --json`) and each task's result.
+    /// Print the report of a kept run (the JSON of `run --json`) and each task's result, or
+    /// write its HTML page (as `quorate report` does for a trace).
     Show {
         /// The run's id.
         run_id: String,
@@ -119,8 +120,11 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         store: PathBuf,
         /// Print one JSON object.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "html")]
         json: bool,
+        /// Write the run's self-contained HTML page to FILE (`-`: stdout), from its kept log.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -223,6 +227,13 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             run_id,
             store,
             json,
+            html: Some(page),
+        } => kept::show_html(&run_id, &store, &page),
+        Command::Show {
+            run_id,
+            store,
+            json,
+            html: None,
         } => kept::show(&run_id, &store, json),
         Command::Resume {
             run_id,

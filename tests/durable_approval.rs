@@ -118,6 +118,24 @@ fn an_approval_stop_is_kept_and_resumed_once() {
     assert!(out.stdout.is_empty());
     let again = json(&quorate(&["show", &id, "--store", s(&store), "--json"]));
     assert_eq!(again, shown);
+
+    // Its page, from the kept log: both tasks, the plan's edge, the approval and the result.
+    let page = store.with_file_name("approval.html");
+    let out = quorate(&["show", &id, "--store", s(&store), "--html", s(&page)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).expect("the page was written");
+    for needle in ["check", "refund", "refunded", "completed", &id] {
+        assert!(html.contains(needle), "the page shows {needle}");
+    }
+    assert!(
+        html.contains("class=\"edge"),
+        "the kept run-started lists the plan, so the DAG has its edge"
+    );
     let _ = std::fs::remove_dir_all(store.parent().expect("a temp dir"));
 }
 

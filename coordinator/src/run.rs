@@ -131,7 +131,8 @@ pub fn run_star(
     let chaos = options
         .chaos
         .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));
-    let traced = options.trace.is_some();
+    // A traced or kept run lists its plan's nodes in run-started (what a report page draws).
+    let traced = options.trace.is_some() || durable.is_some();
     let system = System::new();
     let (log2, results2, chaos2) = (log.clone(), results.clone(), chaos.clone());
     let tasks = plan.len();
