@@ -226,8 +226,8 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
         Command::Show {
             run_id,
             store,
-            json,
             html: Some(page),
+            ..
         } => kept::show_html(&run_id, &store, &page),
         Command::Show {
             run_id,
