@@ -1,4 +1,4 @@
-//! The `quorate` command line. See the README for every command, flag and exit code.
+//! The `quorate` command line. docs/cli.md lists every command, flag and exit code.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -1,5 +1,5 @@
-//! Every bad input the README lists gets the typed error (and message) the README shows.
-//! If one of these changes, update the README's "Bad inputs" table.
+//! Every bad input docs/cli.md lists gets the typed error (and message) it shows.
+//! If one of these changes, update the "Bad inputs" table of docs/cli.md.
 
 use quorate::protocols::{
     decode_envelope, encode_envelope, ActionId, AgentId, Budget, BudgetError, Component,

@@ -1,4 +1,4 @@
-//! `quorate run`'s exit codes, one per stop reason and 2 for bad input, as the README's table
+//! `quorate run`'s exit codes, one per stop reason and 2 for bad input, as docs/cli.md's table
 //! gives them, checked on the binary (code 8, a runtime that fails without a report, has no
 //! plan file that causes it; a report without a stop reason is checked in the supervisor core's
 //! tests).

@@ -613,5 +613,5 @@ fn a_report_without_a_stop_reason_exits_with_the_runtime_failure_code() {
     let report = h.core.snapshot();
     assert!(report.stop_reason.is_none());
     assert_eq!(report.stop_exit_code(), StopReason::EXIT_RUNTIME);
-    assert_eq!(StopReason::EXIT_RUNTIME, 8, "the README's table");
+    assert_eq!(StopReason::EXIT_RUNTIME, 8, "docs/cli.md's exit codes");
 }

@@ -641,8 +641,8 @@ mod tests {
     use crate::messages::{Assignment, Report};
     use quorate_protocols::Envelope;
 
-    /// Every task's attempt and its two envelopes move along the hot path whole; the README's
-    /// figures (an 800-byte attempt, 376-byte envelopes) are these sizes.
+    /// Every task's attempt and its two envelopes move along the hot path whole; the figures of
+    /// docs/performance.md (an 800-byte attempt, 376-byte envelopes) are these sizes.
     #[test]
     fn an_attempt_and_its_envelopes_keep_their_sizes() {
         let sizes = (
@@ -650,8 +650,8 @@ mod tests {
             std::mem::size_of::<Envelope<Assignment>>(),
             std::mem::size_of::<Envelope<Report>>(),
         );
-        // Exact: a change of size is a change of the README's figures (and of the copies on the
-        // hot path), so it should be seen, not pass under a loose bound.
+        // Exact: a change of size is a change of docs/performance.md's figures (and of the copies
+        // on the hot path), so it should be seen, not pass under a loose bound.
         assert_eq!(sizes, (800, 376, 376), "attempt, assignment, report");
     }
 }
