@@ -23,14 +23,23 @@ pub const DURATION_BUCKETS: [f64; 14] = [
 /// The telemetry asked for could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
-    /// `--metrics-addr`: the scrape endpoint could not listen there (the port is taken, the
-    /// address is not local...).
+    /// `--metrics-addr`: the Prometheus recorder could not be set up (another recorder was
+    /// installed first).
     #[error("--metrics-addr {addr}: {source}")]
     MetricsEndpoint {
         /// The address given.
         addr: SocketAddr,
         /// What the exporter said.
         source: BuildError,
+    },
+    /// `--metrics-addr`: nothing can listen there (the port is taken, the address is not
+    /// local...).
+    #[error("--metrics-addr {addr}: {source}")]
+    MetricsListen {
+        /// The address given.
+        addr: SocketAddr,
+        /// What the operating system said.
+        source: std::io::Error,
     },
     /// `--otlp-endpoint` given to a binary built without the cargo feature `otlp`.
     #[error(
@@ -57,18 +66,51 @@ pub enum TelemetryError {
 /// metric of the run gets its `# HELP` line.
 ///
 /// # Errors
-/// [`TelemetryError::MetricsEndpoint`] if nothing can listen at `addr`, or a recorder was
-/// already installed.
+/// [`TelemetryError::MetricsListen`] if nothing can listen at `addr`;
+/// [`TelemetryError::MetricsEndpoint`] if a recorder was already installed.
 pub fn serve_metrics(addr: SocketAddr) -> Result<(), TelemetryError> {
-    let error = |source| TelemetryError::MetricsEndpoint { addr, source };
-    PrometheusBuilder::new()
-        .with_http_listener(addr)
+    // The exporter's own HTTP listener would bring tokio's `net` feature into the whole binary,
+    // and with it an I/O driver under every actix runtime: `bench dag` measured the actors'
+    // raw request/response rate ~20% lower with it. A scrape is one GET: a std thread serves it.
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|source| TelemetryError::MetricsListen { addr, source })?;
+    let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &DURATION_BUCKETS)
-        .map_err(error)?
-        .install()
-        .map_err(error)?;
+        .and_then(PrometheusBuilder::install_recorder)
+        .map_err(|source| TelemetryError::MetricsEndpoint { addr, source })?;
     quorate_coordinator::run_metrics::describe();
+    std::thread::Builder::new()
+        .name("quorate-metrics".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                handle.run_upkeep();
+                // A scraper that goes away mid-answer changes nothing for the run.
+                let _ = answer_scrape(stream, &handle.render());
+            }
+        })
+        .map_err(|source| TelemetryError::MetricsListen { addr, source })?;
     Ok(())
+}
+
+/// Reads one HTTP request's head from `stream` and answers it with `body`, Prometheus text.
+fn answer_scrape(mut stream: std::net::TcpStream, body: &str) -> std::io::Result<()> {
+    use std::io::{BufRead, Write};
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    let mut reader = std::io::BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    // The request line and headers, up to the blank line (a GET has no body).
+    while reader.read_line(&mut line)? > 0 {
+        if line == "\r\n" || line == "\n" {
+            break;
+        }
+        line.clear();
+    }
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()
 }
 
 /// The process's `tracing` set-up: log lines on stderr filtered by `RUST_LOG`, and, with
