@@ -2,10 +2,13 @@
 //! the crate would: a derivation that erased itself and its source, expired records retrieved
 //! until housekeeping ran, and a private record that changed what others see.
 
+mod common;
+
+use common::timeless;
 use quorate_memory::ClaimSpec;
 use quorate_memory::{
-    write, ClaimOutcome, Freshness, FreshnessPolicy, MemoryView, Observation, Principal, Query,
-    Relation, Retrieval, WriteReport,
+    write, ClaimOutcome, FreshnessPolicy, MemoryView, Observation, Principal, Query, Relation,
+    Retrieval, WriteReport,
 };
 use quorate_protocols::{
     AccessRule, EvidenceStatus, MemoryKind, RecordId, Source, Timestamp, Validity,
@@ -31,15 +34,13 @@ fn only(principal: &str) -> AccessRule {
 }
 
 /// An unverified observation (event `100 + n`) by `source` at `version`, observed at `at`, with
-/// one claim `n` of `kind` about `object`.
-#[allow(clippy::too_many_arguments)]
+/// one semantic claim `n` about `object`.
 fn obs(
     n: u128,
     source: &str,
     version: &str,
     at: u64,
     access: AccessRule,
-    kind: MemoryKind,
     object: &str,
     claim: &str,
 ) -> Observation {
@@ -56,7 +57,7 @@ fn obs(
         derived_from: vec![],
         claims: vec![ClaimSpec::new(
             id(n),
-            kind,
+            MemoryKind::Semantic,
             object,
             claim,
             Validity::default(),
@@ -64,17 +65,16 @@ fn obs(
     }
 }
 
-fn apply(view: &MemoryView, o: &Observation) -> (MemoryView, WriteReport) {
-    write(view, &shared(), o).expect("write accepted")
+/// `o` with its claims procedural.
+fn procedural(mut o: Observation) -> Observation {
+    for c in &mut o.claims {
+        c.kind = MemoryKind::Procedural;
+    }
+    o
 }
 
-fn timeless() -> FreshnessPolicy {
-    FreshnessPolicy {
-        working: Freshness::None,
-        episodic: Freshness::None,
-        semantic: Freshness::None,
-        procedural: Freshness::None,
-    }
+fn apply(view: &MemoryView, o: &Observation) -> (MemoryView, WriteReport) {
+    write(view, &shared(), o).expect("write accepted")
 }
 
 /// The claims `reader` gets for `text` at `now`, with room for everything: (id, status) in id
@@ -108,29 +108,11 @@ fn a_derivation_never_erases_itself_or_its_source() {
     let reader = Principal::new("acme", "ann", None);
     let (v, _) = apply(
         &MemoryView::new(),
-        &obs(
-            1,
-            "erp",
-            "r1",
-            10,
-            shared(),
-            MemoryKind::Semantic,
-            "order/7",
-            "order 7 paid",
-        ),
+        &obs(1, "erp", "r1", 10, shared(), "order/7", "order 7 paid"),
     );
     let step = |n: u128, from: u128, at: u64, claim: &str| Observation {
         derived_from: vec![id(from)],
-        ..obs(
-            n,
-            "model",
-            "m1",
-            at,
-            shared(),
-            MemoryKind::Semantic,
-            "plan/7",
-            claim,
-        )
+        ..obs(n, "model", "m1", at, shared(), "plan/7", claim)
     };
     let (v, _) = apply(&v, &step(2, 1, 20, "ship order 7 today"));
     let (v, report) = apply(&v, &step(3, 2, 30, "ship order 7 today by courier"));
@@ -177,7 +159,6 @@ fn expired_validity_is_filtered_without_housekeeping() {
         "r1",
         1_000,
         shared(),
-        MemoryKind::Semantic,
         "promo/9",
         "promo 9 is 20% off",
     );
@@ -230,7 +211,6 @@ fn a_derivation_ends_with_what_it_was_derived_from() {
         "r1",
         1_000,
         shared(),
-        MemoryKind::Semantic,
         "promo/9",
         "promo 9 is 20% off",
     );
@@ -247,7 +227,6 @@ fn a_derivation_ends_with_what_it_was_derived_from() {
             "m1",
             2_000,
             shared(),
-            MemoryKind::Semantic,
             "quote/9",
             "quote 9 at 20% off",
         )
@@ -278,65 +257,27 @@ fn a_derivation_ends_with_what_it_was_derived_from() {
 #[test]
 fn a_private_record_never_puts_a_shared_one_in_conflict() {
     let bob = Principal::new("acme", "bob", None);
+    let private = obs(
+        1,
+        "scanner",
+        "s1",
+        10,
+        only("ann"),
+        "stock/sku-1",
+        "3 units",
+    );
+    let public = obs(2, "db", "d1", 20, shared(), "stock/sku-1", "9 units");
     // Ann's private reading first, then the shared one disagreeing with it.
-    let (v, _) = apply(
-        &MemoryView::new(),
-        &obs(
-            1,
-            "scanner",
-            "s1",
-            10,
-            only("ann"),
-            MemoryKind::Semantic,
-            "stock/sku-1",
-            "3 units",
-        ),
-    );
-    let (v, report) = apply(
-        &v,
-        &obs(
-            2,
-            "db",
-            "d1",
-            20,
-            shared(),
-            MemoryKind::Semantic,
-            "stock/sku-1",
-            "9 units",
-        ),
-    );
+    let (v, _) = apply(&MemoryView::new(), &private);
+    let (v, report) = apply(&v, &public);
     assert!(report.needs.is_empty(), "{report:?}");
     assert_eq!(
         seen(&v, &bob, "stock sku 1", 30, &timeless()),
         vec![(id(2), EvidenceStatus::Unverified)]
     );
     // And the other way round: the shared reading first, ann's disagreeing one after.
-    let (v, _) = apply(
-        &MemoryView::new(),
-        &obs(
-            2,
-            "db",
-            "d1",
-            20,
-            shared(),
-            MemoryKind::Semantic,
-            "stock/sku-1",
-            "9 units",
-        ),
-    );
-    let (v, _) = apply(
-        &v,
-        &obs(
-            1,
-            "scanner",
-            "s1",
-            10,
-            only("ann"),
-            MemoryKind::Semantic,
-            "stock/sku-1",
-            "3 units",
-        ),
-    );
+    let (v, _) = apply(&MemoryView::new(), &public);
+    let (v, _) = apply(&v, &private);
     assert_eq!(
         seen(&v, &bob, "stock sku 1", 30, &timeless()),
         vec![(id(2), EvidenceStatus::Unverified)]
@@ -350,29 +291,11 @@ fn a_private_record_never_supersedes_a_shared_one() {
     let bob = Principal::new("acme", "bob", None);
     let (v, _) = apply(
         &MemoryView::new(),
-        &obs(
-            1,
-            "db",
-            "d2",
-            20,
-            only("ann"),
-            MemoryKind::Semantic,
-            "stock/sku-1",
-            "3 units",
-        ),
+        &obs(1, "db", "d2", 20, only("ann"), "stock/sku-1", "3 units"),
     );
     let (v, report) = apply(
         &v,
-        &obs(
-            2,
-            "db",
-            "d1",
-            10,
-            shared(),
-            MemoryKind::Semantic,
-            "stock/sku-1",
-            "9 units",
-        ),
+        &obs(2, "db", "d1", 10, shared(), "stock/sku-1", "9 units"),
     );
     assert!(
         !matches!(&report.claims[0], ClaimOutcome::Stored { relations, .. }
@@ -393,29 +316,27 @@ fn a_private_version_never_makes_a_shared_record_stale() {
     let ann = Principal::new("acme", "ann", None);
     let (v, _) = apply(
         &MemoryView::new(),
-        &obs(
+        &procedural(obs(
             1,
             "config",
             "v1",
             10,
             shared(),
-            MemoryKind::Procedural,
             "config/restock",
             "restock at 5",
-        ),
+        )),
     );
     let (v, _) = apply(
         &v,
-        &obs(
+        &procedural(obs(
             2,
             "config",
             "v2",
             20,
             only("ann"),
-            MemoryKind::Procedural,
             "config/restock",
             "restock at 8",
-        ),
+        )),
     );
     let versioned = FreshnessPolicy::default();
     assert_eq!(
@@ -438,16 +359,7 @@ fn a_private_record_never_adds_support_for_others() {
     let ann = Principal::new("acme", "ann", None);
     let (v, _) = apply(
         &MemoryView::new(),
-        &obs(
-            1,
-            "db",
-            "d1",
-            10,
-            shared(),
-            MemoryKind::Semantic,
-            "stock/sku-1",
-            "3 units",
-        ),
+        &obs(1, "db", "d1", 10, shared(), "stock/sku-1", "3 units"),
     );
     let (v, _) = apply(
         &v,
@@ -457,7 +369,6 @@ fn a_private_record_never_adds_support_for_others() {
             "s1",
             20,
             only("ann"),
-            MemoryKind::Semantic,
             "stock/sku-1",
             "3 units",
         ),

@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{arb_obs, arb_reader, build, everything, timeless};
+use common::{arb_obs, arb_reader, build, everything, timeless, ALL_STATUSES};
 use proptest::prelude::*;
 use quorate_memory::{
     deprioritize, evict_from_hot, expire_due, objective, retrieve, select_using, terms, write,
@@ -16,14 +16,6 @@ use quorate_memory::{
 use quorate_protocols::{
     AccessRule, EvidenceStatus, MemoryKind, Record, RecordId, Source, TaskId, Timestamp, Validity,
 };
-
-const ALL: [EvidenceStatus; 5] = [
-    EvidenceStatus::Verified,
-    EvidenceStatus::Unverified,
-    EvidenceStatus::Conflicting,
-    EvidenceStatus::Superseded,
-    EvidenceStatus::Expired,
-];
 
 /// The access rule, restated independently of the crate: same tenant, principal unset or equal,
 /// task unset or equal.
@@ -64,7 +56,7 @@ proptest! {
     fn retrieval_never_leaves_the_callers_scope(
         view in arb_view(),
         reader in arb_reader(),
-        statuses in prop::sample::subsequence(ALL.to_vec(), 1..=5),
+        statuses in prop::sample::subsequence(ALL_STATUSES.to_vec(), 1..=5),
         lambda in prop_oneof![Just(0.0), Just(0.5), Just(3.0)],
         budget in prop_oneof![Just(0u32), 1..200u32, Just(u32::MAX)],
         now in 0..45u64,
@@ -128,7 +120,7 @@ proptest! {
         view in arb_view(),
         reader in arb_reader(),
         now in 0..45u64,
-        statuses in prop::sample::subsequence(ALL.to_vec(), 1..=5),
+        statuses in prop::sample::subsequence(ALL_STATUSES.to_vec(), 1..=5),
     ) {
         let query = Query::new(&everything(), u32::MAX, Timestamp(now)).statuses(&statuses);
         let (kept, report) = expire_due(&view, Timestamp(now));

@@ -10,7 +10,9 @@
 
 mod common;
 
-use common::{arb_obs, arb_reader, build, everything, timeless, ObsSpec};
+use common::{
+    arb_obs, arb_reader, build, everything, tenant_wide, timeless, ObsSpec, ALL_STATUSES,
+};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
@@ -18,7 +20,7 @@ use quorate_memory::{
     expire_due, resolve, retrieve, write, Forget, FreshnessPolicy, MemoryView, Observation,
     Principal, Query, Retrieval,
 };
-use quorate_protocols::{AccessRule, EvidenceStatus, RecordId, Timestamp};
+use quorate_protocols::{AccessRule, RecordId, Timestamp};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -57,14 +59,6 @@ enum Step {
 struct Planned {
     step: Step,
     scope: Option<AccessRule>,
-}
-
-fn tenant_wide(access: &AccessRule) -> AccessRule {
-    AccessRule {
-        tenant: access.tenant.clone(),
-        principal: None,
-        task: None,
-    }
 }
 
 /// Fixes ids (operation `k` writes ids `10k+1`…), targets and authorities, independently of what
@@ -149,21 +143,13 @@ fn run(steps: &[Planned], keep: impl Fn(&Planned) -> bool) -> (MemoryView, Vec<u
     (view, changed)
 }
 
-const ALL: [EvidenceStatus; 5] = [
-    EvidenceStatus::Verified,
-    EvidenceStatus::Unverified,
-    EvidenceStatus::Conflicting,
-    EvidenceStatus::Superseded,
-    EvidenceStatus::Expired,
-];
-
 /// What the reader gets: a default query at `now` (version-based and decaying freshness), and
 /// the whole history in every status.
 fn seen(view: &MemoryView, reader: &Principal, now: u64, budget: u32) -> [Retrieval; 2] {
     let current = Query::new(&everything(), budget, Timestamp(now));
     let history = Query::new(&everything(), u32::MAX, Timestamp(now))
         .include_history()
-        .statuses(&ALL)
+        .statuses(&ALL_STATUSES)
         .redundancy(0.0)
         .expect("valid");
     [

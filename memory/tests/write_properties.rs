@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{arb_obs, arb_rule, build, reader_of, within, ObsSpec};
+use common::{arb_obs, arb_rule, build, reader_of, tenant_wide, within, ObsSpec};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
@@ -79,14 +79,6 @@ struct Driver {
     written: BTreeMap<RecordId, Written>,
     deleted: BTreeSet<RecordId>,
     stats: Stats,
-}
-
-fn tenant_wide(access: &AccessRule) -> AccessRule {
-    AccessRule {
-        tenant: access.tenant.clone(),
-        principal: None,
-        task: None,
-    }
 }
 
 impl Driver {

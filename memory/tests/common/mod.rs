@@ -14,6 +14,14 @@ pub const PRINCIPALS: [Option<&str>; 3] = [None, Some("ann"), Some("bob")];
 pub const OBJECTS: [&str; 3] = ["inventory/sku-1", "inventory/sku-2", "price/sku-1"];
 pub const SOURCES: [&str; 4] = ["db", "scanner", "audit", "model"];
 pub const CLAIMS: [&str; 3] = ["one unit", "two units", "three units"];
+/// Every evidence status.
+pub const ALL_STATUSES: [EvidenceStatus; 5] = [
+    EvidenceStatus::Verified,
+    EvidenceStatus::Unverified,
+    EvidenceStatus::Conflicting,
+    EvidenceStatus::Superseded,
+    EvidenceStatus::Expired,
+];
 
 pub fn task(i: usize) -> Option<TaskId> {
     [None, Some(TaskId::from_u128(1)), Some(TaskId::from_u128(2))][i]
@@ -28,6 +36,15 @@ pub fn rule(t: usize, p: usize, k: usize) -> AccessRule {
 }
 
 /// Mostly one tenant and wide rules, so that records meet each other often.
+/// The rule every reader of `access`'s tenant passes.
+pub fn tenant_wide(access: &AccessRule) -> AccessRule {
+    AccessRule {
+        tenant: access.tenant.clone(),
+        principal: None,
+        task: None,
+    }
+}
+
 pub fn arb_rule() -> impl Strategy<Value = AccessRule> {
     (
         prop_oneof![4 => Just(0usize), 1 => Just(1usize)],
@@ -130,11 +147,10 @@ pub fn build(spec: &ObsSpec, next: &mut u128, known: &[RecordId]) -> (AccessRule
             .map(|i| known[i % known.len()])
             .collect()
     };
-    let authority = spec.authority.clone().unwrap_or_else(|| AccessRule {
-        tenant: spec.access.tenant.clone(),
-        principal: None,
-        task: None,
-    });
+    let authority = spec
+        .authority
+        .clone()
+        .unwrap_or_else(|| tenant_wide(&spec.access));
     let event = id();
     let claims = spec
         .claims
