@@ -163,7 +163,7 @@ pub struct TopologySummary {
     pub unknown_share: f64,
     /// Runs per stop reason.
     pub stop_reasons: BTreeMap<String, u64>,
-    /// Median latency, milliseconds (`None` without runs).
+    /// Median latency, milliseconds (`None` under 2 runs: see [`supported_percentile`]).
     pub latency_p50_ms: Option<f64>,
     /// p95 (`None` under 20 runs: see [`supported_percentile`]).
     pub latency_p95_ms: Option<f64>,

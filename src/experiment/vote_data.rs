@@ -349,18 +349,32 @@ pub fn analyse(matrix: &VoteMatrix, file: &str, seed: u64) -> VoteDataReport {
         attractor_weight: w,
         wrong_answer_agreement: s,
     };
-    let fits = vec![
-        fit("independent", 0.0, w_independent, agreement),
-        fit("common-shock", rho, w_shock, s_shock),
-        fit("beta-binomial", rho, w_independent, agreement),
-        fit("bahadur", rho, w_independent, agreement),
-        fit(
-            "common-shock-per-voter",
-            rho_per_voter,
-            w_per_voter,
-            s_per_voter,
+    // The fits of one accuracy `p` for every voter, each with the model that predicts for it;
+    // the per-voter fit comes last (its prediction averages over the subsets).
+    let homogeneous_fits = [
+        (
+            fit("independent", 0.0, w_independent, agreement),
+            Model::CommonShock,
+        ),
+        (
+            fit("common-shock", rho, w_shock, s_shock),
+            Model::CommonShock,
+        ),
+        (
+            fit("beta-binomial", rho, w_independent, agreement),
+            Model::BetaBinomial,
+        ),
+        (
+            fit("bahadur", rho, w_independent, agreement),
+            Model::Bahadur,
         ),
     ];
+    let per_voter_fit = fit(
+        "common-shock-per-voter",
+        rho_per_voter,
+        w_per_voter,
+        s_per_voter,
+    );
     let sizes = (1..=v)
         .map(|n| {
             let (subs, every) = subsets(v, n, &mut rng);
@@ -377,9 +391,16 @@ pub fn analyse(matrix: &VoteMatrix, file: &str, seed: u64) -> VoteDataReport {
             let empirical =
                 percentile_interval(resamples.iter().map(|qs| mean(qs)).collect(), mean(&all));
             let blocs = vec![1; n];
-            let homogeneous = |model: Model, r: f64, w: f64| {
-                model.validate(&blocs, p, r).ok()?;
-                plurality_closed_form(&model, &blocs, None, p, r, &weights(w))
+            let homogeneous = |(fit, model): &(Fit, Model)| {
+                model.validate(&blocs, p, fit.rho).ok()?;
+                plurality_closed_form(
+                    model,
+                    &blocs,
+                    None,
+                    p,
+                    fit.rho,
+                    &weights(fit.attractor_weight),
+                )
             };
             let per_voter = subs
                 .iter()
@@ -390,8 +411,8 @@ pub fn analyse(matrix: &VoteMatrix, file: &str, seed: u64) -> VoteDataReport {
                         &blocs,
                         Some(&sub),
                         p,
-                        rho_per_voter,
-                        &weights(w_per_voter),
+                        per_voter_fit.rho,
+                        &weights(per_voter_fit.attractor_weight),
                     )
                 })
                 .sum::<Option<f64>>()
@@ -401,13 +422,11 @@ pub fn analyse(matrix: &VoteMatrix, file: &str, seed: u64) -> VoteDataReport {
                 subsets: subs.len(),
                 all_subsets: every,
                 empirical,
-                predicted: vec![
-                    homogeneous(Model::CommonShock, 0.0, w_independent),
-                    homogeneous(Model::CommonShock, rho, w_shock),
-                    homogeneous(Model::BetaBinomial, rho, w_independent),
-                    homogeneous(Model::Bahadur, rho, w_independent),
-                    per_voter,
-                ],
+                predicted: homogeneous_fits
+                    .iter()
+                    .map(homogeneous)
+                    .chain(std::iter::once(per_voter))
+                    .collect(),
             }
         })
         .collect();
@@ -421,7 +440,11 @@ pub fn analyse(matrix: &VoteMatrix, file: &str, seed: u64) -> VoteDataReport {
         error_agreement: interval(&|s| Some(s.agreement)),
         error_agreement_given_both_wrong: interval(&|s| Some(s.agreement_given_wrong)),
         answers: k,
-        fits,
+        fits: homogeneous_fits
+            .into_iter()
+            .map(|(fit, _)| fit)
+            .chain(std::iter::once(per_voter_fit))
+            .collect(),
         sizes,
         seed,
     }
