@@ -162,8 +162,9 @@ fn tick(x: f64) -> String {
     }
 }
 
-/// Draws `series` into an SVG of 1000 x 460 pixels at `path` (`-`: stdout): the chart on the
-/// left 700 pixels, the legend in the 300 beside it.
+/// Draws `series` into an SVG 1000 pixels wide at `path` (`-`: stdout): the chart on the
+/// left 700 pixels, the legend in the 300 beside it. The SVG is 460 pixels high, or as high
+/// as the legend needs ([`svg_height`]): every labelled series gets its row.
 pub fn plot_lines(path: &Path, axes: &Axes<'_>, series: &[Series]) -> Result<(), OutputError> {
     let mut svg = String::new();
     draw(&mut svg, axes, series).map_err(|message| OutputError::Plot {
@@ -171,6 +172,18 @@ pub fn plot_lines(path: &Path, axes: &Axes<'_>, series: &[Series]) -> Result<(),
         message,
     })?;
     write_text(path, &(svg + "\n"))
+}
+
+/// Title band above the chart and the legend, in pixels.
+const TITLE_HEIGHT: u32 = 34;
+/// Height of one legend row, in pixels (the first row's line sits one row down).
+const LEGEND_ROW: u32 = 20;
+
+/// The SVG's height for a legend of `labelled` rows: 460 pixels, or more when the rows (below
+/// the title, with a row's margin top and bottom) do not fit.
+fn svg_height(labelled: usize) -> u32 {
+    let rows = u32::try_from(labelled).unwrap_or(u32::MAX / LEGEND_ROW);
+    460.max(TITLE_HEIGHT + LEGEND_ROW * (rows + 1))
 }
 
 fn draw(svg: &mut String, axes: &Axes<'_>, series: &[Series]) -> Result<(), String> {
@@ -193,9 +206,10 @@ fn draw(svg: &mut String, axes: &Axes<'_>, series: &[Series]) -> Result<(), Stri
     }
     let pad = ((y1 - y0) * 0.05).max(1e-3);
     let xpad = ((x1 - x0) * 0.03).max(0.3);
-    let root = SVGBackend::with_string(svg, (1000, 460)).into_drawing_area();
+    let labelled = series.iter().filter(|s| !s.label.is_empty()).count();
+    let root = SVGBackend::with_string(svg, (1000, svg_height(labelled))).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
-    let (title, body) = root.split_vertically(34);
+    let (title, body) = root.split_vertically(TITLE_HEIGHT);
     title
         .draw(&Text::new(
             axes.title.to_owned(),
@@ -294,7 +308,7 @@ fn draw(svg: &mut String, axes: &Axes<'_>, series: &[Series]) -> Result<(), Stri
         }
     }
     // The legend panel: one row per labelled series, beside the chart.
-    let mut y = 20;
+    let mut y = LEGEND_ROW as i32;
     for s in series.iter().filter(|s| !s.label.is_empty()) {
         let color = PALETTE[s.color % PALETTE.len()];
         let width = if s.markers { 2 } else { 1 };
@@ -316,7 +330,50 @@ fn draw(svg: &mut String, axes: &Axes<'_>, series: &[Series]) -> Result<(), Stri
                 ("sans-serif", 13).into_font(),
             ))
             .map_err(|e| fail(&e))?;
-        y += 20;
+        y += LEGEND_ROW as i32;
     }
     root.present().map_err(|e| fail(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{draw, Axes, Series};
+
+    /// The `height` attribute of the SVG's root element.
+    fn height(svg: &str) -> u32 {
+        let at = svg.find("height=\"").expect("a height") + "height=\"".len();
+        let len = svg[at..].find('"').expect("the height ends");
+        svg[at..at + len].parse().expect("a number")
+    }
+
+    #[test]
+    fn a_long_legend_makes_the_svg_taller_so_no_row_falls_off() {
+        let axes = Axes {
+            title: "t",
+            x: "x",
+            y: "y",
+            log_y: false,
+            x_labels: Vec::new(),
+        };
+        let series: Vec<Series> = (0..30)
+            .map(|i| Series {
+                label: format!("rho = {i}"),
+                points: vec![(1.0, f64::from(i)), (2.0, f64::from(i) + 1.0)],
+                color: i as usize,
+                markers: true,
+                interval: Vec::new(),
+                interval_style: Default::default(),
+            })
+            .collect();
+        let mut few = String::new();
+        draw(&mut few, &axes, &series[..3]).expect("drawn");
+        assert_eq!(height(&few), 460, "a short legend keeps the usual size");
+        let mut many = String::new();
+        draw(&mut many, &axes, &series).expect("drawn");
+        // The last row's text sits at 34 + 30 * 20 - 7 (title band, row offset, baseline).
+        assert!(height(&many) >= 34 + 30 * 20, "height {}", height(&many));
+        for i in 0..30 {
+            assert!(many.contains(&format!("\nrho = {i}\n")), "row {i} drawn");
+        }
+    }
 }
