@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use crate::agent::AgentRegistry;
 use crate::core::{Effect, InputError, WorkerConfig, WorkerCore};
-use crate::messages::{Assignment, Control, Outcome, Report};
+use crate::messages::{Assignment, Control, Report};
 use crate::telemetry::{ATTEMPT_SPAN, CALL_DURATION_SECONDS, TOOL_CALL_SPAN, TOOL_QUERY_SPAN};
 use crate::tool::{ToolAnswer, ToolRegistry};
 
@@ -311,13 +311,8 @@ impl WorkerActor {
         if self.attempts.is_empty() {
             return;
         }
-        let outcome = match &reply.payload.outcome {
-            Outcome::ApprovalRequested { .. } | Outcome::Quiet { .. } => return,
-            Outcome::Answer { .. } => "answer",
-            Outcome::Failed { .. } => "failed",
-            Outcome::NoProgress { .. } => "no-progress",
-            Outcome::LimitReached { .. } => "limit-reached",
-            Outcome::Cancelled => "cancelled",
+        let Some(outcome) = reply.payload.outcome.attempt_end() else {
+            return;
         };
         if self.attempts.get(&reply.task).map(|a| a.attempt) == Some(reply.attempt) {
             if let Some(a) = self.attempts.remove(&reply.task) {
