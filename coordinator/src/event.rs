@@ -1,6 +1,6 @@
 //! Trace events: every decision the supervisor makes, in order.
 
-use quorate_protocols::{ActionId, Budget, RunId, TaskState};
+use quorate_protocols::{RunId, TaskState};
 use quorate_workers::CallEvent;
 use serde::{Deserialize, Serialize};
 
@@ -27,32 +27,6 @@ pub enum StopControl {
     Cancel,
     /// The call parked for approval was rejected; the task is cancelled.
     Reject,
-}
-
-/// The fields of a `call-started` event (boxed in [`EventKind::CallStarted`]: every event is as
-/// large as the largest kind, and this one is rare).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CallStart {
-    /// The action.
-    pub action: ActionId,
-    /// The tool.
-    pub tool: String,
-    /// The reservation made before the call.
-    pub reserved: Budget,
-}
-
-/// The fields of a `call-answered` event (boxed in [`EventKind::CallAnswered`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CallAnswer {
-    /// The action.
-    pub action: ActionId,
-    /// Whether the tool reported a change.
-    pub changed: bool,
-    /// What the call was charged (the tool's cost plus the call itself).
-    pub cost: Budget,
-    /// The tool's error class, if it answered with an error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
 }
 
 /// A plan node as `run-started` and `replanned` describe it.
@@ -82,8 +56,11 @@ impl PlanNode {
 }
 
 /// What happened. Serialized as the `kind` field of a trace line.
+///
+/// Serde's derive writes and reads every kind but [`EventKind::Call`], whose line is its
+/// [`CallEvent`]'s own (see the `Serialize` and `Deserialize` impls below).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[serde(tag = "kind", rename_all = "kebab-case", remote = "Self")]
 pub enum EventKind {
     /// The run started with this plan version.
     RunStarted {
@@ -152,47 +129,6 @@ pub enum EventKind {
     },
     /// A reply was accepted.
     ReplyAccepted,
-    /// The worker's execution gate refused a proposed call (nothing ran).
-    CallRejected {
-        /// The tool the agent asked for.
-        tool: String,
-        /// Why.
-        reason: String,
-        /// The refusal's stable class (`rejected:unknown-tool`, ...; see
-        /// `quorate_workers::GateRejection::class`), what metrics count refusals by.
-        #[serde(default)]
-        class: String,
-    },
-    /// A call went to its tool (the worker's gate let it through and reserved `reserved`).
-    /// This and the call kinds below come from the worker core, with the reply that followed
-    /// them (see [`quorate_workers::CallEvent`]), and are logged in the order it took them,
-    /// before that reply's own events. `action` names the task that made the call (a delegated
-    /// sub-task's id for a sub-task's call).
-    CallStarted(Box<CallStart>),
-    /// The tool answered a call.
-    CallAnswered(Box<CallAnswer>),
-    /// A call did not answer by its deadline: its outcome is unknown (not failed).
-    OutcomeUnknown {
-        /// The action.
-        action: ActionId,
-    },
-    /// The tool was asked what became of an action: `found` committed, or absent.
-    Queried {
-        /// The action.
-        action: ActionId,
-        /// Whether the effect was found.
-        found: bool,
-    },
-    /// A query found the effect committed: its receipt was recovered, and nothing ran again.
-    Recovered {
-        /// The action.
-        action: ActionId,
-    },
-    /// A query found nothing: the call runs again with the same id and parameters.
-    Retried {
-        /// The action.
-        action: ActionId,
-    },
     /// A reply was rejected: its dedupe key was seen before. (The four rejections are kinds
     /// of their own, named for the reason, like the report's `rejected_*` counters; see
     /// [`EventKind::rejected`].)
@@ -268,6 +204,53 @@ pub enum EventKind {
         /// Why.
         stop_reason: String,
     },
+    /// A step of a tool call's life, as the worker core decided it (the gate refused a call,
+    /// the call went to its tool, the tool answered, ...): the trace line is the
+    /// [`CallEvent`]'s own (`call-started`, `call-answered`, `outcome-unknown`, `queried`,
+    /// `recovered`, `retried`, `call-rejected`). These come with the reply that followed them
+    /// (see [`quorate_workers::messages::Report::calls`]) and are logged in the order the
+    /// worker took them, before that reply's own events. A call's `action` names the task that
+    /// made it (a delegated sub-task's id for a sub-task's call). Boxed: every event is as
+    /// large as its largest kind, and these are rare.
+    #[serde(skip)]
+    Call(Box<CallEvent>),
+}
+
+impl Serialize for EventKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EventKind::Call(call) => call.serialize(serializer),
+            other => EventKind::serialize(other, serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EventKind {
+    /// A call event, or any other kind by the derive. The line is buffered by serde (the
+    /// durable store's CBOR holds ids as bytes, which a JSON value cannot), so a line that is
+    /// neither is named by its kind: an unknown kind, or a known one with a bad field.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        /// The readings tried in turn.
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Line {
+            Call(Box<CallEvent>),
+            Other(#[serde(deserialize_with = "EventKind::deserialize")] EventKind),
+            Bad { kind: Option<String> },
+        }
+        match Line::deserialize(deserializer)? {
+            Line::Call(call) => Ok(EventKind::Call(call)),
+            Line::Other(kind) => Ok(kind),
+            Line::Bad { kind: None } => Err(D::Error::missing_field("kind")),
+            Line::Bad { kind: Some(kind) } if KIND_NAMES.contains(&kind.as_str()) => {
+                Err(D::Error::custom(format_args!(
+                    "a `{kind}` event with a field missing or of the wrong type"
+                )))
+            }
+            Line::Bad { kind: Some(kind) } => Err(D::Error::unknown_variant(&kind, &KIND_NAMES)),
+        }
+    }
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
@@ -314,46 +297,13 @@ impl EventKind {
     /// use quorate_workers::CallEvent;
     /// let action = ActionId::new(TaskId::from_u128(7), 0, 0);
     /// let kind = EventKind::of_call(CallEvent::OutcomeUnknown { action });
-    /// assert_eq!(kind, EventKind::OutcomeUnknown { action });
     /// assert_eq!(kind.name(), "outcome-unknown");
+    /// let line = serde_json::to_string(&kind).unwrap();
+    /// assert_eq!(serde_json::from_str::<EventKind>(&line).unwrap(), kind);
     /// ```
     #[must_use]
     pub fn of_call(call: CallEvent) -> Self {
-        match call {
-            CallEvent::CallStarted {
-                action,
-                tool,
-                reserved,
-            } => EventKind::CallStarted(Box::new(CallStart {
-                action,
-                tool,
-                reserved,
-            })),
-            CallEvent::CallAnswered {
-                action,
-                changed,
-                cost,
-                error,
-            } => EventKind::CallAnswered(Box::new(CallAnswer {
-                action,
-                changed,
-                cost,
-                error,
-            })),
-            CallEvent::OutcomeUnknown { action } => EventKind::OutcomeUnknown { action },
-            CallEvent::Queried { action, found } => EventKind::Queried { action, found },
-            CallEvent::Recovered { action } => EventKind::Recovered { action },
-            CallEvent::Retried { action } => EventKind::Retried { action },
-            CallEvent::CallRejected {
-                tool,
-                reason,
-                class,
-            } => EventKind::CallRejected {
-                tool,
-                reason,
-                class,
-            },
-        }
+        EventKind::Call(Box::new(call))
     }
 
     /// The event of a reply rejected for `reason`.
@@ -403,7 +353,6 @@ impl EventKind {
             EventKind::TaskClosed { .. } => 3,
             EventKind::RunResumed { .. } => 4,
             EventKind::ReplyAccepted => 5,
-            EventKind::CallRejected { .. } => 6,
             EventKind::RejectedDuplicate => 7,
             EventKind::RejectedLate => 22,
             EventKind::RejectedStale => 23,
@@ -422,12 +371,15 @@ impl EventKind {
             EventKind::ControlSent { .. } => 19,
             EventKind::ControlAcknowledged { .. } => 20,
             EventKind::ResultKept { .. } => 21,
-            EventKind::CallStarted(_) => 25,
-            EventKind::CallAnswered(_) => 26,
-            EventKind::OutcomeUnknown { .. } => 27,
-            EventKind::Queried { .. } => 28,
-            EventKind::Recovered { .. } => 29,
-            EventKind::Retried { .. } => 30,
+            EventKind::Call(call) => match **call {
+                CallEvent::CallRejected { .. } => 6,
+                CallEvent::CallStarted { .. } => 25,
+                CallEvent::CallAnswered { .. } => 26,
+                CallEvent::OutcomeUnknown { .. } => 27,
+                CallEvent::Queried { .. } => 28,
+                CallEvent::Recovered { .. } => 29,
+                CallEvent::Retried { .. } => 30,
+            },
         }
     }
 }
@@ -516,4 +468,54 @@ pub enum RecordTask {
     Node(u32),
     /// A node named outright (its record was emitted before a replan renumbered the nodes).
     Named(std::sync::Arc<str>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call's trace line is its call event's, after the event's own fields, as before the
+    /// call kinds were one variant; and a bad line names what is wrong with it.
+    #[test]
+    fn a_call_event_keeps_its_trace_line_and_bad_lines_say_why() {
+        let action =
+            quorate_protocols::ActionId::new(quorate_protocols::TaskId::from_u128(7), 1, 0);
+        let event = Event {
+            seq: 3,
+            run_id: RunId::from_u128(1),
+            task: Some("fetch".into()),
+            at_ms: 5,
+            kind: EventKind::of_call(CallEvent::Queried {
+                action,
+                found: true,
+            }),
+        };
+        let line = serde_json::to_string(&event).unwrap();
+        let action_json = serde_json::to_string(&action).unwrap();
+        assert_eq!(
+            line,
+            format!(
+                r#"{{"seq":3,"run_id":"{}","task":"fetch","at_ms":5,"kind":"queried","action":{action_json},"found":true}}"#,
+                RunId::from_u128(1)
+            )
+        );
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), event);
+
+        let head = r#"{"seq":1,"run_id":"00000000-0000-0000-0000-000000000001","at_ms":0,"#;
+        let error = |rest: &str| {
+            serde_json::from_str::<Event>(&format!("{head}{rest}"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(error(r#""kind":"bogus"}"#).contains("unknown variant `bogus`"));
+        assert!(error(r#""no-kind":1}"#).contains("missing field `kind`"));
+        let bad = "event with a field missing or of the wrong type";
+        let transition = error(r#""kind":"transition","from":"pending"}"#);
+        assert!(
+            transition.contains(&format!("a `transition` {bad}")),
+            "{transition}"
+        );
+        let queried = error(&format!(r#""kind":"queried","action":{action_json}}}"#));
+        assert!(queried.contains(&format!("a `queried` {bad}")), "{queried}");
+    }
 }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::StopReason;
 use quorate_state::{PackedLog, Seq};
+use quorate_workers::CallEvent;
 
 /// Up to `limit` events of `run` from `from`.
 fn read(log: &PackedLog<Event>, run: RunId, from: Seq, limit: usize) -> Vec<Event> {
@@ -61,35 +62,35 @@ fn every_kind_reads_back_as_written() {
             same: false,
             result: serde_json::json!(7),
         },
-        EventKind::CallRejected {
+        EventKind::of_call(CallEvent::CallRejected {
             tool: "db.delete".into(),
             reason: "not in capabilities".into(),
             class: "rejected:missing-capability".into(),
-        },
-        EventKind::CallStarted(Box::new(crate::CallStart {
+        }),
+        EventKind::of_call(CallEvent::CallStarted {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 1, 0),
             tool: "db.save".into(),
             reserved: Budget::new(0, 1, 200, 10),
-        })),
-        EventKind::CallAnswered(Box::new(crate::CallAnswer {
+        }),
+        EventKind::of_call(CallEvent::CallAnswered {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 1, 0),
             changed: true,
             cost: Budget::new(0, 1, 0, 2),
             error: Some("conflict".into()),
-        })),
-        EventKind::OutcomeUnknown {
+        }),
+        EventKind::of_call(CallEvent::OutcomeUnknown {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 0),
-        },
-        EventKind::Queried {
+        }),
+        EventKind::of_call(CallEvent::Queried {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 0),
             found: false,
-        },
-        EventKind::Retried {
+        }),
+        EventKind::of_call(CallEvent::Retried {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 0),
-        },
-        EventKind::Recovered {
+        }),
+        EventKind::of_call(CallEvent::Recovered {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 1),
-        },
+        }),
         EventKind::StopRequested {
             reason: StopReason::Cancelled,
         },

@@ -36,9 +36,7 @@ pub use crate::core::{
     SupervisorConfig, SupervisorCore,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
-pub use event::{
-    CallAnswer, CallStart, Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl,
-};
+pub use event::{Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl};
 pub use journal::{ResumeFrom, RunJournal};
 pub use link::ChaosLink;
 pub use peer::{run_peer, PeerCore, PeerEffect, PeerMsg};

@@ -251,7 +251,7 @@ pub fn run_star(
 /// attempt's span; [`end_run_span`] records the stop reason and closes it.
 pub(crate) fn run_span(run: RunId, topology: &'static str, tasks: usize) -> tracing::Span {
     tracing::info_span!(
-        "quorate.run",
+        quorate_workers::telemetry::RUN_SPAN,
         run = %run,
         topology,
         tasks,

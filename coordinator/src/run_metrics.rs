@@ -15,6 +15,7 @@ use quorate_protocols::{Budget, TaskState};
 
 use crate::event::{EventKind, KindCounts};
 use crate::RunReport;
+use quorate_workers::CallEvent;
 
 /// Metric names (Prometheus text format: counters end in `_total`, units are in the name).
 pub mod names {
@@ -138,10 +139,12 @@ impl RunTally {
     pub(crate) fn observe(&mut self, kind: &EventKind) {
         self.kinds.count(kind);
         match kind {
-            EventKind::CallRejected { class, .. } => {
-                match self.refusals.iter_mut().find(|(c, _)| c == class) {
-                    Some((_, n)) => *n += 1,
-                    None => self.refusals.push((class.clone(), 1)),
+            EventKind::Call(call) => {
+                if let CallEvent::CallRejected { class, .. } = &**call {
+                    match self.refusals.iter_mut().find(|(c, _)| c == class) {
+                        Some((_, n)) => *n += 1,
+                        None => self.refusals.push((class.clone(), 1)),
+                    }
                 }
             }
             EventKind::ApprovalRequested { .. } => self.approvals += 1,
@@ -241,10 +244,12 @@ mod tests {
     #[test]
     fn refusals_are_counted_by_class_and_labelled_without_the_prefix() {
         let mut tally = RunTally::default();
-        let rejected = |class: &str| EventKind::CallRejected {
-            tool: "db.delete".into(),
-            reason: "words for people".into(),
-            class: class.into(),
+        let rejected = |class: &str| {
+            EventKind::of_call(CallEvent::CallRejected {
+                tool: "db.delete".into(),
+                reason: "words for people".into(),
+                class: class.into(),
+            })
         };
         tally.observe(&rejected("rejected:missing-capability"));
         tally.observe(&rejected("rejected:missing-capability"));

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use quorate_coordinator::{Event, EventKind, StopReason};
 use quorate_protocols::{Budget, TaskState};
+use quorate_workers::CallEvent;
 use serde_json::Value;
 
 use super::ReportError;
@@ -356,59 +357,66 @@ impl Builder {
                     self.task(t).spent = Some(*spent);
                 }
             }
-            EventKind::CallStarted(call) => {
-                let label = format!("call {} ({})", call.tool, call.action);
-                self.on_task(task, |v| v.calls += 1);
-                self.mark(task, at, MarkKind::Call, label);
-            }
-            EventKind::CallAnswered(answer) => {
-                let label = match &answer.error {
-                    Some(class) => format!("answered with error {class} ({})", answer.action),
-                    None if answer.changed => format!("answered: changed ({})", answer.action),
-                    None => format!("answered: nothing changed ({})", answer.action),
-                };
-                self.mark(task, at, MarkKind::Answer, label);
-            }
-            EventKind::OutcomeUnknown { action } => {
-                self.on_task(task, |v| v.unknown += 1);
-                self.mark(
-                    task,
-                    at,
-                    MarkKind::Unknown,
-                    format!("outcome unknown ({action})"),
-                );
-            }
-            EventKind::Queried { action, found } => {
-                let what = if *found { "found" } else { "absent" };
-                self.mark(
-                    task,
-                    at,
-                    MarkKind::Query,
-                    format!("queried: {what} ({action})"),
-                );
-            }
-            EventKind::Recovered { action } => {
-                self.on_task(task, |v| v.recovered += 1);
-                self.mark(
-                    task,
-                    at,
-                    MarkKind::Recovered,
-                    format!("recovered ({action})"),
-                );
-            }
-            EventKind::Retried { action } => {
-                self.mark(task, at, MarkKind::Retried, format!("retried ({action})"));
-            }
-            EventKind::CallRejected { tool, reason, .. } => {
-                let refused = (tool.clone(), reason.clone());
-                self.on_task(task, |v| v.refused.push(refused));
-                self.mark(
-                    task,
-                    at,
-                    MarkKind::Refused,
-                    format!("{tool} refused: {reason}"),
-                );
-            }
+            EventKind::Call(call) => match &**call {
+                CallEvent::CallStarted { action, tool, .. } => {
+                    let label = format!("call {tool} ({action})");
+                    self.on_task(task, |v| v.calls += 1);
+                    self.mark(task, at, MarkKind::Call, label);
+                }
+                CallEvent::CallAnswered {
+                    action,
+                    changed,
+                    error,
+                    ..
+                } => {
+                    let label = match error {
+                        Some(class) => format!("answered with error {class} ({action})"),
+                        None if *changed => format!("answered: changed ({action})"),
+                        None => format!("answered: nothing changed ({action})"),
+                    };
+                    self.mark(task, at, MarkKind::Answer, label);
+                }
+                CallEvent::OutcomeUnknown { action } => {
+                    self.on_task(task, |v| v.unknown += 1);
+                    self.mark(
+                        task,
+                        at,
+                        MarkKind::Unknown,
+                        format!("outcome unknown ({action})"),
+                    );
+                }
+                CallEvent::Queried { action, found } => {
+                    let what = if *found { "found" } else { "absent" };
+                    self.mark(
+                        task,
+                        at,
+                        MarkKind::Query,
+                        format!("queried: {what} ({action})"),
+                    );
+                }
+                CallEvent::Recovered { action } => {
+                    self.on_task(task, |v| v.recovered += 1);
+                    self.mark(
+                        task,
+                        at,
+                        MarkKind::Recovered,
+                        format!("recovered ({action})"),
+                    );
+                }
+                CallEvent::Retried { action } => {
+                    self.mark(task, at, MarkKind::Retried, format!("retried ({action})"));
+                }
+                CallEvent::CallRejected { tool, reason, .. } => {
+                    let refused = (tool.clone(), reason.clone());
+                    self.on_task(task, |v| v.refused.push(refused));
+                    self.mark(
+                        task,
+                        at,
+                        MarkKind::Refused,
+                        format!("{tool} refused: {reason}"),
+                    );
+                }
+            },
             EventKind::ApprovalRequested { reason } => {
                 let label = format!("approval requested: {reason}");
                 self.mark(task, at, MarkKind::Approval, label);

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use quorate_coordinator::{CallStart, Event, EventKind, PlanNode, StopReason};
+use quorate_coordinator::{Event, EventKind, PlanNode, StopReason};
 use quorate_protocols::{ActionId, Budget, NodeId, RunId, TaskId, TaskState};
+use quorate_workers::CallEvent;
 use serde_json::json;
 
 use super::*;
@@ -60,23 +61,33 @@ fn trace() -> Vec<Event> {
             2,
             Some("fetch"),
             2,
-            EventKind::CallStarted(Box::new(CallStart {
+            EventKind::of_call(CallEvent::CallStarted {
                 action,
                 tool: "db.read".into(),
                 reserved: Budget::new(0, 1, 200, 10),
-            })),
+            }),
         ),
-        ev(3, Some("fetch"), 60, EventKind::OutcomeUnknown { action }),
+        ev(
+            3,
+            Some("fetch"),
+            60,
+            EventKind::of_call(CallEvent::OutcomeUnknown { action }),
+        ),
         ev(
             4,
             Some("fetch"),
             61,
-            EventKind::Queried {
+            EventKind::of_call(CallEvent::Queried {
                 action,
                 found: true,
-            },
+            }),
         ),
-        ev(5, Some("fetch"), 61, EventKind::Recovered { action }),
+        ev(
+            5,
+            Some("fetch"),
+            61,
+            EventKind::of_call(CallEvent::Recovered { action }),
+        ),
         ev(6, Some("fetch"), 62, EventKind::ReplyAccepted),
         ev(
             7,

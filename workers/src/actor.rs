@@ -16,8 +16,8 @@ use tracing::Instrument;
 
 use crate::agent::AgentRegistry;
 use crate::core::{Effect, InputError, WorkerConfig, WorkerCore};
-use crate::messages::{Assignment, Control, Outcome, Report};
-use crate::telemetry::CALL_DURATION_SECONDS;
+use crate::messages::{Assignment, Control, Report};
+use crate::telemetry::{ATTEMPT_SPAN, CALL_DURATION_SECONDS, TOOL_CALL_SPAN, TOOL_QUERY_SPAN};
 use crate::tool::{ToolAnswer, ToolRegistry};
 
 /// Supervisor -> worker: work on a task.
@@ -252,7 +252,7 @@ impl WorkerActor {
             (Ok(()), Some((run, task, attempt, node))) => {
                 let span = tracing::info_span!(
                     parent: &self.run_span,
-                    "quorate.attempt",
+                    ATTEMPT_SPAN,
                     run = %run,
                     task = %task,
                     node = %node,
@@ -284,32 +284,25 @@ impl WorkerActor {
             Some(a) => (&a.span, a.attempt, Some(a.run)),
             None => (&self.run_span, 0, None),
         };
-        let span = match kind {
-            CallKind::Call => tracing::info_span!(
-                parent: parent,
-                "quorate.tool_call",
-                run = tracing::field::Empty,
-                task = %action.task,
-                attempt,
-                tool,
-                action = %action,
-                outcome = tracing::field::Empty,
-            ),
-            CallKind::Query => tracing::info_span!(
-                parent: parent,
-                "quorate.tool_query",
-                run = tracing::field::Empty,
-                task = %action.task,
-                attempt,
-                tool,
-                action = %action,
-                outcome = tracing::field::Empty,
-            ),
-        };
-        if let Some(run) = run {
-            span.record("run", tracing::field::display(run));
+        // A span's name must be a constant: one arm per name, the same fields in both.
+        macro_rules! span {
+            ($name:expr) => {
+                tracing::info_span!(
+                    parent: parent,
+                    $name,
+                    run = run.map(tracing::field::display),
+                    task = %action.task,
+                    attempt,
+                    tool,
+                    action = %action,
+                    outcome = tracing::field::Empty,
+                )
+            };
         }
-        span
+        match kind {
+            CallKind::Call => span!(TOOL_CALL_SPAN),
+            CallKind::Query => span!(TOOL_QUERY_SPAN),
+        }
     }
 
     /// Closes the attempt span of a final reply (not of an approval request or a quiet
@@ -318,13 +311,8 @@ impl WorkerActor {
         if self.attempts.is_empty() {
             return;
         }
-        let outcome = match &reply.payload.outcome {
-            Outcome::ApprovalRequested { .. } | Outcome::Quiet { .. } => return,
-            Outcome::Answer { .. } => "answer",
-            Outcome::Failed { .. } => "failed",
-            Outcome::NoProgress { .. } => "no-progress",
-            Outcome::LimitReached { .. } => "limit-reached",
-            Outcome::Cancelled => "cancelled",
+        let Some(outcome) = reply.payload.outcome.attempt_end() else {
+            return;
         };
         if self.attempts.get(&reply.task).map(|a| a.attempt) == Some(reply.attempt) {
             if let Some(a) = self.attempts.remove(&reply.task) {

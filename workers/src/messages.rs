@@ -166,6 +166,30 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// How the attempt ended, as its span's `outcome` records it (`answer`, `failed`,
+    /// `no-progress`, `limit-reached`, `cancelled`), or `None` for a reply that does not end it
+    /// (an approval request or a quiet notice: the attempt goes on).
+    ///
+    /// ```
+    /// use quorate_workers::Outcome;
+    /// assert_eq!(Outcome::Cancelled.attempt_end(), Some("cancelled"));
+    /// let quiet = Outcome::Quiet { action: quorate_protocols::ActionId::new(quorate_protocols::TaskId::from_u128(1), 0, 0) };
+    /// assert_eq!(quiet.attempt_end(), None);
+    /// ```
+    #[must_use]
+    pub fn attempt_end(&self) -> Option<&'static str> {
+        match self {
+            Outcome::ApprovalRequested { .. } | Outcome::Quiet { .. } => None,
+            Outcome::Answer { .. } => Some("answer"),
+            Outcome::Failed { .. } => Some("failed"),
+            Outcome::NoProgress { .. } => Some("no-progress"),
+            Outcome::LimitReached { .. } => Some("limit-reached"),
+            Outcome::Cancelled => Some("cancelled"),
+        }
+    }
+}
+
 /// How an attempt ended, in words (what a delegating task sees of a sub-task that did not
 /// answer).
 ///

@@ -23,12 +23,11 @@ pub struct CommittedEffect {
     pub output: Value,
 }
 
-#[derive(Clone, Debug)]
+/// What was planned for an action (unplanned: `ok`, `null`, free, at once), and how many
+/// times it was called.
+#[derive(Clone, Debug, Default)]
 struct Planned {
-    outcome: CallOutcome,
-    output: Value,
-    cost: Budget,
-    latency: Duration,
+    call: PlannedCall,
     calls: u32,
 }
 
@@ -88,13 +87,10 @@ impl World {
 
     /// [`plan`](Self::plan), with every part of the answer, its latency included.
     pub fn plan_call(&self, action: ActionId, call: PlannedCall) {
-        self.lock().planned.entry(action).or_insert(Planned {
-            outcome: call.outcome,
-            output: call.output,
-            cost: call.cost,
-            latency: call.latency,
-            calls: 0,
-        });
+        self.lock()
+            .planned
+            .entry(action)
+            .or_insert(Planned { call, calls: 0 });
     }
 
     /// Makes this world durable: every effect committed from now on is written to `journal`
@@ -165,20 +161,14 @@ impl ScriptedTool {
     /// any, with how long to wait before giving it.
     fn answer_now(&self, action: ActionId, params: Value) -> (Option<ToolAnswer>, Duration) {
         let mut state = self.world.lock();
-        let plan = state.planned.entry(action).or_insert(Planned {
-            outcome: CallOutcome::Ok,
-            output: Value::Null,
-            cost: Budget::ZERO,
-            latency: Duration::ZERO,
-            calls: 0,
-        });
+        let plan = state.planned.entry(action).or_default();
         plan.calls += 1;
         let (outcome, latency) = if plan.calls == 1 {
-            (plan.outcome, plan.latency)
+            (plan.call.outcome, plan.call.latency)
         } else {
             (CallOutcome::Ok, Duration::ZERO)
         };
-        let (output, cost) = (plan.output.clone(), plan.cost);
+        let (output, cost) = (plan.call.output.clone(), plan.call.cost);
         let committed_before = state.effects.iter().any(|e| e.action == action);
         let commit = match outcome {
             CallOutcome::Ok | CallOutcome::TimeoutAfterCommit => match self.side_effect {
