@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use quorate::durable::{unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore};
+use quorate::durable::{resume_events, unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore};
 use quorate::plan_file::{PlanFile, Topology};
 use quorate::runner::{run_compiled, Approve, DurableArgs, FileRun, RunArgs, RunFileError};
-use quorate_coordinator::{EventKind, ResumeFrom};
+use quorate_coordinator::ResumeFrom;
 use quorate_protocols::RunId;
 
 use super::{print_run, print_warnings, report_json, run_error_code, EXIT_BAD_INPUT};
@@ -153,19 +153,11 @@ pub(crate) fn resume(
     }
     let run = record.run_id;
     let loaded = (|| {
-        let mut events = kept.events(run)?;
-        // A run that stopped waiting for an approval continues: its stop is taken back.
-        if matches!(
-            events.last().map(|e| &e.kind),
-            Some(EventKind::RunStopped { .. })
-        ) {
-            events.pop();
-        }
         Ok::<_, DurableError>(DurableArgs {
             store: kept.clone(),
             run,
             resume: Some(ResumeFrom {
-                events,
+                events: resume_events(kept.events(run)?),
                 results: kept.results(run)?,
             }),
             intents: kept.intents(run)?,
@@ -191,13 +183,6 @@ pub(crate) fn resume(
         ..RunArgs::default()
     };
     go(&kept, &mut record, &args, json)
-}
-
-fn status(record: &RunRecord) -> String {
-    match record.stop_reason() {
-        Some(reason) => reason.to_string(),
-        None => "interrupted".to_string(),
-    }
 }
 
 fn tasks_by_state(
@@ -230,7 +215,7 @@ pub(crate) fn runs(store: &Path, json: bool) -> ExitCode {
                 serde_json::json!({
                     "run_id": r.run_id,
                     "plan": r.plan_path,
-                    "status": status(r),
+                    "status": r.status(),
                     "started_unix_ms": r.started_unix_ms,
                     "tasks": tasks,
                 })
@@ -251,7 +236,7 @@ pub(crate) fn runs(store: &Path, json: bool) -> ExitCode {
         quorate::outln!(
             "{:<36}  {:<18} {:<15}  {:<40}  {}",
             r.run_id.to_string(),
-            status(r),
+            r.status(),
             r.started_unix_ms,
             r.plan_path,
             tasks.join(", ")
@@ -282,7 +267,7 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
             .report
             .clone()
             .unwrap_or_else(|| serde_json::json!({ "run_id": record.run_id, "stop_reason": null }));
-        value["status"] = serde_json::json!(status(&record));
+        value["status"] = serde_json::json!(record.status());
         value["results"] = serde_json::json!(results);
         quorate::outln!("{value}");
         return ExitCode::SUCCESS;
@@ -291,7 +276,7 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
         "run {}  plan {}  status {}",
         record.run_id,
         record.plan_path,
-        status(&record)
+        record.status()
     );
     for a in &record.approvals {
         quorate::outln!("approve {}  at {} ms", a.approve, a.at_unix_ms);
