@@ -257,7 +257,7 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
         Ok(found) => found,
         Err(e) => return fail(e, EXIT_BAD_INPUT),
     };
-    let prefix = format!("result/{}/", record.run_id);
+    let prefix = quorate_coordinator::result_key(record.run_id, "");
     let results: BTreeMap<String, serde_json::Value> = results
         .into_iter()
         .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_string(), v)))
