@@ -30,8 +30,15 @@ fn approve_text(a: &Approve) -> Option<String> {
     }
 }
 
-/// `quorate run PLAN --store FILE`.
-pub(crate) fn run(plan: &Path, store: &Path, mut args: RunArgs, json: bool) -> ExitCode {
+/// `quorate run PLAN --store FILE`; `after_report` is called once the run's report is on
+/// stdout (`--metrics-hold-ms`).
+pub(crate) fn run(
+    plan: &Path,
+    store: &Path,
+    mut args: RunArgs,
+    json: bool,
+    after_report: &dyn Fn(),
+) -> ExitCode {
     let loaded = std::fs::read_to_string(plan)
         .map_err(|source| quorate::plan_file::PlanFileError::Read {
             path: plan.to_path_buf(),
@@ -78,11 +85,17 @@ pub(crate) fn run(plan: &Path, store: &Path, mut args: RunArgs, json: bool) -> E
         intents: Vec::new(),
         effects: Vec::new(),
     });
-    go(&kept, &mut record, &args, json)
+    go(&kept, &mut record, &args, json, after_report)
 }
 
 /// Runs (or continues) `record`'s run and keeps its report.
-fn go(kept: &RunStore, record: &mut RunRecord, args: &RunArgs, json: bool) -> ExitCode {
+fn go(
+    kept: &RunStore,
+    record: &mut RunRecord,
+    args: &RunArgs,
+    json: bool,
+    after_report: &dyn Fn(),
+) -> ExitCode {
     if let Err(e) = kept.put_run(record) {
         return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME);
     }
@@ -96,19 +109,29 @@ fn go(kept: &RunStore, record: &mut RunRecord, args: &RunArgs, json: bool) -> Ex
             run_compiled(&path, &file, compiled, args)
         });
     match result {
-        Ok(run) => finish(kept, record, &run, json),
+        Ok(run) => {
+            let code = finish(kept, record, &run, json, args.chaos.is_some());
+            after_report();
+            code
+        }
         Err(e) => fail(&e, run_error_code(&e)),
     }
 }
 
-fn finish(kept: &RunStore, record: &mut RunRecord, run: &FileRun, json: bool) -> ExitCode {
+fn finish(
+    kept: &RunStore,
+    record: &mut RunRecord,
+    run: &FileRun,
+    json: bool,
+    chaos: bool,
+) -> ExitCode {
     let code = run.output.report.stop_exit_code();
     record.report = Some(report_json(run));
     record.exit_code = Some(code);
     if let Err(e) = kept.put_run(record) {
         return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME);
     }
-    print_run(run, json, false);
+    print_run(run, json, chaos);
     if record.stop_reason() == Some("waiting-approval") {
         eprintln!(
             "quorate: run {} is kept; continue it with: quorate resume {} --store {} --approve ...",
@@ -182,7 +205,7 @@ pub(crate) fn resume(
         durable: Some(durable),
         ..RunArgs::default()
     };
-    go(&kept, &mut record, &args, json)
+    go(&kept, &mut record, &args, json, &|| {})
 }
 
 fn tasks_by_state(
