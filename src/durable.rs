@@ -58,12 +58,32 @@ impl RunRecord {
         self.report.as_ref()?.get("stop_reason")?.as_str()
     }
 
+    /// Its status as `runs` and `show` print it: its stop reason once it stopped,
+    /// `interrupted` before (its process ended mid-run).
+    #[must_use]
+    pub fn status(&self) -> &str {
+        self.stop_reason().unwrap_or("interrupted")
+    }
+
     /// Whether `resume` may continue it: it never stopped (interrupted), or stopped waiting
     /// for an approval.
     #[must_use]
     pub fn resumable(&self) -> bool {
         matches!(self.stop_reason(), None | Some("waiting-approval"))
     }
+}
+
+/// The log a resumed run continues from: its kept `events`, less a final `run-stopped` (a
+/// run that stopped waiting for an approval continues: its stop is taken back).
+#[must_use]
+pub fn resume_events(mut events: Vec<Event>) -> Vec<Event> {
+    if matches!(
+        events.last().map(|e| &e.kind),
+        Some(EventKind::RunStopped { .. })
+    ) {
+        events.pop();
+    }
+    events
 }
 
 /// The store file could not be used.
@@ -348,4 +368,81 @@ pub fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(report: Option<serde_json::Value>) -> RunRecord {
+        RunRecord {
+            run_id: RunId::new(),
+            plan_path: "plan.toml".into(),
+            plan_text: String::new(),
+            started_unix_ms: 0,
+            approvals: Vec::new(),
+            report,
+            exit_code: None,
+        }
+    }
+
+    #[test]
+    fn an_interrupted_or_approval_waiting_run_resumes_a_stopped_one_does_not() {
+        let interrupted = record(None);
+        assert_eq!(interrupted.status(), "interrupted");
+        assert!(interrupted.resumable());
+
+        let waiting = record(Some(
+            serde_json::json!({ "stop_reason": "waiting-approval" }),
+        ));
+        assert_eq!(waiting.status(), "waiting-approval");
+        assert!(waiting.resumable());
+
+        for reason in [
+            "completed",
+            "failed",
+            "stopped-limit",
+            "deadline",
+            "cancelled",
+        ] {
+            let stopped = record(Some(serde_json::json!({ "stop_reason": reason })));
+            assert_eq!(stopped.status(), reason);
+            assert!(!stopped.resumable(), "{reason}");
+        }
+    }
+
+    fn event(seq: u64, kind: EventKind) -> Event {
+        Event {
+            seq,
+            run_id: RunId::new(),
+            task: None,
+            at_ms: 0,
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_resumed_run_continues_without_its_final_stop() {
+        let started = event(
+            0,
+            EventKind::RunStarted {
+                tasks: 1,
+                plan_version: 1,
+                nodes: Vec::new(),
+            },
+        );
+        let stopped = event(
+            1,
+            EventKind::RunStopped {
+                stop_reason: "waiting-approval".into(),
+            },
+        );
+        assert_eq!(
+            resume_events(vec![started.clone(), stopped]),
+            std::slice::from_ref(&started)
+        );
+        // An interrupted run's log has no stop to take back: nothing is dropped.
+        assert_eq!(resume_events(vec![started.clone()]), [started]);
+        assert!(resume_events(Vec::new()).is_empty());
+    }
 }

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use quorate::durable::{unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore};
+use quorate::durable::{resume_events, unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore};
 use quorate::plan_file::{PlanFile, Topology};
 use quorate::runner::{run_compiled, Approve, DurableArgs, FileRun, RunArgs, RunFileError};
-use quorate_coordinator::{EventKind, ResumeFrom};
+use quorate_coordinator::ResumeFrom;
 use quorate_protocols::RunId;
 
 use super::{print_run, print_warnings, report_json, run_error_code, EXIT_BAD_INPUT};
@@ -30,8 +30,15 @@ fn approve_text(a: &Approve) -> Option<String> {
     }
 }
 
-/// `quorate run PLAN --store FILE`.
-pub(crate) fn run(plan: &Path, store: &Path, mut args: RunArgs, json: bool) -> ExitCode {
+/// `quorate run PLAN --store FILE`; `after_report` is called once the run's report is on
+/// stdout (`--metrics-hold-ms`).
+pub(crate) fn run(
+    plan: &Path,
+    store: &Path,
+    mut args: RunArgs,
+    json: bool,
+    after_report: &dyn Fn(),
+) -> ExitCode {
     let loaded = std::fs::read_to_string(plan)
         .map_err(|source| quorate::plan_file::PlanFileError::Read {
             path: plan.to_path_buf(),
@@ -78,11 +85,17 @@ pub(crate) fn run(plan: &Path, store: &Path, mut args: RunArgs, json: bool) -> E
         intents: Vec::new(),
         effects: Vec::new(),
     });
-    go(&kept, &mut record, &args, json)
+    go(&kept, &mut record, &args, json, after_report)
 }
 
 /// Runs (or continues) `record`'s run and keeps its report.
-fn go(kept: &RunStore, record: &mut RunRecord, args: &RunArgs, json: bool) -> ExitCode {
+fn go(
+    kept: &RunStore,
+    record: &mut RunRecord,
+    args: &RunArgs,
+    json: bool,
+    after_report: &dyn Fn(),
+) -> ExitCode {
     if let Err(e) = kept.put_run(record) {
         return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME);
     }
@@ -96,19 +109,29 @@ fn go(kept: &RunStore, record: &mut RunRecord, args: &RunArgs, json: bool) -> Ex
             run_compiled(&path, &file, compiled, args)
         });
     match result {
-        Ok(run) => finish(kept, record, &run, json),
+        Ok(run) => {
+            let code = finish(kept, record, &run, json, args.chaos.is_some());
+            after_report();
+            code
+        }
         Err(e) => fail(&e, run_error_code(&e)),
     }
 }
 
-fn finish(kept: &RunStore, record: &mut RunRecord, run: &FileRun, json: bool) -> ExitCode {
+fn finish(
+    kept: &RunStore,
+    record: &mut RunRecord,
+    run: &FileRun,
+    json: bool,
+    chaos: bool,
+) -> ExitCode {
     let code = run.output.report.stop_exit_code();
     record.report = Some(report_json(run));
     record.exit_code = Some(code);
     if let Err(e) = kept.put_run(record) {
         return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME);
     }
-    print_run(run, json, false);
+    print_run(run, json, chaos);
     if record.stop_reason() == Some("waiting-approval") {
         eprintln!(
             "quorate: run {} is kept; continue it with: quorate resume {} --store {} --approve ...",
@@ -153,19 +176,11 @@ pub(crate) fn resume(
     }
     let run = record.run_id;
     let loaded = (|| {
-        let mut events = kept.events(run)?;
-        // A run that stopped waiting for an approval continues: its stop is taken back.
-        if matches!(
-            events.last().map(|e| &e.kind),
-            Some(EventKind::RunStopped { .. })
-        ) {
-            events.pop();
-        }
         Ok::<_, DurableError>(DurableArgs {
             store: kept.clone(),
             run,
             resume: Some(ResumeFrom {
-                events,
+                events: resume_events(kept.events(run)?),
                 results: kept.results(run)?,
             }),
             intents: kept.intents(run)?,
@@ -190,14 +205,7 @@ pub(crate) fn resume(
         durable: Some(durable),
         ..RunArgs::default()
     };
-    go(&kept, &mut record, &args, json)
-}
-
-fn status(record: &RunRecord) -> String {
-    match record.stop_reason() {
-        Some(reason) => reason.to_string(),
-        None => "interrupted".to_string(),
-    }
+    go(&kept, &mut record, &args, json, &|| {})
 }
 
 fn tasks_by_state(
@@ -230,7 +238,7 @@ pub(crate) fn runs(store: &Path, json: bool) -> ExitCode {
                 serde_json::json!({
                     "run_id": r.run_id,
                     "plan": r.plan_path,
-                    "status": status(r),
+                    "status": r.status(),
                     "started_unix_ms": r.started_unix_ms,
                     "tasks": tasks,
                 })
@@ -251,7 +259,7 @@ pub(crate) fn runs(store: &Path, json: bool) -> ExitCode {
         quorate::outln!(
             "{:<36}  {:<18} {:<15}  {:<40}  {}",
             r.run_id.to_string(),
-            status(r),
+            r.status(),
             r.started_unix_ms,
             r.plan_path,
             tasks.join(", ")
@@ -272,7 +280,7 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
         Ok(found) => found,
         Err(e) => return fail(e, EXIT_BAD_INPUT),
     };
-    let prefix = format!("result/{}/", record.run_id);
+    let prefix = quorate_coordinator::result_key(record.run_id, "");
     let results: BTreeMap<String, serde_json::Value> = results
         .into_iter()
         .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_string(), v)))
@@ -282,7 +290,7 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
             .report
             .clone()
             .unwrap_or_else(|| serde_json::json!({ "run_id": record.run_id, "stop_reason": null }));
-        value["status"] = serde_json::json!(status(&record));
+        value["status"] = serde_json::json!(record.status());
         value["results"] = serde_json::json!(results);
         quorate::outln!("{value}");
         return ExitCode::SUCCESS;
@@ -291,7 +299,7 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
         "run {}  plan {}  status {}",
         record.run_id,
         record.plan_path,
-        status(&record)
+        record.status()
     );
     for a in &record.approvals {
         quorate::outln!("approve {}  at {} ms", a.approve, a.at_unix_ms);

@@ -309,20 +309,22 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 worker_threads,
                 durable: None,
             };
+            let hold = || {
+                if let Some(ms) = metrics_hold_ms {
+                    // The run's spans go out now, not after the hold.
+                    tracing.flush();
+                    let _ = std::io::Write::flush(&mut std::io::stdout());
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                }
+            };
             if let Some(store) = store {
-                return kept::run(&plan, &store, args, json);
+                return kept::run(&plan, &store, args, json, &hold);
             }
             match run_plan(&plan, &args) {
                 Ok(run) => {
                     print_run(&run, json, args.chaos.is_some());
-                    let code = run.output.report.stop_exit_code();
-                    if let Some(ms) = metrics_hold_ms {
-                        // The run's spans go out now, not after the hold.
-                        tracing.flush();
-                        let _ = std::io::Write::flush(&mut std::io::stdout());
-                        std::thread::sleep(std::time::Duration::from_millis(ms));
-                    }
-                    ExitCode::from(code)
+                    hold();
+                    ExitCode::from(run.output.report.stop_exit_code())
                 }
                 Err(e) => {
                     eprintln!("quorate: {e}");

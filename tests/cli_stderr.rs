@@ -3,17 +3,7 @@
 
 mod support;
 
-use std::process::{Command, Output};
-
-use support::{plan, temp_path};
-
-fn quorate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quorate"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the binary runs")
-}
+use support::{plan, quorate, quorate_command, temp_path};
 
 /// A plan whose task `quiet` has no step, and whose task `audit` calls a tool it lacks and,
 /// with a budget of 0 tool calls, one it holds.
@@ -100,7 +90,7 @@ fn run_prints_the_same_warnings_before_running() {
 
 #[test]
 fn log_lines_have_no_colour_codes_when_stderr_is_not_a_terminal() {
-    let out = Command::new(env!("CARGO_BIN_EXE_quorate"))
+    let out = quorate_command()
         .args(["run", plan("all_inputs.toml").to_str().unwrap()])
         .env("RUST_LOG", "debug")
         .env_remove("NO_COLOR")

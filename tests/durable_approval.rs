@@ -4,62 +4,37 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-use support::{plan, temp_path};
-
-fn quorate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quorate"))
-        .args(args)
-        .env_remove(quorate::durable::CRASH_AFTER_WRITES)
-        .output()
-        .expect("the binary runs")
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON ({e}): {} / {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
+use support::{arg, plan, quorate, stdout_json, temp_path};
 
 #[test]
 fn an_approval_stop_is_kept_and_resumed_once() {
     let store = temp_path("approval.redb");
     let plan = plan("approval_required.toml");
 
-    let out = quorate(&["run", s(&plan), "--store", s(&store), "--json"]);
+    let out = quorate(&["run", arg(&plan), "--store", arg(&store), "--json"]);
     assert_eq!(out.status.code(), Some(7));
-    let stopped = json(&out);
+    let stopped = stdout_json(&out);
     assert_eq!(stopped["stop_reason"], "waiting-approval");
     assert_eq!(stopped["effects"], 0);
     let id = stopped["run_id"].as_str().expect("a run id").to_string();
 
-    let listed = json(&quorate(&["runs", "--store", s(&store), "--json"]));
+    let listed = stdout_json(&quorate(&["runs", "--store", arg(&store), "--json"]));
     assert_eq!(listed[0]["run_id"], id.as_str());
     assert_eq!(listed[0]["status"], "waiting-approval");
     assert_eq!(listed[0]["tasks"]["waiting-approval"], 1);
 
     // A task the plan does not have: bad input, and the run is left as it was.
-    let out = quorate(&["resume", &id, "--store", s(&store), "--approve", "refnud"]);
+    let out = quorate(&["resume", &id, "--store", arg(&store), "--approve", "refnud"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("refnud"));
-    let listed = json(&quorate(&["runs", "--store", s(&store), "--json"]));
+    let listed = stdout_json(&quorate(&["runs", "--store", arg(&store), "--json"]));
     assert_eq!(listed[0]["status"], "waiting-approval");
 
     let out = quorate(&[
         "resume",
         &id,
         "--store",
-        s(&store),
+        arg(&store),
         "--approve",
         "refund",
         "--json",
@@ -70,7 +45,7 @@ fn an_approval_stop_is_kept_and_resumed_once() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let done = json(&out);
+    let done = stdout_json(&out);
     assert_eq!(done["stop_reason"], "completed");
     assert_eq!(done["run_id"], id.as_str());
     assert_eq!(done["effects"], 1, "exactly one payment");
@@ -105,23 +80,23 @@ fn an_approval_stop_is_kept_and_resumed_once() {
     assert_eq!(run.approvals[0].approve, "refund");
     drop(kept);
 
-    let shown = json(&quorate(&["show", &id, "--store", s(&store), "--json"]));
+    let shown = stdout_json(&quorate(&["show", &id, "--store", arg(&store), "--json"]));
     assert_eq!(shown["stop_reason"], "completed");
     assert_eq!(shown["results"]["refund"], "refunded");
     assert_eq!(shown["tasks"], done["tasks"]);
 
     // A second resume of the finished run says so, exits with the run's own code and changes
     // nothing.
-    let out = quorate(&["resume", &id, "--store", s(&store), "--approve", "refund"]);
+    let out = quorate(&["resume", &id, "--store", arg(&store), "--approve", "refund"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("already stopped (completed)"));
     assert!(out.stdout.is_empty());
-    let again = json(&quorate(&["show", &id, "--store", s(&store), "--json"]));
+    let again = stdout_json(&quorate(&["show", &id, "--store", arg(&store), "--json"]));
     assert_eq!(again, shown);
 
     // Its page, from the kept log: both tasks, the plan's edge, the approval and the result.
     let page = store.with_file_name("approval.html");
-    let out = quorate(&["show", &id, "--store", s(&store), "--html", s(&page)]);
+    let out = quorate(&["show", &id, "--store", arg(&store), "--html", arg(&page)]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -147,7 +122,7 @@ fn a_peer_plan_is_refused_with_a_store() {
     let peer = temp_path("peer.toml");
     std::fs::write(&peer, text).expect("written");
     let store = temp_path("peer.redb");
-    let out = quorate(&["run", s(&peer), "--store", s(&store)]);
+    let out = quorate(&["run", arg(&peer), "--store", arg(&store)]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("star-only"));
     assert!(!store.exists(), "nothing is created for a refused run");
@@ -162,7 +137,7 @@ fn an_unknown_run_is_bad_input() {
             cmd,
             "01a233b3-3512-76df-9428-9cb2478a4c1f",
             "--store",
-            s(&store),
+            arg(&store),
         ]);
         assert_eq!(out.status.code(), Some(2), "{cmd}");
         assert!(

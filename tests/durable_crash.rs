@@ -8,10 +8,10 @@ mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use quorate::durable::{RunStore, CRASH_AFTER_WRITES};
-use support::temp_path;
+use support::{arg, temp_path};
 
 /// Writes, a timeout after commit and an approval, on two workers, with short timeouts.
 const PLAN: &str = r#"
@@ -61,8 +61,8 @@ script = [
 "#;
 
 fn quorate(args: &[&str], crash_after: Option<u64>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quorate"));
-    cmd.args(args).env_remove(CRASH_AFTER_WRITES);
+    let mut cmd = support::quorate_command();
+    cmd.args(args);
     if let Some(n) = crash_after {
         cmd.env(CRASH_AFTER_WRITES, n.to_string());
     }
@@ -76,10 +76,6 @@ fn clean(paths: &[&Path]) {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 /// What a finished run left in its store.
@@ -161,9 +157,9 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
     let out = quorate(
         &[
             "run",
-            s(&plan),
+            arg(&plan),
             "--store",
-            s(&store),
+            arg(&store),
             "--approve",
             "refund",
             "--json",
@@ -201,11 +197,11 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
         let out = quorate(
             &[
                 "run",
-                s(&plan),
+                arg(&plan),
                 "--store",
-                s(&store),
+                arg(&store),
                 "--trace",
-                s(&trace),
+                arg(&trace),
                 "--approve",
                 "refund",
             ],
@@ -241,7 +237,7 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
                     "resume",
                     &run.to_string(),
                     "--store",
-                    s(&store),
+                    arg(&store),
                     "--approve",
                     "refund",
                 ],
@@ -269,9 +265,9 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
                 "resume",
                 &run.to_string(),
                 "--store",
-                s(&store),
+                arg(&store),
                 "--trace",
-                s(&trace2),
+                arg(&trace2),
                 "--approve",
                 "refund",
                 "--json",

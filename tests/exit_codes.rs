@@ -6,16 +6,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-use support::{plan, temp_path};
-
-fn quorate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quorate"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
+use support::{plan, quorate, temp_path};
 
 /// Runs `plan` with `flags` and `--json`; the exit code and the report's stop reason.
 fn run(plan: &std::path::Path, flags: &[&str]) -> (i32, String) {

@@ -305,6 +305,45 @@ fn the_served_counters_match_the_json_report() {
     );
 }
 
+/// `--store` keeps the endpoint up for the hold too, after the report, and serves the run.
+#[test]
+fn a_kept_run_holds_its_endpoint_after_the_report() {
+    let plan = temp_path("kept_metrics.toml");
+    std::fs::write(&plan, PLAN).expect("write the plan");
+    let port = free_port();
+    let mut child = support::quorate_command()
+        .args(["run", "--json", "--metrics-hold-ms", "30000"])
+        .arg("--store")
+        .arg(temp_path("kept_metrics.redb"))
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg(&plan)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start quorate");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("read the report");
+    std::thread::sleep(Duration::from_millis(300));
+    let running = child.try_wait().expect("the child's status").is_none();
+    let served = if running { scrape(port) } else { String::new() };
+    child.kill().expect("end the hold");
+    let _ = child.wait();
+    assert!(running, "the process exited before its hold ran out");
+    let report: serde_json::Value = serde_json::from_str(&line).expect("the report is JSON");
+    assert_eq!(report["stop_reason"], "failed");
+    assert_eq!(
+        value(
+            &parse(&served),
+            "quorate_runs_total",
+            &[("stop_reason", "failed")]
+        ),
+        Some(1)
+    );
+}
+
 #[test]
 fn a_taken_address_and_a_hold_without_an_address_are_bad_input() {
     let taken = TcpListener::bind("127.0.0.1:0").expect("bind");

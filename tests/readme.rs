@@ -5,9 +5,7 @@
 
 mod support;
 
-use std::process::{Command, Output};
-
-use support::temp_path;
+use support::{quorate, stdout_json, temp_path};
 
 /// The first ```toml block of the README.
 fn readme_plan() -> String {
@@ -18,22 +16,6 @@ fn readme_plan() -> String {
         + "```toml\n".len();
     let len = readme[start..].find("```").expect("the toml block ends");
     readme[start..start + len].to_string()
-}
-
-fn quorate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quorate"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn report(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON report ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
 }
 
 #[test]
@@ -51,13 +33,13 @@ fn the_readme_plan_checks_waits_for_approval_and_completes_once_approved() {
 
     let waiting = quorate(&["run", path, "--json"]);
     assert_eq!(waiting.status.code(), Some(7));
-    assert_eq!(report(&waiting)["stop_reason"], "waiting-approval");
+    assert_eq!(stdout_json(&waiting)["stop_reason"], "waiting-approval");
 
     let trace = temp_path("readme_plan.jsonl");
     let trace = trace.to_str().expect("utf-8 path");
     let approved = quorate(&["run", path, "--json", "--approve", "save", "--trace", trace]);
     assert_eq!(approved.status.code(), Some(0));
-    let report = report(&approved);
+    let report = stdout_json(&approved);
     assert_eq!(report["stop_reason"], "completed");
     assert_eq!(report["actions"]["unknown"], 1, "the lost answer: {report}");
     assert_eq!(

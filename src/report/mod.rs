@@ -15,7 +15,6 @@ mod svg;
 use std::path::{Path, PathBuf};
 
 use quorate_coordinator::Event;
-use quorate_protocols::TaskState;
 
 pub use parse::{parse_trace, RunView, TaskView};
 
@@ -118,20 +117,6 @@ pub fn esc(s: &str) -> String {
         }
     }
     out
-}
-
-/// The CSS class of a state (its name: `completed`, `waiting-approval`...).
-fn state_class(state: TaskState) -> &'static str {
-    match state {
-        TaskState::Pending => "pending",
-        TaskState::Ready => "ready",
-        TaskState::Running => "running",
-        TaskState::WaitingApproval => "waiting-approval",
-        TaskState::Completed => "completed",
-        TaskState::Failed => "failed",
-        TaskState::StoppedLimit => "stopped-limit",
-        TaskState::Cancelled => "cancelled",
-    }
 }
 
 /// A task's result in at most `max` characters of compact JSON (`…` if cut; `-` for none), as

@@ -8,9 +8,9 @@ use quorate_coordinator::Event;
 use quorate_protocols::Budget;
 
 use super::assets::{CSS, JS};
+use super::esc;
 use super::parse::{RunView, TaskView};
 use super::svg::{self, STATES};
-use super::{esc, state_class};
 
 /// Events embedded for the event log at most (a large run's page stays small).
 const MAX_LOGGED: usize = 5000;
@@ -87,11 +87,7 @@ fn header(view: &RunView, out: &mut String) {
     for state in STATES {
         let n = view.tasks.iter().filter(|t| t.state == state).count();
         if n > 0 {
-            let _ = write!(
-                out,
-                "<span class=\"chip {}\">{n} {state}</span>",
-                state_class(state)
-            );
+            let _ = write!(out, "<span class=\"chip {state}\">{n} {state}</span>");
         }
     }
     out.push_str("</div></header>");
@@ -100,11 +96,7 @@ fn header(view: &RunView, out: &mut String) {
 fn state_legend(out: &mut String) {
     out.push_str("<ul class=\"legend states\">");
     for state in STATES {
-        let _ = write!(
-            out,
-            "<li><span class=\"sw {}\"></span>{state}</li>",
-            state_class(state)
-        );
+        let _ = write!(out, "<li><span class=\"sw {state}\"></span>{state}</li>");
     }
     out.push_str(
         "<li>vN: the plan version that brought the task; dashed: dropped by a replan</li></ul>",
@@ -159,7 +151,7 @@ fn task_row(t: &TaskView, out: &mut String) {
          <td class=\"num\">{a}</td><td class=\"num\">{worker}</td>\
          <td class=\"budget\">{granted}</td><td class=\"budget\">{bar}{spent}</td>\
          <td class=\"budget\">{returned}</td><td class=\"num\">{calls}</td><td class=\"result\">",
-        class = state_class(t.state),
+        class = t.state,
         state = t.state,
         v = t.version,
         gone = if t.current { "" } else { " (dropped)" },

@@ -7,9 +7,9 @@ use std::fmt::Write;
 
 use quorate_protocols::TaskState;
 
+use super::esc;
 use super::layout::{self, DagLayout, TimeScale, NODE_H, NODE_W};
 use super::parse::{MarkKind, RunView};
-use super::{esc, state_class};
 
 /// The plan DAG.
 pub(super) fn dag(view: &RunView, out: &mut String) {
@@ -45,7 +45,7 @@ pub(super) fn dag(view: &RunView, out: &mut String) {
         );
     }
     for (t, &(x, y)) in view.tasks.iter().zip(&l.pos) {
-        let class = state_class(t.state);
+        let class = t.state;
         let dropped = if t.current { "" } else { " dropped" };
         let _ = write!(
             out,
@@ -116,7 +116,7 @@ pub(super) fn timeline(view: &RunView, out: &mut String) {
         for span in &lane.spans {
             let x1 = scale.x(span.start_ms);
             let w = (scale.x(span.end_ms) - x1).max(4.0);
-            let class = span.end.map_or("running", state_class);
+            let class = span.end.unwrap_or(TaskState::Running);
             let ended = span
                 .end
                 .map_or("still running".to_string(), |s| s.to_string());

@@ -7,12 +7,16 @@
 //! facade once it stops (`quorate_coordinator::run_metrics`), and the worker shell records
 //! the call latency histogram and opens the spans (`quorate_workers::telemetry`).
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
 
 #[cfg(feature = "otlp")]
 pub mod otlp;
+#[cfg(test)]
+mod tests;
 
 /// Bucket upper bounds, in seconds, of every `*_seconds` histogram (a tool call takes from
 /// microseconds, in memory, to its timeout, 30 s by default).
@@ -83,34 +87,83 @@ pub fn serve_metrics(addr: SocketAddr) -> Result<(), TelemetryError> {
         .name("quorate-metrics".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                handle.run_upkeep();
-                // A scraper that goes away mid-answer changes nothing for the run.
-                let _ = answer_scrape(stream, &handle.render());
+                // A scraper that goes away mid-answer, or is too slow, changes nothing for the
+                // run; the next one is answered.
+                let _ = answer_scrape(stream, SCRAPE_DEADLINE, || {
+                    handle.run_upkeep();
+                    handle.render()
+                });
             }
         })
         .map_err(|source| TelemetryError::MetricsListen { addr, source })?;
     Ok(())
 }
 
-/// Reads one HTTP request's head from `stream` and answers it with `body`, Prometheus text.
-fn answer_scrape(mut stream: std::net::TcpStream, body: &str) -> std::io::Result<()> {
-    use std::io::{BufRead, Write};
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-    let mut reader = std::io::BufReader::new(stream.try_clone()?);
-    let mut line = String::new();
-    // The request line and headers, up to the blank line (a GET has no body).
-    while reader.read_line(&mut line)? > 0 {
-        if line == "\r\n" || line == "\n" {
+/// How long one scrape may take, from its connection to the end of its answer. One thread
+/// answers every scrape in turn: a scraper that sends its request slowly (or never) or does
+/// not read the answer is dropped after this, so it cannot hold up the next one for longer.
+const SCRAPE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The most of a request's head read before it is refused (a scrape's GET is a few hundred
+/// bytes).
+const MAX_REQUEST_HEAD: usize = 16 * 1024;
+
+/// Reads one HTTP request's head from `stream` and answers it with `body()`, Prometheus text,
+/// within `deadline` of the call. One request per connection: the answer says
+/// `connection: close`.
+///
+/// # Errors
+/// The deadline passed (`TimedOut` or `WouldBlock`), the head was longer than
+/// [`MAX_REQUEST_HEAD`] (`InvalidData`), or the connection failed.
+fn answer_scrape(
+    mut stream: TcpStream,
+    deadline: Duration,
+    body: impl FnOnce() -> String,
+) -> std::io::Result<()> {
+    let end = Instant::now() + deadline;
+    // Each read and write may wait only for what is left of the deadline (a timeout per read
+    // alone would let a scraper that trickles a byte at a time hold the thread for ever).
+    let time_left = || {
+        end.checked_duration_since(Instant::now())
+            .filter(|left| !left.is_zero())
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::TimedOut))
+    };
+    // The request line and headers, up to the blank line (a GET has no body); what it says
+    // does not matter: every request gets the metrics.
+    let mut head = Vec::new();
+    let mut chunk = [0_u8; 1024];
+    loop {
+        if head.len() >= MAX_REQUEST_HEAD {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "request head too long",
+            ));
+        }
+        stream.set_read_timeout(Some(time_left()?))?;
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
             break;
         }
-        line.clear();
+        // Only the bytes just read, and the three before them, can complete the blank line.
+        let from = head.len().saturating_sub(3);
+        head.extend_from_slice(&chunk[..n]);
+        if has_blank_line(&head[from..]) {
+            break;
+        }
     }
+    let body = body();
+    stream.set_write_timeout(Some(time_left()?))?;
     write!(
         stream,
         "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )?;
     stream.flush()
+}
+
+/// Whether `bytes` hold the blank line that ends a request head.
+fn has_blank_line(bytes: &[u8]) -> bool {
+    bytes.windows(4).any(|w| w == b"\r\n\r\n") || bytes.windows(2).any(|w| w == b"\n\n")
 }
 
 /// The process's `tracing` set-up: log lines on stderr filtered by `RUST_LOG`, and, with

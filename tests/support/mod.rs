@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use quorate::coordinator::chaos::ChaosConfig;
@@ -89,6 +89,41 @@ pub(crate) fn with_and_without_chaos() -> Vec<RunArgs> {
         ..RunArgs::default()
     }));
     all
+}
+
+/// The `quorate` binary built for these tests, with neither the test-only crash switch
+/// ([`quorate::durable::CRASH_AFTER_WRITES`]) nor a `RUST_LOG` taken from the environment.
+pub(crate) fn quorate_command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quorate"));
+    cmd.env_remove(quorate::durable::CRASH_AFTER_WRITES)
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+/// Runs the `quorate` binary with `args` ([`quorate_command`]).
+pub(crate) fn quorate(args: &[&str]) -> Output {
+    quorate_command()
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// What `out` printed on stdout, as one JSON value; panics with its stdout and stderr if it
+/// is not one.
+#[track_caller]
+pub(crate) fn stdout_json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON on stdout ({e}): {} / stderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// `path` as a command-line argument.
+pub(crate) fn arg(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
 }
 
 /// A fresh path under the temp dir (unique per process and call).
