@@ -86,7 +86,13 @@ pub fn serve_metrics(addr: SocketAddr) -> Result<(), TelemetryError> {
     std::thread::Builder::new()
         .name("quorate-metrics".into())
         .spawn(move || {
-            for stream in listener.incoming().flatten() {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else {
+                    // A failed accept (out of file descriptors, ...) may fail again at once:
+                    // wait a little instead of spinning on it.
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    continue;
+                };
                 // A scraper that goes away mid-answer, or is too slow, changes nothing for the
                 // run; the next one is answered.
                 let _ = answer_scrape(stream, SCRAPE_DEADLINE, || {
