@@ -4,9 +4,11 @@
 mod support;
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::temp_path;
@@ -160,30 +162,33 @@ fn sum(samples: &[Sample], name: &str) -> u64 {
         .sum()
 }
 
+/// Starts `quorate run PLAN --json --metrics-addr 127.0.0.1:PORT --metrics-hold-ms 30000`
+/// with `extra` flags and reads its report line: the report comes first, and the endpoint stays
+/// up for the hold after it. The caller scrapes, then kills the child.
+fn held_run(port: u16, plan: &Path, extra: &[&OsStr]) -> (Child, String) {
+    let mut child = support::quorate_command()
+        .args(["run", "--json", "--metrics-hold-ms", "30000"])
+        .args(extra)
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg(plan)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start quorate");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("read the report");
+    (child, line)
+}
+
 #[test]
 fn the_served_counters_match_the_json_report() {
     let plan = temp_path("metrics.toml");
     std::fs::write(&plan, PLAN).expect("write the plan");
     let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quorate"))
-        .args([
-            "run",
-            "--json",
-            "--metrics-hold-ms",
-            "30000",
-            "--metrics-addr",
-        ])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg(&plan)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start quorate");
-    // The report comes first; the endpoint stays up for the hold after it.
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped"))
-        .read_line(&mut line)
-        .expect("read the report");
+    let (mut child, line) = held_run(port, &plan, &[]);
     let served = scrape(port);
     child.kill().expect("end the hold");
     let _ = child.wait();
@@ -311,21 +316,8 @@ fn a_kept_run_holds_its_endpoint_after_the_report() {
     let plan = temp_path("kept_metrics.toml");
     std::fs::write(&plan, PLAN).expect("write the plan");
     let port = free_port();
-    let mut child = support::quorate_command()
-        .args(["run", "--json", "--metrics-hold-ms", "30000"])
-        .arg("--store")
-        .arg(temp_path("kept_metrics.redb"))
-        .arg("--metrics-addr")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg(&plan)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start quorate");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped"))
-        .read_line(&mut line)
-        .expect("read the report");
+    let store = temp_path("kept_metrics.redb");
+    let (mut child, line) = held_run(port, &plan, &["--store".as_ref(), store.as_os_str()]);
     std::thread::sleep(Duration::from_millis(300));
     let running = child.try_wait().expect("the child's status").is_none();
     let served = if running { scrape(port) } else { String::new() };
