@@ -164,7 +164,7 @@ fn tick(x: f64) -> String {
 
 /// Draws `series` into an SVG 1000 pixels wide at `path` (`-`: stdout): the chart on the
 /// left 700 pixels, the legend in the 300 beside it. The SVG is 460 pixels high, or as high
-/// as the legend needs ([`svg_height`]): every labelled series gets its row.
+/// as the legend needs (`svg_height`): every labelled series gets its row.
 pub fn plot_lines(path: &Path, axes: &Axes<'_>, series: &[Series]) -> Result<(), OutputError> {
     let mut svg = String::new();
     draw(&mut svg, axes, series).map_err(|message| OutputError::Plot {
