@@ -25,6 +25,7 @@ mod journal;
 mod link;
 pub mod peer;
 mod report;
+mod rules;
 mod run;
 pub mod run_metrics;
 mod shell;

@@ -20,10 +20,10 @@ mod task;
 pub use config::{ApprovalPolicy, SupervisorConfig};
 pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
 pub use replan::ReplanError;
-pub(crate) use reply::{judge, ReplyGuard};
+use crate::rules::{judge, ReplyGuard};
 pub use resume::ResumeError;
 use task::StateCounts;
-pub(crate) use task::{state_index, SeenKeys, TaskSlot};
+pub(crate) use task::{state_index, TaskSlot};
 
 use std::collections::{HashMap, VecDeque};
 

@@ -1,4 +1,6 @@
-use quorate_protocols::{ActionId, Budget, DedupeKey, EvidenceRef, TaskId, TaskState};
+use quorate_protocols::{ActionId, Budget, EvidenceRef, TaskId, TaskState};
+
+use crate::rules::SeenKeys;
 
 use ahash::AHashMap;
 
@@ -189,49 +191,6 @@ pub(crate) const fn state_index(state: TaskState) -> usize {
     }
 }
 
-/// The dedupe keys of the replies accepted for one task. Almost always one or two (an answer,
-/// perhaps an approval request first), so the first is kept inline and more go behind one
-/// pointer, grown by copying in the rare task that needs it.
-#[derive(Clone, Debug, Default)]
-pub(crate) enum SeenKeys {
-    /// No reply accepted yet.
-    #[default]
-    None,
-    /// One.
-    One(DedupeKey),
-    /// Two or more.
-    Many(Box<[DedupeKey]>),
-}
-
-impl SeenKeys {
-    /// `true` if `key` was seen.
-    pub(crate) fn contains(&self, key: &DedupeKey) -> bool {
-        match self {
-            Self::None => false,
-            Self::One(k) => k == key,
-            Self::Many(keys) => keys.contains(key),
-        }
-    }
-
-    /// Records `key`; `false` if it was seen before.
-    pub(crate) fn insert(&mut self, key: DedupeKey) -> bool {
-        if self.contains(&key) {
-            return false;
-        }
-        match self {
-            Self::None => *self = Self::One(key),
-            Self::One(first) => *self = Self::Many(Box::new([*first, key])),
-            Self::Many(keys) => *keys = keys.iter().copied().chain([key]).collect(),
-        }
-        true
-    }
-
-    /// `true` if no key was seen.
-    pub(crate) fn is_empty(&self) -> bool {
-        matches!(self, Self::None)
-    }
-}
-
 /// The task ids of a run's slots, both ways. Ids the core mints carry the node index in their
 /// low 32 bits under a prefix drawn at random per run (the 96 upper bits of a v4 id, about 90
 /// of them random), so neither a slot nor a map holds them, and a reply leads to its slot
@@ -348,20 +307,6 @@ mod tests {
         }
         index.clear();
         assert_eq!(index.get(&ids[0]), None);
-    }
-
-    #[test]
-    fn seen_keys_accept_each_key_once() {
-        let keys: Vec<DedupeKey> = (0..4).map(|_| DedupeKey::new()).collect();
-        let mut seen = SeenKeys::default();
-        assert!(seen.is_empty());
-        for (n, k) in keys.iter().enumerate() {
-            assert!(!seen.contains(k));
-            assert!(seen.insert(*k), "key {n} is new");
-            assert!(!seen.insert(*k), "key {n} again");
-            assert!(keys[..=n].iter().all(|k| seen.contains(k)));
-        }
-        assert!(!seen.is_empty());
     }
 
     #[test]

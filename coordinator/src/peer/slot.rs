@@ -28,7 +28,7 @@ pub(crate) struct PeerTask {
     pub(crate) terminal: Option<(Terminal, u64)>,
     pub(crate) attempt: u32,
     pub(crate) version: u64,
-    pub(crate) seen: crate::core::SeenKeys,
+    pub(crate) seen: crate::rules::SeenKeys,
     pub(crate) result: Option<(serde_json::Value, Vec<EvidenceRef>)>,
     pub(crate) allocated: bool,
     pub(crate) closed: bool,
@@ -56,7 +56,7 @@ impl PeerTask {
             terminal: None,
             attempt: 0,
             version: 0,
-            seen: crate::core::SeenKeys::default(),
+            seen: crate::rules::SeenKeys::default(),
             result: None,
             allocated: false,
             closed: false,
@@ -78,7 +78,7 @@ impl PeerTask {
     }
 }
 
-/// The star's reply rules ([`crate::core::judge`]), applied to a peer's own worker: a task
+/// The star's reply rules ([`crate::rules::judge`]), applied to a peer's own worker: a task
 /// whose terminal record is committed counts as terminal, and only this peer's worker is assigned.
 pub(crate) fn judge_reply<P>(
     run: RunId,
@@ -86,7 +86,7 @@ pub(crate) fn judge_reply<P>(
     task: &PeerTask,
     reply: &Envelope<P>,
 ) -> Result<(), Rejection> {
-    let guard = crate::core::ReplyGuard {
+    let guard = crate::rules::ReplyGuard {
         run,
         state: if task.settled() {
             TaskState::Cancelled
@@ -98,5 +98,5 @@ pub(crate) fn judge_reply<P>(
         assigned: task.mine.then_some(worker.agent),
         seen: &task.seen,
     };
-    crate::core::judge(&guard, reply)
+    crate::rules::judge(&guard, reply)
 }

@@ -1,0 +1,17 @@
+//! The task rules both topologies share: the star's [`SupervisorCore`](crate::SupervisorCore)
+//! and the peers' [`PeerCore`](crate::PeerCore) are policies over them (a supervisor dispatches;
+//! peers claim by CAS), and neither re-implements them.
+//!
+//! * Lifecycle: every state change of a task goes through
+//!   [`TaskState::on`](quorate_protocols::TaskState::on) (`protocols/src/lifecycle/task.rs`).
+//! * [`judge`]: which replies a task accepts (duplicate, late, stale and unauthorized ones are
+//!   rejected), over a [`ReplyGuard`] built from the task's record.
+//! * [`SeenKeys`]: the dedupe keys a task accepted replies under.
+//!
+//! Acceptance checks on observed results are [`crate::acceptance`].
+
+mod reply;
+mod seen;
+
+pub(crate) use reply::{judge, ReplyGuard};
+pub(crate) use seen::SeenKeys;
