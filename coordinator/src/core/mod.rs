@@ -17,10 +17,10 @@ mod resume;
 mod stop;
 mod task;
 
+use crate::rules::{judge, ReplyGuard};
 pub use config::{ApprovalPolicy, SupervisorConfig};
 pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
 pub use replan::ReplanError;
-use crate::rules::{judge, ReplyGuard};
 pub use resume::ResumeError;
 use task::StateCounts;
 pub(crate) use task::{state_index, TaskSlot};
@@ -322,6 +322,7 @@ impl SupervisorCore {
         let guard = ReplyGuard {
             run: self.run,
             state: slot.state,
+            settled: slot.state.is_terminal(),
             attempt: slot.attempt,
             version: Version::new(u64::from(slot.version)),
             assigned: slot.worker.map(|w| self.workers[w as usize].agent),
@@ -369,14 +370,11 @@ impl SupervisorCore {
             }
             Outcome::ApprovalRequested { action, reason } => {
                 self.transition(now, i, TaskEvent::ApprovalRequested);
-                self.tasks[i as usize].park_approval(action);
                 // A delegated sub-task's request: the task's other sub-tasks may still be
                 // working, so the task is not idle until its worker says `Quiet` (which may
                 // have come first).
                 let sub_task = action.task != self.by_id.id(i);
-                let slot = &mut self.tasks[i as usize];
-                let quiet = slot.take_early_quiet(action);
-                slot.set_not_alone(sub_task && !quiet);
+                let _idle = self.tasks[i as usize].request_approval(action, sub_task);
                 self.record(now, Some(i), EventKind::ApprovalRequested { reason });
                 let node = self.plan.node(i).id.to_string();
                 let decision = self.config.approvals.decide(&node);
@@ -395,13 +393,8 @@ impl SupervisorCore {
             }
             Outcome::Cancelled => self.end_task(now, i, TaskEvent::Cancelled),
             Outcome::Quiet { action } => {
-                let slot = &mut self.tasks[i as usize];
-                if slot.parked_approval() == Some(action) {
-                    slot.set_not_alone(false);
-                } else {
-                    // It overtook its request: the request will find it.
-                    slot.note_early_quiet(action);
-                }
+                // Read by the stop: a parked task no longer `not_alone` lets the run settle.
+                let _idle = self.tasks[i as usize].quiet(action);
             }
         }
         self.after_input(now);

@@ -1,6 +1,6 @@
 use quorate_protocols::{ActionId, Budget, EvidenceRef, TaskId, TaskState};
 
-use crate::rules::SeenKeys;
+use crate::rules::{Parked, SeenKeys};
 
 use ahash::AHashMap;
 
@@ -32,13 +32,8 @@ pub(crate) struct TaskSlot {
 struct SlotExtra {
     /// The evidence the accepted result rests on.
     evidence: Vec<EvidenceRef>,
-    /// The action parked for a human's decision.
-    pending_approval: Option<ActionId>,
-    /// The parked action is a delegated sub-task's, and the task's other sub-tasks may still
-    /// be working (until its worker says `Quiet`).
-    not_alone: bool,
-    /// A `Quiet` that came before its request (the transport may reorder), for that request.
-    quiet_early: Option<ActionId>,
+    /// The action parked for a human's decision, and its `Quiet` handshake.
+    parked: Parked,
     /// Evidence text handed to the task with its assignment (data only); it moves with the
     /// task across a replan.
     evidence_text: Vec<String>,
@@ -84,44 +79,26 @@ impl TaskSlot {
         self.extra.as_ref().map_or(&[], |e| &e.evidence)
     }
 
-    /// Parks `action` for a human's decision.
-    pub(crate) fn park_approval(&mut self, action: ActionId) {
-        self.extra_mut().pending_approval = Some(action);
+    /// The worker asks a human about `action` (a delegated sub-task's when `sub_task`): it is
+    /// parked ([`Parked::request`]). `true` if the task is idle now.
+    pub(crate) fn request_approval(&mut self, action: ActionId, sub_task: bool) -> bool {
+        self.extra_mut().parked.request(action, sub_task)
+    }
+
+    /// The worker says `Quiet` for `action` ([`Parked::quiet`]).
+    pub(crate) fn quiet(&mut self, action: ActionId) -> bool {
+        self.extra_mut().parked.quiet(action)
     }
 
     /// The parked action, which stops being parked.
     pub(crate) fn take_approval(&mut self) -> Option<ActionId> {
-        self.extra.as_mut()?.pending_approval.take()
-    }
-
-    /// The parked action, if any.
-    pub(crate) fn parked_approval(&self) -> Option<ActionId> {
-        self.extra.as_ref()?.pending_approval
+        self.extra.as_mut()?.parked.take()
     }
 
     /// Whether the task's parked action is a sub-task's while other sub-tasks may still work
     /// (meaningful while the task waits for approval; set anew by every request).
     pub(crate) fn not_alone(&self) -> bool {
-        self.extra.as_ref().is_some_and(|e| e.not_alone)
-    }
-
-    /// Notes a `Quiet` for `action` that came before its request.
-    pub(crate) fn note_early_quiet(&mut self, action: ActionId) {
-        self.extra_mut().quiet_early = Some(action);
-    }
-
-    /// Whether a `Quiet` for `action` came before it (and forgets it).
-    pub(crate) fn take_early_quiet(&mut self, action: ActionId) -> bool {
-        self.extra
-            .as_mut()
-            .is_some_and(|e| e.quiet_early.take_if(|a| *a == action).is_some())
-    }
-
-    /// Sets [`not_alone`](Self::not_alone) (read only while the task waits for approval).
-    pub(crate) fn set_not_alone(&mut self, on: bool) {
-        if on || self.extra.is_some() {
-            self.extra_mut().not_alone = on;
-        }
+        self.extra.as_ref().is_some_and(|e| e.parked.not_alone())
     }
 
     /// The evidence text handed to the task.

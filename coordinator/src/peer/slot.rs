@@ -1,11 +1,10 @@
 //! One peer's record of one task, and which replies of its own worker it accepts.
 
-use quorate_protocols::{
-    ActionId, Budget, Envelope, EvidenceRef, RunId, Sender, TaskId, TaskState,
-};
+use quorate_protocols::{Budget, Envelope, EvidenceRef, RunId, Sender, TaskId, TaskState};
 
 use crate::event::Rejection;
 use crate::peer::Terminal;
+use crate::rules::{judge, Parked, ReplyGuard};
 
 /// A peer's view of one task.
 #[derive(Debug)]
@@ -34,12 +33,9 @@ pub(crate) struct PeerTask {
     pub(crate) closed: bool,
     pub(crate) granted: Budget,
     pub(crate) spent: Budget,
-    /// A delegated sub-task's request for `action` waits for a human, but the task's other
-    /// sub-tasks may still work: the task settles as waiting-approval when its worker says
-    /// `Quiet` for this action.
-    pub(crate) awaiting_quiet: Option<ActionId>,
-    /// A `Quiet` that came before its request (the transport may reorder), for that request.
-    pub(crate) quiet_early: Option<ActionId>,
+    /// The action parked for a human and its `Quiet` handshake: the task settles as
+    /// waiting-approval once nothing else of it works.
+    pub(crate) parked: Parked,
 }
 
 impl PeerTask {
@@ -62,8 +58,7 @@ impl PeerTask {
             closed: false,
             granted: Budget::ZERO,
             spent: Budget::ZERO,
-            awaiting_quiet: None,
-            quiet_early: None,
+            parked: Parked::default(),
         }
     }
 
@@ -78,25 +73,22 @@ impl PeerTask {
     }
 }
 
-/// The star's reply rules ([`crate::rules::judge`]), applied to a peer's own worker: a task
-/// whose terminal record is committed counts as terminal, and only this peer's worker is assigned.
+/// The reply rules ([`judge`]) for a peer's own worker: a task whose terminal record is committed
+/// is settled, and only this peer's worker is assigned.
 pub(crate) fn judge_reply<P>(
     run: RunId,
     worker: Sender,
     task: &PeerTask,
     reply: &Envelope<P>,
 ) -> Result<(), Rejection> {
-    let guard = crate::rules::ReplyGuard {
+    let guard = ReplyGuard {
         run,
-        state: if task.settled() {
-            TaskState::Cancelled
-        } else {
-            task.state
-        },
+        state: task.state,
+        settled: task.settled(),
         attempt: task.attempt,
         version: quorate_protocols::Version::new(task.version),
         assigned: task.mine.then_some(worker.agent),
         seen: &task.seen,
     };
-    crate::rules::judge(&guard, reply)
+    judge(&guard, reply)
 }

@@ -7,11 +7,15 @@
 //! * [`judge`]: which replies a task accepts (duplicate, late, stale and unauthorized ones are
 //!   rejected), over a [`ReplyGuard`] built from the task's record.
 //! * [`SeenKeys`]: the dedupe keys a task accepted replies under.
+//! * [`Parked`]: an action parked for a human's decision, and the `Quiet` handshake that says
+//!   when nothing else of its task works.
 //!
 //! Acceptance checks on observed results are [`crate::acceptance`].
 
+mod approval;
 mod reply;
 mod seen;
 
+pub(crate) use approval::Parked;
 pub(crate) use reply::{judge, ReplyGuard};
 pub(crate) use seen::SeenKeys;

@@ -11,13 +11,18 @@ use crate::event::Rejection;
 pub(crate) struct ReplyGuard<'a> {
     pub(crate) run: RunId,
     pub(crate) state: TaskState,
+    /// The task's end is decided although its state may not say so: in peer mode its terminal
+    /// record is committed, and a task parked for a human settles as `waiting-approval`. A
+    /// settled task takes no reply, as a terminal one.
+    pub(crate) settled: bool,
     pub(crate) attempt: u32,
     pub(crate) version: Version,
     pub(crate) assigned: Option<AgentId>,
     pub(crate) seen: &'a SeenKeys,
 }
 
-/// Accept a reply only if it is for this run, its dedupe key is new, the task is live, it names
+/// Accept a reply only if it is for this run, its dedupe key is new, the task is live (neither
+/// terminal nor [settled](ReplyGuard::settled)), it names
 /// the current attempt and state version, and it comes from the worker the attempt was
 /// assigned to. The checks run in that order, so a second copy of a reply that was accepted (or
 /// acknowledged) is a *duplicate* even after it made the task terminal; a new reply to a
@@ -33,7 +38,7 @@ pub(crate) fn judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Result<()
     if guard.seen.contains(&reply.dedupe) {
         return Err(Rejection::Duplicate);
     }
-    if guard.state.is_terminal() {
+    if guard.state.is_terminal() || guard.settled {
         return Err(Rejection::Late);
     }
     if reply.attempt != guard.attempt {
@@ -107,6 +112,7 @@ mod tests {
         let mut guard = ReplyGuard {
             run,
             state: TaskState::Running,
+            settled: false,
             attempt: 1,
             version: Version::new(5),
             assigned: Some(agent),
@@ -139,12 +145,34 @@ mod tests {
         let guard = ReplyGuard {
             run: run_,
             state: TaskState::Running,
+            settled: false,
             attempt: 1,
             version,
             assigned,
             seen: &seen,
         };
         assert_eq!(judge(&guard, &ok), Err(Rejection::Duplicate));
+    }
+
+    #[test]
+    fn a_settled_task_takes_no_reply_whatever_its_state() {
+        let (run, agent, seen) = setup();
+        let ok = reply(run, agent, 1, 5);
+        let guard = |settled| ReplyGuard {
+            run,
+            state: TaskState::WaitingApproval,
+            settled,
+            attempt: 1,
+            version: Version::new(5),
+            assigned: Some(agent),
+            seen: &seen,
+        };
+        assert_eq!(judge(&guard(false), &ok), Ok(()), "parked, not settled");
+        assert_eq!(
+            judge(&guard(true), &ok),
+            Err(Rejection::Late),
+            "settled as waiting-approval"
+        );
     }
 
     #[test]
@@ -155,6 +183,7 @@ mod tests {
         let guard = ReplyGuard {
             run,
             state: TaskState::Completed,
+            settled: true,
             attempt: 1,
             version: Version::new(5),
             assigned: Some(agent),

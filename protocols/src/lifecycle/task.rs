@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// ```text
 /// pending -> ready -> running -> {waiting-approval -> running} -> terminal
 /// terminal = completed | failed | stopped-limit | cancelled
+/// peer mode: any live state -> the state of the task's committed record (TaskEvent::Settled)
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -67,6 +68,11 @@ pub enum TaskEvent {
     LimitReached,
     /// Cancelled (any live state `-> cancelled`).
     Cancelled,
+    /// The task's end was decided and committed elsewhere: in peer mode, the terminal record in
+    /// the shared store (another peer's, or this peer's own once the store took it). Any live
+    /// state `->` the recorded state, a terminal one or `waiting-approval` (a task parked for a
+    /// human, which settles the run).
+    Settled(TaskState),
 }
 
 /// A task event did not fit the task's state. Retrying the same event cannot help.
@@ -131,6 +137,11 @@ impl TaskState {
             (S::Running, E::ApprovalRequested) => S::WaitingApproval,
             (S::WaitingApproval, E::Approved) => S::Running,
             (S::Running, E::AcceptancePassed) => S::Completed,
+            (from, E::Settled(to))
+                if from != to && (to.is_terminal() || to == S::WaitingApproval) =>
+            {
+                to
+            }
             (from, event) => return Err(TaskTransitionError::Illegal { from, event }),
         };
         Ok(next)
@@ -157,7 +168,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const EVENTS: [TaskEvent; 10] = [
+    const EVENTS: [TaskEvent; 14] = [
         TaskEvent::DependenciesMet,
         TaskEvent::PreconditionLost,
         TaskEvent::Dispatched,
@@ -168,6 +179,10 @@ mod tests {
         TaskEvent::Failed,
         TaskEvent::LimitReached,
         TaskEvent::Cancelled,
+        TaskEvent::Settled(TaskState::Completed),
+        TaskEvent::Settled(TaskState::WaitingApproval),
+        TaskEvent::Settled(TaskState::Failed),
+        TaskEvent::Settled(TaskState::Ready),
     ];
 
     #[test]
@@ -182,6 +197,31 @@ mod tests {
         assert!(TaskState::WaitingApproval
             .on(TaskEvent::AcceptancePassed)
             .is_err());
+    }
+
+    #[test]
+    fn a_committed_record_settles_any_live_state_to_its_own() {
+        use TaskState as S;
+        for from in [S::Pending, S::Ready, S::Running, S::WaitingApproval] {
+            assert_eq!(from.on(TaskEvent::Settled(S::Completed)), Ok(S::Completed));
+            assert_eq!(from.on(TaskEvent::Settled(S::Cancelled)), Ok(S::Cancelled));
+            let live = TaskEvent::Settled(S::Running);
+            assert_eq!(
+                from.on(live),
+                Err(TaskTransitionError::Illegal { from, event: live }),
+                "a record settles a task: it never names a live state but waiting-approval"
+            );
+        }
+        let parked = TaskEvent::Settled(S::WaitingApproval);
+        assert_eq!(S::Running.on(parked), Ok(S::WaitingApproval));
+        assert!(
+            S::WaitingApproval.on(parked).is_err(),
+            "no change is no transition"
+        );
+        assert!(matches!(
+            S::Failed.on(TaskEvent::Settled(S::Completed)),
+            Err(TaskTransitionError::Terminal { .. })
+        ));
     }
 
     proptest! {

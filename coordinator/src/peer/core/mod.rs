@@ -6,7 +6,9 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use quorate_protocols::{DedupeKey, Envelope, Plan, RunId, Sender, TaskId, TaskState, Version};
+use quorate_protocols::{
+    DedupeKey, Envelope, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
+};
 use quorate_state::MemoryStore;
 use quorate_workers::messages::{ActionCounts, Control};
 
@@ -209,7 +211,8 @@ impl PeerCore {
         let ending = t.settled() || t.committing || self.stopping;
         if !won {
             if t.state == TaskState::Ready {
-                self.set_state(now, node, TaskState::Running);
+                // Another peer runs it: running, in this peer's view.
+                self.transition(now, node, TaskEvent::Dispatched);
             }
         } else {
             self.tasks[node as usize].mine = true;
@@ -245,7 +248,9 @@ impl PeerCore {
             return;
         }
         match outcome {
-            Ok(()) => self.set_state(now, node, TaskState::Ready),
+            Ok(()) => {
+                self.transition(now, node, TaskEvent::DependenciesMet);
+            }
             Err(observation) => {
                 self.record(
                     now,
@@ -351,7 +356,7 @@ impl PeerCore {
         env.state_version = Version::new(t.version);
         let attempt = t.attempt;
         if self.tasks[i as usize].state != TaskState::Running {
-            self.set_state(now, i, TaskState::Running);
+            self.transition(now, i, TaskEvent::Dispatched);
         }
         let (worker, task_id) = (self.index, self.tasks[i as usize].id);
         let granted = self.plan.node(i).budget;
@@ -423,7 +428,7 @@ impl PeerCore {
         }
         let checks = crate::acceptance::store_checks(&self.plan, i);
         if checks.is_empty() {
-            self.set_state(now, i, TaskState::Ready);
+            self.transition(now, i, TaskEvent::DependenciesMet);
         } else {
             self.tasks[i as usize].checking = true;
             self.effects
@@ -477,13 +482,18 @@ impl PeerCore {
         self.effects.push_back(PeerEffect::Done(reason));
     }
 
-    fn set_state(&mut self, now: u64, i: u32, to: TaskState) {
+    /// Moves node `i` by `event` through the task lifecycle ([`TaskState::on`]), logged; `false`
+    /// (and nothing changes) if the event does not fit its state.
+    fn transition(&mut self, now: u64, i: u32, event: TaskEvent) -> bool {
         let from = self.tasks[i as usize].state;
-        if from.is_terminal() || from == to {
-            return;
+        match from.on(event) {
+            Ok(to) => {
+                self.tasks[i as usize].state = to;
+                self.record(now, Some(i), EventKind::Transition { from, to });
+                true
+            }
+            Err(_) => false,
         }
-        self.tasks[i as usize].state = to;
-        self.record(now, Some(i), EventKind::Transition { from, to });
     }
 
     fn record(&mut self, now: u64, task: Option<u32>, kind: EventKind) {

@@ -1,7 +1,7 @@
 //! Terminal records: this peer's own commits (won or adopted), other peers' broadcasts (with the
 //! envelope checks), and applying a record to the local view (never reactivating a task).
 
-use quorate_protocols::{Envelope, Role, TaskState, Version};
+use quorate_protocols::{Envelope, Role, TaskEvent, TaskState, Version};
 use quorate_workers::messages::Control;
 
 use super::PeerCore;
@@ -91,7 +91,7 @@ impl PeerCore {
             }
         }
         if self.tasks[i as usize].state != record.state {
-            self.set_state(now, i, record.state);
+            self.transition(now, i, TaskEvent::Settled(record.state));
         }
         if record.state == TaskState::Completed {
             let value = record.result.clone().unwrap_or(serde_json::Value::Null);

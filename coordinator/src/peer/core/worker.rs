@@ -1,7 +1,7 @@
 //! How a peer takes the replies of its own worker: the star's reply rules, the acceptance
 //! check, and the approval policy; each outcome becomes a proposed terminal record.
 
-use quorate_protocols::{Envelope, TaskState};
+use quorate_protocols::{Envelope, TaskEvent, TaskState};
 use quorate_workers::messages::{Control, Outcome, Report};
 
 use super::PeerCore;
@@ -56,14 +56,14 @@ impl PeerCore {
                 }
             }
             Outcome::ApprovalRequested { action, reason } => {
-                self.set_state(now, i, TaskState::WaitingApproval);
+                self.transition(now, i, TaskEvent::ApprovalRequested);
                 self.record(now, Some(i), EventKind::ApprovalRequested { reason });
                 let decision = self.config.approvals.decide(&node);
                 match decision {
                     Some(approved) => {
                         self.record(now, Some(i), EventKind::ApprovalDecided { approved });
                         if approved {
-                            self.set_state(now, i, TaskState::Running);
+                            self.transition(now, i, TaskEvent::Approved);
                             self.control(i, Control::Approve { action });
                         } else {
                             self.control(i, Control::Reject { action });
@@ -79,9 +79,7 @@ impl PeerCore {
                         // sub-tasks stopped working (its worker says `Quiet`, maybe first).
                         let t = &mut self.tasks[i as usize];
                         let sub_task = action.task != t.id;
-                        if sub_task && t.quiet_early.take_if(|a| *a == action).is_none() {
-                            t.awaiting_quiet = Some(action);
-                        } else {
+                        if t.parked.request(action, sub_task) {
                             self.settle_waiting(i, node);
                         }
                     }
@@ -100,12 +98,10 @@ impl PeerCore {
                 self.propose(i, TaskState::Cancelled, Some(StopReason::Cancelled));
             }
             Outcome::Quiet { action } => {
-                let t = &mut self.tasks[i as usize];
-                if t.awaiting_quiet.take_if(|a| *a == action).is_some() {
+                // It may have overtaken its request (kept for it), or follow a decision (and
+                // change nothing).
+                if self.tasks[i as usize].parked.quiet(action) {
                     self.settle_waiting(i, node);
-                } else {
-                    // It overtook its request (or a decision came first, and needs none).
-                    t.quiet_early = Some(action);
                 }
             }
         }
