@@ -3,299 +3,17 @@
 //! broadcasts are rejected, a terminal task is never reactivated, and all peers agree on the
 //! stop reason.
 
+mod peer_net;
 mod support;
 
-use std::collections::VecDeque;
-
-use quorate_coordinator::peer::{PeerEffect, PeerMsg, Terminal};
-use quorate_coordinator::{ApprovalPolicy, PeerCore, StopReason, SupervisorConfig};
-use quorate_protocols::{
-    ActionId, AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId,
-    TaskState,
-};
-use quorate_state::{Account, AccountId, MemoryStore};
-use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
+use quorate_coordinator::peer::PeerMsg;
+use quorate_coordinator::{ApprovalPolicy, StopReason, SupervisorConfig};
+use quorate_protocols::{ActionId, AgentId, Budget, NodeSpec, TaskId, TaskState};
+use quorate_state::MemoryStore;
+use quorate_workers::messages::{Control, Outcome};
 use serde_json::json;
 
-use support::{needs_key, node, spec_of, sub_task_action};
-
-const ROOT: &str = "budget/root";
-
-struct Net {
-    cores: Vec<PeerCore>,
-    workers: Vec<Sender>,
-    claims: MemoryStore<usize>,
-    states: MemoryStore<Terminal>,
-    budget: MemoryStore<Account>,
-    /// Results and data: what store preconditions check.
-    results: MemoryStore<serde_json::Value>,
-    /// Broadcasts in flight: (to, envelope).
-    inbox: VecDeque<(usize, Envelope<PeerMsg>)>,
-    /// Every broadcast ever sent (for replays).
-    sent: Vec<Envelope<PeerMsg>>,
-    /// Assignments handed to each peer's worker, not yet answered.
-    running: Vec<(usize, Envelope<Assignment>)>,
-    executed: Vec<(usize, String)>,
-    /// Controls sent to the peers' workers: (peer, task, control).
-    controls: Vec<(usize, TaskId, Control)>,
-    /// Result keys committed, by peer.
-    committed: Vec<(usize, String)>,
-    done: Vec<Option<StopReason>>,
-}
-
-impl Net {
-    /// `n` peers on `nodes`; `root` overrides the shared root account's limit (e.g. another
-    /// run already drew on it).
-    fn new(n: usize, nodes: Vec<NodeSpec>, root: Option<Budget>) -> Self {
-        Self::with_results(n, nodes, root, MemoryStore::new())
-    }
-
-    /// As [`Net::new`], over a result store that already holds some keys.
-    fn with_results(
-        n: usize,
-        nodes: Vec<NodeSpec>,
-        root: Option<Budget>,
-        results: MemoryStore<serde_json::Value>,
-    ) -> Self {
-        Self::build(n, nodes, root, results, SupervisorConfig::default())
-    }
-
-    /// As [`Net::new`], with the peers' `config` (e.g. their approval policy).
-    fn with_config(n: usize, nodes: Vec<NodeSpec>, config: SupervisorConfig) -> Self {
-        Self::build(n, nodes, None, MemoryStore::new(), config)
-    }
-
-    fn build(
-        n: usize,
-        nodes: Vec<NodeSpec>,
-        root: Option<Budget>,
-        results: MemoryStore<serde_json::Value>,
-        config: SupervisorConfig,
-    ) -> Self {
-        let plan = spec_of(nodes).validate().expect("valid plan");
-        let run = RunId::from_u128(7);
-        let peers: Vec<Sender> = (0..n)
-            .map(|i| Sender {
-                agent: AgentId::from_u128(10 + i as u128),
-                role: Role::Peer,
-            })
-            .collect();
-        let workers: Vec<Sender> = (0..n)
-            .map(|i| Sender {
-                agent: AgentId::from_u128(100 + i as u128),
-                role: Role::Worker,
-            })
-            .collect();
-        let ids: Vec<TaskId> = (0..plan.len()).map(|i| task_id(i as u32)).collect();
-        let budget = MemoryStore::new();
-        PeerCore::open_root(&plan, &budget, ROOT);
-        if let Some(limit) = root {
-            let cur = budget.get_now(ROOT).expect("root");
-            let acc = Account::open(None, limit, Budget::steps(4)).expect("account");
-            assert!(budget.cas_now(ROOT, Some(cur.version), acc).is_committed());
-        }
-        let cores = (0..n)
-            .map(|i| {
-                PeerCore::new(
-                    run,
-                    plan.clone(),
-                    config.clone(),
-                    i,
-                    peers.clone(),
-                    workers[i],
-                    ids.clone(),
-                )
-            })
-            .collect();
-        let mut net = Self {
-            cores,
-            workers,
-            claims: MemoryStore::new(),
-            states: MemoryStore::new(),
-            budget,
-            results,
-            inbox: VecDeque::new(),
-            sent: vec![],
-            running: vec![],
-            executed: vec![],
-            controls: vec![],
-            committed: vec![],
-            done: vec![None; n],
-        };
-        for p in 0..n {
-            net.cores[p].start(0);
-            net.drain(p);
-        }
-        net
-    }
-
-    fn drain(&mut self, p: usize) {
-        while let Some(effect) = self.cores[p].poll_effect() {
-            match effect {
-                PeerEffect::TryClaim { node } => {
-                    let won = self
-                        .claims
-                        .cas_now(&format!("claim/{node}"), None, p)
-                        .is_committed();
-                    self.cores[p].handle_claim_result(0, node, won);
-                }
-                PeerEffect::Allocate { node, task, slice } => {
-                    let cur = self.budget.get_now(ROOT).expect("root");
-                    let mut acc = cur.value.clone();
-                    let out = acc
-                        .allocate(AccountId::Root, AccountId::Task(task), slice)
-                        .map(|_| ());
-                    if out.is_ok() {
-                        assert!(self
-                            .budget
-                            .cas_now(ROOT, Some(cur.version), acc)
-                            .is_committed());
-                    }
-                    self.cores[p].handle_allocation(0, node, out);
-                }
-                PeerEffect::CloseSlice { task, spent } => {
-                    let cur = self.budget.get_now(ROOT).expect("root");
-                    let mut acc = cur.value.clone();
-                    assert_eq!(acc.child_closed(AccountId::Task(task), spent), Ok(true));
-                    assert!(self
-                        .budget
-                        .cas_now(ROOT, Some(cur.version), acc)
-                        .is_committed());
-                }
-                PeerEffect::CheckPreconditions { node, checks } => {
-                    let outcome = quorate_state::check_preconditions(&self.results, &checks);
-                    self.cores[p].handle_preconditions(0, node, outcome);
-                }
-                PeerEffect::Execute(env) => {
-                    self.executed.push((p, env.payload.node.to_string()));
-                    self.running.push((p, *env));
-                }
-                PeerEffect::Control(env) => self.controls.push((p, env.task, env.payload)),
-                PeerEffect::CommitTerminal(record) => {
-                    let key = format!("state/{}", record.node);
-                    match self.states.cas_now(&key, None, record.clone()) {
-                        quorate_state::CasOutcome::Committed(v) => {
-                            self.cores[p].handle_commit(0, record, v.raw(), true)
-                        }
-                        quorate_state::CasOutcome::Conflict { current: Some(c) } => {
-                            self.cores[p].handle_commit(0, c.value, c.version.raw(), false)
-                        }
-                        other => panic!("{other:?}"),
-                    }
-                }
-                PeerEffect::CommitResult { key, .. } => self.committed.push((p, key)),
-                PeerEffect::Broadcast(env) => {
-                    self.sent.push((*env).clone());
-                    for q in (0..self.cores.len()).filter(|&q| q != p) {
-                        self.inbox.push_back((q, (*env).clone()));
-                    }
-                }
-                PeerEffect::Record(_) => {}
-                PeerEffect::Done(reason) => {
-                    assert!(self.done[p].is_none(), "a peer is done once");
-                    self.done[p] = Some(reason);
-                }
-            }
-        }
-        let acc = self.budget.get_now(ROOT).expect("root").value;
-        assert!(
-            acc.invariant_holds(),
-            "reserve + children <= limit: {acc:?}"
-        );
-    }
-
-    /// Answers the oldest running assignment of `node` with `outcome`.
-    fn answer(&mut self, node: &str, outcome: Outcome) {
-        self.reply(node, outcome, false);
-    }
-
-    /// Tells the peer running `node` a non-final `outcome`: the attempt keeps running.
-    fn tell(&mut self, node: &str, outcome: Outcome) {
-        self.reply(node, outcome, true);
-    }
-
-    fn reply(&mut self, node: &str, outcome: Outcome, keep_running: bool) {
-        let k = self
-            .running
-            .iter()
-            .position(|(_, e)| e.payload.node.as_str() == node)
-            .expect("running");
-        let (p, env) = if keep_running {
-            self.running[k].clone()
-        } else {
-            self.running.remove(k)
-        };
-        let reply = env.reply(
-            self.workers[p],
-            ResultKind::VerifiedConclusion,
-            Report {
-                outcome,
-                spent: Budget::steps(1),
-                actions: ActionCounts::default(),
-                calls: vec![],
-            },
-        );
-        self.cores[p].handle_worker_reply(0, reply);
-        self.drain(p);
-    }
-
-    /// `node`'s worker reports a failure ("boom"); the stop reason every peer should reach.
-    fn fail(&mut self, node: &str) -> StopReason {
-        let observation = String::from("boom");
-        self.answer(
-            node,
-            Outcome::Failed {
-                observation: observation.clone(),
-            },
-        );
-        StopReason::Failed {
-            node: node.into(),
-            observation,
-        }
-    }
-
-    fn ok(&mut self, node: &str) {
-        let value = json!({ "from": node });
-        self.answer(
-            node,
-            Outcome::Answer {
-                value,
-                receipts: vec![],
-            },
-        );
-    }
-
-    fn deliver_all(&mut self) {
-        while let Some((q, env)) = self.inbox.pop_front() {
-            self.cores[q].handle_broadcast(0, env);
-            self.drain(q);
-        }
-    }
-
-    fn deliver(&mut self, q: usize, env: Envelope<PeerMsg>) {
-        self.cores[q].handle_broadcast(0, env);
-        self.drain(q);
-    }
-
-    fn running_nodes(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .running
-            .iter()
-            .map(|(_, e)| e.payload.node.to_string())
-            .collect();
-        v.sort();
-        v
-    }
-}
-
-fn diamond() -> Vec<NodeSpec> {
-    vec![
-        node("a", &[]),
-        node("b", &[]),
-        node("c", &["a", "b"]),
-        node("d", &["c"]),
-    ]
-}
+use peer_net::{diamond, needs_key, node, sub_task_action, task_id, Net, ROOT};
 
 #[test]
 fn claims_contend_and_each_task_runs_on_exactly_one_peer() {
@@ -452,11 +170,6 @@ fn store_preconditions_are_checked_by_the_peers_and_a_failed_one_fails_its_task(
     }
 }
 
-/// The id the peers give node `i` in these tests.
-fn task_id(i: u32) -> TaskId {
-    TaskId::from_u128(1000 + u128::from(i))
-}
-
 /// Two peers running `nodes`, where nobody decides approvals.
 fn asking(nodes: Vec<NodeSpec>) -> Net {
     let config = SupervisorConfig {
@@ -552,4 +265,56 @@ fn a_stop_while_a_task_waits_for_quiet_cancels_it() {
     net.deliver_all();
     assert_eq!(net.cores[runner].task_state(0), TaskState::Cancelled);
     assert_eq!(net.cores[runner].messages().rejected_late, late + 1);
+}
+
+#[test]
+fn an_attempt_without_a_reply_runs_again_after_its_timeout_then_its_task_fails() {
+    let config = SupervisorConfig {
+        attempt_timeout_ms: 100,
+        max_attempts: 2,
+        ..SupervisorConfig::default()
+    };
+    let mut net = Net::with_config(2, vec![node("a", &[])], config);
+    let (p, first) = net.running.remove(0); // its reply is lost
+    assert_eq!(net.cores[p].poll_timeout(), Some(100));
+    assert_eq!(
+        net.cores[1 - p].poll_timeout(),
+        None,
+        "the other peer runs nothing"
+    );
+    net.tick(p, 99);
+    assert_eq!(net.executed.len(), 1, "not yet");
+    net.tick(p, 100);
+    assert_eq!(net.executed, vec![(p, "a".into()), (p, "a".into())]);
+    let (_, second) = net.running.last().expect("a runs again").clone();
+    assert_eq!((first.attempt, second.attempt), (1, 2));
+    assert_ne!(second.state_version, first.state_version);
+    assert_eq!(net.cores[p].poll_timeout(), Some(200));
+    // The first attempt's reply, found at last, is late.
+    let late = first.reply(
+        net.workers[p],
+        quorate_protocols::ResultKind::VerifiedConclusion,
+        quorate_workers::messages::Report {
+            outcome: Outcome::Failed {
+                observation: "boom".into(),
+            },
+            spent: Budget::steps(1),
+            actions: Default::default(),
+            calls: vec![],
+        },
+    );
+    net.cores[p].handle_worker_reply(150, late);
+    net.drain(p);
+    assert_eq!(net.cores[p].messages().rejected_late, 1);
+    assert_eq!(net.cores[p].task_state(0), TaskState::Running);
+    // The second attempt is the last: it fails its task, and every peer stops on it.
+    net.tick(p, 200);
+    net.deliver_all();
+    let want = StopReason::Failed {
+        node: "a".into(),
+        observation: "no reply after 2 attempts".into(),
+    };
+    assert_eq!(net.done, vec![Some(want.clone()), Some(want)]);
+    assert_eq!(net.executed.len(), 2, "no third attempt");
+    assert_eq!(net.controls, vec![(p, task_id(0), Control::Cancel)]);
 }

@@ -460,13 +460,12 @@ impl SupervisorCore {
             }
             self.timeouts.pop_front();
             if let Some(i) = self.live_attempt(id, attempt) {
-                let t = &self.tasks[i as usize];
-                if t.attempt >= self.config.max_attempts {
-                    let n = t.attempt;
-                    self.fail(now, i, format!("no reply after {n} attempts"));
-                } else {
-                    self.transition(now, i, TaskEvent::Requeued);
-                    self.ready.push_back(i);
+                match crate::rules::on_timeout(attempt, self.config.max_attempts) {
+                    crate::rules::Expiry::GiveUp(observation) => self.fail(now, i, observation),
+                    crate::rules::Expiry::Retry => {
+                        self.transition(now, i, TaskEvent::Requeued);
+                        self.ready.push_back(i);
+                    }
                 }
             }
         }

@@ -9,13 +9,17 @@
 //! * [`SeenKeys`]: the dedupe keys a task accepted replies under.
 //! * [`Parked`]: an action parked for a human's decision, and the `Quiet` handshake that says
 //!   when nothing else of its task works.
+//! * [`AttemptTimeouts`] and [`on_timeout`]: an attempt without an accepted reply is run again,
+//!   up to `max_attempts`, then its task fails.
 //!
 //! Acceptance checks on observed results are [`crate::acceptance`].
 
 mod approval;
 mod reply;
 mod seen;
+mod timeout;
 
 pub(crate) use approval::Parked;
 pub(crate) use reply::{judge, ReplyGuard};
 pub(crate) use seen::SeenKeys;
+pub(crate) use timeout::{on_timeout, AttemptTimeouts, Expiry};

@@ -18,6 +18,7 @@ mod worker;
 use super::slot::PeerTask;
 use super::{AllocationResult, PeerEffect, Terminal};
 use crate::event::{Event, EventKind, Rejection};
+use crate::rules::{on_timeout, AttemptTimeouts, Expiry};
 use crate::{MessageCounts, StopReason, SupervisorConfig};
 
 /// One peer's pure core. See the module docs for the call order.
@@ -35,6 +36,8 @@ pub struct PeerCore {
     seen: HashSet<DedupeKey>,
     /// Tasks this peer claims or runs right now (it runs one at a time).
     busy: bool,
+    /// Attempts of this peer's worker, by node, with their deadlines.
+    timeouts: AttemptTimeouts<u32>,
     stopping: bool,
     done: Option<StopReason>,
     effects: VecDeque<PeerEffect>,
@@ -85,6 +88,7 @@ impl PeerCore {
             by_id,
             seen: HashSet::new(),
             busy: false,
+            timeouts: AttemptTimeouts::default(),
             stopping: false,
             done: None,
             effects: VecDeque::new(),
@@ -170,12 +174,17 @@ impl PeerCore {
         quorate_state::pop_rewinding(&mut self.effects)
     }
 
-    /// The earliest time at which [`handle_tick`](Self::handle_tick) has something to do.
+    /// The earliest time at which [`handle_tick`](Self::handle_tick) has something to do: the
+    /// deadline, or the timeout of this peer's running attempt.
     pub fn poll_timeout(&self) -> Option<u64> {
         if self.done.is_some() || self.stopping {
             return None;
         }
-        self.config.deadline_ms
+        self.timeouts
+            .next()
+            .into_iter()
+            .chain(self.config.deadline_ms)
+            .min()
     }
 
     // ----- handlers -----
@@ -291,10 +300,27 @@ impl PeerCore {
         self.after_input(now);
     }
 
-    /// Time passed: enforce the deadline.
+    /// Time passed: enforce the deadline, and run again an attempt of this peer's worker that
+    /// had no accepted reply within `attempt_timeout_ms` (or, after `max_attempts`, fail its
+    /// task), as the star does.
     pub fn handle_tick(&mut self, now: u64) {
         if self.done.is_none() && self.config.deadline_ms.is_some_and(|d| now >= d) {
             self.begin_stop(StopReason::Deadline);
+        }
+        while !self.stopping && self.done.is_none() {
+            let tasks = &self.tasks;
+            let live = |i: u32, attempt: u32| live_attempt(&tasks[i as usize], attempt);
+            let Some((i, attempt)) = self.timeouts.pop_due(now, live) else {
+                break;
+            };
+            match on_timeout(attempt, self.config.max_attempts) {
+                Expiry::GiveUp(observation) => self.fail(i, observation),
+                Expiry::Retry => {
+                    self.transition(now, i, TaskEvent::Requeued);
+                    self.steps += 1;
+                    self.execute(now, i);
+                }
+            }
         }
         self.after_input(now);
     }
@@ -305,6 +331,9 @@ impl PeerCore {
         if self.done.is_some() {
             return;
         }
+        let tasks = &self.tasks;
+        self.timeouts
+            .prune(|i, attempt| live_attempt(&tasks[i as usize], attempt));
         if let Some(k) = self.config.cancel_after_steps {
             if self.steps >= k && !self.stopping {
                 self.record(now, None, EventKind::CancelRequested);
@@ -355,6 +384,8 @@ impl PeerCore {
         env.attempt = t.attempt;
         env.state_version = Version::new(t.version);
         let attempt = t.attempt;
+        self.timeouts
+            .arm(now + self.config.attempt_timeout_ms, i, attempt);
         if self.tasks[i as usize].state != TaskState::Running {
             self.transition(now, i, TaskEvent::Dispatched);
         }
@@ -512,4 +543,14 @@ impl PeerCore {
         self.messages.count_rejection(reason);
         self.record(now, task, EventKind::rejected(reason));
     }
+}
+
+/// `true` while `task`'s attempt `attempt` runs on this peer's worker: a timeout of it counts.
+fn live_attempt(task: &PeerTask, attempt: u32) -> bool {
+    task.mine
+        && task.worker_live
+        && task.attempt == attempt
+        && task.state == TaskState::Running
+        && !task.settled()
+        && !task.committing
 }

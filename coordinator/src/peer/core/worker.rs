@@ -64,6 +64,10 @@ impl PeerCore {
                         self.record(now, Some(i), EventKind::ApprovalDecided { approved });
                         if approved {
                             self.transition(now, i, TaskEvent::Approved);
+                            // The attempt runs again: its timeout is armed anew, as the star's.
+                            let attempt = self.tasks[i as usize].attempt;
+                            let at = now + self.config.attempt_timeout_ms;
+                            self.timeouts.arm(at, i, attempt);
                             self.control(i, Control::Approve { action });
                         } else {
                             self.control(i, Control::Reject { action });

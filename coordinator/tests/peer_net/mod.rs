@@ -1,0 +1,308 @@
+//! The peer-core test driver: `n` peer cores over shared CAS stores, with hand-made worker
+//! replies, every broadcast queued and every effect collected.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+
+use quorate_coordinator::peer::{PeerEffect, PeerMsg, Terminal};
+use quorate_coordinator::{Event, PeerCore, StopReason, SupervisorConfig};
+use quorate_protocols::{
+    AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId,
+};
+use quorate_state::{Account, AccountId, MemoryStore};
+use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
+use serde_json::json;
+
+pub(crate) use crate::support::{needs_key, node, spec_of, sub_task_action};
+
+pub(crate) const ROOT: &str = "budget/root";
+
+pub(crate) struct Net {
+    pub cores: Vec<PeerCore>,
+    pub workers: Vec<Sender>,
+    pub claims: MemoryStore<usize>,
+    pub states: MemoryStore<Terminal>,
+    pub budget: MemoryStore<Account>,
+    /// Results and data: what store preconditions check.
+    pub results: MemoryStore<serde_json::Value>,
+    /// Broadcasts in flight: (to, envelope).
+    pub inbox: VecDeque<(usize, Envelope<PeerMsg>)>,
+    /// Every broadcast ever sent (for replays).
+    pub sent: Vec<Envelope<PeerMsg>>,
+    /// Assignments handed to each peer's worker, not yet answered.
+    pub running: Vec<(usize, Envelope<Assignment>)>,
+    pub executed: Vec<(usize, String)>,
+    /// Controls sent to the peers' workers: (peer, task, control).
+    pub controls: Vec<(usize, TaskId, Control)>,
+    /// Result keys committed, by peer.
+    pub committed: Vec<(usize, String)>,
+    pub done: Vec<Option<StopReason>>,
+    /// The events each peer recorded, in its order.
+    pub events: Vec<Vec<Event>>,
+}
+
+impl Net {
+    /// `n` peers on `nodes`; `root` overrides the shared root account's limit (e.g. another
+    /// run already drew on it).
+    pub(crate) fn new(n: usize, nodes: Vec<NodeSpec>, root: Option<Budget>) -> Self {
+        Self::with_results(n, nodes, root, MemoryStore::new())
+    }
+
+    /// As [`Net::new`], over a result store that already holds some keys.
+    pub(crate) fn with_results(
+        n: usize,
+        nodes: Vec<NodeSpec>,
+        root: Option<Budget>,
+        results: MemoryStore<serde_json::Value>,
+    ) -> Self {
+        Self::build(n, nodes, root, results, SupervisorConfig::default())
+    }
+
+    /// As [`Net::new`], with the peers' `config` (e.g. their approval policy).
+    pub(crate) fn with_config(n: usize, nodes: Vec<NodeSpec>, config: SupervisorConfig) -> Self {
+        Self::build(n, nodes, None, MemoryStore::new(), config)
+    }
+
+    pub(crate) fn build(
+        n: usize,
+        nodes: Vec<NodeSpec>,
+        root: Option<Budget>,
+        results: MemoryStore<serde_json::Value>,
+        config: SupervisorConfig,
+    ) -> Self {
+        let plan = spec_of(nodes).validate().expect("valid plan");
+        let run = RunId::from_u128(7);
+        let peers: Vec<Sender> = (0..n)
+            .map(|i| Sender {
+                agent: AgentId::from_u128(10 + i as u128),
+                role: Role::Peer,
+            })
+            .collect();
+        let workers: Vec<Sender> = (0..n)
+            .map(|i| Sender {
+                agent: AgentId::from_u128(100 + i as u128),
+                role: Role::Worker,
+            })
+            .collect();
+        let ids: Vec<TaskId> = (0..plan.len()).map(|i| task_id(i as u32)).collect();
+        let budget = MemoryStore::new();
+        PeerCore::open_root(&plan, &budget, ROOT);
+        if let Some(limit) = root {
+            let cur = budget.get_now(ROOT).expect("root");
+            let acc = Account::open(None, limit, Budget::steps(4)).expect("account");
+            assert!(budget.cas_now(ROOT, Some(cur.version), acc).is_committed());
+        }
+        let cores = (0..n)
+            .map(|i| {
+                PeerCore::new(
+                    run,
+                    plan.clone(),
+                    config.clone(),
+                    i,
+                    peers.clone(),
+                    workers[i],
+                    ids.clone(),
+                )
+            })
+            .collect();
+        let mut net = Self {
+            cores,
+            workers,
+            claims: MemoryStore::new(),
+            states: MemoryStore::new(),
+            budget,
+            results,
+            inbox: VecDeque::new(),
+            sent: vec![],
+            running: vec![],
+            executed: vec![],
+            controls: vec![],
+            committed: vec![],
+            done: vec![None; n],
+            events: vec![Vec::new(); n],
+        };
+        for p in 0..n {
+            net.cores[p].start(0);
+            net.drain(p);
+        }
+        net
+    }
+
+    pub(crate) fn drain(&mut self, p: usize) {
+        while let Some(effect) = self.cores[p].poll_effect() {
+            match effect {
+                PeerEffect::TryClaim { node } => {
+                    let won = self
+                        .claims
+                        .cas_now(&format!("claim/{node}"), None, p)
+                        .is_committed();
+                    self.cores[p].handle_claim_result(0, node, won);
+                }
+                PeerEffect::Allocate { node, task, slice } => {
+                    let cur = self.budget.get_now(ROOT).expect("root");
+                    let mut acc = cur.value.clone();
+                    let out = acc
+                        .allocate(AccountId::Root, AccountId::Task(task), slice)
+                        .map(|_| ());
+                    if out.is_ok() {
+                        assert!(self
+                            .budget
+                            .cas_now(ROOT, Some(cur.version), acc)
+                            .is_committed());
+                    }
+                    self.cores[p].handle_allocation(0, node, out);
+                }
+                PeerEffect::CloseSlice { task, spent } => {
+                    let cur = self.budget.get_now(ROOT).expect("root");
+                    let mut acc = cur.value.clone();
+                    assert_eq!(acc.child_closed(AccountId::Task(task), spent), Ok(true));
+                    assert!(self
+                        .budget
+                        .cas_now(ROOT, Some(cur.version), acc)
+                        .is_committed());
+                }
+                PeerEffect::CheckPreconditions { node, checks } => {
+                    let outcome = quorate_state::check_preconditions(&self.results, &checks);
+                    self.cores[p].handle_preconditions(0, node, outcome);
+                }
+                PeerEffect::Execute(env) => {
+                    self.executed.push((p, env.payload.node.to_string()));
+                    self.running.push((p, *env));
+                }
+                PeerEffect::Control(env) => self.controls.push((p, env.task, env.payload)),
+                PeerEffect::CommitTerminal(record) => {
+                    let key = format!("state/{}", record.node);
+                    match self.states.cas_now(&key, None, record.clone()) {
+                        quorate_state::CasOutcome::Committed(v) => {
+                            self.cores[p].handle_commit(0, record, v.raw(), true)
+                        }
+                        quorate_state::CasOutcome::Conflict { current: Some(c) } => {
+                            self.cores[p].handle_commit(0, c.value, c.version.raw(), false)
+                        }
+                        other => panic!("{other:?}"),
+                    }
+                }
+                PeerEffect::CommitResult { key, .. } => self.committed.push((p, key)),
+                PeerEffect::Broadcast(env) => {
+                    self.sent.push((*env).clone());
+                    for q in (0..self.cores.len()).filter(|&q| q != p) {
+                        self.inbox.push_back((q, (*env).clone()));
+                    }
+                }
+                PeerEffect::Record(event) => self.events[p].push(event),
+                PeerEffect::Done(reason) => {
+                    assert!(self.done[p].is_none(), "a peer is done once");
+                    self.done[p] = Some(reason);
+                }
+            }
+        }
+        let acc = self.budget.get_now(ROOT).expect("root").value;
+        assert!(
+            acc.invariant_holds(),
+            "reserve + children <= limit: {acc:?}"
+        );
+    }
+
+    /// Time `now` reaches peer `p`.
+    pub(crate) fn tick(&mut self, p: usize, now: u64) {
+        self.cores[p].handle_tick(now);
+        self.drain(p);
+    }
+
+    /// Answers the oldest running assignment of `node` with `outcome`.
+    pub(crate) fn answer(&mut self, node: &str, outcome: Outcome) {
+        self.reply(node, outcome, false);
+    }
+
+    /// Tells the peer running `node` a non-final `outcome`: the attempt keeps running.
+    pub(crate) fn tell(&mut self, node: &str, outcome: Outcome) {
+        self.reply(node, outcome, true);
+    }
+
+    pub(crate) fn reply(&mut self, node: &str, outcome: Outcome, keep_running: bool) {
+        let k = self
+            .running
+            .iter()
+            .position(|(_, e)| e.payload.node.as_str() == node)
+            .expect("running");
+        let (p, env) = if keep_running {
+            self.running[k].clone()
+        } else {
+            self.running.remove(k)
+        };
+        let reply = env.reply(
+            self.workers[p],
+            ResultKind::VerifiedConclusion,
+            Report {
+                outcome,
+                spent: Budget::steps(1),
+                actions: ActionCounts::default(),
+                calls: vec![],
+            },
+        );
+        self.cores[p].handle_worker_reply(0, reply);
+        self.drain(p);
+    }
+
+    /// `node`'s worker reports a failure ("boom"); the stop reason every peer should reach.
+    pub(crate) fn fail(&mut self, node: &str) -> StopReason {
+        let observation = String::from("boom");
+        self.answer(
+            node,
+            Outcome::Failed {
+                observation: observation.clone(),
+            },
+        );
+        StopReason::Failed {
+            node: node.into(),
+            observation,
+        }
+    }
+
+    pub(crate) fn ok(&mut self, node: &str) {
+        let value = json!({ "from": node });
+        self.answer(
+            node,
+            Outcome::Answer {
+                value,
+                receipts: vec![],
+            },
+        );
+    }
+
+    pub(crate) fn deliver_all(&mut self) {
+        while let Some((q, env)) = self.inbox.pop_front() {
+            self.cores[q].handle_broadcast(0, env);
+            self.drain(q);
+        }
+    }
+
+    pub(crate) fn deliver(&mut self, q: usize, env: Envelope<PeerMsg>) {
+        self.cores[q].handle_broadcast(0, env);
+        self.drain(q);
+    }
+
+    pub(crate) fn running_nodes(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .running
+            .iter()
+            .map(|(_, e)| e.payload.node.to_string())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+pub(crate) fn diamond() -> Vec<NodeSpec> {
+    vec![
+        node("a", &[]),
+        node("b", &[]),
+        node("c", &["a", "b"]),
+        node("d", &["c"]),
+    ]
+}
+
+/// The id the peers give node `i` in these tests.
+pub(crate) fn task_id(i: u32) -> TaskId {
+    TaskId::from_u128(1000 + u128::from(i))
+}
