@@ -79,6 +79,15 @@ fn all_inputs_in_peer_mode_completes() {
 }
 
 #[test]
+fn one_peer_is_one_peer() {
+    // `workers = 1` runs one peer (it used to run two, silently): it claims every task itself
+    // and has nobody to broadcast to.
+    let run = run_file(&peer_plan("one", 1), &RunArgs::default()).expect("runs");
+    assert_completed_once(&run, 1);
+    assert_eq!(run.output.report.messages.sent, 0);
+}
+
+#[test]
 fn all_inputs_in_peer_mode_under_chaos() {
     let path = peer_plan("chaos", 3);
     for seed in 1..=3 {

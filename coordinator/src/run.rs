@@ -106,6 +106,9 @@ pub enum RunError {
     /// The actix runtime failed.
     #[error("actix runtime: {0}")]
     Runtime(std::io::Error),
+    /// A peer-mode run was asked for no peers (`workers = 0`): nobody would run a task.
+    #[error("a peer-mode run needs at least one peer (workers = 0)")]
+    NoPeers,
 }
 
 /// Runs `plan` in star topology: one supervisor, `options.supervisor.workers` workers built from

@@ -6,8 +6,8 @@
 mod peer_net;
 mod support;
 
-use quorate_coordinator::peer::PeerMsg;
-use quorate_coordinator::{ApprovalPolicy, StopReason, SupervisorConfig};
+use quorate_coordinator::peer::{PeerMsg, SharedStoreError, SHARED_CAS_TRIES};
+use quorate_coordinator::{ApprovalPolicy, EventKind, StopReason, SupervisorConfig};
 use quorate_protocols::{ActionId, AgentId, Budget, NodeSpec, TaskId, TaskState};
 use quorate_state::MemoryStore;
 use quorate_workers::messages::{Control, Outcome};
@@ -317,4 +317,92 @@ fn an_attempt_without_a_reply_runs_again_after_its_timeout_then_its_task_fails()
     assert_eq!(net.done, vec![Some(want.clone()), Some(want)]);
     assert_eq!(net.executed.len(), 2, "no third attempt");
     assert_eq!(net.controls, vec![(p, task_id(0), Control::Cancel)]);
+}
+
+/// Two peers on one task `a`, whose first `contend` allocations and first `vanish` terminal
+/// commits meet another peer's change or an empty key.
+fn faulty_store(contend: u32, vanish: u32) -> Net {
+    let mut net = Net::unstarted(2, vec![node("a", &[])], SupervisorConfig::default());
+    net.contend = contend;
+    net.vanish = vanish;
+    net.start();
+    net
+}
+
+#[test]
+fn root_account_contention_is_tried_again_by_the_core_then_given_up_with_a_typed_reason() {
+    // A few contended CASes: the peer tries again, and the task runs.
+    let mut net = faulty_store(3, 0);
+    assert_eq!(net.contend, 0, "every contended CAS was answered");
+    assert_eq!(net.running_nodes(), ["a"]);
+    net.ok("a");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    // Contended every time: the task fails, naming contention (not an unknown account, not
+    // a limit), and every peer stops on it.
+    let mut net = faulty_store(SHARED_CAS_TRIES, 0);
+    assert!(net.executed.is_empty(), "a never ran");
+    net.deliver_all();
+    let observation = format!(
+        "budget: {}",
+        SharedStoreError::RootContended {
+            tries: SHARED_CAS_TRIES
+        }
+    );
+    assert!(
+        observation.contains("changed by other peers"),
+        "{observation}"
+    );
+    let want = StopReason::Failed {
+        node: "a".into(),
+        observation,
+    };
+    assert_eq!(net.done, vec![Some(want.clone()), Some(want)]);
+}
+
+#[test]
+fn a_terminal_record_that_vanished_is_committed_again_or_its_task_given_up() {
+    // It vanished twice: the third commit holds, and the run completes.
+    let mut net = faulty_store(0, 2);
+    net.ok("a");
+    assert_eq!(net.vanish, 0);
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    assert!(net.states.get_now("state/0").is_some());
+    // Every time: the peer that ran `a` stops committing and gives it up as failed (before,
+    // it stayed committing and never finished).
+    let mut net = faulty_store(0, SHARED_CAS_TRIES);
+    let runner = net.executed[0].0;
+    net.ok("a");
+    let observation = SharedStoreError::RecordVanished {
+        tries: SHARED_CAS_TRIES,
+    }
+    .to_string();
+    let want = StopReason::Failed {
+        node: "a".into(),
+        observation,
+    };
+    assert_eq!(net.done[runner], Some(want));
+    assert_eq!(net.cores[runner].task_state(0), TaskState::Failed);
+    assert_eq!(net.cores[runner].poll_effect(), None, "nothing more to do");
+}
+
+#[test]
+fn a_result_found_in_the_store_is_kept_and_logged() {
+    let mut net = Net::new(2, vec![node("a", &[]), node("b", &["a"])], None);
+    let key = quorate_coordinator::result_key(quorate_protocols::RunId::from_u128(7), "a");
+    let stored = json!({ "from": "earlier" });
+    assert!(net.results.create_now(key, stored.clone()).is_committed());
+    let runner = net.executed[0].0;
+    net.ok("a");
+    let kept = net.events[runner].iter().find_map(|e| match &e.kind {
+        EventKind::ResultKept { same, result, .. } => Some((*same, result.clone())),
+        _ => None,
+    });
+    assert_eq!(kept, Some((false, stored.clone())));
+    assert_eq!(
+        net.cores[runner].result(0),
+        Some(&stored),
+        "the stored one is a's result"
+    );
 }

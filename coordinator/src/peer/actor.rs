@@ -7,17 +7,14 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use quorate_protocols::{Budget, Envelope, RunId};
-use quorate_state::{Account, AccountId, CasOutcome, LedgerError, MemoryStore, PackedLog};
+use quorate_state::{Account, AccountId, MemoryStore, PackedLog};
 use quorate_workers::{AssignMsg, ControlMsg, ReportMsg};
 use tokio::sync::oneshot;
 
-use super::{PeerCore, PeerEffect, PeerMsg, Terminal};
+use super::{commit_terminal, update_root_once, PeerCore, PeerEffect, PeerMsg, Terminal};
 use crate::shell::{commit_result, RunClock, Tick, Wakeup};
 use crate::trace::TraceSink;
 use crate::{Event, MessageCounts, StopReason};
-
-/// CAS retries on the shared budget account before giving up.
-const BUDGET_CAS_RETRIES: usize = 256;
 
 /// Peer -> peer: a broadcast.
 #[derive(Clone, Debug, Message)]
@@ -73,34 +70,6 @@ impl PeerStores {
     /// Key of the run's root account.
     pub fn budget_key(run: RunId) -> String {
         format!("budget/{run}/root")
-    }
-
-    /// Applies `f` to the root account by CAS, re-reading on conflict.
-    fn update_root<T>(
-        &self,
-        run: RunId,
-        mut f: impl FnMut(&mut Account) -> Result<T, LedgerError>,
-    ) -> Result<T, LedgerError> {
-        let key = Self::budget_key(run);
-        for _ in 0..BUDGET_CAS_RETRIES {
-            let Some(current) = self.budget.get_now(&key) else {
-                return Err(LedgerError::UnknownAccount {
-                    account: AccountId::Root,
-                });
-            };
-            let mut account = current.value.clone();
-            let out = f(&mut account)?;
-            if self
-                .budget
-                .cas_now(&key, Some(current.version), account)
-                .is_committed()
-            {
-                return Ok(out);
-            }
-        }
-        Err(LedgerError::UnknownAccount {
-            account: AccountId::Root,
-        })
     }
 }
 
@@ -203,19 +172,18 @@ impl PeerActor {
                     self.core.handle_claim_result(now, node, won);
                 }
                 PeerEffect::Allocate { node, task, slice } => {
-                    let outcome = self.stores.update_root(run, |root| {
+                    let key = PeerStores::budget_key(run);
+                    let outcome = update_root_once(&self.stores.budget, &key, |root| {
                         root.allocate(AccountId::Root, AccountId::Task(task), slice)
-                            .map(|_| ())
                     });
                     self.core.handle_allocation(now, node, outcome);
                 }
-                PeerEffect::CloseSlice { task, spent } => {
-                    let closed = self
-                        .stores
-                        .update_root(run, |root| root.child_closed(AccountId::Task(task), spent));
-                    if let Err(error) = closed {
-                        tracing::warn!(%error, "closing a task's slice failed");
-                    }
+                PeerEffect::CloseSlice { node, task, spent } => {
+                    let key = PeerStores::budget_key(run);
+                    let outcome = update_root_once(&self.stores.budget, &key, |root| {
+                        root.child_closed(AccountId::Task(task), spent)
+                    });
+                    self.core.handle_slice_closed(now, node, outcome);
                 }
                 PeerEffect::CheckPreconditions { node, checks } => {
                     let outcome = quorate_state::check_preconditions(&self.stores.results, &checks);
@@ -224,29 +192,13 @@ impl PeerActor {
                 PeerEffect::Execute(envelope) => self.assign.do_send(AssignMsg(*envelope)),
                 PeerEffect::Control(envelope) => self.control.do_send(ControlMsg(envelope)),
                 PeerEffect::CommitTerminal(record) => {
-                    let id = self.node_id(record.node);
-                    let key = PeerStores::state_key(run, &id);
-                    match self.stores.states.cas_now(&key, None, record.clone()) {
-                        CasOutcome::Committed(version) => {
-                            self.core.handle_commit(now, record, version.raw(), true);
-                        }
-                        CasOutcome::Conflict {
-                            current: Some(current),
-                        } => {
-                            let version = current.version.raw();
-                            self.core.handle_commit(now, current.value, version, false);
-                        }
-                        CasOutcome::Conflict { current: None } => {
-                            tracing::error!(%key, "terminal record vanished");
-                        }
-                    }
+                    let key = PeerStores::state_key(run, &self.node_id(record.node));
+                    let outcome = commit_terminal(&self.stores.states, &key, record);
+                    self.core.handle_commit(now, outcome);
                 }
-                PeerEffect::CommitResult { key, value } => {
-                    // Only the peer whose terminal record won the CAS commits a result, so a key
-                    // found taken here is unexpected: logged, the stored result kept.
-                    if let Some(stored) = commit_result(&self.stores.results, key, value) {
-                        tracing::warn!(version = %stored.version, "result already committed; kept");
-                    }
+                PeerEffect::CommitResult { node, key, value } => {
+                    let stored = commit_result(&self.stores.results, key, value);
+                    self.core.handle_result_commit(now, node, stored);
                 }
                 PeerEffect::Broadcast(envelope) => {
                     for other in &self.others {

@@ -21,7 +21,7 @@ mod run;
 mod slot;
 
 use quorate_protocols::{Budget, Envelope, EvidenceRef, TaskId, TaskState};
-use quorate_state::LedgerError;
+use quorate_state::{Account, CasOutcome, LedgerError, MemoryStore};
 use quorate_workers::messages::{Assignment, Control};
 use serde::{Deserialize, Serialize};
 
@@ -70,8 +70,9 @@ pub enum PeerEffect {
         /// Node index.
         node: u32,
     },
-    /// Allocate `slice` for `task` from the shared root account (CAS, re-read on conflict); feed
-    /// the outcome to [`PeerCore::handle_allocation`].
+    /// Allocate `slice` for `task` from the shared root account: read it, allocate, CAS once
+    /// from the version read; feed what became of it to [`PeerCore::handle_allocation`] (on
+    /// contention the core decides whether to try again).
     Allocate {
         /// Node index.
         node: u32,
@@ -80,8 +81,12 @@ pub enum PeerEffect {
         /// The slice.
         slice: Budget,
     },
-    /// Return `task`'s slice to the shared root account; `spent` stays spent.
+    /// Return `task`'s slice to the shared root account (`spent` stays spent): read it, close the
+    /// child, CAS once from the version read; feed what became of it to
+    /// [`PeerCore::handle_slice_closed`].
     CloseSlice {
+        /// Node index.
+        node: u32,
         /// The task.
         task: TaskId,
         /// What it spent.
@@ -100,11 +105,14 @@ pub enum PeerEffect {
     /// Send a control message to this peer's own worker.
     Control(Envelope<Control>),
     /// CAS `state/<run>/<node>` from absent to `record`; feed what the store holds afterwards to
-    /// [`PeerCore::handle_commit`].
+    /// [`PeerCore::handle_commit`] as a [`TerminalCommit`].
     CommitTerminal(Terminal),
     /// Merge a task's accepted result into the result store under `key` (CAS from absent:
-    /// never overwrite).
+    /// never overwrite); feed the stored result, if the key was taken, to
+    /// [`PeerCore::handle_result_commit`].
     CommitResult {
+        /// Node index.
+        node: u32,
         /// Store key (`result/<run>/<node>`).
         key: String,
         /// The result.
@@ -118,5 +126,111 @@ pub enum PeerEffect {
     Done(StopReason),
 }
 
-/// Why a budget allocation failed, as fed back to the core.
-pub type AllocationResult = Result<(), LedgerError>;
+/// What one compare-and-swap on the shared root account came to (an allocation or a slice's
+/// return). The shell tries once per effect; the core decides what follows.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RootUpdate {
+    /// The CAS committed.
+    Done,
+    /// The ledger refused the change on the account as read (e.g. a slice that does not fit).
+    Refused(LedgerError),
+    /// Another peer changed the account between the read and the CAS: a retry reads the fresh
+    /// version.
+    Contended,
+    /// The root account is not in the store (the run's root was never opened).
+    Missing,
+}
+
+/// What `state/<run>/<node>` held after this peer's [`PeerEffect::CommitTerminal`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum TerminalCommit {
+    /// This peer's record was written at `version`.
+    Won {
+        /// This peer's record.
+        record: Terminal,
+        /// The store version it was written at.
+        version: u64,
+    },
+    /// Another peer's record was there first: adopted, never overwritten.
+    Taken {
+        /// The stored record.
+        record: Terminal,
+        /// Its store version.
+        version: u64,
+    },
+    /// The CAS found the key taken, but no record was under it when read back: this peer's
+    /// `record`, which the core may commit again.
+    Vanished {
+        /// This peer's record.
+        record: Terminal,
+    },
+}
+
+/// Why a peer gave a task up on the shared stores (the observation of the task's failure, or of a
+/// `budget-refused` event for a slice that could not be returned).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SharedStoreError {
+    /// The run's root account is not in the budget store.
+    #[error("the run's root account is missing from the budget store")]
+    RootMissing,
+    /// Other peers changed the root account before every one of this peer's CASes.
+    #[error("the run's root account was changed by other peers {tries} times in a row")]
+    RootContended {
+        /// The CASes tried.
+        tries: u32,
+    },
+    /// The task's terminal record key was taken, yet held no record, every time.
+    #[error("the task's terminal record vanished from the state store {tries} times")]
+    RecordVanished {
+        /// The commits tried.
+        tries: u32,
+    },
+}
+
+/// CASes a peer tries on one shared key for one change before it gives the change up.
+pub const SHARED_CAS_TRIES: u32 = 256;
+
+/// Carries out one change of the root account under `key` ([`PeerEffect::Allocate`],
+/// [`PeerEffect::CloseSlice`]): reads it, applies `change`, and CASes once from the version read.
+pub fn update_root_once<T>(
+    store: &MemoryStore<Account>,
+    key: &str,
+    change: impl FnOnce(&mut Account) -> Result<T, LedgerError>,
+) -> RootUpdate {
+    let Some(current) = store.get_now(key) else {
+        return RootUpdate::Missing;
+    };
+    let mut account = current.value;
+    if let Err(e) = change(&mut account) {
+        return RootUpdate::Refused(e);
+    }
+    if store
+        .cas_now(key, Some(current.version), account)
+        .is_committed()
+    {
+        RootUpdate::Done
+    } else {
+        RootUpdate::Contended
+    }
+}
+
+/// Carries out a [`PeerEffect::CommitTerminal`]: CASes `record` under `key` from absent.
+pub fn commit_terminal(
+    store: &MemoryStore<Terminal>,
+    key: &str,
+    record: Terminal,
+) -> TerminalCommit {
+    match store.cas_now(key, None, record.clone()) {
+        CasOutcome::Committed(version) => TerminalCommit::Won {
+            record,
+            version: version.raw(),
+        },
+        CasOutcome::Conflict {
+            current: Some(current),
+        } => TerminalCommit::Taken {
+            record: current.value,
+            version: current.version.raw(),
+        },
+        CasOutcome::Conflict { current: None } => TerminalCommit::Vanished { record },
+    }
+}

@@ -18,7 +18,8 @@ use crate::{
     TaskRow,
 };
 
-/// Runs `plan` in peer mode: `max(2, options.supervisor.workers)` peers, each with one worker
+/// Runs `plan` in peer mode: `options.supervisor.workers` peers (at least one:
+/// [`RunError::NoPeers`] otherwise; one peer runs every task itself), each with one worker
 /// built from `parts()` (called once per peer), on a fresh actix system. Deadline, approval
 /// policy and `cancel_after_steps` (per peer) come from `options.supervisor`; chaos applies to
 /// every peer -> peer link. Blocks until every peer is done.
@@ -33,6 +34,10 @@ pub fn run_peer(
     options: RunOptions,
     parts: impl Fn() -> (AgentRegistry, ToolRegistry),
 ) -> Result<RunOutput, RunError> {
+    let count = options.supervisor.workers;
+    if count == 0 {
+        return Err(RunError::NoPeers);
+    }
     if options.fallback.is_some() {
         tracing::warn!("peer mode does not switch to a fallback plan; a failed store precondition fails its task");
     }
@@ -56,7 +61,6 @@ pub fn run_peer(
         task_ids.clone(),
     );
     let summaries = system.block_on(async move {
-        let count = options.supervisor.workers.max(2);
         let peers: Vec<Sender> = (0..count)
             .map(|_| Sender {
                 agent: AgentId::new(),
@@ -213,5 +217,25 @@ fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSumma
         messages,
         actions,
         stop: reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorate_protocols::{NodeSpec, PlanSpec};
+
+    #[test]
+    fn no_peers_is_refused_before_anything_runs() {
+        let spec = PlanSpec {
+            budget: Budget::steps(10),
+            nodes: vec![NodeSpec::named("a").with_budget(Budget::steps(2))],
+            ..PlanSpec::default()
+        };
+        let plan = spec.validate().expect("plan");
+        let mut options = RunOptions::default();
+        options.supervisor.workers = 0;
+        let out = run_peer(plan, options, Default::default);
+        assert!(matches!(out, Err(RunError::NoPeers)), "{:?}", out.err());
     }
 }

@@ -36,6 +36,10 @@ pub(crate) struct PeerTask {
     /// The action parked for a human and its `Quiet` handshake: the task settles as
     /// waiting-approval once nothing else of it works.
     pub(crate) parked: Parked,
+    /// CASes on the root account tried in a row for the current change (allocation or return).
+    pub(crate) root_tries: u32,
+    /// Commits of the terminal record that found it vanished, in a row.
+    pub(crate) commit_tries: u32,
 }
 
 impl PeerTask {
@@ -59,6 +63,8 @@ impl PeerTask {
             granted: Budget::ZERO,
             spent: Budget::ZERO,
             parked: Parked::default(),
+            root_tries: 0,
+            commit_tries: 0,
         }
     }
 

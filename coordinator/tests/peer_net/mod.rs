@@ -4,7 +4,9 @@
 
 use std::collections::VecDeque;
 
-use quorate_coordinator::peer::{PeerEffect, PeerMsg, Terminal};
+use quorate_coordinator::peer::{
+    commit_terminal, update_root_once, PeerEffect, PeerMsg, RootUpdate, Terminal, TerminalCommit,
+};
 use quorate_coordinator::{Event, PeerCore, StopReason, SupervisorConfig};
 use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId,
@@ -37,6 +39,10 @@ pub(crate) struct Net {
     /// Result keys committed, by peer.
     pub committed: Vec<(usize, String)>,
     pub done: Vec<Option<StopReason>>,
+    /// Allocations still to be answered `Contended` (another peer's CAS came first).
+    pub contend: u32,
+    /// Terminal commits still to be answered `Vanished`.
+    pub vanish: u32,
     /// The events each peer recorded, in its order.
     pub events: Vec<Vec<Event>>,
 }
@@ -64,6 +70,18 @@ impl Net {
     }
 
     pub(crate) fn build(
+        n: usize,
+        nodes: Vec<NodeSpec>,
+        root: Option<Budget>,
+        results: MemoryStore<serde_json::Value>,
+        config: SupervisorConfig,
+    ) -> Self {
+        let mut net = Self::build_unstarted(n, nodes, root, results, config);
+        net.start();
+        net
+    }
+
+    fn build_unstarted(
         n: usize,
         nodes: Vec<NodeSpec>,
         root: Option<Budget>,
@@ -105,7 +123,7 @@ impl Net {
                 )
             })
             .collect();
-        let mut net = Self {
+        Self {
             cores,
             workers,
             claims: MemoryStore::new(),
@@ -119,13 +137,23 @@ impl Net {
             controls: vec![],
             committed: vec![],
             done: vec![None; n],
+            contend: 0,
+            vanish: 0,
             events: vec![Vec::new(); n],
-        };
-        for p in 0..n {
-            net.cores[p].start(0);
-            net.drain(p);
         }
-        net
+    }
+
+    /// As [`Net::with_config`], not started yet (see [`Net::start`]).
+    pub(crate) fn unstarted(n: usize, nodes: Vec<NodeSpec>, config: SupervisorConfig) -> Self {
+        Self::build_unstarted(n, nodes, None, MemoryStore::new(), config)
+    }
+
+    /// Starts every peer, in index order.
+    pub(crate) fn start(&mut self) {
+        for p in 0..self.cores.len() {
+            self.cores[p].start(0);
+            self.drain(p);
+        }
     }
 
     pub(crate) fn drain(&mut self, p: usize) {
@@ -139,27 +167,24 @@ impl Net {
                     self.cores[p].handle_claim_result(0, node, won);
                 }
                 PeerEffect::Allocate { node, task, slice } => {
-                    let cur = self.budget.get_now(ROOT).expect("root");
-                    let mut acc = cur.value.clone();
-                    let out = acc
-                        .allocate(AccountId::Root, AccountId::Task(task), slice)
-                        .map(|_| ());
-                    if out.is_ok() {
-                        assert!(self
-                            .budget
-                            .cas_now(ROOT, Some(cur.version), acc)
-                            .is_committed());
-                    }
-                    self.cores[p].handle_allocation(0, node, out);
+                    let outcome = if self.contend > 0 {
+                        // Another peer got there first, `contend` times in a row.
+                        self.contend -= 1;
+                        RootUpdate::Contended
+                    } else {
+                        update_root_once(&self.budget, ROOT, |acc| {
+                            acc.allocate(AccountId::Root, AccountId::Task(task), slice)
+                        })
+                    };
+                    self.cores[p].handle_allocation(0, node, outcome);
                 }
-                PeerEffect::CloseSlice { task, spent } => {
-                    let cur = self.budget.get_now(ROOT).expect("root");
-                    let mut acc = cur.value.clone();
-                    assert_eq!(acc.child_closed(AccountId::Task(task), spent), Ok(true));
-                    assert!(self
-                        .budget
-                        .cas_now(ROOT, Some(cur.version), acc)
-                        .is_committed());
+                PeerEffect::CloseSlice { node, task, spent } => {
+                    let outcome = update_root_once(&self.budget, ROOT, |acc| {
+                        acc.child_closed(AccountId::Task(task), spent)
+                            .map(|closed| assert!(closed, "a slice is returned once"))
+                    });
+                    assert_eq!(outcome, RootUpdate::Done);
+                    self.cores[p].handle_slice_closed(0, node, outcome);
                 }
                 PeerEffect::CheckPreconditions { node, checks } => {
                     let outcome = quorate_state::check_preconditions(&self.results, &checks);
@@ -172,17 +197,23 @@ impl Net {
                 PeerEffect::Control(env) => self.controls.push((p, env.task, env.payload)),
                 PeerEffect::CommitTerminal(record) => {
                     let key = format!("state/{}", record.node);
-                    match self.states.cas_now(&key, None, record.clone()) {
-                        quorate_state::CasOutcome::Committed(v) => {
-                            self.cores[p].handle_commit(0, record, v.raw(), true)
-                        }
-                        quorate_state::CasOutcome::Conflict { current: Some(c) } => {
-                            self.cores[p].handle_commit(0, c.value, c.version.raw(), false)
-                        }
-                        other => panic!("{other:?}"),
-                    }
+                    let outcome = if self.vanish > 0 {
+                        // The key reads as taken, yet holds nothing, `vanish` times in a row.
+                        self.vanish -= 1;
+                        TerminalCommit::Vanished { record }
+                    } else {
+                        commit_terminal(&self.states, &key, record)
+                    };
+                    self.cores[p].handle_commit(0, outcome);
                 }
-                PeerEffect::CommitResult { key, .. } => self.committed.push((p, key)),
+                PeerEffect::CommitResult { node, key, value } => {
+                    let stored = match self.results.create_now(key.clone(), value) {
+                        quorate_state::CasOutcome::Committed(_) => None,
+                        quorate_state::CasOutcome::Conflict { current } => current,
+                    };
+                    self.committed.push((p, key));
+                    self.cores[p].handle_result_commit(0, node, stored);
+                }
                 PeerEffect::Broadcast(env) => {
                     self.sent.push((*env).clone());
                     for q in (0..self.cores.len()).filter(|&q| q != p) {

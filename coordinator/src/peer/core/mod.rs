@@ -12,11 +12,12 @@ use quorate_protocols::{
 use quorate_state::MemoryStore;
 use quorate_workers::messages::{ActionCounts, Control};
 
+mod store;
 mod terminal;
 mod worker;
 
 use super::slot::PeerTask;
-use super::{AllocationResult, PeerEffect, Terminal};
+use super::{PeerEffect, Terminal};
 use crate::event::{Event, EventKind, Rejection};
 use crate::rules::{on_timeout, AttemptTimeouts, Expiry};
 use crate::{MessageCounts, StopReason, SupervisorConfig};
@@ -274,32 +275,6 @@ impl PeerCore {
         self.after_input(now);
     }
 
-    /// The outcome of allocating `node`'s slice from the shared root account.
-    pub fn handle_allocation(&mut self, now: u64, node: u32, outcome: AllocationResult) {
-        let i = node;
-        match outcome {
-            Err(e) => {
-                let detail = e.to_string();
-                self.record(now, Some(i), EventKind::BudgetRefused { detail });
-                self.busy = false;
-                let cause = StopReason::refused(&e);
-                self.propose(i, TaskState::StoppedLimit, Some(cause));
-            }
-            Ok(()) => {
-                let t = &mut self.tasks[i as usize];
-                t.allocated = true;
-                t.granted = self.plan.node(i).budget;
-                if t.settled() || t.committing || self.stopping {
-                    self.busy = false;
-                    self.close_slice(now, i);
-                } else {
-                    self.execute(now, i);
-                }
-            }
-        }
-        self.after_input(now);
-    }
-
     /// Time passed: enforce the deadline, and run again an attempt of this peer's worker that
     /// had no accepted reply within `attempt_timeout_ms` (or, after `max_attempts`, fail its
     /// task), as the star does.
@@ -429,23 +404,6 @@ impl PeerCore {
             by: self.index,
         };
         self.effects.push_back(PeerEffect::CommitTerminal(record));
-    }
-
-    fn close_slice(&mut self, now: u64, i: u32) {
-        let t = &mut self.tasks[i as usize];
-        if t.allocated && !t.closed {
-            t.closed = true;
-            // A task that never reported is charged its whole slice: its calls may have spent it.
-            t.spent = if t.reported() {
-                t.spent.min(&t.granted)
-            } else {
-                t.granted
-            };
-            let (task, spent) = (t.id, t.spent);
-            self.effects
-                .push_back(PeerEffect::CloseSlice { task, spent });
-            self.record(now, Some(i), EventKind::TaskClosed { spent });
-        }
     }
 
     fn make_ready(&mut self, now: u64, i: u32) {

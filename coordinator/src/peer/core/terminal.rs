@@ -6,14 +6,30 @@ use quorate_workers::messages::Control;
 
 use super::PeerCore;
 use crate::event::{EventKind, Rejection};
-use crate::peer::{PeerEffect, PeerMsg, Terminal};
+use crate::peer::{
+    PeerEffect, PeerMsg, SharedStoreError, Terminal, TerminalCommit, SHARED_CAS_TRIES,
+};
 use crate::StopReason;
 
 impl PeerCore {
-    /// What `state/<run>/<node>` holds after this peer's commit: `won` if its own record was
-    /// written, otherwise the record that was there first (adopted, never overwritten).
-    pub fn handle_commit(&mut self, now: u64, record: Terminal, version: u64, won: bool) {
+    /// What `state/<run>/<node>` holds after this peer's commit: its own record, or the record
+    /// that was there first (adopted, never overwritten). A record that vanished is committed
+    /// again, up to [`SHARED_CAS_TRIES`] times; then this peer gives the task up as failed with
+    /// [`SharedStoreError::RecordVanished`] (in its own view: no record was committed).
+    pub fn handle_commit(&mut self, now: u64, outcome: TerminalCommit) {
+        let (record, version, won) = match outcome {
+            TerminalCommit::Won { record, version } => (record, version, true),
+            TerminalCommit::Taken { record, version } => (record, version, false),
+            TerminalCommit::Vanished { record } => {
+                self.commit_vanished(now, record);
+                return;
+            }
+        };
         let i = record.node;
+        if self.tasks.get(i as usize).is_none() {
+            return;
+        }
+        self.tasks[i as usize].commit_tries = 0;
         self.tasks[i as usize].committing = false;
         if !self.tasks[i as usize].settled() {
             if won {
@@ -21,8 +37,11 @@ impl PeerCore {
                 if let Some(value) = record.result.clone() {
                     let node = self.plan.node(i).id.as_str();
                     let key = crate::run::result_key(self.run, node);
-                    self.effects
-                        .push_back(PeerEffect::CommitResult { key, value });
+                    self.effects.push_back(PeerEffect::CommitResult {
+                        node: i,
+                        key,
+                        value,
+                    });
                 }
                 let mut env = Envelope::new(
                     self.run,
@@ -38,6 +57,36 @@ impl PeerCore {
                 self.effects.push_back(PeerEffect::Broadcast(Box::new(env)));
             }
             self.apply(now, record, version);
+        }
+        self.after_input(now);
+    }
+
+    /// This peer's `record` found its key taken but empty: commit it again, or give up.
+    fn commit_vanished(&mut self, now: u64, record: Terminal) {
+        let i = record.node;
+        let Some(t) = self.tasks.get_mut(i as usize) else {
+            return;
+        };
+        t.commit_tries += 1;
+        if t.commit_tries < SHARED_CAS_TRIES {
+            self.effects.push_back(PeerEffect::CommitTerminal(record));
+        } else {
+            t.committing = false;
+            let error = SharedStoreError::RecordVanished {
+                tries: t.commit_tries,
+            };
+            let node = self.plan.node(i).id.to_string();
+            let observation = error.to_string();
+            let given_up = Terminal {
+                node: i,
+                state: TaskState::Failed,
+                result: None,
+                evidence: Vec::new(),
+                cause: Some(StopReason::Failed { node, observation }),
+                by: self.index,
+            };
+            // No store version: this peer's own view, ordered before every committed record.
+            self.apply(now, given_up, 0);
         }
         self.after_input(now);
     }
