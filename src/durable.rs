@@ -415,6 +415,7 @@ mod tests {
         Event {
             seq,
             run_id: RunId::new(),
+            peer: None,
             task: None,
             at_ms: 0,
             kind,

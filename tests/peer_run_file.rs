@@ -6,6 +6,8 @@ mod support;
 use std::path::PathBuf;
 
 use quorate::coordinator::chaos::ChaosConfig;
+use quorate::coordinator::trace::check_terminal_is_final;
+use quorate::coordinator::{Event, EventKind};
 use quorate::protocols::TaskState;
 use quorate::runner::{run_file, Approve, FileRun, RunArgs};
 use support::{
@@ -101,6 +103,55 @@ fn all_inputs_in_peer_mode_under_chaos() {
         let m = run.output.report.messages;
         println!("seed {seed}: {m:?} chaos {:?}", run.output.chaos);
     }
+}
+
+#[test]
+fn a_peer_trace_names_each_event_s_writer_and_a_task_ends_once_per_peer() {
+    let path = support::temp_path("peer_trace.jsonl");
+    let args = RunArgs {
+        trace: Some(path.clone()),
+        seed: 2,
+        chaos: Some(CHAOS.parse::<ChaosConfig>().expect("chaos")),
+        ..RunArgs::default()
+    };
+    let run = run_file(&peer_plan("traced", 3), &args).expect("runs");
+    assert_completed_once(&run, 3);
+    let text = std::fs::read_to_string(&path).expect("trace written");
+    let events: Vec<Event> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is an event"))
+        .collect();
+    assert_eq!(events.len() as u64, run.output.trace_lines);
+    assert!(
+        events.iter().all(|e| e.peer.is_some_and(|p| p < 3)),
+        "every line names one of the three peers"
+    );
+    check_terminal_is_final(&events).expect("no transition after a terminal state, per peer");
+    // Every peer wrote its own copy of every task's end (and of the run's stop).
+    for task in &run.output.report.tasks {
+        let mut writers: Vec<usize> = events
+            .iter()
+            .filter(|e| e.task.as_deref() == Some(task.id.as_str()))
+            .filter(|e| matches!(e.kind, EventKind::Transition { to, .. } if to.is_terminal()))
+            .filter_map(|e| e.peer)
+            .collect();
+        writers.sort_unstable();
+        assert_eq!(writers, [0, 1, 2], "{}", task.id);
+    }
+    let stops = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::RunStopped { .. }))
+        .count();
+    assert_eq!(stops, 3, "one run-stopped per peer");
+    // Read as one writer's, the same trace breaks the rule: the peer field is what keeps the
+    // copies apart.
+    let merged: Vec<Event> = events
+        .iter()
+        .cloned()
+        .map(|e| Event { peer: None, ..e })
+        .collect();
+    assert!(check_terminal_is_final(&merged).is_err());
+    let _ = std::fs::remove_dir_all(path.parent().expect("temp dir"));
 }
 
 /// `precondition_replan.toml` in peer mode with two peers; `channel` adds `config/channel` to

@@ -416,6 +416,10 @@ pub struct Event {
     pub task: Option<std::sync::Arc<str>>,
     /// Milliseconds since the run started (virtual in simulations).
     pub at_ms: u64,
+    /// Peer mode: the index of the peer that wrote the event (every peer writes its own copy of
+    /// the events it saw). Absent in star mode, where the supervisor writes every event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<usize>,
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
@@ -454,6 +458,7 @@ impl Record {
                 RecordTask::Named(name) => Some(name),
             },
             at_ms: self.at_ms,
+            peer: None,
             kind: self.kind,
         }
     }
@@ -474,6 +479,36 @@ pub enum RecordTask {
 mod tests {
     use super::*;
 
+    /// A star event's line has no `peer` field, byte for byte as before peers named
+    /// themselves; a peer's event carries its writer before its kind, and both read back.
+    #[test]
+    fn only_a_peer_event_names_its_writer() {
+        let mut event = Event {
+            seq: 7,
+            run_id: RunId::from_u128(1),
+            task: Some("a".into()),
+            at_ms: 12,
+            peer: None,
+            kind: EventKind::Transition {
+                from: TaskState::Running,
+                to: TaskState::Completed,
+            },
+        };
+        let star = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            star,
+            r#"{"seq":7,"run_id":"00000000-0000-0000-0000-000000000001","task":"a","at_ms":12,"kind":"transition","from":"running","to":"completed"}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&star).unwrap(), event);
+        event.peer = Some(2);
+        let peer = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            peer,
+            r#"{"seq":7,"run_id":"00000000-0000-0000-0000-000000000001","task":"a","at_ms":12,"peer":2,"kind":"transition","from":"running","to":"completed"}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&peer).unwrap(), event);
+    }
+
     /// A call's trace line is its call event's, after the event's own fields, as before the
     /// call kinds were one variant; and a bad line names what is wrong with it.
     #[test]
@@ -483,6 +518,7 @@ mod tests {
         let event = Event {
             seq: 3,
             run_id: RunId::from_u128(1),
+            peer: None,
             task: Some("fetch".into()),
             at_ms: 5,
             kind: EventKind::of_call(CallEvent::Queried {

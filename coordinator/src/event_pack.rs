@@ -122,7 +122,10 @@ const TASK_CLOSED: u8 = 2;
 const REPLY_ACCEPTED: u8 = 3;
 const RESULT_COMMITTED: u8 = 4;
 const OTHER: u8 = 5;
-const KIND_BITS: u8 = 0x1f;
+const KIND_BITS: u8 = 0x0f;
+/// The event names the peer that wrote it (peer mode only: a star entry never sets it, so its
+/// bytes are as before).
+const HAS_PEER: u8 = 1 << 4;
 const HAS_TASK: u8 = 1 << 5;
 const OTHER_RUN: u8 = 1 << 6;
 const SEQ_OFFSET: u8 = 1 << 7;
@@ -255,6 +258,7 @@ struct Parts<'a> {
     task: Option<TaskName<'a>>,
     at_ms: u64,
     kind: &'a EventKind,
+    peer: Option<usize>,
 }
 
 impl Parts<'_> {
@@ -278,6 +282,9 @@ impl Parts<'_> {
         if offset != 0 {
             head |= SEQ_OFFSET;
         }
+        if self.peer.is_some() {
+            head |= HAS_PEER;
+        }
         out.push(head);
         if let Some(task) = self.task {
             let (n, new) = names.number(task);
@@ -293,6 +300,9 @@ impl Parts<'_> {
         }
         if offset != 0 {
             put_varint(out, zigzag(offset));
+        }
+        if let Some(peer) = self.peer {
+            put_varint(out, peer as u64);
         }
         put_varint(
             out,
@@ -351,6 +361,7 @@ pub(crate) fn pack_record(
         },
         at_ms: record.at_ms,
         kind: &record.kind,
+        peer: None,
     };
     parts.pack(at, names, out);
 }
@@ -365,6 +376,7 @@ impl Pack for Event {
             task: self.task.as_ref().map(TaskName::Shared),
             at_ms: self.at_ms,
             kind: &self.kind,
+            peer: self.peer,
         };
         parts.pack(at, names, out);
     }
@@ -399,6 +411,11 @@ impl Pack for Event {
             unzigzag(r.varint()?)
         } else {
             0
+        };
+        let peer = if head & HAS_PEER != 0 {
+            Some(usize::try_from(r.varint()?).ok()?)
+        } else {
+            None
         };
         let at_ms = names.last.at_ms.wrapping_add(unzigzag(r.varint()?) as u64);
         names.last.at_ms = at_ms;
@@ -436,6 +453,7 @@ impl Pack for Event {
             task,
             at_ms,
             kind,
+            peer,
         })
     }
 }

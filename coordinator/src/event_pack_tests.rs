@@ -144,6 +144,7 @@ fn every_kind_reads_back_as_written() {
             // A resumed core may number from elsewhere; the offset keeps it exact.
             seq: if i == 4 { 40 } else { i as u64 },
             run_id: if i == 5 { RunId::from_u128(2) } else { run },
+            peer: (i % 4 == 1).then_some(i as usize),
             task: match i % 3 {
                 0 => None,
                 1 => Some(a.clone()),
@@ -172,6 +173,7 @@ fn names_are_written_once_per_chunk_and_read_from_anywhere() {
         .map(|i| Event {
             seq: i,
             run_id: run,
+            peer: None,
             task: (i % 5 != 0).then(|| names[(i % 7) as usize].clone()),
             at_ms: i,
             kind: EventKind::ReplyAccepted,
@@ -208,6 +210,7 @@ fn colliding_and_equal_names_read_back_as_written() {
         let event = Event {
             seq: k as u64,
             run_id: run,
+            peer: None,
             task: Some(task),
             at_ms: k as u64,
             kind: EventKind::ResultCommitted {
@@ -244,6 +247,7 @@ fn times_ids_and_grants_read_back_across_deltas_and_chunks() {
         .map(|i| Event {
             seq: i,
             run_id: run,
+            peer: None,
             task: Some(name.clone()),
             // Mostly forward, sometimes back (a resumed core's clock), once far ahead.
             at_ms: match i % 9 {
@@ -283,6 +287,7 @@ fn a_run_of_minted_ids_and_one_grant_packs_small() {
             &Event {
                 seq: i,
                 run_id: run,
+                peer: None,
                 task: Some(name.clone()),
                 at_ms: 10_000 + i / 10,
                 kind: EventKind::Dispatched {
@@ -388,6 +393,7 @@ fn the_widest_compact_entries_read_back() {
     .map(|kind| Event {
         seq: u64::MAX,
         run_id: RunId::from_u128(u128::MAX),
+        peer: None,
         task: Some(name.clone()),
         at_ms: u64::MAX,
         kind,

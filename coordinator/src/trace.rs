@@ -67,3 +67,99 @@ impl TraceWriter {
         }
     }
 }
+
+/// A trace broke the rule "no transition after a terminal state": `task`, already terminal in
+/// the view of the event's writer (`peer`; `None` for the star's supervisor), moved again.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("event {seq}: task {task} moved {from} -> {to} after it was {terminal}{}",
+    .peer.map(|p| format!(" (peer {p})")).unwrap_or_default())]
+pub struct TransitionAfterTerminal {
+    /// The offending event's `seq`.
+    pub seq: u64,
+    /// The peer that wrote it (`None`: star mode).
+    pub peer: Option<usize>,
+    /// The task.
+    pub task: String,
+    /// The terminal state it had reached.
+    pub terminal: quorate_protocols::TaskState,
+    /// The transition's `from`.
+    pub from: quorate_protocols::TaskState,
+    /// The transition's `to`.
+    pub to: quorate_protocols::TaskState,
+}
+
+/// Checks "no transition after a terminal state" over a trace's events, in their order, per
+/// writer: in peer mode every peer writes its own copy of the transitions it saw (its `peer`
+/// field), so a task ends once in each peer's view; in star mode once.
+pub fn check_terminal_is_final<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+) -> Result<(), TransitionAfterTerminal> {
+    use std::collections::HashMap;
+    let mut ended: HashMap<(Option<usize>, &str), quorate_protocols::TaskState> = HashMap::new();
+    for e in events {
+        let (crate::EventKind::Transition { from, to }, Some(task)) = (&e.kind, e.task.as_deref())
+        else {
+            continue;
+        };
+        if let Some(&terminal) = ended.get(&(e.peer, task)) {
+            return Err(TransitionAfterTerminal {
+                seq: e.seq,
+                peer: e.peer,
+                task: task.to_string(),
+                terminal,
+                from: *from,
+                to: *to,
+            });
+        }
+        if to.is_terminal() {
+            ended.insert((e.peer, task), *to);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EventKind;
+    use quorate_protocols::{RunId, TaskState as S};
+
+    fn moved(seq: u64, peer: Option<usize>, from: S, to: S) -> Event {
+        Event {
+            seq,
+            run_id: RunId::from_u128(1),
+            task: Some("a".into()),
+            at_ms: 0,
+            peer,
+            kind: EventKind::Transition { from, to },
+        }
+    }
+
+    #[test]
+    fn a_task_ends_once_per_writer() {
+        // Two peers each see `a` end: fine.
+        let both = [
+            moved(0, Some(0), S::Running, S::Completed),
+            moved(1, Some(1), S::Running, S::Completed),
+        ];
+        assert_eq!(check_terminal_is_final(&both), Ok(()));
+        // One peer moves it again: caught, naming the peer.
+        let again = [
+            moved(0, Some(0), S::Running, S::Completed),
+            moved(1, Some(1), S::Running, S::Completed),
+            moved(2, Some(1), S::Completed, S::Failed),
+        ];
+        let err = check_terminal_is_final(&again).unwrap_err();
+        assert_eq!(
+            (err.seq, err.peer, err.terminal),
+            (2, Some(1), S::Completed)
+        );
+        assert!(err.to_string().ends_with("(peer 1)"), "{err}");
+        // In star mode one writer: the second end is caught.
+        let star = [
+            moved(0, None, S::Running, S::Completed),
+            moved(1, None, S::Running, S::Completed),
+        ];
+        assert_eq!(check_terminal_is_final(&star).unwrap_err().seq, 1);
+    }
+}

@@ -14,6 +14,7 @@ fn ev(seq: u64, task: Option<&str>, at_ms: u64, kind: EventKind) -> Event {
     Event {
         seq,
         run_id: RunId::from_u128(1),
+        peer: None,
         task: task.map(Arc::from),
         at_ms,
         kind,

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use quorate_coordinator::peer::{
     commit_terminal, update_root_once, PeerEffect, PeerMsg, RootUpdate, Terminal, TerminalCommit,
 };
+use quorate_coordinator::trace::check_terminal_is_final;
 use quorate_coordinator::{Event, PeerCore, StopReason, SupervisorConfig};
 use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId,
@@ -226,6 +227,11 @@ impl Net {
                     self.done[p] = Some(reason);
                 }
             }
+        }
+        // Each peer's trace names it, and a task ends once in its view.
+        assert!(self.events[p].iter().all(|e| e.peer == Some(p)));
+        if let Err(e) = check_terminal_is_final(&self.events[p]) {
+            panic!("{e}");
         }
         let acc = self.budget.get_now(ROOT).expect("root").value;
         assert!(

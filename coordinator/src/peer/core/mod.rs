@@ -490,6 +490,7 @@ impl PeerCore {
         let event = Event {
             seq: 0,
             run_id: self.run,
+            peer: Some(self.index),
             task: task.map(|i| self.plan.node(i).id.shared()),
             at_ms: now,
             kind,
