@@ -144,7 +144,7 @@ fn every_kind_reads_back_as_written() {
             // A resumed core may number from elsewhere; the offset keeps it exact.
             seq: if i == 4 { 40 } else { i as u64 },
             run_id: if i == 5 { RunId::from_u128(2) } else { run },
-            peer: (i % 4 == 1).then_some(i as usize),
+            peer: (i % 4 == 1).then_some(i),
             task: match i % 3 {
                 0 => None,
                 1 => Some(a.clone()),
