@@ -68,12 +68,13 @@ impl TraceWriter {
     }
 }
 
-/// A trace broke the rule "no transition after a terminal state": `task`, already terminal in
-/// the view of the event's writer (`peer`; `None` for the star's supervisor), moved again.
+/// A trace broke the rule "a terminal task never changes again": in the view of the event's
+/// writer (`peer`; `None` for the star's supervisor), `task` was already `terminal` when it
+/// moved again or accepted a reply.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("event {seq}: task {task} moved {from} -> {to} after it was {terminal}{}",
+#[error("event {seq}: task {task}, {terminal} already, {what}{}",
     .peer.map(|p| format!(" (peer {p})")).unwrap_or_default())]
-pub struct TransitionAfterTerminal {
+pub struct AfterTerminal {
     /// The offending event's `seq`.
     pub seq: u64,
     /// The peer that wrote it (`None`: star mode).
@@ -82,37 +83,67 @@ pub struct TransitionAfterTerminal {
     pub task: String,
     /// The terminal state it had reached.
     pub terminal: quorate_protocols::TaskState,
-    /// The transition's `from`.
-    pub from: quorate_protocols::TaskState,
-    /// The transition's `to`.
-    pub to: quorate_protocols::TaskState,
+    /// What it did after it.
+    pub what: Afterwards,
 }
 
-/// Checks "no transition after a terminal state" over a trace's events, in their order, per
-/// writer: in peer mode every peer writes its own copy of the transitions it saw (its `peer`
-/// field), so a task ends once in each peer's view; in star mode once.
+/// What a terminal task did in an [`AfterTerminal`] violation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Afterwards {
+    /// It moved `from` -> `to`.
+    Moved {
+        /// The transition's `from`.
+        from: quorate_protocols::TaskState,
+        /// The transition's `to`.
+        to: quorate_protocols::TaskState,
+    },
+    /// It accepted a reply (`reply-accepted`).
+    AcceptedReply,
+}
+
+impl std::fmt::Display for Afterwards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Afterwards::Moved { from, to } => write!(f, "moved {from} -> {to}"),
+            Afterwards::AcceptedReply => f.write_str("accepted a reply"),
+        }
+    }
+}
+
+/// Checks "no transition after a terminal state" (and no reply accepted after it) over a
+/// trace's events, in their order, per writer: in peer mode every peer writes its own copy of
+/// the events it saw (its `peer` field), so a task ends once in each peer's view; in star mode
+/// once.
 pub fn check_terminal_is_final<'a>(
     events: impl IntoIterator<Item = &'a Event>,
-) -> Result<(), TransitionAfterTerminal> {
+) -> Result<(), AfterTerminal> {
     use std::collections::HashMap;
     let mut ended: HashMap<(Option<usize>, &str), quorate_protocols::TaskState> = HashMap::new();
     for e in events {
-        let (crate::EventKind::Transition { from, to }, Some(task)) = (&e.kind, e.task.as_deref())
-        else {
+        let Some(task) = e.task.as_deref() else {
             continue;
         };
+        let what = match &e.kind {
+            crate::EventKind::Transition { from, to } => Afterwards::Moved {
+                from: *from,
+                to: *to,
+            },
+            crate::EventKind::ReplyAccepted => Afterwards::AcceptedReply,
+            _ => continue,
+        };
         if let Some(&terminal) = ended.get(&(e.peer, task)) {
-            return Err(TransitionAfterTerminal {
+            return Err(AfterTerminal {
                 seq: e.seq,
                 peer: e.peer,
                 task: task.to_string(),
                 terminal,
-                from: *from,
-                to: *to,
+                what,
             });
         }
-        if to.is_terminal() {
-            ended.insert((e.peer, task), *to);
+        if let Afterwards::Moved { to, .. } = what {
+            if to.is_terminal() {
+                ended.insert((e.peer, task), to);
+            }
         }
     }
     Ok(())
@@ -154,7 +185,16 @@ mod tests {
             (err.seq, err.peer, err.terminal),
             (2, Some(1), S::Completed)
         );
-        assert!(err.to_string().ends_with("(peer 1)"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "event 2: task a, completed already, moved completed -> failed (peer 1)"
+        );
+        // Or accepts a reply: caught too.
+        let mut reply = moved(3, Some(0), S::Running, S::Running);
+        reply.kind = EventKind::ReplyAccepted;
+        let late = [moved(0, Some(0), S::Running, S::Completed), reply];
+        let err = check_terminal_is_final(&late).unwrap_err();
+        assert_eq!((err.seq, err.what), (3, Afterwards::AcceptedReply));
         // In star mode one writer: the second end is caught.
         let star = [
             moved(0, None, S::Running, S::Completed),

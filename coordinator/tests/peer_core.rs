@@ -406,3 +406,21 @@ fn a_result_found_in_the_store_is_kept_and_logged() {
         "the stored one is a's result"
     );
 }
+
+#[test]
+fn a_reply_for_a_settled_task_is_late_and_changes_nothing() {
+    let (net, runner) = peer_net::second_answer_after_settled();
+    let core = &net.cores[runner];
+    assert_eq!(core.messages().rejected_late, 1);
+    assert_eq!(core.task_state(0), TaskState::Completed);
+    assert_eq!(
+        core.result(0),
+        Some(&json!({ "n": 1 })),
+        "the first answer stands"
+    );
+    let accepted = net.events[runner]
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::ReplyAccepted))
+        .count();
+    assert_eq!(accepted, 1);
+}

@@ -24,17 +24,35 @@ pub enum Mutant {
     IdempotencyPerAttempt = 5,
     /// The execution gate lets a write run without checking its task's store preconditions.
     GateSkipsPreconditions = 6,
+    /// A peer accepts its worker's reply for a task whose terminal record is settled.
+    PeerAcceptsSettled = 7,
 }
 
 impl Mutant {
-    /// Every real mutant (not [`Mutant::None`]).
-    pub const ALL: [Mutant; 6] = [
+    /// The mutants of the star's cores and the store, which the simulator (and for the store's
+    /// CAS, the conformance suite) must catch.
+    pub const SIMULATED: [Mutant; 6] = [
         Mutant::NoTerminalGuard,
         Mutant::AcceptStale,
         Mutant::ChargeAfterCall,
         Mutant::CasIgnoresVersion,
         Mutant::IdempotencyPerAttempt,
         Mutant::GateSkipsPreconditions,
+    ];
+
+    /// The mutants of peer mode, which the simulator does not run yet: the peer-core tests
+    /// (`coordinator/tests/peer_mutants.rs`) must catch them.
+    pub const PEER: [Mutant; 1] = [Mutant::PeerAcceptsSettled];
+
+    /// Every real mutant (not [`Mutant::None`]).
+    pub const ALL: [Mutant; 7] = [
+        Mutant::NoTerminalGuard,
+        Mutant::AcceptStale,
+        Mutant::ChargeAfterCall,
+        Mutant::CasIgnoresVersion,
+        Mutant::IdempotencyPerAttempt,
+        Mutant::GateSkipsPreconditions,
+        Mutant::PeerAcceptsSettled,
     ];
 }
 

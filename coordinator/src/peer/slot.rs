@@ -87,6 +87,17 @@ pub(crate) fn judge_reply<P>(
     task: &PeerTask,
     reply: &Envelope<P>,
 ) -> Result<(), Rejection> {
+    #[cfg(feature = "mutants")]
+    if quorate_protocols::mutant::is(quorate_protocols::mutant::Mutant::PeerAcceptsSettled)
+        && task.settled()
+        && task.mine
+        && reply.run == run
+        && reply.sender == worker
+        && reply.attempt == task.attempt
+        && !task.seen.contains(&reply.dedupe)
+    {
+        return Ok(());
+    }
     let guard = ReplyGuard {
         run,
         state: task.state,

@@ -16,6 +16,7 @@ use quorate_state::{Account, AccountId, MemoryStore};
 use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use serde_json::json;
 
+#[allow(unused_imports)] // each test binary uses some of them
 pub(crate) use crate::support::{needs_key, node, spec_of, sub_task_action};
 
 pub(crate) const ROOT: &str = "budget/root";
@@ -342,4 +343,22 @@ pub(crate) fn diamond() -> Vec<NodeSpec> {
 /// The id the peers give node `i` in these tests.
 pub(crate) fn task_id(i: u32) -> TaskId {
     TaskId::from_u128(1000 + u128::from(i))
+}
+
+/// Two peers run `a`; its worker answers, and after the terminal record settled `a` it sends
+/// another answer for the same attempt under a fresh dedupe key (a worker that retried its
+/// reply). The peer must take it as late. The driver checks each peer's trace after every step
+/// (a reply accepted after a terminal transition panics). Returns the net and `a`'s runner.
+pub(crate) fn second_answer_after_settled() -> (Net, usize) {
+    let mut net = Net::new(2, vec![node("a", &[])], None);
+    let runner = net.executed[0].0;
+    let answer = |n: u32| Outcome::Answer {
+        value: serde_json::json!({ "n": n }),
+        receipts: vec![],
+    };
+    net.tell("a", answer(1));
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    net.answer("a", answer(2));
+    (net, runner)
 }

@@ -1,0 +1,39 @@
+//! Peer mode's seeded mutants (`Mutant::PEER`) must be caught by the peer-core tests: the
+//! simulator, which catches the others (`sim/tests/mutants.rs`), does not run peer mode yet.
+//! One test in its own binary: the mutant switch is process-wide.
+//!
+//! Run with `cargo test -p quorate-coordinator --features mutants --test peer_mutants`.
+#![cfg(feature = "mutants")]
+
+mod peer_net;
+mod support;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use quorate_protocols::mutant::{self, Mutant};
+
+#[test]
+fn every_peer_mutant_is_caught() {
+    // Sanity: with no mutant active, the scenario passes.
+    mutant::set(Mutant::None);
+    let (net, runner) = peer_net::second_answer_after_settled();
+    assert_eq!(net.cores[runner].messages().rejected_late, 1);
+    for m in Mutant::PEER {
+        mutant::set(m);
+        let outcome = catch_unwind(AssertUnwindSafe(peer_net::second_answer_after_settled));
+        mutant::set(Mutant::None);
+        let caught = match outcome {
+            Ok(_) => None,
+            Err(panic) => panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string())),
+        };
+        println!("{m:?}: caught by {caught:?}");
+        let how = caught.unwrap_or_else(|| panic!("{m:?} survived"));
+        match m {
+            Mutant::PeerAcceptsSettled => assert!(how.contains("accepted a reply"), "{how}"),
+            other => panic!("no peer scenario for {other:?}"),
+        }
+    }
+}
