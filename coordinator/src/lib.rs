@@ -8,6 +8,9 @@
 //!   counted, and never change a terminal task), running acceptance checks on observed results,
 //!   and the stop conditions. It reads no clock and does no I/O: inputs are `handle_*(now, ..)`,
 //!   outputs are [`Effect`]s.
+//! * The task rules it shares with peer mode's [`PeerCore`] (which replies a task accepts, the
+//!   approval `Quiet` handshake, attempt timeouts) live in one module, `coordinator/src/rules/`;
+//!   every state change of a task goes through `TaskState::on` (in `quorate-protocols`).
 //! * The actix shell delivers messages to it and carries out its effects.
 //! * [`RunReport`] is what a run reports; [`StopReason`] why it ended; [`Event`] each decision;
 //!   [`run_metrics`] publishes a stopped run's counters to the `metrics` facade.
