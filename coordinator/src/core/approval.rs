@@ -15,11 +15,11 @@ impl SupervisorCore {
             // The attempt runs again: arm its timeout anew, so a lost approval or a lost final
             // reply still leads to a new attempt.
             let slot = &self.tasks[i as usize];
-            self.timeouts.push_back((
+            self.timeouts.arm(
                 now + self.config.attempt_timeout_ms,
                 self.by_id.id(i),
                 slot.attempt,
-            ));
+            );
             self.send_control(now, i, Control::Approve { action });
         } else {
             // Told (and logged) before the task ends: a log cut in between resumes with the

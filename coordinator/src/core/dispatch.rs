@@ -90,11 +90,11 @@ impl SupervisorCore {
             envelope.attempt = slot.attempt;
             envelope.state_version = Version::new(u64::from(slot.version));
             let attempt = slot.attempt;
-            self.timeouts.push_back((
+            self.timeouts.arm(
                 now + self.config.attempt_timeout_ms,
                 self.by_id.id(i),
                 attempt,
-            ));
+            );
             self.transition(now, i, TaskEvent::Dispatched);
             let (task_id, granted) = (self.by_id.id(i), self.tasks[i as usize].granted);
             self.record(

@@ -17,7 +17,7 @@ mod resume;
 mod stop;
 mod task;
 
-use crate::rules::{judge, ReplyGuard};
+use crate::rules::{judge, on_timeout, AttemptTimeouts, Expiry, ReplyGuard};
 pub use config::{ApprovalPolicy, SupervisorConfig};
 pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
 pub use replan::ReplanError;
@@ -66,7 +66,7 @@ pub struct SupervisorCore {
     fallback: Option<quorate_protocols::PlanSpec>,
     /// `(deadline, task, attempt)` in dispatch order; entries of attempts that ended are
     /// skipped lazily. Attempt timeouts are uniform, so the front is the earliest.
-    timeouts: VecDeque<(u64, TaskId, u32)>,
+    timeouts: AttemptTimeouts<TaskId>,
     /// Number of tasks in each state (indexed by [`state_index`]).
     counts: StateCounts,
     root: Account,
@@ -129,7 +129,7 @@ impl SupervisorCore {
             replan_pending: None,
             retired: HashMap::new(),
             fallback: None,
-            timeouts: VecDeque::new(),
+            timeouts: AttemptTimeouts::default(),
             counts,
             root,
             granted_total: Budget::ZERO,
@@ -264,7 +264,7 @@ impl SupervisorCore {
         if self.drain_until.is_some() {
             return self.drain_until;
         }
-        let attempt = self.timeouts.front().map(|&(at, _, _)| at);
+        let attempt = self.timeouts.next();
         attempt.into_iter().chain(self.config.deadline_ms).min()
     }
 
@@ -454,18 +454,21 @@ impl SupervisorCore {
             self.settle_run(now);
             return;
         }
-        while let Some(&(at, id, attempt)) = self.timeouts.front() {
-            if at > now {
+        loop {
+            let mut timeouts = std::mem::take(&mut self.timeouts);
+            let due = timeouts.pop_due(now, |id, attempt| self.live_attempt(id, attempt).is_some());
+            self.timeouts = timeouts;
+            let Some((id, attempt)) = due else {
                 break;
-            }
-            self.timeouts.pop_front();
-            if let Some(i) = self.live_attempt(id, attempt) {
-                match crate::rules::on_timeout(attempt, self.config.max_attempts) {
-                    crate::rules::Expiry::GiveUp(observation) => self.fail(now, i, observation),
-                    crate::rules::Expiry::Retry => {
-                        self.transition(now, i, TaskEvent::Requeued);
-                        self.ready.push_back(i);
-                    }
+            };
+            let Some(i) = self.live_attempt(id, attempt) else {
+                continue;
+            };
+            match on_timeout(attempt, self.config.max_attempts) {
+                Expiry::GiveUp(observation) => self.fail(now, i, observation),
+                Expiry::Retry => {
+                    self.transition(now, i, TaskEvent::Requeued);
+                    self.ready.push_back(i);
                 }
             }
         }
@@ -506,12 +509,9 @@ impl SupervisorCore {
 
     fn after_input(&mut self, now: u64) {
         // Forget timeouts of attempts that already ended.
-        while let Some(&(_, id, attempt)) = self.timeouts.front() {
-            if self.live_attempt(id, attempt).is_some() {
-                break;
-            }
-            self.timeouts.pop_front();
-        }
+        let mut timeouts = std::mem::take(&mut self.timeouts);
+        timeouts.prune(|id, attempt| self.live_attempt(id, attempt).is_some());
+        self.timeouts = timeouts;
         if self
             .config
             .cancel_after_steps
