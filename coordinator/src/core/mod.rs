@@ -455,10 +455,9 @@ impl SupervisorCore {
             return;
         }
         loop {
-            let mut timeouts = std::mem::take(&mut self.timeouts);
-            let due = timeouts.pop_due(now, |id, attempt| self.live_attempt(id, attempt).is_some());
-            self.timeouts = timeouts;
-            let Some((id, attempt)) = due else {
+            let (by_id, tasks) = (&self.by_id, &self.tasks);
+            let live = |id, attempt| live_attempt(by_id, tasks, id, attempt).is_some();
+            let Some((id, attempt)) = self.timeouts.pop_due(now, live) else {
                 break;
             };
             let Some(i) = self.live_attempt(id, attempt) else {
@@ -502,16 +501,14 @@ impl SupervisorCore {
 
     /// The node index of task `id` if it is running `attempt`.
     fn live_attempt(&self, id: TaskId, attempt: u32) -> Option<u32> {
-        let i = self.by_id.get(&id)?;
-        let t = &self.tasks[i as usize];
-        (t.state == TaskState::Running && t.attempt == attempt).then_some(i)
+        live_attempt(&self.by_id, &self.tasks, id, attempt)
     }
 
     fn after_input(&mut self, now: u64) {
         // Forget timeouts of attempts that already ended.
-        let mut timeouts = std::mem::take(&mut self.timeouts);
-        timeouts.prune(|id, attempt| self.live_attempt(id, attempt).is_some());
-        self.timeouts = timeouts;
+        let (by_id, tasks) = (&self.by_id, &self.tasks);
+        self.timeouts
+            .prune(|id, attempt| live_attempt(by_id, tasks, id, attempt).is_some());
         if self
             .config
             .cancel_after_steps
@@ -633,6 +630,13 @@ impl SupervisorCore {
     fn add_actions(&mut self, a: quorate_workers::messages::ActionCounts) {
         self.actions += a;
     }
+}
+
+/// The node index of task `id` among `tasks` if it is running `attempt`.
+fn live_attempt(by_id: &TaskIndex, tasks: &[TaskSlot], id: TaskId, attempt: u32) -> Option<u32> {
+    let i = by_id.get(&id)?;
+    let t = &tasks[i as usize];
+    (t.state == TaskState::Running && t.attempt == attempt).then_some(i)
 }
 
 /// The run's root account: the plan's budget, with its coordination reserve held back. Star and
