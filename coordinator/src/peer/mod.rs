@@ -10,6 +10,12 @@
 //! (completed if all completed, otherwise the cause of the earliest committed non-completed
 //! record), so all peers agree.
 //!
+//! A peer runs its claimed task's attempts on its own worker under the star's task rules
+//! (`coordinator/src/rules/`), attempt timeouts included. Its shell tries each CAS on the shared
+//! stores once and reports ([`RootUpdate`], [`TerminalCommit`]); the core decides whether to try
+//! again or to give the change up ([`SharedStoreError`]). In a trace, each event names the peer
+//! that wrote it (`peer`).
+//!
 //! * [`PeerCore`]: the pure decision logic of one peer (no clock, no I/O).
 //! * [`PeerActor`]: its actix shell (stores, worker, links to the other peers).
 //! * [`run_peer`]: runs a plan in peer mode and builds the same [`RunReport`](crate::RunReport)

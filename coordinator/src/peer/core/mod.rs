@@ -1,8 +1,15 @@
 //! The peer core: one peer's pure state machine over a run.
 //!
 //! Call order: [`PeerCore::start`] once, then any `handle_*` in any order, draining
-//! [`PeerCore::poll_effect`] after each (the shell feeds the outcome of `TryClaim`, `Allocate`
-//! and `CommitTerminal` back through the matching handler), until [`PeerCore::done`] is `Some`.
+//! [`PeerCore::poll_effect`] after each (the shell feeds the outcome of `TryClaim`,
+//! `CheckPreconditions`, `Allocate`, `CloseSlice`, `CommitTerminal` and `CommitResult` back
+//! through the matching handler), until [`PeerCore::done`] is `Some`.
+//!
+//! The task rules are the star's (`coordinator/src/rules/`):
+//! every state change goes through `TaskState::on`, replies are judged by the same `judge`, a
+//! parked approval waits for the same `Quiet` handshake, and an attempt without a reply runs
+//! again after `attempt_timeout_ms`. What the peer adds is the policy: claims and terminal
+//! records by CAS on shared stores, and a decision for every CAS that fails.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
