@@ -12,6 +12,7 @@ mod config;
 mod dispatch;
 mod effect;
 mod replan;
+mod replies;
 mod reply;
 mod resume;
 mod stop;
@@ -295,133 +296,6 @@ impl SupervisorCore {
         self.settle_run(now);
     }
 
-    /// A reply arrived from a worker (boxed or not: the batch messages carry boxes, so a reply
-    /// is never copied whole on its way in).
-    pub fn handle_report(&mut self, now: u64, reply: impl Into<Box<Envelope<Report>>>) {
-        let mut reply: Box<Envelope<Report>> = reply.into();
-        if self.finished() {
-            return;
-        }
-        self.messages.delivered += 1;
-        let Some(i) = self.by_id.get(&reply.task) else {
-            // A task a replan dropped may still acknowledge its cancel.
-            let acknowledges = self.take_ack(&reply);
-            if acknowledges {
-                self.add_actions(reply.payload.actions);
-                self.acknowledge_retired(now, reply.task, reply.payload.spent);
-            }
-            let reason = if self.retired.contains_key(&reply.task) {
-                Rejection::Late
-            } else {
-                Rejection::Unauthorized
-            };
-            self.close_unaccepted(now, None, &reply, acknowledges, reason);
-            return;
-        };
-        let slot = &self.tasks[i as usize];
-        let guard = ReplyGuard {
-            run: self.run,
-            state: slot.state,
-            attempt: slot.attempt,
-            version: Version::new(u64::from(slot.version)),
-            assigned: slot.worker.map(|w| self.workers[w as usize].agent),
-            seen: &slot.seen,
-        };
-        if let Err(reason) = judge(&guard, &reply) {
-            // The worker's final reply to a cancel or a rejected approval: the task is terminal,
-            // as expected, so the reply is not a result, but it settles the task's charge and
-            // its action counts are kept.
-            let acknowledges =
-                !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(&reply);
-            if acknowledges {
-                self.tasks[i as usize].seen.insert(reply.dedupe);
-                self.record_calls(now, i, std::mem::take(&mut reply.payload.calls));
-                let spent = reply.payload.spent;
-                self.add_actions(reply.payload.actions);
-                self.acknowledge(now, i, spent);
-            }
-            self.close_unaccepted(now, Some(i), &reply, acknowledges, reason);
-            return;
-        }
-        self.steps += 1;
-        self.tasks[i as usize].seen.insert(reply.dedupe);
-        let mut report = reply.payload;
-        self.record_calls(now, i, std::mem::take(&mut report.calls));
-        self.record(now, Some(i), EventKind::ReplyAccepted);
-        self.tasks[i as usize].spent = report.spent;
-        self.add_actions(report.actions);
-        match report.outcome {
-            Outcome::Answer { value, receipts } => {
-                let node = self.plan.node(i);
-                match acceptance::check(&node.acceptance, reply.result_kind, &value, &receipts) {
-                    Ok(()) => self.complete(now, i, value, reply.evidence),
-                    Err(observation) => {
-                        self.record(
-                            now,
-                            Some(i),
-                            EventKind::AcceptanceFailed {
-                                observation: observation.clone(),
-                            },
-                        );
-                        self.fail(now, i, format!("acceptance check: {observation}"));
-                    }
-                }
-            }
-            Outcome::ApprovalRequested { action, reason } => {
-                self.transition(now, i, TaskEvent::ApprovalRequested);
-                self.tasks[i as usize].park_approval(action);
-                // A delegated sub-task's request: the task's other sub-tasks may still be
-                // working, so the task is not idle until its worker says `Quiet` (which may
-                // have come first).
-                let sub_task = action.task != self.by_id.id(i);
-                let slot = &mut self.tasks[i as usize];
-                let quiet = slot.take_early_quiet(action);
-                slot.set_not_alone(sub_task && !quiet);
-                self.record(now, Some(i), EventKind::ApprovalRequested { reason });
-                let node = self.plan.node(i).id.to_string();
-                let decision = self.config.approvals.decide(&node);
-                if let Some(approved) = decision {
-                    self.decide_approval(now, i, approved);
-                }
-            }
-            Outcome::Failed { observation } => self.fail(now, i, observation),
-            Outcome::NoProgress { .. } => {
-                let node = self.plan.node(i).id.to_string();
-                self.stop_with(now, i, TaskEvent::Failed, StopReason::NoProgress { node });
-            }
-            Outcome::LimitReached { component } => {
-                let reason = StopReason::StoppedLimit { component };
-                self.stop_with(now, i, TaskEvent::LimitReached, reason);
-            }
-            Outcome::Cancelled => self.end_task(now, i, TaskEvent::Cancelled),
-            Outcome::Quiet { action } => {
-                let slot = &mut self.tasks[i as usize];
-                if slot.parked_approval() == Some(action) {
-                    slot.set_not_alone(false);
-                } else {
-                    // It overtook its request: the request will find it.
-                    slot.note_early_quiet(action);
-                }
-            }
-        }
-        self.after_input(now);
-    }
-
-    /// Replies that arrived together, in order. Once the run has stopped, the rest are not
-    /// handled: they arrived after the stop, like replies of a later message would.
-    pub fn handle_reports(
-        &mut self,
-        now: u64,
-        replies: impl IntoIterator<Item = impl Into<Box<Envelope<Report>>>>,
-    ) {
-        for reply in replies {
-            if self.stop.is_some() {
-                break;
-            }
-            self.handle_report(now, reply);
-        }
-    }
-
     /// A human decided about node `node`'s pending approval.
     /// A node index that is out of range, or a task that is not waiting, is ignored.
     pub fn handle_approval(&mut self, now: u64, node: u32, approved: bool) {
@@ -481,29 +355,6 @@ impl SupervisorCore {
     }
 
     // ----- internals -----
-
-    /// `true` (and no longer awaited) if `reply` acknowledges a cancel or a rejected approval sent
-    /// for its task: a final reply of the attempt told, from the worker told. Usually it says
-    /// cancelled; an attempt that ended just before the cancel reached its worker answered with
-    /// its own final reply, and the worker has nothing more to say.
-    fn take_ack(&mut self, reply: &Envelope<Report>) -> bool {
-        let told = self
-            .awaiting_ack
-            .get(&reply.task)
-            .is_some_and(|&(attempt, worker)| {
-                reply.run == self.run
-                    && reply.attempt == attempt
-                    && reply.sender.agent == worker
-                    && !matches!(
-                        reply.payload.outcome,
-                        Outcome::ApprovalRequested { .. } | Outcome::Quiet { .. }
-                    )
-            });
-        if told {
-            self.awaiting_ack.remove(&reply.task);
-        }
-        told
-    }
 
     /// The node index of task `id` if it is running `attempt`.
     fn live_attempt(&self, id: TaskId, attempt: u32) -> Option<u32> {
@@ -590,33 +441,6 @@ impl SupervisorCore {
                 }
             }
         }
-    }
-
-    /// Counts a reply the reply rules did not accept (for `reason`), after it was taken as its
-    /// task's acknowledgement or not: a plain acknowledgement (`Cancelled`) is counted as one;
-    /// anything else is rejected (an answer that crossed a cancel is also a late reply). An
-    /// acknowledgement may be the last thing a stopping run waited for.
-    fn close_unaccepted(
-        &mut self,
-        now: u64,
-        task: Option<u32>,
-        reply: &Envelope<Report>,
-        acknowledges: bool,
-        reason: Rejection,
-    ) {
-        if acknowledges && reply.payload.outcome == Outcome::Cancelled {
-            self.messages.acknowledged += 1;
-        } else {
-            self.reject(now, task, reason);
-        }
-        if acknowledges {
-            self.settle_run(now);
-        }
-    }
-
-    fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {
-        self.messages.count_rejection(reason);
-        self.record(now, task, EventKind::rejected(reason));
     }
 
     fn transition(&mut self, now: u64, i: u32, event: TaskEvent) -> bool {
