@@ -6,6 +6,7 @@ mod support;
 
 use quorate_coordinator::{EventKind, StopControl, StopReason, SupervisorConfig};
 use quorate_protocols::{Budget, Envelope, PlanSpec, ResultKind, TaskState};
+use quorate_state::PreconditionFailure;
 use quorate_workers::messages::{ActionCounts, Control, Outcome, Report};
 use serde_json::json;
 
@@ -149,8 +150,13 @@ fn a_moved_task_is_checked_again_and_the_old_versions_answers_are_ignored() {
     assert_eq!(h.checks, vec![0, 1], "both checks go to the shell");
     let (x_check, y_check) = (h.tickets[0], h.tickets[1]);
     let y = h.core.task_id(1);
-    h.core
-        .handle_preconditions(1, x_check, Err("no config/x".into()));
+    h.core.handle_preconditions(
+        1,
+        x_check,
+        Err(PreconditionFailure::Missing {
+            key: "config/x".into(),
+        }),
+    );
     h.drain();
     assert_eq!(h.core.snapshot().plan_version, 2);
     assert_eq!(h.core.task_id(0), y, "y moved to index 0 and kept its id");
@@ -182,8 +188,13 @@ fn a_task_whose_new_version_waits_for_a_dependency_is_not_released_by_an_old_ans
     h.core
         .set_fallback_plan(spec_of(vec![node("w", &[]), guarded("y", &["w"])]));
     let y_check = h.tickets[1];
-    h.core
-        .handle_preconditions(1, h.tickets[0], Err("no config/x".into()));
+    h.core.handle_preconditions(
+        1,
+        h.tickets[0],
+        Err(PreconditionFailure::Missing {
+            key: "config/x".into(),
+        }),
+    );
     h.drain();
     h.core.handle_preconditions(2, y_check, Ok(()));
     h.drain();
@@ -211,8 +222,13 @@ fn an_answer_for_a_task_that_ended_meanwhile_changes_nothing() {
     h.drain();
     assert_eq!(h.state(0), TaskState::Cancelled);
     let events = h.events.len();
-    h.core
-        .handle_preconditions(2, h.tickets[0], Err("no config/a".into()));
+    h.core.handle_preconditions(
+        2,
+        h.tickets[0],
+        Err(PreconditionFailure::Missing {
+            key: "config/a".into(),
+        }),
+    );
     h.drain();
     assert_eq!(
         h.events.len(),

@@ -6,6 +6,7 @@ mod support;
 
 use quorate_coordinator::{EventKind, ResumeError, StopReason, SupervisorConfig};
 use quorate_protocols::{Budget, Envelope, NodeSpec, ResultKind, TaskState};
+use quorate_state::PreconditionFailure;
 use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
 
@@ -215,8 +216,13 @@ fn a_run_resumed_before_its_replan_keeps_the_fallback_for_later() {
     h.crash_and_resume(Some(fallback), 2);
     assert_eq!(h.checks, vec![1, 1], "publish is checked again");
     let ticket = *h.tickets.last().unwrap();
-    h.core
-        .handle_preconditions(3, ticket, Err("no config/channel".into()));
+    h.core.handle_preconditions(
+        3,
+        ticket,
+        Err(PreconditionFailure::Missing {
+            key: "config/channel".into(),
+        }),
+    );
     h.drain();
     assert_eq!(
         h.core.snapshot().plan_version,

@@ -450,7 +450,7 @@ impl WorkerActor {
                 Effect::CheckPreconditions { action, checks } => {
                     let outcome = match &self.store {
                         Some(store) => quorate_state::check_preconditions(store, &checks),
-                        None => Err("no store to check the task's preconditions against".into()),
+                        None => Err(quorate_state::PreconditionFailure::NoStore),
                     };
                     let result = self
                         .core

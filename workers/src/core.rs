@@ -492,12 +492,12 @@ impl WorkerCore {
     }
 
     /// The shell checked the task's store preconditions before the write `action`
-    /// ([`Effect::CheckPreconditions`]): `Ok`, or the first failing observation.
+    /// ([`Effect::CheckPreconditions`]): `Ok`, or the first failing check.
     pub fn handle_preconditions(
         &mut self,
         now: Instant,
         action: ActionId,
-        outcome: Result<(), String>,
+        outcome: Result<(), quorate_state::PreconditionFailure>,
     ) -> Result<(), InputError> {
         self.with_attempt(now, action.task, |a, d| {
             a.on_preconditions(d, action, outcome)

@@ -200,14 +200,14 @@ impl SupervisorCore {
     }
 
     /// The shell checked the store preconditions named by `ticket`: `Ok` or the first failing
-    /// observation. A failure switches to the fallback plan if there is one (once), otherwise the
+    /// check. A failure switches to the fallback plan if there is one (once), otherwise the
     /// task fails. An answer is ignored if it answers an older plan version's checks (a replan
     /// renumbers the nodes and asks again), or if its task ended meanwhile.
     pub fn handle_preconditions(
         &mut self,
         now: u64,
         ticket: super::CheckTicket,
-        outcome: Result<(), String>,
+        outcome: Result<(), quorate_state::PreconditionFailure>,
     ) {
         if ticket.plan_version != self.plan_version {
             return;
@@ -229,7 +229,8 @@ impl SupervisorCore {
                     self.ready.push_back(node);
                 }
             }
-            Err(observation) => {
+            Err(failure) => {
+                let observation = failure.to_string();
                 self.record(
                     now,
                     Some(node),

@@ -70,7 +70,7 @@ impl SupervisorCore {
                             now,
                             Some(i),
                             EventKind::AcceptanceFailed {
-                                observation: observation.clone(),
+                                observation: observation.to_string(),
                             },
                         );
                         self.fail(now, i, format!("acceptance check: {observation}"));

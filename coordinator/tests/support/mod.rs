@@ -8,6 +8,7 @@ use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, Plan, PlanSpec, ResultKind, Role, RunId, Sender,
     TaskState, Version,
 };
+use quorate_state::PreconditionFailure;
 use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 
 pub(crate) struct Harness {
@@ -240,8 +241,13 @@ pub(crate) fn replanning_run() -> (Harness, PlanSpec) {
 /// In a [`replanning_run`], publish's store precondition fails: the run switches to its
 /// fallback plan.
 pub(crate) fn fail_publish(h: &mut Harness) {
-    h.core
-        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
+    h.core.handle_preconditions(
+        2,
+        h.tickets[0],
+        Err(PreconditionFailure::Missing {
+            key: "config/channel".into(),
+        }),
+    );
     h.drain();
 }
 

@@ -64,7 +64,7 @@ impl Attempt {
         &mut self,
         d: &mut Deps<'_>,
         action: ActionId,
-        outcome: Result<(), String>,
+        outcome: Result<(), quorate_state::PreconditionFailure>,
     ) -> Result<(), InputError> {
         let awaited = matches!(&self.phase, Phase::Checking(w) if w.request.action == action);
         if !awaited {
