@@ -33,7 +33,7 @@ impl SupervisorCore {
     }
 
     pub(super) fn dispatch_ready(&mut self, now: u64) {
-        if self.stop.is_some() || self.pending_stop.is_some() {
+        if !self.phase.dispatches() {
             return;
         }
         while let Some(i) = self.ready.pop_front() {

@@ -11,6 +11,7 @@ mod approval;
 mod config;
 mod dispatch;
 mod effect;
+mod phase;
 mod replan;
 mod replies;
 mod reply;
@@ -54,12 +55,9 @@ pub struct SupervisorCore {
     /// Task id -> node index.
     by_id: TaskIndex,
     ready: VecDeque<u32>,
-    /// Built by `resume` from a run log: `start` continues the run.
-    resumed: bool,
-    /// Replay saw a store precondition fail (node, observation) with a fallback plan at hand
-    /// but no `replanned` after it: the crash came in the middle of the replan, which
-    /// [`start_resumed`](Self::start_resumed) carries out.
-    replan_pending: Option<(u32, String)>,
+    /// Where the run is: running, stopping, draining, stopped, or replayed from a log and
+    /// not started yet.
+    phase: phase::RunPhase,
     /// Tasks dropped by a replan, by id: their replies are late, and the acknowledgement of
     /// a cancel still settles what one was charged.
     retired: HashMap<TaskId, replan::Retired>,
@@ -72,8 +70,6 @@ pub struct SupervisorCore {
     counts: StateCounts,
     root: Account,
     granted_total: Budget,
-    stop: Option<StopReason>,
-    pending_stop: Option<StopReason>,
     effects: VecDeque<Effect>,
     seq: u64,
     steps: u64,
@@ -86,10 +82,6 @@ pub struct SupervisorCore {
     awaiting_ack: HashMap<TaskId, (u32, AgentId)>,
     /// `run-started` and `replanned` list the plan's nodes ([`Self::set_describe_plan`]).
     describe_plan: bool,
-    /// While draining: the time at which the run stops regardless.
-    drain_until: Option<u64>,
-    /// The drain is over; the run may stop.
-    drained: bool,
 }
 
 impl SupervisorCore {
@@ -126,16 +118,13 @@ impl SupervisorCore {
             tasks,
             by_id,
             ready: VecDeque::new(),
-            resumed: false,
-            replan_pending: None,
+            phase: phase::RunPhase::default(),
             retired: HashMap::new(),
             fallback: None,
             timeouts: VecDeque::new(),
             counts,
             root,
             granted_total: Budget::ZERO,
-            stop: None,
-            pending_stop: None,
             effects: VecDeque::new(),
             seq: 0,
             steps: 0,
@@ -143,8 +132,6 @@ impl SupervisorCore {
             actions: Default::default(),
             awaiting_ack: HashMap::new(),
             describe_plan: false,
-            drain_until: None,
-            drained: false,
         }
     }
 
@@ -170,7 +157,7 @@ impl SupervisorCore {
 
     /// Why the run stopped, once it has.
     pub fn stop_reason(&self) -> Option<&StopReason> {
-        self.stop.as_ref()
+        self.phase.stopped()
     }
 
     /// The result node `i` completed with, as the core holds it (what its dependents get).
@@ -208,7 +195,7 @@ impl SupervisorCore {
         if self.finished() {
             return None;
         }
-        if self.stop.is_none() {
+        if self.phase.stopped().is_none() {
             return Some(self.snapshot());
         }
         Some(crate::report::RunReport::take_from_core(self))
@@ -217,7 +204,7 @@ impl SupervisorCore {
     /// The final report took the per-task records (a plan has at least one task): no input is
     /// handled any more.
     fn finished(&self) -> bool {
-        self.stop.is_some() && self.tasks.is_empty()
+        self.phase.stopped().is_some() && self.tasks.is_empty()
     }
 
     /// Takes the per-task records (see [`Self::final_report`]).
@@ -259,14 +246,9 @@ impl SupervisorCore {
 
     /// The earliest time at which [`handle_tick`](Self::handle_tick) has something to do.
     pub fn poll_timeout(&self) -> Option<u64> {
-        if self.stop.is_some() {
-            return None;
-        }
-        if self.drain_until.is_some() {
-            return self.drain_until;
-        }
         let attempt = self.timeouts.front().map(|&(at, _, _)| at);
-        attempt.into_iter().chain(self.config.deadline_ms).min()
+        let next = attempt.into_iter().chain(self.config.deadline_ms).min();
+        self.phase.timeout(next)
     }
 
     // ----- handlers -----
@@ -274,7 +256,7 @@ impl SupervisorCore {
     /// Starts the run: tasks without dependencies become ready and are dispatched. A core
     /// rebuilt with [`resume`](Self::resume) continues instead ([`start_resumed`](Self::start_resumed)).
     pub fn start(&mut self, now: u64) {
-        if self.resumed {
+        if matches!(self.phase, phase::RunPhase::Replayed { .. }) {
             self.start_resumed(now);
             return;
         }
@@ -320,15 +302,13 @@ impl SupervisorCore {
 
     /// Time passed: enforce the deadline and re-dispatch attempts whose replies were lost.
     pub fn handle_tick(&mut self, now: u64) {
-        if self.stop.is_some() {
-            return;
-        }
-        if let Some(until) = self.drain_until {
-            if now >= until {
-                self.drained = true;
-                self.settle_run(now);
+        match self.phase.on_tick(now) {
+            phase::TickPhase::Live => {}
+            phase::TickPhase::Idle => return,
+            phase::TickPhase::DrainOver(reason) => {
+                self.finish_run(now, reason);
+                return;
             }
-            return;
         }
         if self.config.deadline_ms.is_some_and(|d| now >= d) {
             self.begin_stop(now, StopReason::Deadline);
@@ -386,7 +366,7 @@ impl SupervisorCore {
     /// (every task ended: a cancel would stop nothing, so the run ends as its tasks did).
     /// Whether it began.
     fn cancel_run(&mut self, now: u64) -> bool {
-        if self.stop.is_some() || self.pending_stop.is_some() || self.counts.all_terminal() {
+        if !self.phase.dispatches() || self.counts.all_terminal() {
             return false;
         }
         self.record(now, None, EventKind::CancelRequested);

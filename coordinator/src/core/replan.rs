@@ -62,7 +62,7 @@ pub(super) struct Retired {
 impl SupervisorCore {
     /// Replaces the plan with `spec` as a new version (see the module docs).
     pub fn handle_replan(&mut self, now: u64, spec: PlanSpec) -> Result<(), ReplanError> {
-        if self.stop.is_some() || self.pending_stop.is_some() {
+        if !self.phase.replans() {
             return Err(ReplanError::Stopped);
         }
         let plan = self.check_replan(spec)?;

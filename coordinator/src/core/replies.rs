@@ -125,7 +125,7 @@ impl SupervisorCore {
         replies: impl IntoIterator<Item = impl Into<Box<Envelope<Report>>>>,
     ) {
         for reply in replies {
-            if self.stop.is_some() {
+            if self.phase.stopped().is_some() {
                 break;
             }
             self.handle_report(now, reply);

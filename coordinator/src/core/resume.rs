@@ -123,7 +123,7 @@ impl SupervisorCore {
     ) -> Result<(), ResumeError> {
         let run = self.run;
         let core = self;
-        core.resumed = true;
+        core.phase.replayed();
         for e in events {
             if e.run_id != run {
                 return Err(ResumeError::WrongRun {
@@ -164,7 +164,7 @@ impl SupervisorCore {
                         });
                     }
                     core.adopt_plan(plan);
-                    core.replan_pending = None;
+                    core.phase.replan_over();
                 }
                 (EventKind::RunStopped { .. }, _) => {
                     return Err(ResumeError::AlreadyStopped { seq: e.seq })
@@ -204,21 +204,19 @@ impl SupervisorCore {
                 (EventKind::PreconditionFailed { observation }, Some(i))
                     if core.fallback.is_some() =>
                 {
-                    core.replan_pending = Some((i, observation.clone()));
+                    core.phase.replan_begun(i, observation.clone());
                 }
                 (EventKind::Transition { from, to }, Some(i))
                     if core.tasks[i as usize].state == *from =>
                 {
                     core.set_state(i, *to);
-                    if *to == TaskState::Failed
-                        && core.replan_pending.as_ref().is_some_and(|(n, _)| *n == i)
-                    {
+                    if *to == TaskState::Failed && core.phase.replan_node() == Some(i) {
                         // The task failed instead: the replan was refused.
-                        core.replan_pending = None;
+                        core.phase.replan_over();
                     }
                 }
-                (EventKind::StopRequested { reason }, _) if core.pending_stop.is_none() => {
-                    core.pending_stop = Some(reason.clone());
+                (EventKind::StopRequested { reason }, _) => {
+                    core.phase.request_stop(reason.clone());
                 }
                 (EventKind::TaskClosed { spent }, Some(i)) => {
                     let slot = &mut core.tasks[i as usize];
@@ -301,7 +299,8 @@ impl SupervisorCore {
             })
             .map(|i| self.by_id.id(i))
             .collect();
-        if let (Some((node, observation)), None) = (self.replan_pending.take(), &self.pending_stop)
+        if let Some(super::phase::PendingReplan { node, observation }) =
+            self.phase.begin().flatten()
         {
             // The crash came in the middle of a replan: carry it out (live tasks the new plan
             // drops and the log did not cancel yet are cancelled now).
@@ -315,7 +314,7 @@ impl SupervisorCore {
                 }
             }
         }
-        if let Some(reason) = self.pending_stop.clone() {
+        if let Some(reason) = self.phase.stopping().cloned() {
             // The crash came in the middle of a stop: finish it (cancel what is still live)
             // instead of dispatching anything again.
             self.record(

@@ -30,7 +30,7 @@ impl SupervisorCore {
             let d = self.plan.dependents(i)[k];
             let slot = &mut self.tasks[d as usize];
             slot.deps_left -= 1;
-            if slot.deps_left == 0 && self.pending_stop.is_none() {
+            if slot.deps_left == 0 && self.phase.stopping().is_none() {
                 self.make_ready(now, d);
             }
         }
@@ -115,16 +115,9 @@ impl SupervisorCore {
 
     /// Records the first stop cause (later ones are ignored).
     fn note_stop(&mut self, now: u64, reason: StopReason) {
-        if self.pending_stop.is_none() {
-            // Logged so that a supervisor resumed from the log finishes the same stop.
-            self.record(
-                now,
-                None,
-                EventKind::StopRequested {
-                    reason: reason.clone(),
-                },
-            );
-            self.pending_stop = Some(reason);
+        // Logged so that a supervisor resumed from the log finishes the same stop.
+        if self.phase.request_stop(reason.clone()) {
+            self.record(now, None, EventKind::StopRequested { reason });
         }
     }
 
@@ -222,27 +215,26 @@ impl SupervisorCore {
 
     /// Ends the run once every task is terminal, or nothing can proceed without a human.
     pub(super) fn settle_run(&mut self, now: u64) {
-        if self.stop.is_some() {
+        if self.phase.stopped().is_some() {
             return;
         }
         let all_terminal = self.counts.all_terminal();
         let live = |s: TaskState| self.counts.get(s);
-        if all_terminal && !self.drained {
-            if !self.awaiting_ack.is_empty() {
-                // Wait for the workers to acknowledge the cancel (bounded).
-                self.drain_until
-                    .get_or_insert(now + self.config.attempt_timeout_ms);
-                return;
-            }
-            if self.drain_until.is_some() {
-                // Every acknowledgement is in; stop at the next tick, after the replies already
-                // on their way (a late answer right behind an acknowledgement) are counted.
-                self.drain_until = Some(now);
-                return;
-            }
+        // Wait for the workers to acknowledge a cancel (bounded); once every acknowledgement is
+        // in, stop at the next tick, after the replies already on their way (a late answer
+        // right behind an acknowledgement) are counted.
+        let owed = !self.awaiting_ack.is_empty();
+        let timeout = self.config.attempt_timeout_ms;
+        if all_terminal && self.phase.hold_for_acks(now, timeout, owed) {
+            return;
         }
         let reason = if all_terminal {
-            Some(self.pending_stop.clone().unwrap_or(StopReason::Completed))
+            Some(
+                self.phase
+                    .stopping()
+                    .cloned()
+                    .unwrap_or(StopReason::Completed),
+            )
         } else {
             let busy = live(TaskState::Running) + live(TaskState::Ready) > 0;
             let waiting = |t: &TaskSlot| t.state == TaskState::WaitingApproval;
@@ -258,16 +250,21 @@ impl SupervisorCore {
                 })
         };
         if let Some(reason) = reason {
-            self.record(
-                now,
-                None,
-                EventKind::RunStopped {
-                    stop_reason: reason.name().to_string(),
-                },
-            );
-            self.stop = Some(reason.clone());
-            self.effects.push_back(Effect::Stop(reason));
+            self.finish_run(now, reason);
         }
+    }
+
+    /// The run stops for `reason`: recorded, and the shell told.
+    pub(super) fn finish_run(&mut self, now: u64, reason: StopReason) {
+        self.record(
+            now,
+            None,
+            EventKind::RunStopped {
+                stop_reason: reason.name().to_string(),
+            },
+        );
+        self.phase.finish(reason.clone());
+        self.effects.push_back(Effect::Stop(reason));
     }
 }
 
