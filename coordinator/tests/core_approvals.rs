@@ -3,7 +3,9 @@
 
 mod support;
 
-use quorate_coordinator::{ApprovalPolicy, EventKind, StopControl, StopReason, SupervisorConfig};
+use quorate_coordinator::{
+    ApprovalPolicy, EventKind, InputRefused, StopControl, StopReason, SupervisorConfig,
+};
 use quorate_protocols::{ActionId, Envelope, ResultKind, TaskState};
 use quorate_workers::messages::{Control, Outcome, Report};
 use serde_json::json;
@@ -92,9 +94,19 @@ fn approval_rejected_cancels_and_unanswered_waits() {
 }
 
 #[test]
-fn an_approval_for_an_unknown_node_is_ignored() {
+fn an_approval_for_an_unknown_node_is_refused() {
     let mut h = one_node(ApprovalPolicy::Ask);
-    h.core.handle_approval(1, 99, true);
+    assert_eq!(
+        h.core.handle_approval(1, 99, true),
+        Err(InputRefused::UnknownNode { node: 99, nodes: 1 })
+    );
+    assert_eq!(
+        h.core.handle_approval(1, 0, true),
+        Err(InputRefused::NotWaiting {
+            node: 0,
+            state: TaskState::Running
+        })
+    );
     h.drain();
     assert_eq!(h.state(0), TaskState::Running);
     assert!(h.stops.is_empty());

@@ -3,7 +3,10 @@
 
 mod support;
 
-use quorate_coordinator::{ApprovalPolicy, EventKind, StopControl, StopReason, SupervisorConfig};
+use quorate_coordinator::{
+    ApprovalPolicy, EventKind, InputRefused, ReplyRefusal, StopControl, StopReason,
+    SupervisorConfig,
+};
 use quorate_protocols::{AgentId, Budget, ResultKind, Role, Sender, TaskState};
 use quorate_workers::messages::{Control, Outcome};
 use serde_json::json;
@@ -47,6 +50,7 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
         SupervisorConfig::default(),
     );
     let good = h.answer("a", json!(1));
+    let good_key = good.dedupe;
     let mut stale = good.clone();
     stale.dedupe = quorate_protocols::DedupeKey::new();
     stale.state_version = quorate_protocols::Version::new(99);
@@ -73,6 +77,26 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
         (1, 1, 1)
     );
     assert_eq!(m.rejected_duplicate, 1);
+    // Each refusal names its rule and what it compared.
+    let task = h.core.task_id(0);
+    let refused = |why| InputRefused::Reply { task, why };
+    assert_eq!(
+        h.refusals,
+        vec![
+            refused(ReplyRefusal::StaleVersion {
+                current: quorate_protocols::Version::new(1),
+                found: quorate_protocols::Version::new(99),
+            }),
+            refused(ReplyRefusal::WrongSender {
+                agent: AgentId::from_u128(666),
+                role: Role::Worker,
+            }),
+            refused(ReplyRefusal::Duplicate { dedupe: good_key }),
+            refused(ReplyRefusal::AfterTerminal {
+                state: TaskState::Completed
+            }),
+        ]
+    );
 }
 
 #[test]
@@ -281,8 +305,14 @@ fn replies_of_a_batch_after_the_run_stopped_are_not_handled() {
     let done = h.answer("a", json!(1));
     let mut after = h.answer("a", json!(2));
     after.dedupe = quorate_protocols::DedupeKey::new();
-    h.core.handle_reports(1, vec![done, after]);
+    let refused = h.core.handle_reports(1, vec![done, after]);
     h.drain();
+    assert_eq!(
+        refused,
+        vec![InputRefused::Stopped {
+            reason: StopReason::Completed
+        }]
+    );
     assert_eq!(h.state(0), TaskState::Completed);
     let m = h.core.snapshot().messages;
     assert_eq!(

@@ -12,6 +12,7 @@ mod config;
 mod dispatch;
 mod effect;
 mod phase;
+mod refusal;
 mod replan;
 mod replies;
 mod reply;
@@ -21,8 +22,9 @@ mod task;
 
 pub use config::{ApprovalPolicy, SupervisorConfig};
 pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
+pub use refusal::{InputRefused, ReplyRefusal};
 pub use replan::ReplanError;
-pub(crate) use reply::{judge, ReplyGuard};
+pub(crate) use reply::{judge, refuse, ReplyGuard};
 pub use resume::ResumeError;
 use task::StateCounts;
 pub(crate) use task::{state_index, SeenKeys, TaskSlot};
@@ -278,26 +280,43 @@ impl SupervisorCore {
         self.settle_run(now);
     }
 
-    /// A human decided about node `node`'s pending approval.
-    /// A node index that is out of range, or a task that is not waiting, is ignored.
-    pub fn handle_approval(&mut self, now: u64, node: u32, approved: bool) {
-        let waiting = self
-            .tasks
-            .get(node as usize)
-            .is_some_and(|t| t.state == TaskState::WaitingApproval);
-        if waiting {
-            self.decide_approval(now, node, approved);
-            self.after_input(now);
+    /// A human decided about node `node`'s pending approval. A node index that is out of
+    /// range ([`InputRefused::UnknownNode`]), or a task that is not waiting
+    /// ([`InputRefused::NotWaiting`]), is refused and changes nothing.
+    pub fn handle_approval(
+        &mut self,
+        now: u64,
+        node: u32,
+        approved: bool,
+    ) -> Result<(), InputRefused> {
+        if self.finished() {
+            return Err(InputRefused::Finished);
         }
+        let Some(task) = self.tasks.get(node as usize) else {
+            return Err(InputRefused::UnknownNode {
+                node,
+                nodes: self.tasks.len(),
+            });
+        };
+        if task.state != TaskState::WaitingApproval {
+            return Err(InputRefused::NotWaiting {
+                node,
+                state: task.state,
+            });
+        }
+        self.decide_approval(now, node, approved);
+        self.after_input(now);
+        Ok(())
     }
 
     /// Cancels the run: every live task is cancelled and told so. A cancel that finds nothing
     /// left to run (every task already ended) is not a cancellation: it changes nothing, and the
-    /// run ends as its tasks did.
-    pub fn handle_cancel(&mut self, now: u64) {
-        if self.cancel_run(now) {
-            self.settle_run(now);
-        }
+    /// run ends as its tasks did ([`InputRefused::NothingToCancel`]); a cancel of a run that is
+    /// stopping or stopped is refused too.
+    pub fn handle_cancel(&mut self, now: u64) -> Result<(), InputRefused> {
+        self.cancel_run(now)?;
+        self.settle_run(now);
+        Ok(())
     }
 
     /// Time passed: enforce the deadline and re-dispatch attempts whose replies were lost.
@@ -356,7 +375,8 @@ impl SupervisorCore {
             .cancel_after_steps
             .is_some_and(|k| self.steps >= k)
         {
-            self.cancel_run(now);
+            // Once: later inputs find the run stopping, or nothing left to cancel.
+            let _once = self.cancel_run(now);
         }
         self.dispatch_ready(now);
         self.settle_run(now);
@@ -364,14 +384,24 @@ impl SupervisorCore {
 
     /// Begins a cancel of the run, unless it is stopping already or nothing is left to run
     /// (every task ended: a cancel would stop nothing, so the run ends as its tasks did).
-    /// Whether it began.
-    fn cancel_run(&mut self, now: u64) -> bool {
-        if !self.phase.dispatches() || self.counts.all_terminal() {
-            return false;
+    /// `Err` says why it did not begin.
+    fn cancel_run(&mut self, now: u64) -> Result<(), InputRefused> {
+        if let Some(reason) = self.phase.stopped() {
+            return Err(InputRefused::Stopped {
+                reason: reason.clone(),
+            });
+        }
+        if let Some(reason) = self.phase.stopping() {
+            return Err(InputRefused::AlreadyStopping {
+                reason: reason.clone(),
+            });
+        }
+        if self.counts.all_terminal() {
+            return Err(InputRefused::NothingToCancel);
         }
         self.record(now, None, EventKind::CancelRequested);
         self.begin_stop(now, StopReason::Cancelled);
-        true
+        Ok(())
     }
 
     fn record(&mut self, now: u64, task: Option<u32>, kind: EventKind) {

@@ -201,27 +201,38 @@ impl SupervisorCore {
 
     /// The shell checked the store preconditions named by `ticket`: `Ok` or the first failing
     /// check. A failure switches to the fallback plan if there is one (once), otherwise the
-    /// task fails. An answer is ignored if it answers an older plan version's checks (a replan
-    /// renumbers the nodes and asks again), or if its task ended meanwhile.
+    /// task fails. An answer is refused, and changes nothing, if it answers an older plan
+    /// version's checks (a replan renumbers the nodes and asks again:
+    /// [`InputRefused::StalePlanVersion`]), or no check of its node is out
+    /// ([`InputRefused::NotChecking`]); one whose task ended meanwhile
+    /// ([`InputRefused::AfterTerminal`]) is not awaited any more.
     pub fn handle_preconditions(
         &mut self,
         now: u64,
         ticket: super::CheckTicket,
         outcome: Result<(), quorate_state::PreconditionFailure>,
-    ) {
+    ) -> Result<(), super::InputRefused> {
+        use super::InputRefused;
         if ticket.plan_version != self.plan_version {
-            return;
+            return Err(InputRefused::StalePlanVersion {
+                asked: ticket.plan_version,
+                current: self.plan_version,
+            });
         }
         let node = ticket.node;
+        let nodes = self.tasks.len();
         let Some(slot) = self.tasks.get_mut(node as usize) else {
-            return;
+            return Err(InputRefused::UnknownNode { node, nodes });
         };
         if !slot.checking {
-            return;
+            return Err(InputRefused::NotChecking { node });
         }
         slot.checking = false;
         if slot.state.is_terminal() {
-            return;
+            return Err(InputRefused::AfterTerminal {
+                node,
+                state: slot.state,
+            });
         }
         match outcome {
             Ok(()) => {
@@ -253,6 +264,7 @@ impl SupervisorCore {
             }
         }
         self.after_input(now);
+        Ok(())
     }
 
     /// Whether `run-started` and `replanned` list the plan's nodes and their dependencies (what

@@ -7,10 +7,19 @@ use super::*;
 impl SupervisorCore {
     /// A reply arrived from a worker (boxed or not: the batch messages carry boxes, so a reply
     /// is never copied whole on its way in).
-    pub fn handle_report(&mut self, now: u64, reply: impl Into<Box<Envelope<Report>>>) {
+    ///
+    /// `Ok` if the reply was accepted, or taken as the plain acknowledgement (`cancelled`) of a
+    /// cancel or a rejection; [`InputRefused::Reply`] names the rule that refused it (it was
+    /// counted as rejected and recorded, and may still have acknowledged a cancel: an answer
+    /// that crossed it); [`InputRefused::Finished`] once the final report was taken.
+    pub fn handle_report(
+        &mut self,
+        now: u64,
+        reply: impl Into<Box<Envelope<Report>>>,
+    ) -> Result<(), InputRefused> {
         let mut reply: Box<Envelope<Report>> = reply.into();
         if self.finished() {
-            return;
+            return Err(InputRefused::Finished);
         }
         self.messages.delivered += 1;
         let Some(i) = self.by_id.get(&reply.task) else {
@@ -20,13 +29,12 @@ impl SupervisorCore {
                 self.add_actions(reply.payload.actions);
                 self.acknowledge_retired(now, reply.task, reply.payload.spent);
             }
-            let reason = if self.retired.contains_key(&reply.task) {
-                Rejection::Late
+            let why = if self.retired.contains_key(&reply.task) {
+                ReplyRefusal::Dropped
             } else {
-                Rejection::Unauthorized
+                ReplyRefusal::UnknownTask
             };
-            self.close_unaccepted(now, None, &reply, acknowledges, reason);
-            return;
+            return self.close_unaccepted(now, None, &reply, acknowledges, why);
         };
         let slot = &self.tasks[i as usize];
         let guard = ReplyGuard {
@@ -37,7 +45,7 @@ impl SupervisorCore {
             assigned: slot.worker.map(|w| self.workers[w as usize].agent),
             seen: &slot.seen,
         };
-        if let Err(reason) = judge(&guard, &reply) {
+        if let Err(why) = refuse(&guard, &reply) {
             // The worker's final reply to a cancel or a rejected approval: the task is terminal,
             // as expected, so the reply is not a result, but it settles the task's charge and
             // its action counts are kept.
@@ -50,8 +58,7 @@ impl SupervisorCore {
                 self.add_actions(reply.payload.actions);
                 self.acknowledge(now, i, spent);
             }
-            self.close_unaccepted(now, Some(i), &reply, acknowledges, reason);
-            return;
+            return self.close_unaccepted(now, Some(i), &reply, acknowledges, why);
         }
         self.steps += 1;
         self.tasks[i as usize].seen.insert(reply.dedupe);
@@ -115,21 +122,31 @@ impl SupervisorCore {
             }
         }
         self.after_input(now);
+        Ok(())
     }
 
-    /// Replies that arrived together, in order. Once the run has stopped, the rest are not
-    /// handled: they arrived after the stop, like replies of a later message would.
+    /// Replies that arrived together, in order; the refusals, in order (none: every reply was
+    /// accepted or acknowledged). Once the run has stopped, the rest are not handled: they
+    /// arrived after the stop, like replies of a later message would, and each is refused
+    /// with [`InputRefused::Stopped`].
     pub fn handle_reports(
         &mut self,
         now: u64,
         replies: impl IntoIterator<Item = impl Into<Box<Envelope<Report>>>>,
-    ) {
+    ) -> Vec<InputRefused> {
+        let mut refused = Vec::new();
         for reply in replies {
-            if self.phase.stopped().is_some() {
-                break;
+            if let Some(reason) = self.phase.stopped() {
+                refused.push(InputRefused::Stopped {
+                    reason: reason.clone(),
+                });
+                continue;
             }
-            self.handle_report(now, reply);
+            if let Err(e) = self.handle_report(now, reply) {
+                refused.push(e);
+            }
         }
+        refused
     }
 
     /// `true` (and no longer awaited) if `reply` acknowledges a cancel or a rejected approval sent
@@ -155,25 +172,34 @@ impl SupervisorCore {
         told
     }
 
-    /// Counts a reply the reply rules did not accept (for `reason`), after it was taken as its
+    /// Counts a reply the reply rules did not accept (`why`), after it was taken as its
     /// task's acknowledgement or not: a plain acknowledgement (`Cancelled`) is counted as one;
-    /// anything else is rejected (an answer that crossed a cancel is also a late reply). An
-    /// acknowledgement may be the last thing a stopping run waited for.
+    /// anything else is rejected (an answer that crossed a cancel is also a late reply) and
+    /// refused. An acknowledgement may be the last thing a stopping run waited for.
     fn close_unaccepted(
         &mut self,
         now: u64,
         task: Option<u32>,
         reply: &Envelope<Report>,
         acknowledges: bool,
-        reason: Rejection,
-    ) {
-        if acknowledges && reply.payload.outcome == Outcome::Cancelled {
+        why: ReplyRefusal,
+    ) -> Result<(), InputRefused> {
+        let plain_ack = acknowledges && reply.payload.outcome == Outcome::Cancelled;
+        if plain_ack {
             self.messages.acknowledged += 1;
         } else {
-            self.reject(now, task, reason);
+            self.reject(now, task, why.rejection());
         }
         if acknowledges {
             self.settle_run(now);
+        }
+        if plain_ack {
+            Ok(())
+        } else {
+            Err(InputRefused::Reply {
+                task: reply.task,
+                why,
+            })
         }
     }
 

@@ -78,6 +78,15 @@ pub enum ResumeError {
         /// The event.
         seq: u64,
     },
+    /// The budget ledger refused what an event did (a slice larger than the run's budget, a
+    /// task closed at more than its slice): the log does not match the plan's budget.
+    #[error("event {seq}: the budget ledger refused it: {error}")]
+    Ledger {
+        /// The event.
+        seq: u64,
+        /// What the ledger said.
+        error: quorate_state::LedgerError,
+    },
     /// A task was dispatched to a worker this supervisor does not have (it was rebuilt with
     /// fewer workers than the run had).
     #[error("event {seq} dispatched a task to worker {worker}; this supervisor has {workers}")]
@@ -193,11 +202,9 @@ impl SupervisorCore {
                     if !slot.allocated {
                         slot.allocated = true;
                         slot.granted = *granted;
-                        let _ = core.root.allocate(
-                            AccountId::Root,
-                            AccountId::Task(*task_id),
-                            *granted,
-                        );
+                        core.root
+                            .allocate(AccountId::Root, AccountId::Task(*task_id), *granted)
+                            .map_err(|error| ResumeError::Ledger { seq: e.seq, error })?;
                         core.granted_total = core.granted_total.saturating_add(granted);
                     }
                 }
@@ -221,9 +228,9 @@ impl SupervisorCore {
                 (EventKind::TaskClosed { spent }, Some(i)) => {
                     let slot = &mut core.tasks[i as usize];
                     slot.spent = *spent;
-                    let _ = core
-                        .root
-                        .child_closed(AccountId::Task(core.by_id.id(i)), *spent);
+                    core.root
+                        .child_closed(AccountId::Task(core.by_id.id(i)), *spent)
+                        .map_err(|error| ResumeError::Ledger { seq: e.seq, error })?;
                 }
                 (EventKind::TaskSettled { spent }, Some(i)) => {
                     core.settle(i, *spent);

@@ -43,16 +43,17 @@ impl SupervisorCore {
     /// store's value. The task's `result-committed` record, still waiting behind the commit
     /// (by node index, or by name if a replan in between named the waiting records), becomes
     /// `result-kept` (it was not committed). Call it while the effects that followed the commit
-    /// are still in the queue. A ticket of a task a replan dropped is ignored.
+    /// are still in the queue. A ticket of a task a replan dropped is refused
+    /// ([`InputRefused::UnknownTask`]).
     pub fn handle_result_kept(
         &mut self,
         now: u64,
         ticket: CommitTicket,
         stored: serde_json::Value,
         version: quorate_protocols::Version,
-    ) {
+    ) -> Result<(), InputRefused> {
         let Some(i) = self.by_id.get(&ticket.task) else {
-            return;
+            return Err(InputRefused::UnknownTask { task: ticket.task });
         };
         let same = self.tasks[i as usize].result.as_ref() == Some(&stored);
         let kept = EventKind::ResultKept {
@@ -79,7 +80,7 @@ impl SupervisorCore {
             None => self.record(now, Some(i), kept),
         }
         if same {
-            return;
+            return Ok(());
         }
         let id = self.plan.node(i).id.clone();
         for effect in &mut self.effects {
@@ -92,6 +93,7 @@ impl SupervisorCore {
             }
         }
         self.tasks[i as usize].result = Some(stored);
+        Ok(())
     }
 
     pub(super) fn fail(&mut self, now: u64, i: u32, observation: String) {
@@ -141,8 +143,14 @@ impl SupervisorCore {
                 slot.granted
             };
             slot.spent = spent;
-            let _ = self.root.child_closed(AccountId::Task(id), spent);
+            let closed = self.root.child_closed(AccountId::Task(id), spent);
             self.record(now, Some(i), EventKind::TaskClosed { spent });
+            if let Err(e) = closed {
+                // The root could not take the slice back (its books do not match the task's):
+                // the slice stays out, and the trace says why.
+                let detail = format!("closing the task's slice: {e}");
+                self.record(now, Some(i), EventKind::BudgetRefused { detail });
+            }
         }
     }
 
@@ -285,4 +293,52 @@ pub(super) fn settle_charge(
         .ok()?;
     *charged = actual;
     Some(actual)
+}
+
+#[cfg(test)]
+mod tests {
+    use quorate_protocols::{AgentId, Budget, NodeSpec, PlanSpec, Role, RunId, Sender};
+
+    use super::*;
+
+    /// The root's books and a task's record no longer agree (here: the record says its slice
+    /// is larger than what the root delegated): closing the task cannot take the slice back,
+    /// and the trace says so instead of the error being dropped.
+    #[test]
+    fn a_slice_the_root_cannot_take_back_is_recorded() {
+        let spec = PlanSpec {
+            budget: Budget::new(100, 10, 100, 100),
+            nodes: vec![NodeSpec::named("a")],
+            ..PlanSpec::default()
+        };
+        let sender = |n, role| Sender {
+            agent: AgentId::from_u128(n),
+            role,
+        };
+        let mut core = SupervisorCore::new(
+            RunId::from_u128(1),
+            spec.validate().expect("valid plan"),
+            SupervisorConfig::default(),
+            sender(1, Role::Supervisor),
+            vec![sender(2, Role::Worker)],
+        );
+        core.start(0);
+        assert_eq!(core.task_state(0), TaskState::Running);
+        while core.poll_effect().is_some() {}
+        core.tasks[0].granted = Budget::steps(u64::MAX);
+        core.end_task(1, 0, TaskEvent::Cancelled);
+        let kinds: Vec<EventKind> = std::iter::from_fn(|| core.poll_effect())
+            .filter_map(|e| match e {
+                Effect::Record(r) => Some(r.kind),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            kinds.iter().any(|k| matches!(
+                k,
+                EventKind::BudgetRefused { detail } if detail.starts_with("closing the task's slice")
+            )),
+            "{kinds:?}"
+        );
+    }
 }
