@@ -131,3 +131,48 @@ fn a_retry_refused_by_its_precondition_ends_the_action() {
     assert_eq!(d.core.action(&write).unwrap().state, ActionState::Failed);
     assert_eq!(d.world.effects_of("db.save"), 0);
 }
+
+/// A worker whose driver has no store to check against (an actor built without `with_store`)
+/// refuses a guarded write in its core: no check is asked of the driver, the write never runs,
+/// and the agent sees why; a read, and a write of a task without store preconditions, run.
+#[test]
+fn without_a_store_the_core_refuses_guarded_writes_itself() {
+    use quorate_protocols::Precondition;
+    let steps = json!([
+        { "do": "call", "tool": "db.read", "params": { "id": 1 }, "side-effect": "read-only" },
+        { "do": "call", "tool": "db.save", "params": { "id": 1 } },
+        { "do": "answer", "value": "done" },
+    ]);
+    for guarded in [true, false] {
+        let mut d = Driver::new(script(steps.clone()), vec![]);
+        d.core.set_store_checks(false);
+        let mut assignment = Driver::assignment(&["db.read", "db.save"], budget());
+        if guarded {
+            assignment.preconditions = vec![Precondition::KeyExists {
+                key: "orders/1".into(),
+            }];
+        }
+        d.assign(0, assignment);
+        d.drive();
+        assert!(d.checked.is_empty(), "nothing is asked of the driver");
+        let tools: Vec<&str> = d.calls.iter().map(|(_, t)| t.as_str()).collect();
+        let rejected: Vec<(&str, &str)> = d.last().rejected_calls().collect();
+        if guarded {
+            assert_eq!(tools, ["db.read"], "the write never ran");
+            assert_eq!(
+                rejected,
+                [(
+                    "db.save",
+                    "precondition does not hold before the write: \
+                     no store to check the task's preconditions against"
+                )]
+            );
+            let write = ActionId::new(d.task, 1, 0);
+            assert_eq!(d.core.action(&write).unwrap().state, ActionState::Rejected);
+            assert_eq!(d.last().spent.tool_calls, 1, "only the read is charged");
+        } else {
+            assert_eq!(tools, ["db.read", "db.save"]);
+            assert!(rejected.is_empty());
+        }
+    }
+}

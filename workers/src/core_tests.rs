@@ -537,3 +537,46 @@ mod control;
 
 #[path = "core_precondition_tests.rs"]
 mod preconditions;
+
+/// A call's effect, and the query after its timeout, hand the driver the registered tool
+/// itself: the driver looks nothing up by name, so it has no "no such tool" case to decide
+/// (the gate refused unknown tools before any effect).
+#[test]
+fn call_and_query_effects_carry_the_registered_tool() {
+    let mut d = start(
+        json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 } }]),
+        &["db.save"],
+    );
+    let registered = d.core.tools().handle("db.save").expect("registered");
+    let Some(crate::Effect::CallTool {
+        action,
+        tool,
+        handle,
+        call,
+        ..
+    }) = d.core.poll_effect()
+    else {
+        panic!("expected a call")
+    };
+    assert_eq!((tool.as_str(), handle.name()), ("db.save", "db.save"));
+    assert_eq!(handle, registered);
+    d.core
+        .handle_tool_timeout(d.now, action, call)
+        .expect("the call is awaited");
+    let Some(crate::Effect::QueryTool {
+        action: asked,
+        handle,
+        ..
+    }) = d.core.poll_effect()
+    else {
+        panic!("expected a query")
+    };
+    assert_eq!((asked, handle), (action, registered));
+    // An unknown tool never reaches an effect: the gate refuses it.
+    let d = run(
+        json!([{ "do": "call", "tool": "db.drop", "params": {} }]),
+        &["db.save"],
+    );
+    assert!(d.calls.is_empty() && d.queries.is_empty());
+    assert!(d.last().rejected_calls().any(|(t, _)| t == "db.drop"));
+}

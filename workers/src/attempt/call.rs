@@ -23,6 +23,11 @@ impl Attempt {
         digest: ParamDigest,
         retry: bool,
     ) {
+        let Some(handle) = d.tools.handle(&request.tool) else {
+            self.release(reservation);
+            self.unregistered(d, &request.tool);
+            return;
+        };
         if let Err(e) = Self::start(d.book, &request, digest, retry) {
             let observation = e.to_string();
             self.finish(d, ResultKind::Suggestion, Outcome::Failed { observation });
@@ -50,6 +55,7 @@ impl Attempt {
             task: self.envelope.task,
             action: request.action,
             tool: request.tool.clone(),
+            handle,
             params: request.params.clone(),
             deadline: d.now + d.config.call_timeout,
             call,
@@ -59,6 +65,16 @@ impl Attempt {
             reservation,
             call,
         };
+    }
+
+    /// The tool `tool` of a call the gate let through is not registered. The gate checks that
+    /// first and a worker's registry never changes, so this is a broken configuration, not a
+    /// call that committed nothing: the attempt fails saying so (nothing is retried, and no
+    /// answer is made up).
+    pub(super) fn unregistered(&mut self, d: &mut Deps<'_>, tool: &str) {
+        let observation =
+            format!("tool {tool:?} is not registered with this worker (a configuration error)");
+        self.finish(d, ResultKind::Suggestion, Outcome::Failed { observation });
     }
 
     /// Gives back a reservation whose call never ran: nothing of it is charged.
@@ -94,11 +110,17 @@ impl Attempt {
                     && !quorate_protocols::mutant::is(
                         quorate_protocols::mutant::Mutant::GateSkipsPreconditions,
                     );
-                if writes
+                let guarded = writes
                     && checks
                         .iter()
-                        .any(quorate_protocols::Precondition::needs_store)
-                {
+                        .any(quorate_protocols::Precondition::needs_store);
+                if guarded && !d.store {
+                    // Nothing to check them against: they cannot be shown to hold.
+                    self.release(reservation);
+                    let observation = quorate_state::PreconditionFailure::NoStore;
+                    let reason = GateRejection::PreconditionFailed { observation };
+                    self.rejected(d, request, reason, retry);
+                } else if guarded {
                     d.out.push_back(Effect::CheckPreconditions {
                         action,
                         checks: checks.clone(),
@@ -126,10 +148,15 @@ impl Attempt {
                 );
             }
             GateDecision::NeedInformation { query } => {
+                let Some(handle) = d.tools.handle(&request.tool) else {
+                    self.unregistered(d, &request.tool);
+                    return;
+                };
                 d.out.push_back(Effect::QueryTool {
                     task: self.envelope.task,
                     action: query,
                     tool: request.tool.clone(),
+                    handle,
                     deadline: d.now + d.config.call_timeout,
                 });
                 self.phase = Phase::Querying {

@@ -27,6 +27,8 @@ pub(crate) struct Deps<'a> {
     pub(crate) me: Sender,
     pub(crate) config: &'a WorkerConfig,
     pub(crate) tools: &'a ToolRegistry,
+    /// The driver can check store preconditions (it has the run's store).
+    pub(crate) store: bool,
     pub(crate) book: &'a mut ActionBook,
     pub(crate) out: &'a mut VecDeque<Effect>,
     /// Sub-task assignments to start (the core runs them as attempts of their own).
