@@ -20,7 +20,7 @@ mod resume;
 mod stop;
 mod task;
 
-pub use config::{ApprovalPolicy, SupervisorConfig};
+pub use config::{ApprovalPolicy, ConfigError, SupervisorConfig};
 pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
 pub use refusal::{InputRefused, ReplyRefusal};
 pub use replan::ReplanError;
