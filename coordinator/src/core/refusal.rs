@@ -88,8 +88,9 @@ pub enum InputRefused {
     NothingToCancel,
 }
 
-/// Which reply rule refused a reply, in the order the rules run (see
-/// [`judge`](super::judge)). [`rejection`](Self::rejection) is the counter it goes to.
+/// Which reply rule refused a reply, in the order the rules run: the reply's run, its dedupe
+/// key, its task's state, its attempt, its sender, its state version.
+/// [`rejection`](Self::rejection) is the counter it goes to.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplyRefusal {
     /// The reply belongs to another run.

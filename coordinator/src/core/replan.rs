@@ -203,9 +203,10 @@ impl SupervisorCore {
     /// check. A failure switches to the fallback plan if there is one (once), otherwise the
     /// task fails. An answer is refused, and changes nothing, if it answers an older plan
     /// version's checks (a replan renumbers the nodes and asks again:
-    /// [`InputRefused::StalePlanVersion`]), or no check of its node is out
-    /// ([`InputRefused::NotChecking`]); one whose task ended meanwhile
-    /// ([`InputRefused::AfterTerminal`]) is not awaited any more.
+    /// [`StalePlanVersion`](super::InputRefused::StalePlanVersion)), or no check of its node
+    /// is out ([`NotChecking`](super::InputRefused::NotChecking)); one whose task ended
+    /// meanwhile ([`AfterTerminal`](super::InputRefused::AfterTerminal)) is not awaited any
+    /// more.
     pub fn handle_preconditions(
         &mut self,
         now: u64,
