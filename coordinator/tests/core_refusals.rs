@@ -4,7 +4,9 @@
 
 mod support;
 
-use quorate_coordinator::{EventKind, InputRefused, ReplyRefusal, StopReason, SupervisorConfig};
+use quorate_coordinator::{
+    EventKind, InputRefused, ReplanError, ReplyRefusal, StopReason, SupervisorConfig,
+};
 use quorate_protocols::{Budget, RunId, TaskId, TaskState};
 use quorate_state::PreconditionFailure;
 use serde_json::json;
@@ -122,6 +124,12 @@ fn a_cancel_is_refused_while_stopping_after_the_stop_and_when_nothing_is_left() 
     h.send(2, h.answer("a", json!(1)));
     assert!(h.stops.is_empty(), "b's worker owes its acknowledgement");
     assert_eq!(h.core.handle_cancel(3), Err(InputRefused::NothingToCancel));
+    // Nor is there anything to replan: the run is over but for the acknowledgement.
+    assert_eq!(
+        h.core
+            .handle_replan(3, spec_of(vec![node("a", &[]), node("c", &[])])),
+        Err(ReplanError::Stopped)
+    );
     h.tick(2 + SupervisorConfig::default().attempt_timeout_ms);
     assert_eq!(h.stops, vec![StopReason::Completed]);
 }

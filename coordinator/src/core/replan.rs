@@ -43,7 +43,8 @@ pub enum ReplanError {
         /// The task.
         node: NodeId,
     },
-    /// The run already stopped.
+    /// The run stopped, or is stopping: a stop was requested, or every task ended and the run
+    /// only waits for a worker's acknowledgement.
     #[error("the run has stopped; there is nothing to replan")]
     Stopped,
 }
