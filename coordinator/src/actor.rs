@@ -149,14 +149,16 @@ impl SupervisorActor {
                     }
                     if let Some(stored) = kept {
                         let now = self.now();
-                        self.core
-                            .handle_result_kept(now, ticket, stored.value, stored.version);
+                        let result =
+                            self.core
+                                .handle_result_kept(now, ticket, stored.value, stored.version);
+                        note(result.err());
                     }
                 }
                 Effect::CheckPreconditions { ticket, checks } => {
                     let outcome = quorate_state::check_preconditions(&self.results, &checks);
                     let now = self.now();
-                    self.core.handle_preconditions(now, ticket, outcome);
+                    note(self.core.handle_preconditions(now, ticket, outcome).err());
                 }
                 Effect::Record(record) => {
                     self.tally.observe(&record.kind);
@@ -196,6 +198,15 @@ impl SupervisorActor {
     }
 }
 
+/// Counts and logs the inputs the core refused (a rejected reply is in the run's counters and
+/// trace already; this is the shell's view of every kind).
+fn note(refused: impl IntoIterator<Item = crate::InputRefused>) {
+    for error in refused {
+        metrics::counter!("quorate_supervisor_inputs_refused_total").increment(1);
+        tracing::debug!(%error, "supervisor input refused");
+    }
+}
+
 impl SupervisorActor {
     /// Sends worker `w` the assignments collected for it.
     fn send_assignments(&mut self, w: usize) {
@@ -227,7 +238,7 @@ impl Handler<ReportMsg> for SupervisorActor {
             tracing::debug_span!("supervisor.reply", run = %self.core.run(), task = %msg.0.task)
                 .entered();
         let now = self.now();
-        self.core.handle_report(now, msg.0);
+        note(self.core.handle_report(now, msg.0).err());
         self.drive(ctx);
     }
 }
@@ -237,7 +248,7 @@ impl Handler<ReportBatch> for SupervisorActor {
     fn handle(&mut self, msg: ReportBatch, ctx: &mut Self::Context) {
         let _span = tracing::debug_span!("supervisor.replies", run = %self.core.run()).entered();
         let now = self.now();
-        self.core.handle_reports(now, msg.0);
+        note(self.core.handle_reports(now, msg.0));
         self.drive(ctx);
     }
 }
@@ -257,7 +268,7 @@ impl Handler<CancelRun> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, _: CancelRun, ctx: &mut Self::Context) {
         let now = self.now();
-        self.core.handle_cancel(now);
+        note(self.core.handle_cancel(now).err());
         self.drive(ctx);
     }
 }
@@ -266,7 +277,7 @@ impl Handler<Decide> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, msg: Decide, ctx: &mut Self::Context) {
         let now = self.now();
-        self.core.handle_approval(now, msg.node, msg.approved);
+        note(self.core.handle_approval(now, msg.node, msg.approved).err());
         self.drive(ctx);
     }
 }

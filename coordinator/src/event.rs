@@ -173,7 +173,8 @@ pub enum EventKind {
     },
     /// The whole run was cancelled.
     CancelRequested,
-    /// Budget could not be delegated.
+    /// The budget ledger refused: a slice could not be delegated (the run stops), or a closed
+    /// task's slice could not be taken back.
     BudgetRefused {
         /// The ledger's message.
         detail: String,

@@ -36,8 +36,8 @@ mod stop;
 pub mod trace;
 
 pub use crate::core::{
-    ApprovalPolicy, CheckTicket, CommitTicket, Effect, MessageCounts, ReplanError, ResumeError,
-    SupervisorConfig, SupervisorCore,
+    ApprovalPolicy, CheckTicket, CommitTicket, ConfigError, Effect, InputRefused, MessageCounts,
+    ReplanError, ReplyRefusal, ResumeError, SupervisorConfig, SupervisorCore,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
 pub use event::{Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl};

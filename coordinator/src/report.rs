@@ -173,7 +173,7 @@ mod tests {
         assert_eq!(core.final_report(), Some(before));
         assert_eq!(core.tasks().len(), 100);
         // Cancelled: the running tasks get a grace period to answer, then the run stops.
-        core.handle_cancel(1);
+        core.handle_cancel(1).expect("tasks are running");
         core.handle_tick(u64::MAX / 2);
         while core.poll_effect().is_some() {}
         assert!(core.stop_reason().is_some(), "the run stopped");
@@ -208,8 +208,9 @@ mod tests {
                 calls: vec![],
             },
         );
-        core.handle_report(u64::MAX / 2, reply);
-        core.handle_approval(u64::MAX / 2, 3, true);
+        let finished = Err(crate::InputRefused::Finished);
+        assert_eq!(core.handle_report(u64::MAX / 2, reply), finished);
+        assert_eq!(core.handle_approval(u64::MAX / 2, 3, true), finished);
         core.handle_tick(u64::MAX / 2);
         assert!(core.poll_effect().is_none());
         assert_eq!(core.messages(), expected.messages);

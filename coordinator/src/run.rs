@@ -109,11 +109,15 @@ pub enum RunError {
     /// A peer-mode run was asked for no peers (`workers = 0`): nobody would run a task.
     #[error("a peer-mode run needs at least one peer (workers = 0)")]
     NoPeers,
+    /// The supervisor's settings cannot run (e.g. no worker).
+    #[error("cannot run: {0}")]
+    Config(#[from] crate::ConfigError),
 }
 
 /// Runs `plan` in star topology: one supervisor, `options.supervisor.workers` workers built from
 /// `parts()` (agents and tools; called once per worker), on a fresh actix system. Blocks until
-/// the run stops.
+/// the run stops. Settings it cannot run with are refused before anything starts
+/// ([`RunError::Config`]: no worker).
 ///
 /// `parts()` runs once per worker: state that tools must share across workers (the system they
 /// act on, an effect log) has to be created outside and cloned in (an `Arc`), or each worker
@@ -123,6 +127,7 @@ pub fn run_star(
     options: RunOptions,
     parts: impl Fn() -> (AgentRegistry, ToolRegistry),
 ) -> Result<RunOutput, RunError> {
+    options.supervisor.validate()?;
     let (writer, sink) = open_trace(options.trace.as_deref())?;
     let log = Arc::new(PackedLog::new());
     let results = Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len()));
@@ -146,7 +151,7 @@ pub fn run_star(
             agent: AgentId::new(),
             role: Role::Supervisor,
         };
-        let count = options.supervisor.workers.max(1);
+        let count = options.supervisor.workers;
         let senders: Vec<Sender> = (0..count)
             .map(|_| Sender {
                 agent: AgentId::new(),
@@ -313,5 +318,37 @@ pub(crate) fn finish_trace(
             source,
         }),
         None => Ok(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorate_protocols::{NodeSpec, PlanSpec};
+
+    /// No worker is refused before anything runs, instead of quietly running with one.
+    #[test]
+    fn a_star_run_without_workers_is_refused() {
+        let plan = PlanSpec {
+            nodes: vec![NodeSpec::named("a")],
+            ..PlanSpec::default()
+        }
+        .validate()
+        .expect("valid plan");
+        let options = RunOptions {
+            supervisor: crate::SupervisorConfig {
+                workers: 0,
+                ..crate::SupervisorConfig::default()
+            },
+            ..RunOptions::default()
+        };
+        let out = run_star(plan, options, || {
+            (AgentRegistry::new(), ToolRegistry::new())
+        });
+        assert!(
+            matches!(out, Err(RunError::Config(crate::ConfigError::NoWorkers))),
+            "{:?}",
+            out.map(|o| o.report.stop_reason)
+        );
     }
 }

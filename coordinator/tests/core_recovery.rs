@@ -4,8 +4,9 @@
 
 mod support;
 
-use quorate_coordinator::{EventKind, StopControl, StopReason, SupervisorConfig};
+use quorate_coordinator::{EventKind, InputRefused, StopControl, StopReason, SupervisorConfig};
 use quorate_protocols::{Budget, Envelope, PlanSpec, ResultKind, TaskState};
+use quorate_state::PreconditionFailure;
 use quorate_workers::messages::{ActionCounts, Control, Outcome, Report};
 use serde_json::json;
 
@@ -150,25 +151,36 @@ fn a_moved_task_is_checked_again_and_the_old_versions_answers_are_ignored() {
     let (x_check, y_check) = (h.tickets[0], h.tickets[1]);
     let y = h.core.task_id(1);
     h.core
-        .handle_preconditions(1, x_check, Err("no config/x".into()));
+        .handle_preconditions(
+            1,
+            x_check,
+            Err(PreconditionFailure::Missing {
+                key: "config/x".into(),
+            }),
+        )
+        .expect("x's check is awaited");
     h.drain();
     assert_eq!(h.core.snapshot().plan_version, 2);
     assert_eq!(h.core.task_id(0), y, "y moved to index 0 and kept its id");
     // The new version asks about y again; the answer to the old version's question is ignored.
     assert_eq!(h.checks, vec![0, 1, 0]);
-    h.core.handle_preconditions(2, y_check, Ok(()));
+    let stale = Err(InputRefused::StalePlanVersion {
+        asked: 1,
+        current: 2,
+    });
+    assert_eq!(h.core.handle_preconditions(2, y_check, Ok(())), stale);
     h.drain();
     assert_eq!(
         h.state(0),
         TaskState::Pending,
         "a stale answer moves nothing"
     );
-    h.core.handle_preconditions(2, h.tickets[2], Ok(()));
+    assert_eq!(h.core.handle_preconditions(2, h.tickets[2], Ok(())), Ok(()));
     h.drain();
     assert_eq!(h.state(0), TaskState::Running, "y was dispatched");
     assert_eq!(h.assignment("y").1.task, y);
     // An answer for the dropped task changes nothing.
-    h.core.handle_preconditions(3, x_check, Ok(()));
+    assert_eq!(h.core.handle_preconditions(3, x_check, Ok(())), stale);
     assert!(h.core.poll_effect().is_none());
 }
 
@@ -183,9 +195,23 @@ fn a_task_whose_new_version_waits_for_a_dependency_is_not_released_by_an_old_ans
         .set_fallback_plan(spec_of(vec![node("w", &[]), guarded("y", &["w"])]));
     let y_check = h.tickets[1];
     h.core
-        .handle_preconditions(1, h.tickets[0], Err("no config/x".into()));
+        .handle_preconditions(
+            1,
+            h.tickets[0],
+            Err(PreconditionFailure::Missing {
+                key: "config/x".into(),
+            }),
+        )
+        .expect("x's check is awaited");
     h.drain();
-    h.core.handle_preconditions(2, y_check, Ok(()));
+    let refused = h.core.handle_preconditions(2, y_check, Ok(()));
+    assert_eq!(
+        refused,
+        Err(InputRefused::StalePlanVersion {
+            asked: 1,
+            current: 2
+        })
+    );
     h.drain();
     assert_eq!(h.state(1), TaskState::Pending, "y waits for w");
     assert_eq!(
@@ -195,7 +221,9 @@ fn a_task_whose_new_version_waits_for_a_dependency_is_not_released_by_an_old_ans
     );
     h.send(3, h.answer("w", json!("built")));
     assert_eq!(h.checks, vec![0, 1, 1]);
-    h.core.handle_preconditions(4, h.tickets[2], Ok(()));
+    h.core
+        .handle_preconditions(4, h.tickets[2], Ok(()))
+        .expect("y's new check is awaited");
     h.drain();
     assert_eq!(h.state(1), TaskState::Running);
 }
@@ -207,12 +235,24 @@ fn an_answer_for_a_task_that_ended_meanwhile_changes_nothing() {
         SupervisorConfig::default(),
     );
     h.core.set_fallback_plan(spec_of(vec![node("b", &[])]));
-    h.core.handle_cancel(1);
+    h.core.handle_cancel(1).expect("a and b are live");
     h.drain();
     assert_eq!(h.state(0), TaskState::Cancelled);
     let events = h.events.len();
-    h.core
-        .handle_preconditions(2, h.tickets[0], Err("no config/a".into()));
+    let refused = h.core.handle_preconditions(
+        2,
+        h.tickets[0],
+        Err(PreconditionFailure::Missing {
+            key: "config/a".into(),
+        }),
+    );
+    assert_eq!(
+        refused,
+        Err(InputRefused::AfterTerminal {
+            node: 0,
+            state: TaskState::Cancelled
+        })
+    );
     h.drain();
     assert_eq!(
         h.events.len(),

@@ -6,6 +6,7 @@ mod support;
 
 use quorate_coordinator::{EventKind, ResumeError, StopReason, SupervisorConfig};
 use quorate_protocols::{Budget, Envelope, NodeSpec, ResultKind, TaskState};
+use quorate_state::PreconditionFailure;
 use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
 
@@ -105,7 +106,9 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
             },
         );
         now += 1;
-        h.core.handle_report(now, reply);
+        h.core
+            .handle_report(now, reply)
+            .expect("an answer of the live attempt");
         h.drain();
         queue.extend(h.dispatched.drain(..));
         inputs += 1;
@@ -215,8 +218,14 @@ fn a_run_resumed_before_its_replan_keeps_the_fallback_for_later() {
     h.crash_and_resume(Some(fallback), 2);
     assert_eq!(h.checks, vec![1, 1], "publish is checked again");
     let ticket = *h.tickets.last().unwrap();
-    h.core
-        .handle_preconditions(3, ticket, Err("no config/channel".into()));
+    let failed = h.core.handle_preconditions(
+        3,
+        ticket,
+        Err(PreconditionFailure::Missing {
+            key: "config/channel".into(),
+        }),
+    );
+    assert_eq!(failed, Ok(()), "publish's check is awaited again");
     h.drain();
     assert_eq!(
         h.core.snapshot().plan_version,
@@ -397,7 +406,7 @@ fn a_kept_result_replaces_its_record_even_after_a_replan_named_it() {
     h.store_result(&key, json!("before"));
     // a answers; before the shell carries out the commit, a replan drops b.
     let answer = h.answer("a", json!("after"));
-    h.core.handle_report(1, answer);
+    h.core.handle_report(1, answer).expect("a's answer");
     h.core
         .handle_replan(1, spec_of(vec![node("a", &[]), node("c", &[])]))
         .expect("same budget, same authority");
@@ -415,4 +424,46 @@ fn a_kept_result_replaces_its_record_even_after_a_replan_named_it() {
     );
     assert!(h.logged("result-committed").is_empty());
     assert_eq!(h.core.task_result(0), Some(&json!("before")));
+}
+
+/// A log whose numbers do not fit the plan's budget (a task closed at more than its slice, a
+/// slice larger than the budget) is refused with the event and the ledger's word, instead of
+/// resuming with books that do not add up.
+#[test]
+fn a_log_the_budget_ledger_refuses_does_not_replay() {
+    let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
+    h.send(1, h.answer("a", json!(1)));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    let mut log = h.log.clone();
+    log.retain(|e| !matches!(e.kind, EventKind::RunStopped { .. }));
+    let closed = log
+        .iter_mut()
+        .find(|e| matches!(e.kind, EventKind::TaskClosed { .. }))
+        .expect("a's slice was closed");
+    let seq = closed.seq;
+    closed.kind = EventKind::TaskClosed {
+        spent: Budget::steps(u64::MAX),
+    };
+    assert!(
+        matches!(h.rebuilt_from(&log, None), Err(ResumeError::Ledger { seq: s, .. }) if s == seq),
+        "a close at more than the slice"
+    );
+    let mut log = h.log.clone();
+    log.retain(|e| !matches!(e.kind, EventKind::RunStopped { .. }));
+    let dispatched = log
+        .iter_mut()
+        .find(|e| matches!(e.kind, EventKind::Dispatched { .. }))
+        .expect("a was dispatched");
+    let seq = dispatched.seq;
+    if let EventKind::Dispatched { granted, .. } = &mut dispatched.kind {
+        *granted = Budget::steps(u64::MAX);
+    }
+    assert!(
+        matches!(h.rebuilt_from(&log, None), Err(ResumeError::Ledger { seq: s, .. }) if s == seq),
+        "a slice larger than the run's budget"
+    );
+    // The log as written replays.
+    log = h.log.clone();
+    log.retain(|e| !matches!(e.kind, EventKind::RunStopped { .. }));
+    assert!(h.rebuilt_from(&log, None).is_ok());
 }

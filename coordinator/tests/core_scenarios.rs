@@ -1,54 +1,17 @@
 //! The supervisor core driven directly, with hand-made worker replies: scheduling, reply
-//! rejection, acceptance, failure, approvals, lost replies and deadlines.
+//! rejection, acceptance, failure, cancels and their acknowledgements, lost replies and deadlines.
 
 mod support;
 
-use quorate_coordinator::{ApprovalPolicy, EventKind, StopControl, StopReason, SupervisorConfig};
-use quorate_protocols::{ActionId, AgentId, Budget, Envelope, ResultKind, Role, Sender, TaskState};
-use quorate_workers::messages::{Control, Outcome, Report};
+use quorate_coordinator::{
+    ApprovalPolicy, EventKind, InputRefused, ReplyRefusal, StopControl, StopReason,
+    SupervisorConfig,
+};
+use quorate_protocols::{AgentId, Budget, ResultKind, Role, Sender, TaskState};
+use quorate_workers::messages::{Control, Outcome};
 use serde_json::json;
 
 use support::{node, sub_task_action, Harness};
-
-/// The worker of node "a" (task 0) asks approval for `action`, giving `reason`.
-fn approval_request(h: &Harness, action: ActionId, reason: &str) -> Envelope<Report> {
-    h.reply(
-        "a",
-        ResultKind::Suggestion,
-        Outcome::ApprovalRequested {
-            action,
-            reason: reason.into(),
-        },
-    )
-}
-
-/// a's own first action.
-fn own_action(h: &Harness) -> ActionId {
-    ActionId::new(h.core.task_id(0), 0, 0)
-}
-
-/// The worker of node "a" says nothing below the task works any more after `action`'s request.
-fn quiet(h: &Harness, action: ActionId) -> Envelope<Report> {
-    h.reply("a", ResultKind::Suggestion, Outcome::Quiet { action })
-}
-
-/// The run stopped waiting for a's approval (and for nothing else).
-#[track_caller]
-fn assert_stopped_waiting_for_a(h: &Harness) {
-    assert_eq!(
-        h.stops,
-        vec![StopReason::WaitingApproval { node: "a".into() }]
-    );
-}
-
-/// A supervisor of the one node "a", answering approval requests by `approvals`.
-fn one_node(approvals: ApprovalPolicy) -> Harness {
-    let config = SupervisorConfig {
-        approvals,
-        ..SupervisorConfig::default()
-    };
-    Harness::new(vec![node("a", &[])], config)
-}
 
 #[test]
 fn dependencies_gate_dispatch_and_results_flow_downstream() {
@@ -87,6 +50,7 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
         SupervisorConfig::default(),
     );
     let good = h.answer("a", json!(1));
+    let good_key = good.dedupe;
     let mut stale = good.clone();
     stale.dedupe = quorate_protocols::DedupeKey::new();
     stale.state_version = quorate_protocols::Version::new(99);
@@ -113,22 +77,26 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
         (1, 1, 1)
     );
     assert_eq!(m.rejected_duplicate, 1);
-}
-
-#[test]
-fn a_duplicate_of_a_live_reply_is_rejected() {
-    let mut h = one_node(ApprovalPolicy::All);
-    let ask = approval_request(&h, own_action(&h), "delete rows");
-    h.send(1, ask.clone());
-    assert_eq!(h.state(0), TaskState::Running, "approved at once");
-    assert!(matches!(
-        h.controls.last().unwrap().1.payload,
-        Control::Approve { .. }
-    ));
-    h.send(2, ask);
-    assert_eq!(h.core.snapshot().messages.rejected_duplicate, 1);
-    h.send(3, h.answer("a", json!("done")));
-    assert_eq!(h.stops, vec![StopReason::Completed]);
+    // Each refusal names its rule and what it compared.
+    let task = h.core.task_id(0);
+    let refused = |why| InputRefused::Reply { task, why };
+    assert_eq!(
+        h.refusals,
+        vec![
+            refused(ReplyRefusal::StaleVersion {
+                current: quorate_protocols::Version::new(1),
+                found: quorate_protocols::Version::new(99),
+            }),
+            refused(ReplyRefusal::WrongSender {
+                agent: AgentId::from_u128(666),
+                role: Role::Worker,
+            }),
+            refused(ReplyRefusal::Duplicate { dedupe: good_key }),
+            refused(ReplyRefusal::AfterTerminal {
+                state: TaskState::Completed
+            }),
+        ]
+    );
 }
 
 #[test]
@@ -196,31 +164,6 @@ fn a_failure_stops_the_run_and_cancels_running_tasks() {
         }]
     );
     assert_eq!(h.stops.len(), 1, "exactly one stop reason");
-}
-
-#[test]
-fn approval_rejected_cancels_and_unanswered_waits() {
-    let mut h = one_node(ApprovalPolicy::None);
-    h.send(1, approval_request(&h, own_action(&h), "r"));
-    assert_eq!(h.state(0), TaskState::Cancelled);
-    assert!(
-        h.stops.is_empty(),
-        "waits for the worker to acknowledge the rejection"
-    );
-    h.send(2, h.reply("a", ResultKind::Suggestion, Outcome::Cancelled));
-    h.tick(2);
-    assert_eq!(h.stops, vec![StopReason::Cancelled]);
-
-    let mut h = one_node(ApprovalPolicy::Ask);
-    h.send(1, approval_request(&h, own_action(&h), "r"));
-    assert_eq!(h.state(0), TaskState::WaitingApproval);
-    assert_stopped_waiting_for_a(&h);
-
-    // The default waits for a human, as `quorate run` without `--approve` does.
-    let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
-    h.send(1, approval_request(&h, own_action(&h), "r"));
-    assert_eq!(h.state(0), TaskState::WaitingApproval);
-    assert_stopped_waiting_for_a(&h);
 }
 
 #[test]
@@ -357,22 +300,19 @@ fn an_empty_input_fails_the_dependent_and_names_the_input() {
 }
 
 #[test]
-fn an_approval_for_an_unknown_node_is_ignored() {
-    let mut h = one_node(ApprovalPolicy::Ask);
-    h.core.handle_approval(1, 99, true);
-    h.drain();
-    assert_eq!(h.state(0), TaskState::Running);
-    assert!(h.stops.is_empty());
-}
-
-#[test]
 fn replies_of_a_batch_after_the_run_stopped_are_not_handled() {
     let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
     let done = h.answer("a", json!(1));
     let mut after = h.answer("a", json!(2));
     after.dedupe = quorate_protocols::DedupeKey::new();
-    h.core.handle_reports(1, vec![done, after]);
+    let refused = h.core.handle_reports(1, vec![done, after]);
     h.drain();
+    assert_eq!(
+        refused,
+        vec![InputRefused::Stopped {
+            reason: StopReason::Completed
+        }]
+    );
     assert_eq!(h.state(0), TaskState::Completed);
     let m = h.core.snapshot().messages;
     assert_eq!(
@@ -494,24 +434,6 @@ fn a_resumed_supervisor_still_awaits_the_acknowledgement_of_a_cancel_sent_before
 }
 
 #[test]
-fn a_resumed_supervisor_awaits_the_acknowledgement_of_a_rejection_sent_before_the_crash() {
-    let mut h = one_node(ApprovalPolicy::None);
-    let request = approval_request(&h, own_action(&h), "drop");
-    h.send(1, request);
-    assert_eq!(h.state(0), TaskState::Cancelled, "rejected");
-    let reject = EventKind::ControlSent {
-        control: StopControl::Reject,
-    };
-    assert!(h.log.iter().any(|e| e.kind == reject));
-    assert!(h.stops.is_empty(), "waits for a's worker");
-    h.crash_and_resume(None, 10);
-    assert!(h.stops.is_empty(), "still waits after the crash");
-    h.send(11, h.reply("a", ResultKind::Suggestion, Outcome::Cancelled));
-    h.tick(11);
-    assert_eq!(h.stops, vec![StopReason::Cancelled]);
-}
-
-#[test]
 fn a_task_told_to_stop_is_closed_at_its_whole_slice_even_after_a_report() {
     let config = SupervisorConfig {
         approvals: ApprovalPolicy::Ask,
@@ -550,68 +472,4 @@ fn an_acknowledgement_reporting_more_than_the_slice_is_charged_the_slice() {
             .any(|e| matches!(e, EventKind::TaskSettled { .. })),
         "min(report, slice) is the slice: nothing to correct"
     );
-}
-
-#[test]
-fn a_resumed_supervisor_sends_a_task_waiting_for_quiet_again_and_waits_for_the_new_quiet() {
-    let action = sub_task_action();
-    let mut h = one_node(ApprovalPolicy::Ask);
-    let request = approval_request(&h, action, "drop");
-    h.send(1, request);
-    assert!(h.stops.is_empty());
-    // Crash before the `Quiet`: the log has the request, not whether the task went quiet.
-    h.dispatched.clear();
-    h.crash_and_resume(None, 10);
-    assert_eq!(h.dispatched.len(), 1, "a was in flight: sent again");
-    assert_eq!(h.dispatched[0].1.attempt, 2);
-    assert!(h.stops.is_empty(), "a runs again: the run is not idle");
-    // The new attempt passes the sub-task's request up again; the run stops after its Quiet.
-    let request = approval_request(&h, action, "drop");
-    h.send(11, request);
-    assert_eq!(h.state(0), TaskState::WaitingApproval);
-    assert!(h.stops.is_empty());
-    h.send(12, quiet(&h, action));
-    assert_stopped_waiting_for_a(&h);
-}
-
-#[test]
-fn a_sub_task_request_stops_the_run_only_once_its_task_is_quiet() {
-    let action = sub_task_action();
-    let mut h = one_node(ApprovalPolicy::Ask);
-    let request = approval_request(&h, action, "drop");
-    h.send(1, request);
-    assert_eq!(h.state(0), TaskState::WaitingApproval);
-    assert!(
-        h.stops.is_empty(),
-        "a's other sub-tasks may still be working: not idle"
-    );
-    h.send(2, quiet(&h, action));
-    assert_stopped_waiting_for_a(&h);
-
-    // A `Quiet` that overtakes its request (a reordering transport) still counts.
-    let mut h = one_node(ApprovalPolicy::Ask);
-    let request = approval_request(&h, action, "drop");
-    h.send(1, quiet(&h, action));
-    assert!(h.stops.is_empty());
-    h.send(2, request);
-    assert_stopped_waiting_for_a(&h);
-
-    // A decision needs no `Quiet`: approved, the task runs on and completes.
-    let mut h = one_node(ApprovalPolicy::All);
-    let request = approval_request(&h, action, "drop");
-    h.send(1, request);
-    assert_eq!(h.state(0), TaskState::Running);
-    h.send(2, h.answer("a", json!("done")));
-    assert_eq!(h.stops, vec![StopReason::Completed]);
-}
-
-/// A report without a stop reason (the run has not stopped: a bug if the CLI ever prints one)
-/// exits with the runtime's own code, not with a task failure's.
-#[test]
-fn a_report_without_a_stop_reason_exits_with_the_runtime_failure_code() {
-    let h = one_node(ApprovalPolicy::Ask);
-    let report = h.core.snapshot();
-    assert!(report.stop_reason.is_none());
-    assert_eq!(report.stop_exit_code(), StopReason::EXIT_RUNTIME);
-    assert_eq!(StopReason::EXIT_RUNTIME, 8, "docs/cli.md's exit codes");
 }

@@ -245,15 +245,19 @@ pub fn supervisor_core(input: CoreInput) {
                 now += u64::from(dt);
                 core.handle_tick(now);
             }
-            Op::Cancel => core.handle_cancel(now),
+            // Refusals are expected here (forged replies, cancels of a stopping run); the
+            // checks below judge what every input changed.
+            Op::Cancel => {
+                let _refused = core.handle_cancel(now);
+            }
             Op::Approval { node, approved } => {
-                core.handle_approval(now, u32::from(node) % n, approved)
+                let _refused = core.handle_approval(now, u32::from(node) % n, approved);
             }
             Op::Report(r) => {
                 now += u64::from(r.advance);
                 let env = forge(&r, &st, &workers, me, run, &core, n);
                 st.sent_dedupe.push(env.dedupe);
-                core.handle_report(now, env);
+                let _refused = core.handle_report(now, env);
             }
         }
         st.drain(&mut core);

@@ -46,7 +46,7 @@ pub use ledger::{
 pub use log::{RunLog, Seq};
 pub use memory::{MemoryLog, MemoryStore};
 pub use packed::{put_varint, take_varint, Pack, PackedAppender, PackedLog, PackedWriter, Slot};
-pub use precondition::check_preconditions;
+pub use precondition::{check_preconditions, PreconditionFailure};
 pub use queue::pop_rewinding;
 pub use retry::{update, Change, UpdateError, Updated, MAX_CAS_ATTEMPTS};
 pub use store::{CasOutcome, DeleteOutcome, FileOp, Store, StoreError, Versioned};

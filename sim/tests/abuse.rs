@@ -8,7 +8,9 @@
 //! * budgets near `u64::MAX`;
 //! * self-loops, unknown dependencies and capability widening in plans.
 
-use quorate_coordinator::{Effect, EventKind, Rejection, SupervisorConfig, SupervisorCore};
+use quorate_coordinator::{
+    Effect, EventKind, InputRefused, Rejection, SupervisorConfig, SupervisorCore,
+};
 use quorate_protocols::{
     decode_envelope, encode_envelope, AgentId, Budget, Capabilities, Component, DecodeError,
     Envelope, EvidenceRef, Limits, NodeSpec, PlanError, PlanSpec, ResultKind, Role, RunId, Sender,
@@ -96,7 +98,11 @@ impl Core {
         let before = (self.core.task_state(0), self.core.task_state(1));
         let sent = self.dispatched.len();
         let seen = self.events.len();
-        self.core.handle_report(5, reply);
+        let refused = self.core.handle_report(5, reply);
+        assert!(
+            matches!(&refused, Err(InputRefused::Reply { why, .. }) if why.rejection() == reason),
+            "{refused:?}"
+        );
         self.drain();
         assert_eq!(
             self.events[seen..],
@@ -135,7 +141,9 @@ fn forged_role_unknown_task_stale_version_and_old_attempt_are_refused() {
     c.refused(old, Rejection::Late);
     // The genuine reply still completes the task afterwards.
     let ok = c.answer();
-    c.core.handle_report(6, ok.clone());
+    c.core
+        .handle_report(6, ok.clone())
+        .expect("the genuine reply");
     c.drain();
     assert_eq!(c.core.task_state(0), TaskState::Completed);
     // And a copy of it is a duplicate, which changes nothing.

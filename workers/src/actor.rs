@@ -209,8 +209,11 @@ impl WorkerActor {
         tools: ToolRegistry,
         reports: Replies,
     ) -> Self {
+        let mut core = WorkerCore::new(agent, config, agents, tools);
+        // No store until `with_store`: the core refuses the writes it cannot check.
+        core.set_store_checks(false);
         Self {
-            core: WorkerCore::new(agent, config, agents, tools),
+            core,
             reports,
             outbox: Vec::new(),
             store: None,
@@ -322,11 +325,12 @@ impl WorkerActor {
     }
 
     /// The same worker, checking tasks' store preconditions against `store` (the run's) before
-    /// each write call. Without a store, a write of a task that has store preconditions is
-    /// refused: they cannot be shown to hold.
+    /// each write call. Without a store, the core refuses a write of a task that has store
+    /// preconditions: they cannot be shown to hold ([`WorkerCore::set_store_checks`]).
     #[must_use]
     pub fn with_store(mut self, store: Arc<MemoryStore<serde_json::Value>>) -> Self {
         self.store = Some(store);
+        self.core.set_store_checks(true);
         self
     }
 
@@ -376,6 +380,7 @@ impl WorkerActor {
                 Effect::CallTool {
                     action,
                     tool,
+                    handle,
                     params,
                     deadline,
                     call: tag,
@@ -390,17 +395,14 @@ impl WorkerActor {
                             digest: quorate_protocols::ParamDigest::of(&params),
                         });
                     }
-                    let call = self.core.tools().get(&tool).map(|t| t.call(action, params));
+                    let call = handle.call(action, params);
                     let me = ctx.address();
                     let wait = deadline.saturating_duration_since(Instant::now());
                     let fut_span = span.clone();
                     actix::spawn(
                         async move {
                             let started = Instant::now();
-                            let answer = match call {
-                                Some(call) => tokio::time::timeout(wait, call).await.ok(),
-                                None => Some(unknown_tool(&tool)),
-                            };
+                            let answer = tokio::time::timeout(wait, call).await.ok();
                             let outcome = if answer.is_some() {
                                 "answered"
                             } else {
@@ -420,22 +422,18 @@ impl WorkerActor {
                 Effect::QueryTool {
                     action,
                     tool,
+                    handle,
                     deadline,
                     ..
                 } => {
                     let span = self.call_span(CallKind::Query, action, &tool);
-                    let query = self.core.tools().get(&tool).map(|t| t.query(action));
+                    let query = handle.query(action);
                     let me = ctx.address();
                     let wait = deadline.saturating_duration_since(Instant::now());
                     let fut_span = span.clone();
                     actix::spawn(
                         async move {
-                            let answer = match query {
-                                Some(query) => {
-                                    tokio::time::timeout(wait, query).await.map_err(|_| ())
-                                }
-                                None => Ok(None),
-                            };
+                            let answer = tokio::time::timeout(wait, query).await.map_err(|_| ());
                             let outcome = if answer.is_ok() {
                                 "answered"
                             } else {
@@ -448,9 +446,11 @@ impl WorkerActor {
                     );
                 }
                 Effect::CheckPreconditions { action, checks } => {
+                    // Asked only of a worker with a store (`with_store`): the core refuses the
+                    // guarded writes of one without.
                     let outcome = match &self.store {
                         Some(store) => quorate_state::check_preconditions(store, &checks),
-                        None => Err("no store to check the task's preconditions against".into()),
+                        None => Err(quorate_state::PreconditionFailure::NoStore),
                     };
                     let result = self
                         .core
@@ -485,13 +485,6 @@ enum CallKind {
 fn record_call_duration(tool: String, outcome: &'static str, took: std::time::Duration) {
     metrics::histogram!(CALL_DURATION_SECONDS, "tool" => tool, "outcome" => outcome)
         .record(took.as_secs_f64());
-}
-
-fn unknown_tool(tool: &str) -> ToolAnswer {
-    ToolAnswer::Err {
-        class: "unknown-tool".to_owned(),
-        message: format!("no tool named {tool:?}"),
-    }
 }
 
 impl Actor for WorkerActor {

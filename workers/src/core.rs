@@ -112,6 +112,8 @@ pub struct WorkerCore {
     /// Tasks with a sub-task's approval request out with the supervisor (see
     /// [`Outcome::Quiet`](crate::messages::Outcome::Quiet)).
     relaying: Vec<TaskId>,
+    /// The driver can check store preconditions (see [`WorkerCore::set_store_checks`]).
+    store: bool,
 }
 
 impl WorkerCore {
@@ -138,7 +140,18 @@ impl WorkerCore {
             calls: 0,
             effects: VecDeque::new(),
             relaying: Vec::new(),
+            store: true,
         }
+    }
+
+    /// Whether the driver can check a task's store preconditions (it has the run's store; the
+    /// default). Without, the core refuses every write of a task that has store preconditions
+    /// (they cannot be shown to hold: [`PreconditionFailure::NoStore`]) instead of asking for a
+    /// check ([`Effect::CheckPreconditions`]); writes of other tasks, and reads, run.
+    ///
+    /// [`PreconditionFailure::NoStore`]: quorate_state::PreconditionFailure::NoStore
+    pub fn set_store_checks(&mut self, available: bool) {
+        self.store = available;
     }
 
     // ----- getters
@@ -250,6 +263,7 @@ impl WorkerCore {
             me: self.me,
             config: &self.config,
             tools: &self.tools,
+            store: self.store,
             book: &mut book,
             out: &mut self.effects,
             spawn: &mut spawn,
@@ -492,12 +506,12 @@ impl WorkerCore {
     }
 
     /// The shell checked the task's store preconditions before the write `action`
-    /// ([`Effect::CheckPreconditions`]): `Ok`, or the first failing observation.
+    /// ([`Effect::CheckPreconditions`]): `Ok`, or the first failing check.
     pub fn handle_preconditions(
         &mut self,
         now: Instant,
         action: ActionId,
-        outcome: Result<(), String>,
+        outcome: Result<(), quorate_state::PreconditionFailure>,
     ) -> Result<(), InputError> {
         self.with_attempt(now, action.task, |a, d| {
             a.on_preconditions(d, action, outcome)

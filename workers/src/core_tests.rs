@@ -44,6 +44,16 @@ fn cancel_during_call(d: &mut Driver, action: ActionId, call: u64) {
     d.drive();
 }
 
+/// Rejects the parked `action`: nothing runs, the action is recorded as rejected and the task
+/// ends cancelled.
+fn reject_cancels(d: &mut Driver, action: ActionId) {
+    d.control(Control::Reject { action }).unwrap();
+    d.drive();
+    assert!(d.calls.is_empty());
+    assert_eq!(d.last().outcome, Outcome::Cancelled);
+    assert_eq!(d.core.action(&action).unwrap().state, ActionState::Rejected);
+}
+
 #[test]
 fn call_then_answer_issues_a_receipt_and_settles_cost() {
     let d = run(
@@ -170,170 +180,6 @@ fn timeout_before_commit_retries_same_id_only_for_idempotent_tools() {
     assert_eq!(d.last().actions.rejected, 1);
     assert!(matches!(&d.last().outcome, Outcome::Failed { observation }
         if observation.contains("not idempotent")));
-}
-
-#[test]
-fn cancel_stops_further_calls() {
-    let mut d = start(
-        json!([
-            { "do": "call", "tool": "db.save", "params": { "id": 1 } },
-            { "do": "call", "tool": "db.save", "params": { "id": 2 } },
-        ]),
-        &["db.save"],
-    );
-    // The first call is in flight; cancel arrives before its answer.
-    let Some(crate::Effect::CallTool { action, call, .. }) = d.core.poll_effect() else {
-        panic!("expected a call")
-    };
-    cancel_during_call(&mut d, action, call);
-    assert!(d.calls.is_empty(), "no call started after the cancel");
-    assert_eq!(d.replies.len(), 1);
-    assert_eq!(d.last().outcome, Outcome::Cancelled);
-    assert_eq!(
-        d.core.action(&action).unwrap().state,
-        ActionState::Succeeded
-    );
-    assert!(matches!(
-        d.control(Control::Cancel),
-        Err(InputError::AttemptEnded { .. })
-    ));
-}
-
-#[test]
-fn a_cancel_that_overtakes_its_assignment_ends_it_before_it_runs() {
-    let mut d = Driver::new(
-        script(json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 } }])),
-        vec![],
-    );
-    let mut assignment = Envelope::new(
-        RunId::from_u128(9),
-        d.task,
-        crate::testing::supervisor(),
-        Driver::assignment(&["db.save"], budget()),
-    );
-    assignment.attempt = 2;
-    let cancel = assignment.reply(
-        crate::testing::supervisor(),
-        ResultKind::Suggestion,
-        Control::Cancel,
-    );
-    // The cancel arrives first: acknowledged at once, with nothing spent.
-    d.core.handle_control(d.now, cancel.clone()).unwrap();
-    d.drive();
-    assert_eq!(d.replies.len(), 1);
-    assert_eq!(d.last().outcome, Outcome::Cancelled);
-    assert_eq!(d.last().spent, Budget::ZERO);
-    assert_eq!(d.replies[0].attempt, 2);
-    // Its assignment, arriving after, is refused: nothing runs, no call is made.
-    assert_eq!(
-        d.core.handle_assignment(d.now, assignment.clone()),
-        Err(InputError::DuplicateAssignment {
-            task: d.task,
-            attempt: 2
-        })
-    );
-    d.drive();
-    assert!(d.calls.is_empty(), "no call after the cancel");
-    assert_eq!(d.replies.len(), 1);
-    // A second copy of the cancel is not acknowledged twice.
-    assert!(d.core.handle_control(d.now, cancel).is_err());
-    // A later attempt of the same task still runs.
-    assignment.attempt = 3;
-    d.core.handle_assignment(d.now, assignment).unwrap();
-    d.drive();
-    assert_eq!(d.calls.len(), 1);
-}
-
-#[test]
-fn a_cancel_overtaking_a_retry_also_stops_the_stale_attempt_still_running() {
-    let mut d = Driver::new(
-        script(json!([
-            { "do": "call", "tool": "db.save", "params": { "id": 1 } },
-            { "do": "call", "tool": "db.save", "params": { "id": 2 } },
-        ])),
-        vec![],
-    );
-    d.assign(1, Driver::assignment(&["db.save"], budget()));
-    // Attempt 1 waits on its first call; the supervisor gave up on it, sent attempt 2 and then
-    // cancelled the run, and the cancel of attempt 2 arrives first.
-    let Some(crate::Effect::CallTool { .. }) = d.core.poll_effect() else {
-        panic!("expected a call")
-    };
-    let mut retry = d.assignment.clone().expect("assigned");
-    retry.attempt = 2;
-    let cancel = retry.reply(
-        crate::testing::supervisor(),
-        ResultKind::Suggestion,
-        Control::Cancel,
-    );
-    d.core.handle_control(d.now, cancel).unwrap();
-    d.drive();
-    let cancelled: Vec<u32> = d
-        .replies
-        .iter()
-        .filter(|r| r.payload.outcome == Outcome::Cancelled)
-        .map(|r| r.attempt)
-        .collect();
-    assert_eq!(
-        cancelled,
-        vec![1, 2],
-        "the stale attempt ends, the cancel is acknowledged"
-    );
-    // The stale attempt's reply is late at the supervisor: the acknowledgement carries what it
-    // did (its first call, whose answer never came).
-    let ack = d.replies.last().expect("the acknowledgement");
-    assert_eq!(ack.attempt, 2);
-    assert_ne!(ack.payload.actions, Default::default());
-    assert_eq!(ack.payload.actions, d.replies[0].payload.actions);
-    // ... and what it spent: the supervisor charges the task that, not nothing.
-    assert_ne!(ack.payload.spent, Budget::ZERO);
-    assert_eq!(ack.payload.spent, d.replies[0].payload.spent);
-    assert_eq!(
-        d.core.handle_assignment(d.now, retry),
-        Err(InputError::DuplicateAssignment {
-            task: d.task,
-            attempt: 2
-        })
-    );
-    d.drive();
-    assert!(d.calls.is_empty(), "no call after the cancel");
-}
-
-#[test]
-fn approval_parks_then_resumes_and_reject_cancels() {
-    let steps = json!([
-        { "do": "call", "tool": "db.drop", "params": {}, "needs-approval": true, "output": "gone" },
-    ]);
-    let mut d = run(steps.clone(), &["db.drop"]);
-    let action = ActionId::new(d.task, 0, 0);
-    assert!(d.calls.is_empty());
-    assert_eq!(d.replies.len(), 1);
-    assert_eq!(d.replies[0].result_kind, Some(ResultKind::Suggestion));
-    assert!(
-        matches!(&d.last().outcome, Outcome::ApprovalRequested { action: a, .. } if *a == action)
-    );
-    let other = ActionId::new(d.task, 5, 0);
-    assert_eq!(
-        d.control(Control::Approve { action: other }),
-        Err(InputError::NotParked { action: other })
-    );
-    d.control(Control::Approve { action }).unwrap();
-    d.drive();
-    assert_eq!(d.calls, vec![(action, "db.drop".to_owned())]);
-    assert!(matches!(&d.last().outcome, Outcome::Answer { value, .. } if value == &json!("gone")));
-
-    let mut d = run(steps, &["db.drop"]);
-    reject_cancels(&mut d, action);
-}
-
-/// Rejects the parked `action`: nothing runs, the action is recorded as rejected and the task
-/// ends cancelled.
-fn reject_cancels(d: &mut Driver, action: ActionId) {
-    d.control(Control::Reject { action }).unwrap();
-    d.drive();
-    assert!(d.calls.is_empty());
-    assert_eq!(d.last().outcome, Outcome::Cancelled);
-    assert_eq!(d.core.action(&action).unwrap().state, ActionState::Rejected);
 }
 
 #[test]
@@ -686,132 +532,51 @@ fn the_agent_sees_its_tasks_goal_and_the_state_version_it_acts_on() {
     );
 }
 
-/// The gate checks a task's store preconditions again right before each write: a write whose
-/// precondition stopped holding (another writer moved the key) is rejected and never runs; a
-/// read is not checked.
-#[test]
-fn a_write_runs_only_while_the_tasks_store_preconditions_hold() {
-    use quorate_protocols::Precondition;
-    let steps = json!([
-        { "do": "call", "tool": "db.read", "params": { "id": 1 }, "side-effect": "read-only" },
-        { "do": "call", "tool": "db.save", "params": { "id": 1 } },
-        { "do": "answer", "value": "done" },
-    ]);
-    for moved in [false, true] {
-        let mut d = Driver::new(script(steps.clone()), vec![]);
-        let quorate_state::CasOutcome::Committed(read_at) =
-            d.store.cas_now("orders/1", None, json!({ "total": 5 }))
-        else {
-            panic!("a fresh key");
-        };
-        if moved {
-            // Another writer changes the record after the task was planned against it.
-            let moved_to = d
-                .store
-                .cas_now("orders/1", Some(read_at), json!({ "total": 6 }));
-            assert!(matches!(moved_to, quorate_state::CasOutcome::Committed(_)));
-        }
-        let mut assignment = Driver::assignment(&["db.read", "db.save"], budget());
-        assignment.preconditions = vec![Precondition::KeyAtVersion {
-            key: "orders/1".into(),
-            version: read_at,
-        }];
-        d.assign(0, assignment);
-        d.drive();
-        let write = ActionId::new(d.task, 1, 0);
-        assert_eq!(d.checked, vec![write], "only the write is checked");
-        let tools: Vec<&str> = d.calls.iter().map(|(_, t)| t.as_str()).collect();
-        let report = d.last();
-        if moved {
-            assert_eq!(tools, ["db.read"], "the write never ran");
-            assert_eq!(d.world.effects_of("db.save"), 0);
-            let rejected: Vec<(&str, &str)> = report.rejected_calls().collect();
-            assert_eq!(rejected.len(), 1);
-            assert!(
-                rejected[0]
-                    .1
-                    .starts_with("precondition does not hold before the write: orders/1 is at"),
-                "{rejected:?}"
-            );
-            assert_eq!(report.actions.rejected, 1);
-            assert_eq!(d.core.action(&write).unwrap().state, ActionState::Rejected);
-            assert_eq!(
-                report.spent.tool_calls, 1,
-                "the write's reservation went back: only the read is charged"
-            );
-        } else {
-            assert_eq!(tools, ["db.read", "db.save"]);
-            assert_eq!(d.world.effects_of("db.save"), 1);
-            assert_eq!(report.rejected_calls().count(), 0);
-        }
-    }
-}
+#[path = "core_control_tests.rs"]
+mod control;
 
-/// A write waiting for its store preconditions when the task is cancelled never runs, and
-/// nothing of it is charged.
+#[path = "core_precondition_tests.rs"]
+mod preconditions;
+
+/// A call's effect, and the query after its timeout, hand the driver the registered tool
+/// itself: the driver looks nothing up by name, so it has no "no such tool" case to decide
+/// (the gate refused unknown tools before any effect).
 #[test]
-fn a_write_cancelled_while_its_preconditions_are_checked_costs_nothing() {
-    use quorate_protocols::Precondition;
-    let mut d = Driver::new(
-        script(json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 } }])),
-        vec![],
+fn call_and_query_effects_carry_the_registered_tool() {
+    let mut d = start(
+        json!([{ "do": "call", "tool": "db.save", "params": { "id": 1 } }]),
+        &["db.save"],
     );
-    let mut assignment = Driver::assignment(&["db.save"], budget());
-    assignment.preconditions = vec![Precondition::KeyAbsent {
-        key: "lock/orders".into(),
-    }];
-    d.assign(0, assignment);
-    // The check is asked for; the shell has not answered yet when the cancel comes.
-    let Some(crate::Effect::CheckPreconditions { action, .. }) = d.core.poll_effect() else {
-        panic!("the write waits for its preconditions");
+    let registered = d.core.tools().handle("db.save").expect("registered");
+    let Some(crate::Effect::CallTool {
+        action,
+        tool,
+        handle,
+        call,
+        ..
+    }) = d.core.poll_effect()
+    else {
+        panic!("expected a call")
     };
-    d.control(Control::Cancel).unwrap();
-    d.drive();
-    // The answer comes after the cancel: it starts nothing.
-    assert_eq!(
-        d.core.handle_preconditions(d.now, action, Ok(())),
-        Err(crate::InputError::AttemptEnded {
-            task: d.task,
-            attempt: 0
-        })
+    assert_eq!((tool.as_str(), handle.name()), ("db.save", "db.save"));
+    assert_eq!(handle, registered);
+    d.core
+        .handle_tool_timeout(d.now, action, call)
+        .expect("the call is awaited");
+    let Some(crate::Effect::QueryTool {
+        action: asked,
+        handle,
+        ..
+    }) = d.core.poll_effect()
+    else {
+        panic!("expected a query")
+    };
+    assert_eq!((asked, handle), (action, registered));
+    // An unknown tool never reaches an effect: the gate refuses it.
+    let d = run(
+        json!([{ "do": "call", "tool": "db.drop", "params": {} }]),
+        &["db.save"],
     );
-    d.drive();
-    assert!(d.calls.is_empty());
-    assert_eq!(d.last().outcome, Outcome::Cancelled);
-    assert_eq!(d.last().spent.tool_calls, 0, "the reservation went back");
-}
-
-/// A retried write (its first call's outcome was unknown, and a query found nothing) whose
-/// precondition stopped holding ends its action as failed, as a refused retry does, instead of
-/// leaving it unknown.
-#[test]
-fn a_retry_refused_by_its_precondition_ends_the_action() {
-    use quorate_protocols::Precondition;
-    let mut d = Driver::new(
-        script(json!([
-            { "do": "call", "tool": "db.save", "params": { "id": 1 }, "outcome": "timeout-before-commit" },
-        ])),
-        vec![],
-    );
-    let mut assignment = Driver::assignment(&["db.save"], budget());
-    assignment.preconditions = vec![Precondition::KeyAbsent {
-        key: "lock/orders".into(),
-    }];
-    d.assign(0, assignment);
-    // The first check passes and the call goes out (and times out); then the lock appears.
-    while d.calls.is_empty() {
-        assert!(d.step(), "the first call goes out");
-    }
-    let locked = d.store.cas_now("lock/orders", None, json!(true));
-    assert!(matches!(locked, quorate_state::CasOutcome::Committed(_)));
-    d.drive();
-    let write = ActionId::new(d.task, 0, 0);
-    assert_eq!(
-        d.checked,
-        vec![write, write],
-        "the first call and its retry were checked"
-    );
-    assert_eq!(d.calls.len(), 1, "the retry did not run");
-    assert_eq!(d.core.action(&write).unwrap().state, ActionState::Failed);
-    assert_eq!(d.world.effects_of("db.save"), 0);
+    assert!(d.calls.is_empty() && d.queries.is_empty());
+    assert!(d.last().rejected_calls().any(|(t, _)| t == "db.drop"));
 }

@@ -108,7 +108,7 @@ pub enum GateRejection {
     #[error("precondition does not hold before the write: {observation}")]
     PreconditionFailed {
         /// The first failing check, as the store showed it.
-        observation: String,
+        observation: quorate_state::PreconditionFailure,
     },
 }
 

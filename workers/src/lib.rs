@@ -72,4 +72,4 @@ pub use messages::{
 };
 pub use progress::{ProgressDetector, ProgressVerdict};
 pub use scripted::{Script, ScriptBook, ScriptError, ScriptedAgent, ScriptedTool, World};
-pub use tool::{DuplicateTool, SideEffect, Tool, ToolAnswer, ToolFuture, ToolRegistry};
+pub use tool::{DuplicateTool, SideEffect, Tool, ToolAnswer, ToolFuture, ToolHandle, ToolRegistry};

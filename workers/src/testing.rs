@@ -139,13 +139,14 @@ impl Driver {
             Effect::CallTool {
                 action,
                 tool,
+                handle,
                 params,
                 deadline,
                 call,
                 ..
             } => {
-                self.calls.push((action, tool.clone()));
-                let fut = self.core.tools().get(&tool).unwrap().call(action, params);
+                self.calls.push((action, tool));
+                let fut = handle.call(action, params);
                 let result = match poll_once(fut) {
                     Some(answer) => self.core.handle_tool_answer(self.now, action, call, answer),
                     None => {
@@ -157,12 +158,12 @@ impl Driver {
             }
             Effect::QueryTool {
                 action,
-                tool,
+                handle,
                 deadline,
                 ..
             } => {
                 self.queries.push(action);
-                let fut = self.core.tools().get(&tool).unwrap().query(action);
+                let fut = handle.query(action);
                 let result = match poll_once(fut) {
                     Some(answer) => self.core.handle_query_answer(self.now, action, answer),
                     None => {

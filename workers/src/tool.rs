@@ -148,9 +148,53 @@ impl ToolRegistry {
         self.tools.get(name)
     }
 
+    /// The tool called `name`, as an effect hands it to a driver.
+    #[must_use]
+    pub fn handle(&self, name: &str) -> Option<ToolHandle> {
+        self.tools.get(name).cloned().map(ToolHandle)
+    }
+
     /// The registered names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
+    }
+}
+
+/// A registered tool, as a worker core's effect ([`Effect::CallTool`](crate::Effect::CallTool),
+/// [`Effect::QueryTool`](crate::Effect::QueryTool)) hands it to its driver: the driver calls
+/// it as it is, with no lookup by name and so no "no such tool" case to decide (the core
+/// decided, before the gate let the call through). Cheap to clone; two handles are equal if
+/// they are the same registered tool.
+#[derive(Clone)]
+pub struct ToolHandle(Arc<dyn Tool>);
+
+impl ToolHandle {
+    /// The tool's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    /// Runs the call (see [`Tool::call`]).
+    pub fn call(&self, action: ActionId, params: serde_json::Value) -> ToolFuture<ToolAnswer> {
+        self.0.call(action, params)
+    }
+
+    /// Asks what became of an earlier call (see [`Tool::query`]).
+    pub fn query(&self, action: ActionId) -> ToolFuture<Option<ToolAnswer>> {
+        self.0.query(action)
+    }
+}
+
+impl PartialEq for ToolHandle {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
+    }
+}
+
+impl fmt::Debug for ToolHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ToolHandle").field(&self.name()).finish()
     }
 }
 

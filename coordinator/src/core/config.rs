@@ -38,6 +38,24 @@ pub struct SupervisorConfig {
     pub cancel_after_steps: Option<u64>,
 }
 
+/// Settings a supervisor cannot run with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `workers` is 0: nobody could run a task. Give at least one worker.
+    #[error("a supervisor needs at least one worker (workers = 0)")]
+    NoWorkers,
+}
+
+impl SupervisorConfig {
+    /// Checks the settings a run cannot go on without, instead of changing them quietly.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.workers == 0 {
+            return Err(ConfigError::NoWorkers);
+        }
+        Ok(())
+    }
+}
+
 impl ApprovalPolicy {
     /// The answer to an approval request from node `node`; `None` under `Ask` (a human decides).
     #[must_use]
@@ -61,5 +79,20 @@ impl Default for SupervisorConfig {
             approvals: ApprovalPolicy::Ask,
             cancel_after_steps: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_workers_is_refused() {
+        let none = SupervisorConfig {
+            workers: 0,
+            ..SupervisorConfig::default()
+        };
+        assert_eq!(none.validate(), Err(ConfigError::NoWorkers));
+        assert_eq!(SupervisorConfig::default().validate(), Ok(()));
     }
 }

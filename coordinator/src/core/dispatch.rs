@@ -11,8 +11,8 @@ impl SupervisorCore {
         let tasks = &self.tasks;
         let inputs =
             crate::acceptance::check_inputs(&self.plan, i, |d| tasks[d as usize].result.as_ref());
-        if let Err(observation) = inputs {
-            self.fail(now, i, observation);
+        if let Err(failure) = inputs {
+            self.fail(now, i, format!("precondition does not hold: {failure}"));
             return;
         }
         let checks = crate::acceptance::store_checks(&self.plan, i);
@@ -33,7 +33,7 @@ impl SupervisorCore {
     }
 
     pub(super) fn dispatch_ready(&mut self, now: u64) {
-        if self.stop.is_some() || self.pending_stop.is_some() {
+        if !self.phase.dispatches() {
             return;
         }
         while let Some(i) = self.ready.pop_front() {

@@ -11,16 +11,21 @@ mod approval;
 mod config;
 mod dispatch;
 mod effect;
+mod phase;
+mod refusal;
 mod replan;
+mod replies;
 mod reply;
 mod resume;
 mod stop;
 mod task;
 
-use crate::rules::{judge, on_timeout, AttemptTimeouts, Expiry, ReplyGuard};
-pub use config::{ApprovalPolicy, SupervisorConfig};
+use crate::rules::{on_timeout, AttemptTimeouts, Expiry, ReplyGuard};
+pub use config::{ApprovalPolicy, ConfigError, SupervisorConfig};
 pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
+pub use refusal::{InputRefused, ReplyRefusal};
 pub use replan::ReplanError;
+pub(crate) use crate::rules::refuse;
 pub use resume::ResumeError;
 use task::StateCounts;
 pub(crate) use task::{state_index, TaskSlot};
@@ -53,12 +58,9 @@ pub struct SupervisorCore {
     /// Task id -> node index.
     by_id: TaskIndex,
     ready: VecDeque<u32>,
-    /// Built by `resume` from a run log: `start` continues the run.
-    resumed: bool,
-    /// Replay saw a store precondition fail (node, observation) with a fallback plan at hand
-    /// but no `replanned` after it: the crash came in the middle of the replan, which
-    /// [`start_resumed`](Self::start_resumed) carries out.
-    replan_pending: Option<(u32, String)>,
+    /// Where the run is: running, stopping, draining, stopped, or replayed from a log and
+    /// not started yet.
+    phase: phase::RunPhase,
     /// Tasks dropped by a replan, by id: their replies are late, and the acknowledgement of
     /// a cancel still settles what one was charged.
     retired: HashMap<TaskId, replan::Retired>,
@@ -71,8 +73,6 @@ pub struct SupervisorCore {
     counts: StateCounts,
     root: Account,
     granted_total: Budget,
-    stop: Option<StopReason>,
-    pending_stop: Option<StopReason>,
     effects: VecDeque<Effect>,
     seq: u64,
     steps: u64,
@@ -85,10 +85,6 @@ pub struct SupervisorCore {
     awaiting_ack: HashMap<TaskId, (u32, AgentId)>,
     /// `run-started` and `replanned` list the plan's nodes ([`Self::set_describe_plan`]).
     describe_plan: bool,
-    /// While draining: the time at which the run stops regardless.
-    drain_until: Option<u64>,
-    /// The drain is over; the run may stop.
-    drained: bool,
 }
 
 impl SupervisorCore {
@@ -125,16 +121,13 @@ impl SupervisorCore {
             tasks,
             by_id,
             ready: VecDeque::new(),
-            resumed: false,
-            replan_pending: None,
+            phase: phase::RunPhase::default(),
             retired: HashMap::new(),
             fallback: None,
             timeouts: AttemptTimeouts::default(),
             counts,
             root,
             granted_total: Budget::ZERO,
-            stop: None,
-            pending_stop: None,
             effects: VecDeque::new(),
             seq: 0,
             steps: 0,
@@ -142,8 +135,6 @@ impl SupervisorCore {
             actions: Default::default(),
             awaiting_ack: HashMap::new(),
             describe_plan: false,
-            drain_until: None,
-            drained: false,
         }
     }
 
@@ -169,7 +160,7 @@ impl SupervisorCore {
 
     /// Why the run stopped, once it has.
     pub fn stop_reason(&self) -> Option<&StopReason> {
-        self.stop.as_ref()
+        self.phase.stopped()
     }
 
     /// The result node `i` completed with, as the core holds it (what its dependents get).
@@ -207,7 +198,7 @@ impl SupervisorCore {
         if self.finished() {
             return None;
         }
-        if self.stop.is_none() {
+        if self.phase.stopped().is_none() {
             return Some(self.snapshot());
         }
         Some(crate::report::RunReport::take_from_core(self))
@@ -216,7 +207,7 @@ impl SupervisorCore {
     /// The final report took the per-task records (a plan has at least one task): no input is
     /// handled any more.
     fn finished(&self) -> bool {
-        self.stop.is_some() && self.tasks.is_empty()
+        self.phase.stopped().is_some() && self.tasks.is_empty()
     }
 
     /// Takes the per-task records (see [`Self::final_report`]).
@@ -258,14 +249,9 @@ impl SupervisorCore {
 
     /// The earliest time at which [`handle_tick`](Self::handle_tick) has something to do.
     pub fn poll_timeout(&self) -> Option<u64> {
-        if self.stop.is_some() {
-            return None;
-        }
-        if self.drain_until.is_some() {
-            return self.drain_until;
-        }
         let attempt = self.timeouts.next();
-        attempt.into_iter().chain(self.config.deadline_ms).min()
+        let next = attempt.into_iter().chain(self.config.deadline_ms).min();
+        self.phase.timeout(next)
     }
 
     // ----- handlers -----
@@ -273,7 +259,7 @@ impl SupervisorCore {
     /// Starts the run: tasks without dependencies become ready and are dispatched. A core
     /// rebuilt with [`resume`](Self::resume) continues instead ([`start_resumed`](Self::start_resumed)).
     pub fn start(&mut self, now: u64) {
-        if self.resumed {
+        if matches!(self.phase, phase::RunPhase::Replayed { .. }) {
             self.start_resumed(now);
             return;
         }
@@ -295,159 +281,54 @@ impl SupervisorCore {
         self.settle_run(now);
     }
 
-    /// A reply arrived from a worker (boxed or not: the batch messages carry boxes, so a reply
-    /// is never copied whole on its way in).
-    pub fn handle_report(&mut self, now: u64, reply: impl Into<Box<Envelope<Report>>>) {
-        let mut reply: Box<Envelope<Report>> = reply.into();
-        if self.finished() {
-            return;
-        }
-        self.messages.delivered += 1;
-        let Some(i) = self.by_id.get(&reply.task) else {
-            // A task a replan dropped may still acknowledge its cancel.
-            let acknowledges = self.take_ack(&reply);
-            if acknowledges {
-                self.add_actions(reply.payload.actions);
-                self.acknowledge_retired(now, reply.task, reply.payload.spent);
-            }
-            let reason = if self.retired.contains_key(&reply.task) {
-                Rejection::Late
-            } else {
-                Rejection::Unauthorized
-            };
-            self.close_unaccepted(now, None, &reply, acknowledges, reason);
-            return;
-        };
-        let slot = &self.tasks[i as usize];
-        let guard = ReplyGuard {
-            run: self.run,
-            state: slot.state,
-            settled: slot.state.is_terminal(),
-            attempt: slot.attempt,
-            version: Version::new(u64::from(slot.version)),
-            assigned: slot.worker.map(|w| self.workers[w as usize].agent),
-            seen: &slot.seen,
-        };
-        if let Err(reason) = judge(&guard, &reply) {
-            // The worker's final reply to a cancel or a rejected approval: the task is terminal,
-            // as expected, so the reply is not a result, but it settles the task's charge and
-            // its action counts are kept.
-            let acknowledges =
-                !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(&reply);
-            if acknowledges {
-                self.tasks[i as usize].seen.insert(reply.dedupe);
-                self.record_calls(now, i, std::mem::take(&mut reply.payload.calls));
-                let spent = reply.payload.spent;
-                self.add_actions(reply.payload.actions);
-                self.acknowledge(now, i, spent);
-            }
-            self.close_unaccepted(now, Some(i), &reply, acknowledges, reason);
-            return;
-        }
-        self.steps += 1;
-        self.tasks[i as usize].seen.insert(reply.dedupe);
-        let mut report = reply.payload;
-        self.record_calls(now, i, std::mem::take(&mut report.calls));
-        self.record(now, Some(i), EventKind::ReplyAccepted);
-        self.tasks[i as usize].spent = report.spent;
-        self.add_actions(report.actions);
-        match report.outcome {
-            Outcome::Answer { value, receipts } => {
-                let node = self.plan.node(i);
-                match acceptance::check(&node.acceptance, reply.result_kind, &value, &receipts) {
-                    Ok(()) => self.complete(now, i, value, reply.evidence),
-                    Err(observation) => {
-                        self.record(
-                            now,
-                            Some(i),
-                            EventKind::AcceptanceFailed {
-                                observation: observation.clone(),
-                            },
-                        );
-                        self.fail(now, i, format!("acceptance check: {observation}"));
-                    }
-                }
-            }
-            Outcome::ApprovalRequested { action, reason } => {
-                self.transition(now, i, TaskEvent::ApprovalRequested);
-                // A delegated sub-task's request: the task's other sub-tasks may still be
-                // working, so the task is not idle until its worker says `Quiet` (which may
-                // have come first).
-                let sub_task = action.task != self.by_id.id(i);
-                let _idle = self.tasks[i as usize].request_approval(action, sub_task);
-                self.record(now, Some(i), EventKind::ApprovalRequested { reason });
-                let node = self.plan.node(i).id.to_string();
-                let decision = self.config.approvals.decide(&node);
-                if let Some(approved) = decision {
-                    self.decide_approval(now, i, approved);
-                }
-            }
-            Outcome::Failed { observation } => self.fail(now, i, observation),
-            Outcome::NoProgress { .. } => {
-                let node = self.plan.node(i).id.to_string();
-                self.stop_with(now, i, TaskEvent::Failed, StopReason::NoProgress { node });
-            }
-            Outcome::LimitReached { component } => {
-                let reason = StopReason::StoppedLimit { component };
-                self.stop_with(now, i, TaskEvent::LimitReached, reason);
-            }
-            Outcome::Cancelled => self.end_task(now, i, TaskEvent::Cancelled),
-            Outcome::Quiet { action } => {
-                // Read by the stop: a parked task no longer `not_alone` lets the run settle.
-                let _idle = self.tasks[i as usize].quiet(action);
-            }
-        }
-        self.after_input(now);
-    }
-
-    /// Replies that arrived together, in order. Once the run has stopped, the rest are not
-    /// handled: they arrived after the stop, like replies of a later message would.
-    pub fn handle_reports(
+    /// A human decided about node `node`'s pending approval. A node index that is out of
+    /// range ([`InputRefused::UnknownNode`]), or a task that is not waiting
+    /// ([`InputRefused::NotWaiting`]), is refused and changes nothing.
+    pub fn handle_approval(
         &mut self,
         now: u64,
-        replies: impl IntoIterator<Item = impl Into<Box<Envelope<Report>>>>,
-    ) {
-        for reply in replies {
-            if self.stop.is_some() {
-                break;
-            }
-            self.handle_report(now, reply);
+        node: u32,
+        approved: bool,
+    ) -> Result<(), InputRefused> {
+        if self.finished() {
+            return Err(InputRefused::Finished);
         }
-    }
-
-    /// A human decided about node `node`'s pending approval.
-    /// A node index that is out of range, or a task that is not waiting, is ignored.
-    pub fn handle_approval(&mut self, now: u64, node: u32, approved: bool) {
-        let waiting = self
-            .tasks
-            .get(node as usize)
-            .is_some_and(|t| t.state == TaskState::WaitingApproval);
-        if waiting {
-            self.decide_approval(now, node, approved);
-            self.after_input(now);
+        let Some(task) = self.tasks.get(node as usize) else {
+            return Err(InputRefused::UnknownNode {
+                node,
+                nodes: self.tasks.len(),
+            });
+        };
+        if task.state != TaskState::WaitingApproval {
+            return Err(InputRefused::NotWaiting {
+                node,
+                state: task.state,
+            });
         }
+        self.decide_approval(now, node, approved);
+        self.after_input(now);
+        Ok(())
     }
 
     /// Cancels the run: every live task is cancelled and told so. A cancel that finds nothing
     /// left to run (every task already ended) is not a cancellation: it changes nothing, and the
-    /// run ends as its tasks did.
-    pub fn handle_cancel(&mut self, now: u64) {
-        if self.cancel_run(now) {
-            self.settle_run(now);
-        }
+    /// run ends as its tasks did ([`InputRefused::NothingToCancel`]); a cancel of a run that is
+    /// stopping or stopped is refused too.
+    pub fn handle_cancel(&mut self, now: u64) -> Result<(), InputRefused> {
+        self.cancel_run(now)?;
+        self.settle_run(now);
+        Ok(())
     }
 
     /// Time passed: enforce the deadline and re-dispatch attempts whose replies were lost.
     pub fn handle_tick(&mut self, now: u64) {
-        if self.stop.is_some() {
-            return;
-        }
-        if let Some(until) = self.drain_until {
-            if now >= until {
-                self.drained = true;
-                self.settle_run(now);
+        match self.phase.on_tick(now) {
+            phase::TickPhase::Live => {}
+            phase::TickPhase::Idle => return,
+            phase::TickPhase::DrainOver(reason) => {
+                self.finish_run(now, reason);
+                return;
             }
-            return;
         }
         if self.config.deadline_ms.is_some_and(|d| now >= d) {
             self.begin_stop(now, StopReason::Deadline);
@@ -476,29 +357,6 @@ impl SupervisorCore {
 
     // ----- internals -----
 
-    /// `true` (and no longer awaited) if `reply` acknowledges a cancel or a rejected approval sent
-    /// for its task: a final reply of the attempt told, from the worker told. Usually it says
-    /// cancelled; an attempt that ended just before the cancel reached its worker answered with
-    /// its own final reply, and the worker has nothing more to say.
-    fn take_ack(&mut self, reply: &Envelope<Report>) -> bool {
-        let told = self
-            .awaiting_ack
-            .get(&reply.task)
-            .is_some_and(|&(attempt, worker)| {
-                reply.run == self.run
-                    && reply.attempt == attempt
-                    && reply.sender.agent == worker
-                    && !matches!(
-                        reply.payload.outcome,
-                        Outcome::ApprovalRequested { .. } | Outcome::Quiet { .. }
-                    )
-            });
-        if told {
-            self.awaiting_ack.remove(&reply.task);
-        }
-        told
-    }
-
     /// The node index of task `id` if it is running `attempt`.
     fn live_attempt(&self, id: TaskId, attempt: u32) -> Option<u32> {
         live_attempt(&self.by_id, &self.tasks, id, attempt)
@@ -514,7 +372,8 @@ impl SupervisorCore {
             .cancel_after_steps
             .is_some_and(|k| self.steps >= k)
         {
-            self.cancel_run(now);
+            // Once: later inputs find the run stopping, or nothing left to cancel.
+            let _once = self.cancel_run(now);
         }
         self.dispatch_ready(now);
         self.settle_run(now);
@@ -522,14 +381,24 @@ impl SupervisorCore {
 
     /// Begins a cancel of the run, unless it is stopping already or nothing is left to run
     /// (every task ended: a cancel would stop nothing, so the run ends as its tasks did).
-    /// Whether it began.
-    fn cancel_run(&mut self, now: u64) -> bool {
-        if self.stop.is_some() || self.pending_stop.is_some() || self.counts.all_terminal() {
-            return false;
+    /// `Err` says why it did not begin.
+    fn cancel_run(&mut self, now: u64) -> Result<(), InputRefused> {
+        if let Some(reason) = self.phase.stopped() {
+            return Err(InputRefused::Stopped {
+                reason: reason.clone(),
+            });
+        }
+        if let Some(reason) = self.phase.stopping() {
+            return Err(InputRefused::AlreadyStopping {
+                reason: reason.clone(),
+            });
+        }
+        if self.counts.all_terminal() {
+            return Err(InputRefused::NothingToCancel);
         }
         self.record(now, None, EventKind::CancelRequested);
         self.begin_stop(now, StopReason::Cancelled);
-        true
+        Ok(())
     }
 
     fn record(&mut self, now: u64, task: Option<u32>, kind: EventKind) {
@@ -579,33 +448,6 @@ impl SupervisorCore {
                 }
             }
         }
-    }
-
-    /// Counts a reply the reply rules did not accept (for `reason`), after it was taken as its
-    /// task's acknowledgement or not: a plain acknowledgement (`Cancelled`) is counted as one;
-    /// anything else is rejected (an answer that crossed a cancel is also a late reply). An
-    /// acknowledgement may be the last thing a stopping run waited for.
-    fn close_unaccepted(
-        &mut self,
-        now: u64,
-        task: Option<u32>,
-        reply: &Envelope<Report>,
-        acknowledges: bool,
-        reason: Rejection,
-    ) {
-        if acknowledges && reply.payload.outcome == Outcome::Cancelled {
-            self.messages.acknowledged += 1;
-        } else {
-            self.reject(now, task, reason);
-        }
-        if acknowledges {
-            self.settle_run(now);
-        }
-    }
-
-    fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {
-        self.messages.count_rejection(reason);
-        self.record(now, task, EventKind::rejected(reason));
     }
 
     fn transition(&mut self, now: u64, i: u32, event: TaskEvent) -> bool {

@@ -43,7 +43,8 @@ pub enum ReplanError {
         /// The task.
         node: NodeId,
     },
-    /// The run already stopped.
+    /// The run stopped, or is stopping: a stop was requested, or every task ended and the run
+    /// only waits for a worker's acknowledgement.
     #[error("the run has stopped; there is nothing to replan")]
     Stopped,
 }
@@ -62,7 +63,7 @@ pub(super) struct Retired {
 impl SupervisorCore {
     /// Replaces the plan with `spec` as a new version (see the module docs).
     pub fn handle_replan(&mut self, now: u64, spec: PlanSpec) -> Result<(), ReplanError> {
-        if self.stop.is_some() || self.pending_stop.is_some() {
+        if !self.phase.replans() {
             return Err(ReplanError::Stopped);
         }
         let plan = self.check_replan(spec)?;
@@ -200,28 +201,40 @@ impl SupervisorCore {
     }
 
     /// The shell checked the store preconditions named by `ticket`: `Ok` or the first failing
-    /// observation. A failure switches to the fallback plan if there is one (once), otherwise the
-    /// task fails. An answer is ignored if it answers an older plan version's checks (a replan
-    /// renumbers the nodes and asks again), or if its task ended meanwhile.
+    /// check. A failure switches to the fallback plan if there is one (once), otherwise the
+    /// task fails. An answer is refused, and changes nothing, if it answers an older plan
+    /// version's checks (a replan renumbers the nodes and asks again:
+    /// [`StalePlanVersion`](super::InputRefused::StalePlanVersion)), or no check of its node
+    /// is out ([`NotChecking`](super::InputRefused::NotChecking)); one whose task ended
+    /// meanwhile ([`AfterTerminal`](super::InputRefused::AfterTerminal)) is not awaited any
+    /// more.
     pub fn handle_preconditions(
         &mut self,
         now: u64,
         ticket: super::CheckTicket,
-        outcome: Result<(), String>,
-    ) {
+        outcome: Result<(), quorate_state::PreconditionFailure>,
+    ) -> Result<(), super::InputRefused> {
+        use super::InputRefused;
         if ticket.plan_version != self.plan_version {
-            return;
+            return Err(InputRefused::StalePlanVersion {
+                asked: ticket.plan_version,
+                current: self.plan_version,
+            });
         }
         let node = ticket.node;
+        let nodes = self.tasks.len();
         let Some(slot) = self.tasks.get_mut(node as usize) else {
-            return;
+            return Err(InputRefused::UnknownNode { node, nodes });
         };
         if !slot.checking {
-            return;
+            return Err(InputRefused::NotChecking { node });
         }
         slot.checking = false;
         if slot.state.is_terminal() {
-            return;
+            return Err(InputRefused::AfterTerminal {
+                node,
+                state: slot.state,
+            });
         }
         match outcome {
             Ok(()) => {
@@ -229,7 +242,8 @@ impl SupervisorCore {
                     self.ready.push_back(node);
                 }
             }
-            Err(observation) => {
+            Err(failure) => {
+                let observation = failure.to_string();
                 self.record(
                     now,
                     Some(node),
@@ -252,6 +266,7 @@ impl SupervisorCore {
             }
         }
         self.after_input(now);
+        Ok(())
     }
 
     /// Whether `run-started` and `replanned` list the plan's nodes and their dependencies (what

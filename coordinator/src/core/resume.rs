@@ -78,6 +78,15 @@ pub enum ResumeError {
         /// The event.
         seq: u64,
     },
+    /// The budget ledger refused what an event did (a slice larger than the run's budget, a
+    /// task closed at more than its slice): the log does not match the plan's budget.
+    #[error("event {seq}: the budget ledger refused it: {error}")]
+    Ledger {
+        /// The event.
+        seq: u64,
+        /// What the ledger said.
+        error: quorate_state::LedgerError,
+    },
     /// A task was dispatched to a worker this supervisor does not have (it was rebuilt with
     /// fewer workers than the run had).
     #[error("event {seq} dispatched a task to worker {worker}; this supervisor has {workers}")]
@@ -123,7 +132,7 @@ impl SupervisorCore {
     ) -> Result<(), ResumeError> {
         let run = self.run;
         let core = self;
-        core.resumed = true;
+        core.phase.replayed();
         for e in events {
             if e.run_id != run {
                 return Err(ResumeError::WrongRun {
@@ -164,7 +173,7 @@ impl SupervisorCore {
                         });
                     }
                     core.adopt_plan(plan);
-                    core.replan_pending = None;
+                    core.phase.replan_over();
                 }
                 (EventKind::RunStopped { .. }, _) => {
                     return Err(ResumeError::AlreadyStopped { seq: e.seq })
@@ -193,39 +202,35 @@ impl SupervisorCore {
                     if !slot.allocated {
                         slot.allocated = true;
                         slot.granted = *granted;
-                        let _ = core.root.allocate(
-                            AccountId::Root,
-                            AccountId::Task(*task_id),
-                            *granted,
-                        );
+                        core.root
+                            .allocate(AccountId::Root, AccountId::Task(*task_id), *granted)
+                            .map_err(|error| ResumeError::Ledger { seq: e.seq, error })?;
                         core.granted_total = core.granted_total.saturating_add(granted);
                     }
                 }
                 (EventKind::PreconditionFailed { observation }, Some(i))
                     if core.fallback.is_some() =>
                 {
-                    core.replan_pending = Some((i, observation.clone()));
+                    core.phase.replan_begun(i, observation.clone());
                 }
                 (EventKind::Transition { from, to }, Some(i))
                     if core.tasks[i as usize].state == *from =>
                 {
                     core.set_state(i, *to);
-                    if *to == TaskState::Failed
-                        && core.replan_pending.as_ref().is_some_and(|(n, _)| *n == i)
-                    {
+                    if *to == TaskState::Failed && core.phase.replan_node() == Some(i) {
                         // The task failed instead: the replan was refused.
-                        core.replan_pending = None;
+                        core.phase.replan_over();
                     }
                 }
-                (EventKind::StopRequested { reason }, _) if core.pending_stop.is_none() => {
-                    core.pending_stop = Some(reason.clone());
+                (EventKind::StopRequested { reason }, _) => {
+                    core.phase.request_stop(reason.clone());
                 }
                 (EventKind::TaskClosed { spent }, Some(i)) => {
                     let slot = &mut core.tasks[i as usize];
                     slot.spent = *spent;
-                    let _ = core
-                        .root
-                        .child_closed(AccountId::Task(core.by_id.id(i)), *spent);
+                    core.root
+                        .child_closed(AccountId::Task(core.by_id.id(i)), *spent)
+                        .map_err(|error| ResumeError::Ledger { seq: e.seq, error })?;
                 }
                 (EventKind::TaskSettled { spent }, Some(i)) => {
                     core.settle(i, *spent);
@@ -301,7 +306,8 @@ impl SupervisorCore {
             })
             .map(|i| self.by_id.id(i))
             .collect();
-        if let (Some((node, observation)), None) = (self.replan_pending.take(), &self.pending_stop)
+        if let Some(super::phase::PendingReplan { node, observation }) =
+            self.phase.begin().flatten()
         {
             // The crash came in the middle of a replan: carry it out (live tasks the new plan
             // drops and the log did not cancel yet are cancelled now).
@@ -315,7 +321,7 @@ impl SupervisorCore {
                 }
             }
         }
-        if let Some(reason) = self.pending_stop.clone() {
+        if let Some(reason) = self.phase.stopping().cloned() {
             // The crash came in the middle of a stop: finish it (cancel what is still live)
             // instead of dispatching anything again.
             self.record(

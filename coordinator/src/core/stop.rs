@@ -30,7 +30,7 @@ impl SupervisorCore {
             let d = self.plan.dependents(i)[k];
             let slot = &mut self.tasks[d as usize];
             slot.deps_left -= 1;
-            if slot.deps_left == 0 && self.pending_stop.is_none() {
+            if slot.deps_left == 0 && self.phase.stopping().is_none() {
                 self.make_ready(now, d);
             }
         }
@@ -43,16 +43,17 @@ impl SupervisorCore {
     /// store's value. The task's `result-committed` record, still waiting behind the commit
     /// (by node index, or by name if a replan in between named the waiting records), becomes
     /// `result-kept` (it was not committed). Call it while the effects that followed the commit
-    /// are still in the queue. A ticket of a task a replan dropped is ignored.
+    /// are still in the queue. A ticket of a task a replan dropped is refused
+    /// ([`InputRefused::UnknownTask`]).
     pub fn handle_result_kept(
         &mut self,
         now: u64,
         ticket: CommitTicket,
         stored: serde_json::Value,
         version: quorate_protocols::Version,
-    ) {
+    ) -> Result<(), InputRefused> {
         let Some(i) = self.by_id.get(&ticket.task) else {
-            return;
+            return Err(InputRefused::UnknownTask { task: ticket.task });
         };
         let same = self.tasks[i as usize].result.as_ref() == Some(&stored);
         let kept = EventKind::ResultKept {
@@ -79,7 +80,7 @@ impl SupervisorCore {
             None => self.record(now, Some(i), kept),
         }
         if same {
-            return;
+            return Ok(());
         }
         let id = self.plan.node(i).id.clone();
         for effect in &mut self.effects {
@@ -92,6 +93,7 @@ impl SupervisorCore {
             }
         }
         self.tasks[i as usize].result = Some(stored);
+        Ok(())
     }
 
     pub(super) fn fail(&mut self, now: u64, i: u32, observation: String) {
@@ -115,16 +117,9 @@ impl SupervisorCore {
 
     /// Records the first stop cause (later ones are ignored).
     fn note_stop(&mut self, now: u64, reason: StopReason) {
-        if self.pending_stop.is_none() {
-            // Logged so that a supervisor resumed from the log finishes the same stop.
-            self.record(
-                now,
-                None,
-                EventKind::StopRequested {
-                    reason: reason.clone(),
-                },
-            );
-            self.pending_stop = Some(reason);
+        // Logged so that a supervisor resumed from the log finishes the same stop.
+        if self.phase.request_stop(reason.clone()) {
+            self.record(now, None, EventKind::StopRequested { reason });
         }
     }
 
@@ -148,8 +143,14 @@ impl SupervisorCore {
                 slot.granted
             };
             slot.spent = spent;
-            let _ = self.root.child_closed(AccountId::Task(id), spent);
+            let closed = self.root.child_closed(AccountId::Task(id), spent);
             self.record(now, Some(i), EventKind::TaskClosed { spent });
+            if let Err(e) = closed {
+                // The root could not take the slice back (its books do not match the task's):
+                // the slice stays out, and the trace says why.
+                let detail = format!("closing the task's slice: {e}");
+                self.record(now, Some(i), EventKind::BudgetRefused { detail });
+            }
         }
     }
 
@@ -222,27 +223,26 @@ impl SupervisorCore {
 
     /// Ends the run once every task is terminal, or nothing can proceed without a human.
     pub(super) fn settle_run(&mut self, now: u64) {
-        if self.stop.is_some() {
+        if self.phase.stopped().is_some() {
             return;
         }
         let all_terminal = self.counts.all_terminal();
         let live = |s: TaskState| self.counts.get(s);
-        if all_terminal && !self.drained {
-            if !self.awaiting_ack.is_empty() {
-                // Wait for the workers to acknowledge the cancel (bounded).
-                self.drain_until
-                    .get_or_insert(now + self.config.attempt_timeout_ms);
-                return;
-            }
-            if self.drain_until.is_some() {
-                // Every acknowledgement is in; stop at the next tick, after the replies already
-                // on their way (a late answer right behind an acknowledgement) are counted.
-                self.drain_until = Some(now);
-                return;
-            }
+        // Wait for the workers to acknowledge a cancel (bounded); once every acknowledgement is
+        // in, stop at the next tick, after the replies already on their way (a late answer
+        // right behind an acknowledgement) are counted.
+        let owed = !self.awaiting_ack.is_empty();
+        let timeout = self.config.attempt_timeout_ms;
+        if all_terminal && self.phase.hold_for_acks(now, timeout, owed) {
+            return;
         }
         let reason = if all_terminal {
-            Some(self.pending_stop.clone().unwrap_or(StopReason::Completed))
+            Some(
+                self.phase
+                    .stopping()
+                    .cloned()
+                    .unwrap_or(StopReason::Completed),
+            )
         } else {
             let busy = live(TaskState::Running) + live(TaskState::Ready) > 0;
             let waiting = |t: &TaskSlot| t.state == TaskState::WaitingApproval;
@@ -258,16 +258,21 @@ impl SupervisorCore {
                 })
         };
         if let Some(reason) = reason {
-            self.record(
-                now,
-                None,
-                EventKind::RunStopped {
-                    stop_reason: reason.name().to_string(),
-                },
-            );
-            self.stop = Some(reason.clone());
-            self.effects.push_back(Effect::Stop(reason));
+            self.finish_run(now, reason);
         }
+    }
+
+    /// The run stops for `reason`: recorded, and the shell told.
+    pub(super) fn finish_run(&mut self, now: u64, reason: StopReason) {
+        self.record(
+            now,
+            None,
+            EventKind::RunStopped {
+                stop_reason: reason.name().to_string(),
+            },
+        );
+        self.phase.finish(reason.clone());
+        self.effects.push_back(Effect::Stop(reason));
     }
 }
 
@@ -288,4 +293,52 @@ pub(super) fn settle_charge(
         .ok()?;
     *charged = actual;
     Some(actual)
+}
+
+#[cfg(test)]
+mod tests {
+    use quorate_protocols::{AgentId, Budget, NodeSpec, PlanSpec, Role, RunId, Sender};
+
+    use super::*;
+
+    /// The root's books and a task's record no longer agree (here: the record says its slice
+    /// is larger than what the root delegated): closing the task cannot take the slice back,
+    /// and the trace says so instead of the error being dropped.
+    #[test]
+    fn a_slice_the_root_cannot_take_back_is_recorded() {
+        let spec = PlanSpec {
+            budget: Budget::new(100, 10, 100, 100),
+            nodes: vec![NodeSpec::named("a")],
+            ..PlanSpec::default()
+        };
+        let sender = |n, role| Sender {
+            agent: AgentId::from_u128(n),
+            role,
+        };
+        let mut core = SupervisorCore::new(
+            RunId::from_u128(1),
+            spec.validate().expect("valid plan"),
+            SupervisorConfig::default(),
+            sender(1, Role::Supervisor),
+            vec![sender(2, Role::Worker)],
+        );
+        core.start(0);
+        assert_eq!(core.task_state(0), TaskState::Running);
+        while core.poll_effect().is_some() {}
+        core.tasks[0].granted = Budget::steps(u64::MAX);
+        core.end_task(1, 0, TaskEvent::Cancelled);
+        let kinds: Vec<EventKind> = std::iter::from_fn(|| core.poll_effect())
+            .filter_map(|e| match e {
+                Effect::Record(r) => Some(r.kind),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            kinds.iter().any(|k| matches!(
+                k,
+                EventKind::BudgetRefused { detail } if detail.starts_with("closing the task's slice")
+            )),
+            "{kinds:?}"
+        );
+    }
 }

@@ -20,6 +20,6 @@ mod seen;
 mod timeout;
 
 pub(crate) use approval::Parked;
-pub(crate) use reply::{judge, ReplyGuard};
+pub(crate) use reply::{judge, refuse, ReplyGuard};
 pub(crate) use seen::SeenKeys;
 pub(crate) use timeout::{on_timeout, AttemptTimeouts, Expiry};

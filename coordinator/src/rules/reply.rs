@@ -4,6 +4,7 @@
 use quorate_protocols::{AgentId, Envelope, Role, RunId, TaskState, Version};
 
 use super::SeenKeys;
+use crate::core::ReplyRefusal;
 use crate::event::Rejection;
 
 /// What the reply rules need to know about a task.
@@ -28,38 +29,60 @@ pub(crate) struct ReplyGuard<'a> {
 /// acknowledged) is a *duplicate* even after it made the task terminal; a new reply to a
 /// terminal task is *late*.
 pub(crate) fn judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Result<(), Rejection> {
+    refuse(guard, reply).map_err(|why| why.rejection())
+}
+
+/// [`judge`], naming the rule that refused the reply.
+pub(crate) fn refuse<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Result<(), ReplyRefusal> {
     #[cfg(feature = "mutants")]
-    if let Some(verdict) = mutant_judge(guard, reply) {
-        return verdict;
+    if mutant_accepts(guard, reply) {
+        return Ok(());
     }
     if reply.run != guard.run {
-        return Err(Rejection::Unauthorized);
+        return Err(ReplyRefusal::WrongRun {
+            expected: guard.run,
+            found: reply.run,
+        });
     }
     if guard.seen.contains(&reply.dedupe) {
-        return Err(Rejection::Duplicate);
+        return Err(ReplyRefusal::Duplicate {
+            dedupe: reply.dedupe,
+        });
     }
-    if guard.state.is_terminal() || guard.settled {
-        return Err(Rejection::Late);
+    if guard.state.is_terminal() {
+        return Err(ReplyRefusal::AfterTerminal { state: guard.state });
+    }
+    if guard.settled {
+        return Err(ReplyRefusal::Settled { state: guard.state });
     }
     if reply.attempt != guard.attempt {
-        return Err(Rejection::Late);
+        return Err(ReplyRefusal::OldAttempt {
+            current: guard.attempt,
+            found: reply.attempt,
+        });
     }
     if reply.sender.role != Role::Worker || Some(reply.sender.agent) != guard.assigned {
-        return Err(Rejection::Unauthorized);
+        return Err(ReplyRefusal::WrongSender {
+            agent: reply.sender.agent,
+            role: reply.sender.role,
+        });
     }
     if reply.state_version != guard.version {
-        return Err(Rejection::Stale);
+        return Err(ReplyRefusal::StaleVersion {
+            current: guard.version,
+            found: reply.state_version,
+        });
     }
     if !matches!(guard.state, TaskState::Running | TaskState::WaitingApproval) {
-        return Err(Rejection::Late);
+        return Err(ReplyRefusal::NotRunning { state: guard.state });
     }
     Ok(())
 }
 
 /// Seeded bugs (feature `mutants`): the reply rule without its terminal guard, or without its
-/// attempt and version checks. `None` when no reply-rule mutant is active.
+/// attempt and version checks. `true` when an active reply-rule mutant accepts the reply.
 #[cfg(feature = "mutants")]
-fn mutant_judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Option<Result<(), Rejection>> {
+fn mutant_accepts<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> bool {
     use quorate_protocols::mutant::{is, Mutant};
     let authentic = reply.run == guard.run
         && !guard.seen.contains(&reply.dedupe)
@@ -67,13 +90,8 @@ fn mutant_judge<P>(guard: &ReplyGuard<'_>, reply: &Envelope<P>) -> Option<Result
         && Some(reply.sender.agent) == guard.assigned;
     let current = reply.attempt == guard.attempt && reply.state_version == guard.version;
     let live = matches!(guard.state, TaskState::Running | TaskState::WaitingApproval);
-    if is(Mutant::NoTerminalGuard) && authentic && current {
-        return Some(Ok(()));
-    }
-    if is(Mutant::AcceptStale) && authentic && live {
-        return Some(Ok(()));
-    }
-    None
+    (is(Mutant::NoTerminalGuard) && authentic && current)
+        || (is(Mutant::AcceptStale) && authentic && live)
 }
 
 #[cfg(test)]

@@ -3,11 +3,14 @@
 //! [`spec_of`]) serve the peer-core tests as well.
 #![allow(dead_code)]
 
-use quorate_coordinator::{Effect, Event, EventKind, StopReason, SupervisorConfig, SupervisorCore};
+use quorate_coordinator::{
+    Effect, Event, EventKind, InputRefused, StopReason, SupervisorConfig, SupervisorCore,
+};
 use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, Plan, PlanSpec, ResultKind, Role, RunId, Sender,
     TaskState, Version,
 };
+use quorate_state::PreconditionFailure;
 use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 
 pub(crate) struct Harness {
@@ -28,6 +31,8 @@ pub(crate) struct Harness {
     pub results: std::collections::HashMap<String, serde_json::Value>,
     /// The version each result was committed at (one counter for the store, from 1).
     pub versions: std::collections::HashMap<String, u64>,
+    /// What the core refused of the replies [`Harness::send`] fed it, in order.
+    pub refusals: Vec<InputRefused>,
 }
 
 impl Harness {
@@ -55,6 +60,7 @@ impl Harness {
             log: vec![],
             results: Default::default(),
             versions: Default::default(),
+            refusals: Vec::new(),
         };
         h.core.start(0);
         h.drain();
@@ -127,8 +133,10 @@ impl Harness {
                         let version = Version::new(self.versions[&key]);
                         // At the time of the input that completed the task.
                         let now = self.log.last().map_or(0, |e| e.at_ms);
-                        self.core
-                            .handle_result_kept(now, ticket, stored.clone(), version);
+                        let kept =
+                            self.core
+                                .handle_result_kept(now, ticket, stored.clone(), version);
+                        self.refusals.extend(kept.err());
                     } else {
                         self.store_result(&key, value);
                     }
@@ -192,7 +200,8 @@ impl Harness {
     }
 
     pub(crate) fn send(&mut self, now: u64, r: Envelope<Report>) {
-        self.core.handle_report(now, r);
+        let handled = self.core.handle_report(now, r);
+        self.refusals.extend(handled.err());
         self.drain();
     }
 
@@ -241,7 +250,14 @@ pub(crate) fn replanning_run() -> (Harness, PlanSpec) {
 /// fallback plan.
 pub(crate) fn fail_publish(h: &mut Harness) {
     h.core
-        .handle_preconditions(2, h.tickets[0], Err("no config/channel".into()));
+        .handle_preconditions(
+            2,
+            h.tickets[0],
+            Err(PreconditionFailure::Missing {
+                key: "config/channel".into(),
+            }),
+        )
+        .expect("publish's check is awaited");
     h.drain();
 }
 

@@ -371,7 +371,9 @@ impl Sim {
                     attempt: env.attempt,
                     version: env.state_version,
                 });
-                self.core.handle_report(self.now, *env);
+                // Duplicate, late and stale deliveries are the point: refusals are expected,
+                // and the checker judges what they changed.
+                let _refused = self.core.handle_report(self.now, *env);
                 self.drain_supervisor();
                 self.checker.delivering = None;
             }
@@ -456,14 +458,16 @@ impl Sim {
             Msg::Cancel => {
                 if !self.stopped {
                     self.counts.bump(Fault::Cancel);
-                    self.core.handle_cancel(self.now);
+                    // A cancel of a run that is stopping already, or has nothing left, is refused.
+                    let _refused = self.core.handle_cancel(self.now);
                     self.drain_supervisor();
                 }
             }
             Msg::Approval(node, approved) => {
                 if !self.stopped && self.core.task_state(node) == TaskState::WaitingApproval {
                     self.counts.bump(Fault::Approval);
-                    self.core.handle_approval(self.now, node, approved);
+                    let decided = self.core.handle_approval(self.now, node, approved);
+                    debug_assert!(decided.is_ok(), "{decided:?}: the task was waiting");
                     self.drain_supervisor();
                 }
             }

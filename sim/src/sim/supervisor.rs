@@ -53,8 +53,10 @@ impl Sim {
                 {
                     let now = self.now;
                     let stored = current.value.clone();
-                    self.core
-                        .handle_result_kept(now, ticket, current.value, current.version);
+                    // A task a replan dropped is refused: its result is kept in the store only.
+                    let _refused =
+                        self.core
+                            .handle_result_kept(now, ticket, current.value, current.version);
                     // The store keeps its result; the core must now hold that one too.
                     let node =
                         (0..self.plan.len() as u32).find(|&i| self.core.result_key(i) == key);
@@ -69,7 +71,8 @@ impl Sim {
             SupEffect::CheckPreconditions { ticket, checks } => {
                 let outcome = quorate_state::check_preconditions(&self.results, &checks);
                 let now = self.now;
-                self.core.handle_preconditions(now, ticket, outcome);
+                // Answered at once: a refusal (a task that ended meanwhile) changes nothing.
+                let _refused = self.core.handle_preconditions(now, ticket, outcome);
             }
             SupEffect::Record(record) => {
                 let event = self.core.event(record);

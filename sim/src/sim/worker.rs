@@ -65,14 +65,12 @@ impl Sim {
                 call @ WorkEffect::CallTool { .. } => self.call_tool(w, call),
                 WorkEffect::QueryTool {
                     action,
-                    tool,
+                    handle,
                     deadline,
                     ..
                 } => {
-                    let slot = &self.workers[w];
-                    let inc = slot.incarnation;
-                    let tool = slot.core.tools().get(&tool).expect("known tool").clone();
-                    let answer = poll_once(tool.query(action)).flatten();
+                    let inc = self.workers[w].incarnation;
+                    let answer = poll_once(handle.query(action)).flatten();
                     let deadline = self.ms(deadline);
                     if !self.healed() && self.rng.gen_bool(self.faults.query_timeout) {
                         self.counts.bump(Fault::QueryTimeout);
@@ -101,6 +99,7 @@ impl Sim {
             task,
             action,
             tool,
+            handle,
             params,
             deadline,
             call: tag,
@@ -135,13 +134,7 @@ impl Sim {
             self.slice_reused = true;
         }
         let inc = self.workers[w].incarnation;
-        let tool = self.workers[w]
-            .core
-            .tools()
-            .get(tool)
-            .expect("known tool")
-            .clone();
-        let answer = poll_once(tool.call(action, params));
+        let answer = poll_once(handle.call(action, params));
         let effects = self.world.effects_for(&action);
         if effects > 1 {
             self.fail(

@@ -64,7 +64,7 @@ impl Attempt {
         &mut self,
         d: &mut Deps<'_>,
         action: ActionId,
-        outcome: Result<(), String>,
+        outcome: Result<(), quorate_state::PreconditionFailure>,
     ) -> Result<(), InputError> {
         let awaited = matches!(&self.phase, Phase::Checking(w) if w.request.action == action);
         if !awaited {
@@ -116,10 +116,17 @@ impl Attempt {
         };
         self.counts.unknown += 1;
         self.calls.push(CallEvent::OutcomeUnknown { action });
+        let Some(handle) = d.tools.handle(&request.tool) else {
+            // The reservation stays open, so closing the attempt charges it in full: the
+            // call's outcome is unknown.
+            self.unregistered(d, &request.tool);
+            return Ok(());
+        };
         d.out.push_back(Effect::QueryTool {
             task: self.envelope.task,
             action,
             tool: request.tool.clone(),
+            handle,
             deadline: d.now + d.config.call_timeout,
         });
         self.phase = Phase::Querying {

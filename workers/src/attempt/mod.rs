@@ -1,21 +1,20 @@
 //! One task attempt: the agent loop. Private to the crate; [`crate::WorkerCore`] routes inputs
 //! here and drains the effects it pushes.
 
+mod call;
 mod inputs;
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use quorate_protocols::{
-    ActionEvent, ActionId, Budget, Component, Envelope, ParamDigest, ResultKind, Sender,
-};
+use quorate_protocols::{ActionId, Budget, Component, Envelope, ParamDigest, ResultKind, Sender};
 use quorate_state::{Account, AccountId, LedgerError, ReservationId};
 use serde_json::Value;
 
 use crate::agent::{Agent, AgentContext, Faults, Observation, Proposal, SubtaskResult};
-use crate::book::{ActionBook, BookError};
+use crate::book::ActionBook;
 use crate::core::{Effect, InputError, WorkerConfig};
-use crate::gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
+use crate::gate::CallRequest;
 use crate::messages::{
     ActionCounts, Assignment, CallEvent, Outcome, ProgressSignature, Receipt, Report,
 };
@@ -28,6 +27,8 @@ pub(crate) struct Deps<'a> {
     pub(crate) me: Sender,
     pub(crate) config: &'a WorkerConfig,
     pub(crate) tools: &'a ToolRegistry,
+    /// The driver can check store preconditions (it has the run's store).
+    pub(crate) store: bool,
     pub(crate) book: &'a mut ActionBook,
     pub(crate) out: &'a mut VecDeque<Effect>,
     /// Sub-task assignments to start (the core runs them as attempts of their own).
@@ -270,202 +271,12 @@ impl Attempt {
         }
     }
 
-    /// Starts the call the gate let through (and whose preconditions, if it writes, hold).
-    pub(super) fn launch(
-        &mut self,
-        d: &mut Deps<'_>,
-        request: CallRequest,
-        reservation: ReservationId,
-        digest: ParamDigest,
-        retry: bool,
-    ) {
-        if let Err(e) = Self::start(d.book, &request, digest, retry) {
-            let observation = e.to_string();
-            self.finish(d, ResultKind::Suggestion, Outcome::Failed { observation });
-            return;
-        }
-        self.counts.executed += 1;
-        if retry {
-            self.calls.push(CallEvent::Retried {
-                action: request.action,
-            });
-        }
-        self.calls.push(CallEvent::CallStarted {
-            action: request.action,
-            tool: request.tool.clone(),
-            reserved: self
-                .account
-                .reservations
-                .get(&reservation)
-                .copied()
-                .unwrap_or_default(),
-        });
-        *d.calls += 1;
-        let call = *d.calls;
-        d.out.push_back(Effect::CallTool {
-            task: self.envelope.task,
-            action: request.action,
-            tool: request.tool.clone(),
-            params: request.params.clone(),
-            deadline: d.now + d.config.call_timeout,
-            call,
-        });
-        self.phase = Phase::Calling {
-            request,
-            reservation,
-            call,
-        };
-    }
-
-    /// Gives back a reservation whose call never ran: nothing of it is charged.
-    fn release(&mut self, reservation: ReservationId) {
-        let _ = self
-            .account
-            .settle(self.account_id, reservation, Budget::ZERO);
-    }
-
     fn charge_step(&mut self) -> Result<(), Component> {
         match self.account.spend_now(self.account_id, Budget::steps(1)) {
             Ok(()) => Ok(()),
             Err(LedgerError::Insufficient { component, .. }) => Err(component),
             Err(_) => Err(Component::Steps),
         }
-    }
-
-    /// Puts `request` through the gate and carries out its decision.
-    fn submit(&mut self, d: &mut Deps<'_>, request: CallRequest, approved: bool) {
-        let ctx = GateContext {
-            tools: d.tools,
-            capabilities: &self.envelope.payload.capabilities,
-            book: d.book,
-            account: &mut self.account,
-            account_id: self.account_id,
-        };
-        let action = request.action;
-        match Gate::check(&request, ctx, approved) {
-            GateDecision::Execute {
-                reservation,
-                digest,
-                retry,
-            } => {
-                let writes = d
-                    .tools
-                    .get(&request.tool)
-                    .is_some_and(|t| t.side_effect().writes());
-                let checks = &self.envelope.payload.preconditions;
-                #[cfg(feature = "mutants")]
-                let writes = writes
-                    && !quorate_protocols::mutant::is(
-                        quorate_protocols::mutant::Mutant::GateSkipsPreconditions,
-                    );
-                if writes
-                    && checks
-                        .iter()
-                        .any(quorate_protocols::Precondition::needs_store)
-                {
-                    d.out.push_back(Effect::CheckPreconditions {
-                        action,
-                        checks: checks.clone(),
-                    });
-                    self.phase = Phase::Checking(Box::new(CheckedWrite {
-                        request,
-                        reservation,
-                        digest,
-                        retry,
-                    }));
-                } else {
-                    self.launch(d, request, reservation, digest, retry);
-                }
-            }
-            GateDecision::ReturnRecorded { output } => {
-                self.absorb(d, &request, output_answer(output));
-            }
-            GateDecision::Reject { reason } => self.rejected(d, request, reason, false),
-            GateDecision::AwaitApproval { reason } => {
-                self.phase = Phase::Parked { request };
-                self.send(
-                    d,
-                    ResultKind::Suggestion,
-                    Outcome::ApprovalRequested { action, reason },
-                );
-            }
-            GateDecision::NeedInformation { query } => {
-                d.out.push_back(Effect::QueryTool {
-                    task: self.envelope.task,
-                    action: query,
-                    tool: request.tool.clone(),
-                    deadline: d.now + d.config.call_timeout,
-                });
-                self.phase = Phase::Querying {
-                    request,
-                    reservation: None,
-                    call: None,
-                };
-            }
-        }
-    }
-
-    fn start(
-        book: &mut ActionBook,
-        request: &CallRequest,
-        digest: ParamDigest,
-        retry: bool,
-    ) -> Result<(), BookError> {
-        let action = request.action;
-        if retry {
-            book.apply(action, ActionEvent::Retried)?;
-        } else {
-            book.propose(action, &request.tool, digest);
-            book.apply(action, ActionEvent::GatePassed)?;
-            book.apply(action, ActionEvent::Started)?;
-        }
-        Ok(())
-    }
-
-    /// The call of `request` will not run, for `reason`. A refused `retry` (the earlier call's
-    /// outcome was unknown and a query found nothing) ends the action, like a retry the gate
-    /// refuses for a non-idempotent tool.
-    fn rejected(
-        &mut self,
-        d: &mut Deps<'_>,
-        request: CallRequest,
-        reason: GateRejection,
-        retry: bool,
-    ) {
-        if let GateRejection::BudgetExhausted { component, .. } = reason {
-            self.finish(
-                d,
-                ResultKind::Suggestion,
-                Outcome::LimitReached { component },
-            );
-            return;
-        }
-        self.counts.rejected += 1;
-        self.calls.push(CallEvent::CallRejected {
-            tool: request.tool.clone(),
-            reason: reason.to_string(),
-            class: reason.class().to_string(),
-        });
-        let action = request.action;
-        let digest = ParamDigest::of(&request.params);
-        // Record the refusal; an id bound to other parameters keeps its original record. The
-        // state machine decides; a refused transition leaves the record as it was.
-        let _refused = if retry || matches!(reason, GateRejection::NotIdempotent { .. }) {
-            d.book.apply(action, ActionEvent::FoundAbsent).err()
-        } else if d.book.propose(action, &request.tool, digest) {
-            d.book.apply(action, ActionEvent::GateRejected).err()
-        } else {
-            None
-        };
-        let signature = ProgressSignature {
-            tool: request.tool,
-            digest,
-            environment: self.environment,
-            error_class: Some(reason.class().to_owned()),
-        };
-        let observed = ParamDigest::of(&Value::String(reason.to_string()));
-        self.observation = Some(Observation::Rejected { action, reason });
-        self.check_progress(d, signature, observed);
     }
 
     /// Turns a tool's answer into receipts, an observation and a progress verdict.

@@ -7,6 +7,7 @@ use quorate_protocols::{ActionId, Envelope, TaskId};
 #[cfg(doc)]
 use super::WorkerCore;
 use crate::messages::Report;
+use crate::tool::ToolHandle;
 
 /// Something the driver of a [`WorkerCore`] must do.
 #[must_use]
@@ -21,6 +22,8 @@ pub enum Effect {
         action: ActionId,
         /// The tool.
         tool: String,
+        /// The tool to call (the registered tool named `tool`).
+        handle: ToolHandle,
         /// Its parameters.
         params: serde_json::Value,
         /// When the outcome becomes unknown.
@@ -38,6 +41,8 @@ pub enum Effect {
         action: ActionId,
         /// The tool.
         tool: String,
+        /// The tool to ask (the registered tool named `tool`).
+        handle: ToolHandle,
         /// When to give up.
         deadline: Instant,
     },

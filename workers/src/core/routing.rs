@@ -147,6 +147,7 @@ impl WorkerCore {
             me: self.me,
             config: &self.config,
             tools: &self.tools,
+            store: self.store,
             book: self.books.entry(task).or_default(),
             out: &mut self.effects,
             spawn,

@@ -248,11 +248,16 @@ impl PeerCore {
     }
 
     /// The shell checked node `node`'s store preconditions: `Ok`, or the first failing
-    /// observation, which fails the task (peer mode has no fallback plan); an answer for a task
+    /// check, which fails the task (peer mode has no fallback plan); an answer for a task
     /// that ended meanwhile changes nothing. Every peer checks
     /// for itself; if peers disagree (the store changed between their checks), the first
     /// terminal record committed decides, as for any other race between peers.
-    pub fn handle_preconditions(&mut self, now: u64, node: u32, outcome: Result<(), String>) {
+    pub fn handle_preconditions(
+        &mut self,
+        now: u64,
+        node: u32,
+        outcome: Result<(), quorate_state::PreconditionFailure>,
+    ) {
         let Some(t) = self.tasks.get_mut(node as usize) else {
             return;
         };
@@ -273,7 +278,7 @@ impl PeerCore {
                     now,
                     Some(node),
                     EventKind::PreconditionFailed {
-                        observation: observation.clone(),
+                        observation: observation.to_string(),
                     },
                 );
                 self.fail(node, format!("precondition: {observation}"));
@@ -418,8 +423,8 @@ impl PeerCore {
         let inputs = crate::acceptance::check_inputs(&self.plan, i, |d| {
             tasks[d as usize].result.as_ref().map(|(v, _)| v)
         });
-        if let Err(observation) = inputs {
-            self.fail(i, observation);
+        if let Err(failure) = inputs {
+            self.fail(i, format!("precondition does not hold: {failure}"));
             return;
         }
         let checks = crate::acceptance::store_checks(&self.plan, i);

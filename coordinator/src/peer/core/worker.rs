@@ -48,7 +48,7 @@ impl PeerCore {
                     }
                     Err(observation) => {
                         let kind = EventKind::AcceptanceFailed {
-                            observation: observation.clone(),
+                            observation: observation.to_string(),
                         };
                         self.record(now, Some(i), kind);
                         self.fail(i, format!("acceptance check: {observation}"));

@@ -1,0 +1,203 @@
+//! A worker's reply reaching the supervisor: judged by the reply rules ([`refuse`]), then
+//! accepted (its outcome applied to the task), taken as the acknowledgement of a cancel or a
+//! rejection, or counted as rejected.
+
+use super::*;
+
+impl SupervisorCore {
+    /// A reply arrived from a worker (boxed or not: the batch messages carry boxes, so a reply
+    /// is never copied whole on its way in).
+    ///
+    /// `Ok` if the reply was accepted, or taken as the plain acknowledgement (`cancelled`) of a
+    /// cancel or a rejection; [`InputRefused::Reply`] names the rule that refused it (it was
+    /// counted as rejected and recorded, and may still have acknowledged a cancel: an answer
+    /// that crossed it); [`InputRefused::Finished`] once the final report was taken.
+    pub fn handle_report(
+        &mut self,
+        now: u64,
+        reply: impl Into<Box<Envelope<Report>>>,
+    ) -> Result<(), InputRefused> {
+        let mut reply: Box<Envelope<Report>> = reply.into();
+        if self.finished() {
+            return Err(InputRefused::Finished);
+        }
+        self.messages.delivered += 1;
+        let Some(i) = self.by_id.get(&reply.task) else {
+            // A task a replan dropped may still acknowledge its cancel.
+            let acknowledges = self.take_ack(&reply);
+            if acknowledges {
+                self.add_actions(reply.payload.actions);
+                self.acknowledge_retired(now, reply.task, reply.payload.spent);
+            }
+            let why = if self.retired.contains_key(&reply.task) {
+                ReplyRefusal::Dropped
+            } else {
+                ReplyRefusal::UnknownTask
+            };
+            return self.close_unaccepted(now, None, &reply, acknowledges, why);
+        };
+        let slot = &self.tasks[i as usize];
+        let guard = ReplyGuard {
+            run: self.run,
+            state: slot.state,
+            settled: slot.state.is_terminal(),
+            attempt: slot.attempt,
+            version: Version::new(u64::from(slot.version)),
+            assigned: slot.worker.map(|w| self.workers[w as usize].agent),
+            seen: &slot.seen,
+        };
+        if let Err(why) = refuse(&guard, &reply) {
+            // The worker's final reply to a cancel or a rejected approval: the task is terminal,
+            // as expected, so the reply is not a result, but it settles the task's charge and
+            // its action counts are kept.
+            let acknowledges =
+                !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(&reply);
+            if acknowledges {
+                self.tasks[i as usize].seen.insert(reply.dedupe);
+                self.record_calls(now, i, std::mem::take(&mut reply.payload.calls));
+                let spent = reply.payload.spent;
+                self.add_actions(reply.payload.actions);
+                self.acknowledge(now, i, spent);
+            }
+            return self.close_unaccepted(now, Some(i), &reply, acknowledges, why);
+        }
+        self.steps += 1;
+        self.tasks[i as usize].seen.insert(reply.dedupe);
+        let mut report = reply.payload;
+        self.record_calls(now, i, std::mem::take(&mut report.calls));
+        self.record(now, Some(i), EventKind::ReplyAccepted);
+        self.tasks[i as usize].spent = report.spent;
+        self.add_actions(report.actions);
+        match report.outcome {
+            Outcome::Answer { value, receipts } => {
+                let node = self.plan.node(i);
+                match acceptance::check(&node.acceptance, reply.result_kind, &value, &receipts) {
+                    Ok(()) => self.complete(now, i, value, reply.evidence),
+                    Err(observation) => {
+                        self.record(
+                            now,
+                            Some(i),
+                            EventKind::AcceptanceFailed {
+                                observation: observation.to_string(),
+                            },
+                        );
+                        self.fail(now, i, format!("acceptance check: {observation}"));
+                    }
+                }
+            }
+            Outcome::ApprovalRequested { action, reason } => {
+                self.transition(now, i, TaskEvent::ApprovalRequested);
+                // A delegated sub-task's request: the task's other sub-tasks may still be
+                // working, so the task is not idle until its worker says `Quiet` (which may
+                // have come first).
+                let sub_task = action.task != self.by_id.id(i);
+                let _idle = self.tasks[i as usize].request_approval(action, sub_task);
+                self.record(now, Some(i), EventKind::ApprovalRequested { reason });
+                let node = self.plan.node(i).id.to_string();
+                let decision = self.config.approvals.decide(&node);
+                if let Some(approved) = decision {
+                    self.decide_approval(now, i, approved);
+                }
+            }
+            Outcome::Failed { observation } => self.fail(now, i, observation),
+            Outcome::NoProgress { .. } => {
+                let node = self.plan.node(i).id.to_string();
+                self.stop_with(now, i, TaskEvent::Failed, StopReason::NoProgress { node });
+            }
+            Outcome::LimitReached { component } => {
+                let reason = StopReason::StoppedLimit { component };
+                self.stop_with(now, i, TaskEvent::LimitReached, reason);
+            }
+            Outcome::Cancelled => self.end_task(now, i, TaskEvent::Cancelled),
+            Outcome::Quiet { action } => {
+                // Read by the stop: a parked task no longer `not_alone` lets the run settle.
+                let _idle = self.tasks[i as usize].quiet(action);
+            }
+        }
+        self.after_input(now);
+        Ok(())
+    }
+
+    /// Replies that arrived together, in order; the refusals, in order (none: every reply was
+    /// accepted or acknowledged). Once the run has stopped, the rest are not handled: they
+    /// arrived after the stop, like replies of a later message would, and each is refused
+    /// with [`InputRefused::Stopped`].
+    pub fn handle_reports(
+        &mut self,
+        now: u64,
+        replies: impl IntoIterator<Item = impl Into<Box<Envelope<Report>>>>,
+    ) -> Vec<InputRefused> {
+        let mut refused = Vec::new();
+        for reply in replies {
+            if let Some(reason) = self.phase.stopped() {
+                refused.push(InputRefused::Stopped {
+                    reason: reason.clone(),
+                });
+                continue;
+            }
+            if let Err(e) = self.handle_report(now, reply) {
+                refused.push(e);
+            }
+        }
+        refused
+    }
+
+    /// `true` (and no longer awaited) if `reply` acknowledges a cancel or a rejected approval sent
+    /// for its task: a final reply of the attempt told, from the worker told. Usually it says
+    /// cancelled; an attempt that ended just before the cancel reached its worker answered with
+    /// its own final reply, and the worker has nothing more to say.
+    fn take_ack(&mut self, reply: &Envelope<Report>) -> bool {
+        let told = self
+            .awaiting_ack
+            .get(&reply.task)
+            .is_some_and(|&(attempt, worker)| {
+                reply.run == self.run
+                    && reply.attempt == attempt
+                    && reply.sender.agent == worker
+                    && !matches!(
+                        reply.payload.outcome,
+                        Outcome::ApprovalRequested { .. } | Outcome::Quiet { .. }
+                    )
+            });
+        if told {
+            self.awaiting_ack.remove(&reply.task);
+        }
+        told
+    }
+
+    /// Counts a reply the reply rules did not accept (`why`), after it was taken as its
+    /// task's acknowledgement or not: a plain acknowledgement (`Cancelled`) is counted as one;
+    /// anything else is rejected (an answer that crossed a cancel is also a late reply) and
+    /// refused. An acknowledgement may be the last thing a stopping run waited for.
+    fn close_unaccepted(
+        &mut self,
+        now: u64,
+        task: Option<u32>,
+        reply: &Envelope<Report>,
+        acknowledges: bool,
+        why: ReplyRefusal,
+    ) -> Result<(), InputRefused> {
+        let plain_ack = acknowledges && reply.payload.outcome == Outcome::Cancelled;
+        if plain_ack {
+            self.messages.acknowledged += 1;
+        } else {
+            self.reject(now, task, why.rejection());
+        }
+        if acknowledges {
+            self.settle_run(now);
+        }
+        if plain_ack {
+            Ok(())
+        } else {
+            Err(InputRefused::Reply {
+                task: reply.task,
+                why,
+            })
+        }
+    }
+
+    fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {
+        self.messages.count_rejection(reason);
+        self.record(now, task, EventKind::rejected(reason));
+    }
+}
