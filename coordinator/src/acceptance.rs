@@ -1,7 +1,7 @@
 //! The acceptance check: a task completes only when its observed result passes it.
 
+use quorate_protocols::wire::Receipt;
 use quorate_protocols::{Acceptance, Check, Plan, Precondition, ResultKind};
-use quorate_workers::messages::Receipt;
 
 /// Runs `acceptance` on a reply that claims to be `kind` with `value` and `receipts`. Returns the
 /// first failing observation.

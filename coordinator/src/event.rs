@@ -208,7 +208,7 @@ pub enum EventKind {
     /// the call went to its tool, the tool answered, ...): the trace line is the
     /// [`CallEvent`]'s own (`call-started`, `call-answered`, `outcome-unknown`, `queried`,
     /// `recovered`, `retried`, `call-rejected`). These come with the reply that followed them
-    /// (see [`quorate_workers::messages::Report::calls`]) and are logged in the order the
+    /// (see [`quorate_protocols::wire::Report::calls`]) and are logged in the order the
     /// worker took them, before that reply's own events. A call's `action` names the task that
     /// made it (a delegated sub-task's id for a sub-task's call). Boxed: every event is as
     /// large as its largest kind, and these are rare.

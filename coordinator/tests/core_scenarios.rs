@@ -4,8 +4,8 @@
 mod support;
 
 use quorate_coordinator::{ApprovalPolicy, EventKind, StopControl, StopReason, SupervisorConfig};
+use quorate_protocols::wire::{Control, Outcome, Report};
 use quorate_protocols::{ActionId, AgentId, Budget, Envelope, ResultKind, Role, Sender, TaskState};
-use quorate_workers::messages::{Control, Outcome, Report};
 use serde_json::json;
 
 use support::{node, sub_task_action, Harness};

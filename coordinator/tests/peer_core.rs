@@ -9,12 +9,12 @@ use std::collections::VecDeque;
 
 use quorate_coordinator::peer::{PeerEffect, PeerMsg, Terminal};
 use quorate_coordinator::{ApprovalPolicy, PeerCore, StopReason, SupervisorConfig};
+use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
 use quorate_protocols::{
     ActionId, AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId,
     TaskState,
 };
 use quorate_state::{Account, AccountId, MemoryStore};
-use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use serde_json::json;
 
 use support::{needs_key, node, spec_of, sub_task_action};

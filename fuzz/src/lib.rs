@@ -18,7 +18,7 @@ use quorate_protocols::{
     Envelope, Limits, NodeSpec, ParamDigest, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
     Version,
 };
-use quorate_workers::messages::{
+use quorate_protocols::wire::{
     ActionCounts, Assignment, Control, Outcome, ProgressSignature, Report,
 };
 

@@ -33,6 +33,7 @@ pub mod mutant;
 mod plan;
 mod record;
 mod version;
+pub mod wire;
 
 pub use action::{ActionId, DigestParseError, ParamDigest};
 pub use budget::{Budget, BudgetError, Component};

@@ -9,13 +9,13 @@
 //! * self-loops, unknown dependencies and capability widening in plans.
 
 use quorate_coordinator::{Effect, EventKind, Rejection, SupervisorConfig, SupervisorCore};
+use quorate_protocols::wire::{ActionCounts, Assignment, Outcome, Report};
 use quorate_protocols::{
     decode_envelope, encode_envelope, AgentId, Budget, Capabilities, Component, DecodeError,
     Envelope, EvidenceRef, Limits, NodeSpec, PlanError, PlanSpec, ResultKind, Role, RunId, Sender,
     TaskId, TaskState, Version,
 };
 use quorate_state::{Account, AccountId, LedgerError};
-use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
 
 fn worker(i: u128) -> Sender {

@@ -25,8 +25,8 @@ use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
 use crate::book::{ActionBook, ActionRecord};
 use crate::history::History;
-use crate::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use crate::tool::{ToolAnswer, ToolRegistry};
+use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
 
 mod effect;
 mod input_error;
@@ -110,7 +110,7 @@ pub struct WorkerCore {
     calls: u64,
     effects: VecDeque<Effect>,
     /// Tasks with a sub-task's approval request out with the supervisor (see
-    /// [`Outcome::Quiet`](crate::messages::Outcome::Quiet)).
+    /// [`Outcome::Quiet`](quorate_protocols::wire::Outcome::Quiet)).
     relaying: Vec<TaskId>,
 }
 

@@ -44,7 +44,6 @@ mod delegate;
 mod gate;
 mod history;
 mod journal;
-pub mod messages;
 mod progress;
 pub mod scripted;
 pub mod telemetry;
@@ -66,10 +65,10 @@ pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
 pub use delegate::DelegationError;
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
 pub use journal::{ActionIntent, ActionJournal};
-pub use messages::{
+pub use progress::{ProgressDetector, ProgressVerdict};
+pub use quorate_protocols::wire::{
     ActionCounts, Assignment, CallEvent, Control, Outcome, ProgressSignature, Receipt, Report,
     TaskInput,
 };
-pub use progress::{ProgressDetector, ProgressVerdict};
 pub use scripted::{Script, ScriptBook, ScriptError, ScriptedAgent, ScriptedTool, World};
 pub use tool::{DuplicateTool, SideEffect, Tool, ToolAnswer, ToolFuture, ToolRegistry};

@@ -1,8 +1,8 @@
 //! What the supervisor core asks its shell to do ([`Effect`]), and the message counters it
 //! keeps.
 
+use quorate_protocols::wire::{Assignment, Control};
 use quorate_protocols::{Envelope, Precondition};
-use quorate_workers::messages::{Assignment, Control};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Record, Rejection};

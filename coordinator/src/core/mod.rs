@@ -27,11 +27,11 @@ pub(crate) use task::{state_index, SeenKeys, TaskSlot};
 
 use std::collections::{HashMap, VecDeque};
 
+use quorate_protocols::wire::{Control, Outcome, Report};
 use quorate_protocols::{
     AgentId, Budget, Envelope, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
 };
 use quorate_state::Account;
-use quorate_workers::messages::{Control, Outcome, Report};
 
 use crate::event::{Event, EventKind, Record, RecordTask, Rejection};
 use crate::{acceptance, StopReason};
@@ -77,7 +77,7 @@ pub struct SupervisorCore {
     seq: u64,
     steps: u64,
     messages: MessageCounts,
-    actions: quorate_workers::messages::ActionCounts,
+    actions: quorate_protocols::wire::ActionCounts,
     /// Tasks told to stop (cancel or rejected approval) whose worker has not acknowledged yet,
     /// by task id (a replan may drop or move the task meanwhile): the attempt told and its
     /// worker. The run's report waits for them (up to `attempt_timeout_ms`), so their actions
@@ -241,7 +241,7 @@ impl SupervisorCore {
         self.messages
     }
 
-    pub(crate) fn actions(&self) -> quorate_workers::messages::ActionCounts {
+    pub(crate) fn actions(&self) -> quorate_protocols::wire::ActionCounts {
         self.actions
     }
 
@@ -638,7 +638,7 @@ impl SupervisorCore {
         slot.state = to;
     }
 
-    fn add_actions(&mut self, a: quorate_workers::messages::ActionCounts) {
+    fn add_actions(&mut self, a: quorate_protocols::wire::ActionCounts) {
         self.actions += a;
     }
 }

@@ -4,11 +4,11 @@
 #![allow(dead_code)]
 
 use quorate_coordinator::{Effect, Event, EventKind, StopReason, SupervisorConfig, SupervisorCore};
+use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
 use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, Plan, PlanSpec, ResultKind, Role, RunId, Sender,
     TaskState, Version,
 };
-use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 
 pub(crate) struct Harness {
     pub core: SupervisorCore,

@@ -6,7 +6,7 @@ use quorate_protocols::{ActionId, Envelope, TaskId};
 
 #[cfg(doc)]
 use super::WorkerCore;
-use crate::messages::Report;
+use quorate_protocols::wire::Report;
 
 /// Something the driver of a [`WorkerCore`] must do.
 #[must_use]
