@@ -30,6 +30,7 @@ pub mod run_metrics;
 mod shell;
 mod stop;
 pub mod trace;
+pub mod vote;
 
 pub use crate::core::{
     ApprovalPolicy, CheckTicket, CommitTicket, Effect, MessageCounts, ReplanError, ResumeError,
