@@ -421,10 +421,10 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-/// An event as the supervisor core emits it ([`crate::Effect::Record`]): [`Event`] without the
-/// run id, and with the task named by its node index where it can be. Emitting one copies no
-/// shared name (a clone and a drop of an `Arc` are two atomic operations, and every task logs
-/// seven events). [`crate::SupervisorCore::event`] makes the full [`Event`].
+/// An event as the supervisor core emits it ([`crate::SupervisorEffect::Record`]): [`Event`]
+/// without the run id, and with the task named by its node index where it can be. Emitting one
+/// copies no shared name (a clone and a drop of an `Arc` are two atomic operations, and every
+/// task logs seven events). [`crate::SupervisorCore::event`] makes the full [`Event`].
 ///
 /// Turn a record into an event before the core takes its next input: a replan renumbers the
 /// nodes. (Records still waiting in the core when it switches plans are given their names.)

@@ -7,7 +7,7 @@
 //!   limit), judging replies (duplicate, late, stale and unauthorized replies are rejected and
 //!   counted, and never change a terminal task), running acceptance checks on observed results,
 //!   and the stop conditions. It reads no clock and does no I/O: inputs are `handle_*(now, ..)`,
-//!   outputs are [`Effect`]s.
+//!   outputs are [`SupervisorEffect`]s.
 //! * The actix shell delivers messages to it and carries out its effects.
 //! * [`RunReport`] is what a run reports; [`StopReason`] why it ended; [`Event`] each decision;
 //!   [`run_metrics`] publishes a stopped run's counters to the `metrics` facade.
@@ -33,8 +33,8 @@ pub mod trace;
 pub mod vote;
 
 pub use crate::core::{
-    ApprovalPolicy, CheckTicket, CommitTicket, Effect, MessageCounts, ReplanError, ResumeError,
-    SupervisorConfig, SupervisorCore,
+    ApprovalPolicy, CheckTicket, CommitTicket, MessageCounts, ReplanError, ResumeError,
+    SupervisorConfig, SupervisorCore, SupervisorEffect,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
 pub use event::{Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl};

@@ -8,7 +8,9 @@
 //! * budgets near `u64::MAX`;
 //! * self-loops, unknown dependencies and capability widening in plans.
 
-use quorate_coordinator::{Effect, EventKind, Rejection, SupervisorConfig, SupervisorCore};
+use quorate_coordinator::{
+    EventKind, Rejection, SupervisorConfig, SupervisorCore, SupervisorEffect,
+};
 use quorate_protocols::wire::{ActionCounts, Assignment, Outcome, Report};
 use quorate_protocols::{
     decode_envelope, encode_envelope, AgentId, Budget, Capabilities, Component, DecodeError,
@@ -68,8 +70,8 @@ impl Core {
     fn drain(&mut self) {
         while let Some(e) = self.core.poll_effect() {
             match e {
-                Effect::Dispatch { envelope, .. } => self.dispatched.push(*envelope),
-                Effect::Record(record) => self.events.push(record.kind),
+                SupervisorEffect::Dispatch { envelope, .. } => self.dispatched.push(*envelope),
+                SupervisorEffect::Record(record) => self.events.push(record.kind),
                 _ => {}
             }
         }

@@ -1,11 +1,11 @@
 //! The supervisor core: a plain state machine over one run.
 //!
 //! Inputs are methods named `handle_*` (with the current time in milliseconds passed in); the
-//! outputs are [`Effect`]s, drained with [`SupervisorCore::poll_effect`]. The core performs no
-//! I/O and reads no clock, so a seeded simulator, property tests and the actix shell all drive
-//! the same code. Call order: [`start`](SupervisorCore::start) once, then any `handle_*` in any
-//! order, draining effects after each, until [`stop_reason`](SupervisorCore::stop_reason) is
-//! `Some`.
+//! outputs are [`SupervisorEffect`]s, drained with [`SupervisorCore::poll_effect`]. The core
+//! performs no I/O and reads no clock, so a seeded simulator, property tests and the actix shell
+//! all drive the same code. Call order: [`start`](SupervisorCore::start) once, then any
+//! `handle_*` in any order, draining effects after each, until
+//! [`stop_reason`](SupervisorCore::stop_reason) is `Some`.
 
 mod approval;
 mod config;
@@ -18,7 +18,7 @@ mod stop;
 mod task;
 
 pub use config::{ApprovalPolicy, SupervisorConfig};
-pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
+pub use effect::{CheckTicket, CommitTicket, MessageCounts, SupervisorEffect};
 pub use replan::ReplanError;
 pub(crate) use reply::{judge, ReplyGuard};
 pub use resume::ResumeError;
@@ -73,7 +73,7 @@ pub struct SupervisorCore {
     granted_total: Budget,
     stop: Option<StopReason>,
     pending_stop: Option<StopReason>,
-    effects: VecDeque<Effect>,
+    effects: VecDeque<SupervisorEffect>,
     seq: u64,
     steps: u64,
     messages: MessageCounts,
@@ -252,7 +252,7 @@ impl SupervisorCore {
     // ----- polls -----
 
     /// The next effect to carry out, in order.
-    pub fn poll_effect(&mut self) -> Option<Effect> {
+    pub fn poll_effect(&mut self) -> Option<SupervisorEffect> {
         quorate_state::pop_rewinding(&mut self.effects)
     }
 
@@ -556,17 +556,17 @@ impl SupervisorCore {
             kind,
         };
         self.seq += 1;
-        self.effects.push_back(Effect::Record(record));
+        self.effects.push_back(SupervisorEffect::Record(record));
     }
 
-    /// The full event of `record`, an [`Effect::Record`] of this core (taken from it since its
-    /// last input: see [`Record`]).
+    /// The full event of `record`, a [`SupervisorEffect::Record`] of this core (taken from it
+    /// since its last input: see [`Record`]).
     #[must_use]
     pub fn event(&self, record: Record) -> Event {
         record.into_event(self.run, &self.plan)
     }
 
-    /// Packs `record`, an [`Effect::Record`] of this core, into the run log's entry `out`
+    /// Packs `record`, a [`SupervisorEffect::Record`] of this core, into the run log's entry `out`
     /// exactly as its [`event`](Self::event) packs, without building the event (the shell's
     /// hot path). Like `event`, before the core's next input.
     pub(crate) fn pack_record(
@@ -584,7 +584,7 @@ impl SupervisorCore {
     /// change, and with it what a node index means.
     fn name_waiting_records(&mut self) {
         for effect in &mut self.effects {
-            if let Effect::Record(Record { task, .. }) = effect {
+            if let SupervisorEffect::Record(Record { task, .. }) = effect {
                 if let RecordTask::Node(i) = *task {
                     *task = RecordTask::Named(self.plan.node(i).id.shared());
                 }

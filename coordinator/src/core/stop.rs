@@ -15,7 +15,7 @@ impl SupervisorCore {
         evidence: Vec<quorate_protocols::EvidenceRef>,
     ) {
         let key = self.result_key(i);
-        self.effects.push_back(Effect::CommitResult {
+        self.effects.push_back(SupervisorEffect::CommitResult {
             ticket: CommitTicket {
                 task: self.by_id.id(i),
             },
@@ -67,7 +67,7 @@ impl SupervisorCore {
             RecordTask::None => false,
         };
         let waiting = self.effects.iter_mut().find_map(|e| match e {
-            Effect::Record(r)
+            SupervisorEffect::Record(r)
                 if matches!(r.kind, EventKind::ResultCommitted { .. }) && names_i(&r.task) =>
             {
                 Some(&mut r.kind)
@@ -83,7 +83,7 @@ impl SupervisorCore {
         }
         let id = self.plan.node(i).id.clone();
         for effect in &mut self.effects {
-            if let Effect::Dispatch { envelope, .. } = effect {
+            if let SupervisorEffect::Dispatch { envelope, .. } = effect {
                 for input in &mut envelope.payload.inputs {
                     if input.node == id {
                         input.value = stored.clone();
@@ -266,7 +266,7 @@ impl SupervisorCore {
                 },
             );
             self.stop = Some(reason.clone());
-            self.effects.push_back(Effect::Stop(reason));
+            self.effects.push_back(SupervisorEffect::Stop(reason));
         }
     }
 }

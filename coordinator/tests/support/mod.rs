@@ -3,7 +3,9 @@
 //! [`spec_of`]) serve the peer-core tests as well.
 #![allow(dead_code)]
 
-use quorate_coordinator::{Effect, Event, EventKind, StopReason, SupervisorConfig, SupervisorCore};
+use quorate_coordinator::{
+    Event, EventKind, StopReason, SupervisorConfig, SupervisorCore, SupervisorEffect,
+};
 use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
 use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, Plan, PlanSpec, ResultKind, Role, RunId, Sender,
@@ -119,9 +121,13 @@ impl Harness {
     pub(crate) fn drain(&mut self) {
         while let Some(e) = self.core.poll_effect() {
             match e {
-                Effect::Dispatch { worker, envelope } => self.dispatched.push((worker, *envelope)),
-                Effect::Control { worker, envelope } => self.controls.push((worker, *envelope)),
-                Effect::CommitResult { ticket, key, value } => {
+                SupervisorEffect::Dispatch { worker, envelope } => {
+                    self.dispatched.push((worker, *envelope))
+                }
+                SupervisorEffect::Control { worker, envelope } => {
+                    self.controls.push((worker, *envelope))
+                }
+                SupervisorEffect::CommitResult { ticket, key, value } => {
                     // Create-only, like the store: a taken key keeps its value.
                     if let Some(stored) = self.results.get(&key) {
                         let version = Version::new(self.versions[&key]);
@@ -134,13 +140,13 @@ impl Harness {
                     }
                     self.commits.push(key);
                 }
-                Effect::Record(record) => {
+                SupervisorEffect::Record(record) => {
                     let ev = self.core.event(record);
                     self.log.push(ev.clone());
                     self.events.push(ev.kind);
                 }
-                Effect::Stop(r) => self.stops.push(r),
-                Effect::CheckPreconditions { ticket, .. } => {
+                SupervisorEffect::Stop(r) => self.stops.push(r),
+                SupervisorEffect::CheckPreconditions { ticket, .. } => {
                     self.checks.push(ticket.node());
                     self.tickets.push(ticket);
                 }
