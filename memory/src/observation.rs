@@ -4,7 +4,7 @@
 //! observation is a model's inference.
 
 use quorate_protocols::{
-    AccessRule, EvidenceStatus, MemoryKind, Record, RecordId, Source, Timestamp, Validity,
+    AccessRule, EvidenceStatus, MemoryKind, ProvenanceRecord, RecordId, Source, Timestamp, Validity,
 };
 use serde::{Deserialize, Serialize};
 
@@ -91,8 +91,8 @@ fn new_record(
     object: String,
     claim: String,
     validity: Validity,
-) -> Record {
-    Record {
+) -> ProvenanceRecord {
+    ProvenanceRecord {
         id,
         kind,
         object,

@@ -17,7 +17,7 @@
 //!   [`decode_envelope`], which enforces [`Limits`] before parsing.
 //! * A side-effecting tool call is an action: [`ActionId`] bound to the [`ParamDigest`] of its
 //!   parameters, living through the [`ActionState`] machine (with an explicit *outcome unknown*).
-//! * What agents learn is kept as provenance [`Record`]s.
+//! * What agents learn is kept as [`ProvenanceRecord`]s.
 
 #![forbid(unsafe_code)]
 
@@ -48,5 +48,7 @@ pub use plan::{
     Acceptance, Check, NodeId, NodeIdError, NodeSpec, Plan, PlanError, PlanSpec, Precondition,
     MAX_NODE_ID_LEN,
 };
-pub use record::{AccessRule, EvidenceStatus, MemoryKind, Record, Source, Timestamp, Validity};
+pub use record::{
+    AccessRule, EvidenceStatus, MemoryKind, ProvenanceRecord, Source, Timestamp, Validity,
+};
 pub use version::Version;
