@@ -6,7 +6,7 @@
 //!
 //! A tour, in the order a record meets the types:
 //!
-//! * An agent or tool reports an [`Observation`]: an episode, its [`Source`] and source
+//! * An agent or tool reports a [`MemoryObservation`]: an episode, its [`Source`] and source
 //!   version, an access rule, and [`ClaimSpec`]s. A model's inference names the records it came
 //!   from in `derived_from`.
 //! * The write path ([`write()`]) is a chain of pure steps: [`split`] into an event record and
@@ -85,7 +85,7 @@ pub use error::{CommitError, ForgetError, ParameterError, ResolveError, WriteErr
 pub use forget::{delete, deprioritize, evict_from_hot, expire, expire_due, Forget, ForgetReport};
 pub use freshness::{Freshness, FreshnessPolicy, Hazard};
 pub use memory::{Committed, Memory, Recall, Snapshot};
-pub use observation::{split, Candidates, ClaimSpec, Observation};
+pub use observation::{split, Candidates, ClaimSpec, MemoryObservation};
 pub use record::{
     access_within, estimate_tokens, independent_sources, terms, MemoryRecord, Principal,
     FULL_PRIORITY,

@@ -10,7 +10,7 @@ use common::{arb_obs, arb_reader, build, everything, timeless, ALL_STATUSES};
 use proptest::prelude::*;
 use quorate_memory::{
     deprioritize, evict_from_hot, expire_due, objective, retrieve, select_using, terms, write,
-    ClaimSpec, Freshness, FreshnessPolicy, Hazard, Item, MemoryView, Method, Observation,
+    ClaimSpec, Freshness, FreshnessPolicy, Hazard, Item, MemoryObservation, MemoryView, Method,
     Principal, Query,
 };
 use quorate_protocols::{
@@ -211,8 +211,8 @@ fn claim(
     source: &str,
     version: &str,
     at: u64,
-) -> Observation {
-    Observation {
+) -> MemoryObservation {
+    MemoryObservation {
         event: RecordId::from_u128(id + 1000),
         episode: "noted".into(),
         source: Source {
