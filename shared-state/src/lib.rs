@@ -10,7 +10,9 @@
 //!   crash-safe file holding many runs (docs/durable.md).
 //! * Ledgers built only on CAS, so they work on any backend: [`BudgetLedger`] (hierarchical
 //!   budget accounts: reserve before spending, settle after, return what is unused) and
-//!   [`IdempotencyRegistry`] (one `ActionId`, one set of parameters, one effect).
+//!   [`IdempotencyRegistry`] (one `ActionId`, one set of parameters, one effect: the
+//!   store-backed form of a worker's action book, whose [`ActionRecord`]s it keeps, read back
+//!   per task for a worker that takes the task over).
 //!   Envelopes are deduplicated by the cores themselves (the supervisor keeps each task's dedupe
 //!   keys), not by a ledger.
 //! * [`update`]: the one CAS-retry loop (read, pure update, CAS, retry from the value that won)

@@ -23,10 +23,11 @@ use quorate_protocols::{ActionId, AgentId, Envelope, ResultKind, Role, Sender, T
 
 use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
-use crate::book::{ActionBook, ActionRecord};
+use crate::book::ActionBook;
 use crate::history::History;
 use crate::tool::{ToolAnswer, ToolRegistry};
 use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
+use quorate_state::ActionRecord;
 
 mod effect;
 mod input_error;

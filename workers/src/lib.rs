@@ -30,8 +30,11 @@
 //! Decision logic (gate, book, progress, core) is pure: time comes in as an argument and
 //! effects come out of [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates.
 //!
-//! Not here yet: the persistent `quorate_state::IdempotencyRegistry` behind [`ActionBook`]
-//! (action records live in the worker's memory).
+//! The [`ActionBook`] lives in the worker's memory; its records are
+//! [`quorate_state::ActionRecord`]s, the ones the store-backed
+//! [`quorate_state::IdempotencyRegistry`] keeps, and [`ActionBook::import`] takes over a book read
+//! back from it. Not here yet: writing the book to the registry before each side-effecting call
+//! (worker failover, issue 16).
 
 #![forbid(unsafe_code)]
 
@@ -60,7 +63,7 @@ pub use agent::{
     Agent, AgentContext, AgentFactory, AgentRegistry, Faults, Observation, Proposal, SubtaskResult,
     SubtaskSpec, UnknownRole,
 };
-pub use book::{ActionBook, ActionRecord, BookError, Resolved};
+pub use book::{ActionBook, BookError, Resolved};
 pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
 pub use delegate::DelegationError;
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
