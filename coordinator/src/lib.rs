@@ -11,6 +11,12 @@
 //! * The actix shell delivers messages to it and carries out its effects.
 //! * [`RunReport`] is what a run reports; [`StopReason`] why it ended; [`Event`] each decision;
 //!   [`run_metrics`] publishes a stopped run's counters to the `metrics` facade.
+//! * [`vote::MajorityVote`] is a runtime primitive a pipeline puts after several agents: a pure
+//!   vote over their answers with quorum, tie policy, a budget per vote and one vote per
+//!   evidence source (the voting experiments run on it).
+//!
+//! The payloads the supervisor and its workers exchange (`Assignment`, `Control`, `Report`) are
+//! defined in [`quorate_protocols::wire`], beside the envelope that carries them.
 
 #![forbid(unsafe_code)]
 

@@ -15,6 +15,10 @@
 //! * Every message is an [`Envelope`]: ids, stamped [`Sender`], attempt, state [`Version`],
 //!   evidence, [`ResultKind`], dedupe key and correlation id. Bytes from the outside go through
 //!   [`decode_envelope`], which enforces [`Limits`] before parsing.
+//! * The payloads the envelopes carry between supervisor (or peer) and worker are in [`wire`]:
+//!   [`wire::Assignment`] and [`wire::Control`] to a worker, [`wire::Report`] (an
+//!   [`wire::Outcome`], what was spent, the gate's [`wire::CallEvent`]s) back. Plain serde data:
+//!   the same on actix in one process and between processes.
 //! * A side-effecting tool call is an action: [`ActionId`] bound to the [`ParamDigest`] of its
 //!   parameters, living through the [`ActionState`] machine (with an explicit *outcome unknown*).
 //! * What agents learn is kept as [`ProvenanceRecord`]s.

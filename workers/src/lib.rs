@@ -6,7 +6,10 @@
 //!
 //! A tour, in the order a task attempt meets the types:
 //!
-//! * The supervisor sends an [`Assignment`] in an envelope ([`AssignMsg`]). The worker picks an
+//! * The supervisor sends an [`Assignment`] in an envelope ([`AssignMsg`]). The payloads
+//!   ([`Assignment`], [`Control`], [`Report`] and what they carry) are defined in
+//!   [`quorate_protocols::wire`] and re-exported here; the actix messages that carry them
+//!   ([`AssignMsg`], [`ControlMsg`], [`ReportMsg`]...) are this crate's. The worker picks an
 //!   [`AgentFactory`] by role from its [`AgentRegistry`] and creates one [`Agent`] for the
 //!   attempt, and opens a budget account (`quorate_state::Account`) for the delegated slice.
 //! * The agent loop: every iteration charges one step, then asks the agent for a [`Proposal`]
