@@ -13,8 +13,15 @@
 //! * [`workers`]: the `Agent` and `Tool` traits, the execution gate, the worker actor.
 //! * [`coordinator`]: the supervisor core and actor, run reports and traces.
 //! * [`memory`]: memory with provenance on the store.
-//! * [`plan_file`] and [`runner`]: `quorate run PLAN.toml`.
-//! * [`telemetry`]: the Prometheus endpoint and the OTLP span export of `quorate run`.
+//! * [`plan_file`] and [`runner`]: `quorate run PLAN.toml`; [`durable`]: the runs kept in a
+//!   store file (`quorate run --store`, `quorate resume`).
+//!
+//! The default cargo feature `cli` adds the `quorate` binary and the modules only it uses:
+//! `experiment` (`quorate experiment ...`, `quorate eval`), `bench_dag` (`quorate bench dag`),
+//! `report` (`quorate report`), `telemetry` (the Prometheus endpoint and the OTLP span export
+//! of `quorate run`) and `stdout`. A library user turns it off
+//! (`default-features = false`) and compiles no command-line, plotting, progress-bar or
+//! allocator crate.
 //!
 //! The reference pages live beside the code in the repository's `docs/` folder: `cli.md` (every
 //! command, flag, exit code and the JSON report), `plan-format.md`, `trace.md`,
@@ -24,13 +31,18 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "cli")]
 pub mod bench_dag;
 pub mod durable;
+#[cfg(feature = "cli")]
 pub mod experiment;
 pub mod plan_file;
+#[cfg(feature = "cli")]
 pub mod report;
 pub mod runner;
+#[cfg(feature = "cli")]
 pub mod stdout;
+#[cfg(feature = "cli")]
 pub mod telemetry;
 
 pub use quorate_coordinator as coordinator;

@@ -343,9 +343,9 @@ fn run_error_code(e: &RunFileError) -> u8 {
         RunFileError::PlanFile(_)
         | RunFileError::UnknownApproval { .. }
         | RunFileError::Durable(_)
-        | RunFileError::Run(
-            RunError::Trace { .. } | RunError::NoPeers | RunError::Config(_),
-        ) => EXIT_BAD_INPUT,
+        | RunFileError::Run(RunError::Trace { .. } | RunError::NoPeers | RunError::Config(_)) => {
+            EXIT_BAD_INPUT
+        }
         RunFileError::Run(_) => quorate::coordinator::StopReason::EXIT_RUNTIME,
     }
 }

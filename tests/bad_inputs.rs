@@ -113,9 +113,16 @@ fn idempotency_key_reused_with_other_parameters() {
         let registry = IdempotencyRegistry::new(MemoryStore::new());
         let action = ActionId::new(TaskId::from_u128(9), 1, 0);
         let first = ParamDigest::of(&json!({"sku": 42, "qty": 1}));
-        assert_eq!(registry.begin(action, first).await.unwrap(), Begin::New);
+        assert_eq!(
+            registry.begin(action, "reserve", first).await.unwrap(),
+            Begin::New
+        );
         let err = registry
-            .begin(action, ParamDigest::of(&json!({"sku": 42, "qty": 5})))
+            .begin(
+                action,
+                "reserve",
+                ParamDigest::of(&json!({"sku": 42, "qty": 5})),
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, IdempotencyError::DigestMismatch { .. }));

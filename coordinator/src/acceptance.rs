@@ -1,8 +1,8 @@
 //! The acceptance check: a task completes only when its observed result passes it.
 
+use quorate_protocols::wire::Receipt;
 use quorate_protocols::{Acceptance, Check, Plan, Precondition, ResultKind};
 use quorate_state::PreconditionFailure;
-use quorate_workers::messages::Receipt;
 
 /// Why a reply's result does not pass its task's acceptance check: the first failing
 /// observation, naming the check and what the result showed. The text (`Display`) is the

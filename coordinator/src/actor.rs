@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::shell::{commit_result, RunClock, Tick, Wakeup};
 use crate::trace::TraceSink;
-use crate::{Effect, Event, RunReport, SupervisorCore};
+use crate::{Event, RunReport, SupervisorCore, SupervisorEffect};
 
 /// How the supervisor reaches one worker.
 #[derive(Clone, Debug)]
@@ -127,19 +127,19 @@ impl SupervisorActor {
         let mut log = writer.hold();
         while let Some(effect) = self.core.poll_effect() {
             match effect {
-                Effect::Dispatch { worker, envelope } => {
+                SupervisorEffect::Dispatch { worker, envelope } => {
                     self.outgoing[worker].push(envelope);
                     if self.outgoing[worker].len() >= quorate_workers::BATCH {
                         self.send_assignments(worker);
                     }
                 }
-                Effect::Control { worker, envelope } => {
+                SupervisorEffect::Control { worker, envelope } => {
                     // After the assignments before it: a cancel never overtakes its task.
                     self.send_assignments(worker);
                     self.sync_journal();
                     self.workers[worker].control.do_send(ControlMsg(*envelope))
                 }
-                Effect::CommitResult { ticket, key, value } => {
+                SupervisorEffect::CommitResult { ticket, key, value } => {
                     let durable = self.journal.as_ref().map(|_| (key.clone(), value.clone()));
                     let kept = commit_result(&self.results, key, value);
                     if let (Some((journal, _)), Some((key, value)), None) =
@@ -155,12 +155,12 @@ impl SupervisorActor {
                         note(result.err());
                     }
                 }
-                Effect::CheckPreconditions { ticket, checks } => {
+                SupervisorEffect::CheckPreconditions { ticket, checks } => {
                     let outcome = quorate_state::check_preconditions(&self.results, &checks);
                     let now = self.now();
                     note(self.core.handle_preconditions(now, ticket, outcome).err());
                 }
-                Effect::Record(record) => {
+                SupervisorEffect::Record(record) => {
                     self.tally.observe(&record.kind);
                     if let Some((_, pending)) = &mut self.journal {
                         pending.push(self.core.event(record.clone()));
@@ -171,7 +171,7 @@ impl SupervisorActor {
                         trace.send(self.core.event(record));
                     }
                 }
-                Effect::Stop(reason) => {
+                SupervisorEffect::Stop(reason) => {
                     tracing::info!(run = %self.core.run(), %reason, "run stopped");
                     // Dropping the sink lets the trace writer finish.
                     self.trace = None;

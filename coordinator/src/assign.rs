@@ -1,8 +1,8 @@
 //! Building a task's assignment from the plan and its dependencies' results (shared by the
 //! supervisor and the peers).
 
+use quorate_protocols::wire::{Assignment, TaskInput};
 use quorate_protocols::{EvidenceRef, Plan};
-use quorate_workers::messages::{Assignment, TaskInput};
 
 /// The assignment of node `i`: its delegated capabilities (the run's intersected with the
 /// node's), `budget`, the accepted results of its dependencies (`result(d)`) and its evidence text.

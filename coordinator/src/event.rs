@@ -209,7 +209,7 @@ pub enum EventKind {
     /// the call went to its tool, the tool answered, ...): the trace line is the
     /// [`CallEvent`]'s own (`call-started`, `call-answered`, `outcome-unknown`, `queried`,
     /// `recovered`, `retried`, `call-rejected`). These come with the reply that followed them
-    /// (see [`quorate_workers::messages::Report::calls`]) and are logged in the order the
+    /// (see [`quorate_protocols::wire::Report::calls`]) and are logged in the order the
     /// worker took them, before that reply's own events. A call's `action` names the task that
     /// made it (a delegated sub-task's id for a sub-task's call). Boxed: every event is as
     /// large as its largest kind, and these are rare.
@@ -426,10 +426,10 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-/// An event as the supervisor core emits it ([`crate::Effect::Record`]): [`Event`] without the
-/// run id, and with the task named by its node index where it can be. Emitting one copies no
-/// shared name (a clone and a drop of an `Arc` are two atomic operations, and every task logs
-/// seven events). [`crate::SupervisorCore::event`] makes the full [`Event`].
+/// An event as the supervisor core emits it ([`crate::SupervisorEffect::Record`]): [`Event`]
+/// without the run id, and with the task named by its node index where it can be. Emitting one
+/// copies no shared name (a clone and a drop of an `Arc` are two atomic operations, and every
+/// task logs seven events). [`crate::SupervisorCore::event`] makes the full [`Event`].
 ///
 /// Turn a record into an event before the core takes its next input: a replan renumbers the
 /// nodes. (Records still waiting in the core when it switches plans are given their names.)

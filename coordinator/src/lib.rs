@@ -7,13 +7,19 @@
 //!   limit), judging replies (duplicate, late, stale and unauthorized replies are rejected and
 //!   counted, and never change a terminal task), running acceptance checks on observed results,
 //!   and the stop conditions. It reads no clock and does no I/O: inputs are `handle_*(now, ..)`,
-//!   outputs are [`Effect`]s.
+//!   outputs are [`SupervisorEffect`]s.
 //! * The task rules it shares with peer mode's [`PeerCore`] (which replies a task accepts, the
 //!   approval `Quiet` handshake, attempt timeouts) live in one module, `coordinator/src/rules/`;
 //!   every state change of a task goes through `TaskState::on` (in `quorate-protocols`).
 //! * The actix shell delivers messages to it and carries out its effects.
 //! * [`RunReport`] is what a run reports; [`StopReason`] why it ended; [`Event`] each decision;
 //!   [`run_metrics`] publishes a stopped run's counters to the `metrics` facade.
+//! * [`vote::MajorityVote`] is a runtime primitive a pipeline puts after several agents: a pure
+//!   vote over their answers with quorum, tie policy, a budget per vote and one vote per
+//!   evidence source (the voting experiments run on it).
+//!
+//! The payloads the supervisor and its workers exchange (`Assignment`, `Control`, `Report`) are
+//! defined in [`quorate_protocols::wire`], beside the envelope that carries them.
 
 #![forbid(unsafe_code)]
 
@@ -34,10 +40,11 @@ pub mod run_metrics;
 mod shell;
 mod stop;
 pub mod trace;
+pub mod vote;
 
 pub use crate::core::{
-    ApprovalPolicy, CheckTicket, CommitTicket, ConfigError, Effect, InputRefused, MessageCounts,
-    ReplanError, ReplyRefusal, ResumeError, SupervisorConfig, SupervisorCore,
+    ApprovalPolicy, CheckTicket, CommitTicket, ConfigError, InputRefused, MessageCounts,
+    ReplanError, ReplyRefusal, ResumeError, SupervisorConfig, SupervisorCore, SupervisorEffect,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
 pub use event::{Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl};

@@ -1,7 +1,7 @@
 //! The run report: what `quorate run --json` prints.
 
+use quorate_protocols::wire::ActionCounts;
 use quorate_protocols::{Budget, NodeId, RunId, TaskState};
-use quorate_workers::messages::ActionCounts;
 use serde::{Deserialize, Serialize};
 
 use crate::core::{MessageCounts, SupervisorCore, TaskSlot};
@@ -201,8 +201,8 @@ mod tests {
                 agent: AgentId::from_u128(2),
                 role: Role::Worker,
             },
-            quorate_workers::messages::Report {
-                outcome: quorate_workers::messages::Outcome::Cancelled,
+            quorate_protocols::wire::Report {
+                outcome: quorate_protocols::wire::Outcome::Cancelled,
                 spent: Budget::ZERO,
                 actions: Default::default(),
                 calls: vec![],

@@ -6,8 +6,8 @@ mod support;
 use quorate_coordinator::{
     ApprovalPolicy, EventKind, InputRefused, StopControl, StopReason, SupervisorConfig,
 };
+use quorate_protocols::wire::{Control, Outcome, Report};
 use quorate_protocols::{ActionId, Envelope, ResultKind, TaskState};
-use quorate_workers::messages::{Control, Outcome, Report};
 use serde_json::json;
 
 use support::{node, sub_task_action, Harness};

@@ -5,9 +5,9 @@
 mod support;
 
 use quorate_coordinator::{EventKind, InputRefused, StopControl, StopReason, SupervisorConfig};
+use quorate_protocols::wire::{ActionCounts, Control, Outcome, Report};
 use quorate_protocols::{Budget, Envelope, PlanSpec, ResultKind, TaskState};
 use quorate_state::PreconditionFailure;
-use quorate_workers::messages::{ActionCounts, Control, Outcome, Report};
 use serde_json::json;
 
 use support::{fail_publish, needs_key, node, replanning_run, spec_of, Harness};

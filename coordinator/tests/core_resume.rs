@@ -5,9 +5,9 @@
 mod support;
 
 use quorate_coordinator::{EventKind, ResumeError, StopReason, SupervisorConfig};
+use quorate_protocols::wire::{ActionCounts, Assignment, Outcome, Report};
 use quorate_protocols::{Budget, Envelope, NodeSpec, ResultKind, TaskState};
 use quorate_state::PreconditionFailure;
-use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
 
 use support::{fail_publish, node, replanning_nodes, replanning_run, spec_of, Harness};

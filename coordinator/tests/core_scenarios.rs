@@ -7,8 +7,8 @@ use quorate_coordinator::{
     ApprovalPolicy, EventKind, InputRefused, ReplyRefusal, StopControl, StopReason,
     SupervisorConfig,
 };
+use quorate_protocols::wire::{Control, Outcome};
 use quorate_protocols::{AgentId, Budget, ResultKind, Role, Sender, TaskState};
-use quorate_workers::messages::{Control, Outcome};
 use serde_json::json;
 
 use support::{node, sub_task_action, Harness};

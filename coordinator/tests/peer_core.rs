@@ -8,9 +8,9 @@ mod support;
 
 use quorate_coordinator::peer::{PeerMsg, SharedStoreError, SHARED_CAS_TRIES};
 use quorate_coordinator::{ApprovalPolicy, EventKind, StopReason, SupervisorConfig};
+use quorate_protocols::wire::{Control, Outcome};
 use quorate_protocols::{ActionId, AgentId, Budget, NodeSpec, TaskId, TaskState};
 use quorate_state::MemoryStore;
-use quorate_workers::messages::{Control, Outcome};
 use serde_json::json;
 
 use peer_net::{diamond, needs_key, node, sub_task_action, task_id, Net, ROOT};
@@ -294,7 +294,7 @@ fn an_attempt_without_a_reply_runs_again_after_its_timeout_then_its_task_fails()
     let late = first.reply(
         net.workers[p],
         quorate_protocols::ResultKind::VerifiedConclusion,
-        quorate_workers::messages::Report {
+        quorate_protocols::wire::Report {
             outcome: Outcome::Failed {
                 observation: "boom".into(),
             },

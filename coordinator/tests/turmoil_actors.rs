@@ -30,12 +30,12 @@ use quorate_coordinator::{
     CancelRun, Event, EventKind, RunReport, StopReason, SupervisorActor, SupervisorConfig,
     SupervisorCore, WorkerLink,
 };
+use quorate_protocols::wire::{Assignment, Control, Report};
 use quorate_protocols::{
     decode_envelope, encode_envelope, AgentId, Budget, Capabilities, Envelope, Limits, NodeSpec,
     Plan, PlanSpec, Role, RunId, Sender,
 };
 use quorate_state::{MemoryStore, PackedLog};
-use quorate_workers::messages::{Assignment, Control, Report};
 use quorate_workers::{
     AgentRegistry, AssignBatch, AssignMsg, ControlMsg, ReportMsg, Script, ScriptBook, WorkerActor,
     WorkerConfig, World,
@@ -347,7 +347,7 @@ async fn mallory_software(s: Shared) -> turmoil::Result {
                 quorate_protocols::TaskId::new(),
                 s.workers[0],
                 Report {
-                    outcome: quorate_workers::messages::Outcome::Failed {
+                    outcome: quorate_protocols::wire::Outcome::Failed {
                         observation: format!("forged {task}"),
                     },
                     spent: Budget::ZERO,

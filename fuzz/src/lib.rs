@@ -12,14 +12,16 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use arbitrary::Arbitrary;
-use quorate_coordinator::{ApprovalPolicy, Effect, EventKind, SupervisorConfig, SupervisorCore};
+use quorate_coordinator::{
+    ApprovalPolicy, EventKind, SupervisorConfig, SupervisorCore, SupervisorEffect,
+};
+use quorate_protocols::wire::{
+    ActionCounts, Assignment, Control, Outcome, ProgressSignature, Report,
+};
 use quorate_protocols::{
     decode_envelope, encode_envelope, prescan, ActionId, AgentId, Budget, Component, DedupeKey,
     Envelope, Limits, NodeSpec, ParamDigest, PlanSpec, ResultKind, Role, RunId, Sender, TaskState,
     Version,
-};
-use quorate_workers::messages::{
-    ActionCounts, Assignment, Control, Outcome, ProgressSignature, Report,
 };
 
 // ----- (a) envelopes -----
@@ -286,7 +288,7 @@ impl Observed {
     fn drain(&mut self, core: &mut SupervisorCore) {
         while let Some(e) = core.poll_effect() {
             match e {
-                Effect::Dispatch { worker, envelope } => {
+                SupervisorEffect::Dispatch { worker, envelope } => {
                     assert_eq!(self.stops, 0, "dispatch after the run stopped");
                     let node = NODES
                         .iter()
@@ -294,15 +296,15 @@ impl Observed {
                         .expect("a plan node") as u32;
                     self.assignments.insert(node, (worker, *envelope));
                 }
-                Effect::Record(record) => {
+                SupervisorEffect::Record(record) => {
                     if let EventKind::Transition { from, to } = record.kind {
                         assert!(!from.is_terminal(), "transition {from:?} -> {to:?}");
                     }
                 }
-                Effect::Stop(_) => self.stops += 1,
-                Effect::Control { .. }
-                | Effect::CommitResult { .. }
-                | Effect::CheckPreconditions { .. } => {}
+                SupervisorEffect::Stop(_) => self.stops += 1,
+                SupervisorEffect::Control { .. }
+                | SupervisorEffect::CommitResult { .. }
+                | SupervisorEffect::CheckPreconditions { .. } => {}
             }
         }
     }

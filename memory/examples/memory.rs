@@ -54,8 +54,8 @@ fn observation(
     access: &AccessRule,
     object: &str,
     claim: &str,
-) -> Observation {
-    Observation {
+) -> MemoryObservation {
+    MemoryObservation {
         event: id(100 + n),
         episode: format!("{} reported on {object}", source.name),
         source,
@@ -140,7 +140,7 @@ async fn conflict_kept_open_then_resolved() -> Demo {
     let quote = memory
         .write(
             &ops,
-            &Observation {
+            &MemoryObservation {
                 derived_from: vec![id(2)],
                 ..observation(3, src("model", "gpt-x"), 2_500, &ops, object, "12 EUR")
             },
@@ -179,7 +179,7 @@ async fn conflict_kept_open_then_resolved() -> Demo {
     );
 
     println!("-- a tool call re-reads the ERP with a receipt: 12 EUR, verified");
-    let check = Observation {
+    let check = MemoryObservation {
         status: EvidenceStatus::Verified,
         ..observation(4, src("erp", "r19"), 4_000, &ops, object, "12 EUR")
     };
@@ -218,7 +218,7 @@ async fn stale_inventory_refreshed_before_write() -> Demo {
         principal: Some("fulfilment".into()),
         task: Some(task),
     };
-    let read = |n, version, at, units: u32| Observation {
+    let read = |n, version, at, units: u32| MemoryObservation {
         status: EvidenceStatus::Verified,
         ..observation(
             n,
@@ -231,7 +231,7 @@ async fn stale_inventory_refreshed_before_write() -> Demo {
     };
     let first = memory.write(&worker, &read(11, v1, 10_000, 12)).await?;
     assert_eq!(first.conflicts, 0);
-    let mut inference = Observation {
+    let mut inference = MemoryObservation {
         derived_from: vec![id(11)],
         ..observation(
             12,

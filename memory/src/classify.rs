@@ -33,7 +33,7 @@
 //! derived from: superseding an ancestor would invalidate the new record itself, so a write
 //! would erase both its record and its source.
 
-use quorate_protocols::{Record, RecordId};
+use quorate_protocols::{ProvenanceRecord, RecordId};
 use serde::{Deserialize, Serialize};
 
 use crate::record::{normalized_claim, MemoryRecord};
@@ -82,7 +82,7 @@ pub enum Relation {
 /// Existing claims related to `candidate`: same object and kind, overlapping validity, and the
 /// same access rule. Event records are never related.
 #[must_use]
-pub fn related<'a>(view: &'a MemoryView, candidate: &Record) -> Vec<&'a MemoryRecord> {
+pub fn related<'a>(view: &'a MemoryView, candidate: &ProvenanceRecord) -> Vec<&'a MemoryRecord> {
     view.about(&candidate.object)
         .filter(|e| {
             let r = &e.record;
@@ -100,7 +100,7 @@ pub fn related<'a>(view: &'a MemoryView, candidate: &Record) -> Vec<&'a MemoryRe
 /// different scopes, or the record is inactive and not a duplicate, so it does not bear on the
 /// candidate.
 #[must_use]
-pub fn classify(candidate: &Record, existing: &MemoryRecord) -> Option<Relation> {
+pub fn classify(candidate: &ProvenanceRecord, existing: &MemoryRecord) -> Option<Relation> {
     let e = &existing.record;
     if candidate.access != e.access {
         return None;
@@ -132,7 +132,7 @@ pub fn classify(candidate: &Record, existing: &MemoryRecord) -> Option<Relation>
 /// records) it only corroborates (same claim) or disputes (other claim). Derived content never
 /// supersedes, outdates or demotes its own sources.
 #[must_use]
-pub fn relations(view: &MemoryView, candidate: &Record) -> Vec<Relation> {
+pub fn relations(view: &MemoryView, candidate: &ProvenanceRecord) -> Vec<Relation> {
     let lineage = view.ancestors(&candidate.derived_from);
     related(view, candidate)
         .into_iter()
@@ -160,8 +160,8 @@ mod tests {
 
     use super::*;
 
-    fn claim(id: u128, source: &str, version: &str, at: u64, text: &str) -> Record {
-        Record {
+    fn claim(id: u128, source: &str, version: &str, at: u64, text: &str) -> ProvenanceRecord {
+        ProvenanceRecord {
             id: RecordId::from_u128(id),
             kind: MemoryKind::Semantic,
             object: "sku-42".into(),
@@ -182,7 +182,7 @@ mod tests {
         }
     }
 
-    fn stored(record: Record) -> MemoryRecord {
+    fn stored(record: ProvenanceRecord) -> MemoryRecord {
         MemoryRecord {
             record,
             is_event: false,
@@ -200,7 +200,7 @@ mod tests {
     #[test]
     fn the_table() {
         let old = stored(claim(1, "db", "r1", 10, "12 in stock"));
-        let rel = |c: &Record| classify(c, &old);
+        let rel = |c: &ProvenanceRecord| classify(c, &old);
         let e = RecordId::from_u128(1);
         assert_eq!(
             rel(&claim(2, "db", "r1", 10, "12  IN stock")),

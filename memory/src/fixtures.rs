@@ -4,7 +4,7 @@ use quorate_protocols::{
     AccessRule, EvidenceStatus, MemoryKind, RecordId, Source, Timestamp, Validity,
 };
 
-use crate::observation::{ClaimSpec, Observation};
+use crate::observation::{ClaimSpec, MemoryObservation};
 
 /// The tenant-wide access rule of tenant `acme`.
 pub(crate) fn tenant() -> AccessRule {
@@ -24,8 +24,8 @@ pub(crate) fn observation(
     at: u64,
     object: &str,
     claim: &str,
-) -> Observation {
-    Observation {
+) -> MemoryObservation {
+    MemoryObservation {
         event: RecordId::from_u128(n * 100),
         episode: format!("read {source}"),
         source: Source {

@@ -184,7 +184,7 @@ mod tests {
     use quorate_protocols::{EvidenceStatus, MemoryKind, Source, TaskId, Validity};
 
     use super::*;
-    use crate::observation::{ClaimSpec, Observation};
+    use crate::observation::{ClaimSpec, MemoryObservation};
     use crate::write::write;
 
     fn scope() -> AccessRule {
@@ -199,8 +199,8 @@ mod tests {
         RecordId::from_u128(n)
     }
 
-    fn obs(n: u128, claim: &str, derived: Vec<RecordId>, until: Option<u64>) -> Observation {
-        Observation {
+    fn obs(n: u128, claim: &str, derived: Vec<RecordId>, until: Option<u64>) -> MemoryObservation {
+        MemoryObservation {
             event: id(n * 100),
             episode: "noted".into(),
             source: Source {

@@ -6,18 +6,18 @@
 //!
 //! A tour, in the order a record meets the types:
 //!
-//! * An agent or tool reports an [`Observation`]: an episode, its [`Source`] and source
+//! * An agent or tool reports a [`MemoryObservation`]: an episode, its [`Source`] and source
 //!   version, an access rule, and [`ClaimSpec`]s. A model's inference names the records it came
 //!   from in `derived_from`.
 //! * The write path ([`write()`]) is a chain of pure steps: [`split`] into an event record and
-//!   claim candidates ([`MemoryRecord`] wraps the protocols' [`Record`]), [`check`] the writer's
-//!   scope and the derivation links, find the [`related`] records (same object, kind and access
-//!   rule, overlapping validity) and classify each pair ([`relations`], [`classify`];
-//!   [`Relation`]: duplicate, corroborates, supersedes, superseded-by, conflicts, disputes), then
-//!   apply: supersede where the revision is clear (invalidating what was derived from the
-//!   replaced record), keep both sides with a [`VerificationNeed`] where it is not. A claim never
-//!   supersedes a record it derives from, and the [`WriteReport`] gives the statuses the write
-//!   left.
+//!   claim candidates ([`MemoryRecord`] wraps the protocols' [`ProvenanceRecord`]), [`check`]
+//!   the writer's scope and the derivation links, find the [`related`] records (same object,
+//!   kind and access rule, overlapping validity) and classify each pair ([`relations`],
+//!   [`classify`]; [`Relation`]: duplicate, corroborates, supersedes, superseded-by, conflicts,
+//!   disputes), then apply: supersede where the revision is clear (invalidating what was derived
+//!   from the replaced record), keep both sides with a [`VerificationNeed`] where it is not. A
+//!   claim never supersedes a record it derives from, and the [`WriteReport`] gives the statuses
+//!   the write left.
 //! * [`Memory`] keeps one namespace's [`MemoryView`] under one store key and commits each
 //!   operation with one CAS on its version; on a conflict it re-runs the pure step against the
 //!   view that won, so concurrent updates are merged, never overwritten.
@@ -60,7 +60,7 @@
 //! No I/O, no clock: time is always an argument, ids are chosen by the caller.
 //!
 //! [`Source`]: quorate_protocols::Source
-//! [`Record`]: quorate_protocols::Record
+//! [`ProvenanceRecord`]: quorate_protocols::ProvenanceRecord
 //! [`EvidenceRef`]: quorate_protocols::EvidenceRef
 
 #![forbid(unsafe_code)]
@@ -85,7 +85,7 @@ pub use error::{CommitError, ForgetError, ParameterError, ResolveError, WriteErr
 pub use forget::{delete, deprioritize, evict_from_hot, expire, expire_due, Forget, ForgetReport};
 pub use freshness::{Freshness, FreshnessPolicy, Hazard};
 pub use memory::{Committed, Memory, Recall, Snapshot};
-pub use observation::{split, Candidates, ClaimSpec, Observation};
+pub use observation::{split, Candidates, ClaimSpec, MemoryObservation};
 pub use record::{
     access_within, estimate_tokens, independent_sources, terms, MemoryRecord, Principal,
     FULL_PRIORITY,

@@ -13,7 +13,7 @@ use quorate_state::{update, Change, Store, StoreError, Versioned};
 use crate::error::{CommitError, ForgetError, ResolveError, WriteError};
 use crate::forget::{expire_due, Forget, ForgetReport};
 use crate::freshness::FreshnessPolicy;
-use crate::observation::Observation;
+use crate::observation::MemoryObservation;
 use crate::record::Principal;
 use crate::resolve::{resolve, ResolveReport};
 use crate::retrieve::{retrieve, Query, Retrieval};
@@ -79,7 +79,7 @@ impl Recall {
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let memory = Memory::new(MemoryStore::new(), "acme");
 /// let ops = AccessRule { tenant: "acme".into(), principal: None, task: None };
-/// let observation = Observation {
+/// let observation = MemoryObservation {
 ///     event: RecordId::from_u128(1),
 ///     episode: "read the warehouse database".into(),
 ///     source: Source { name: "warehouse-db".into(), version: "r7".into() },
@@ -173,7 +173,7 @@ impl<S: Store<MemoryView>> Memory<S> {
     pub async fn write(
         &self,
         authority: &AccessRule,
-        observation: &Observation,
+        observation: &MemoryObservation,
     ) -> Result<Committed<WriteReport>, CommitError<WriteError>> {
         self.update(|view| write(view, authority, observation))
             .await

@@ -1,10 +1,10 @@
-//! What arrives at the memory ([`Observation`], [`ClaimSpec`]) and step 1 of the write path,
+//! What arrives at the memory ([`MemoryObservation`], [`ClaimSpec`]) and step 1 of the write path,
 //! [`split`]: the event record and one claim candidate per claim, each bound to the
 //! observation's source and version, access rule and status, and marked derived when the
 //! observation is a model's inference.
 
 use quorate_protocols::{
-    AccessRule, EvidenceStatus, MemoryKind, Record, RecordId, Source, Timestamp, Validity,
+    AccessRule, EvidenceStatus, MemoryKind, ProvenanceRecord, RecordId, Source, Timestamp, Validity,
 };
 use serde::{Deserialize, Serialize};
 
@@ -54,7 +54,7 @@ impl ClaimSpec {
 
 /// What an agent or tool saw (or what a model inferred), as it arrives at the memory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observation {
+pub struct MemoryObservation {
     /// Id for the event record (the episode "this source said this, then").
     pub event: RecordId,
     /// Description of what happened.
@@ -85,14 +85,14 @@ pub struct Candidates {
 }
 
 fn new_record(
-    obs: &Observation,
+    obs: &MemoryObservation,
     id: RecordId,
     kind: MemoryKind,
     object: String,
     claim: String,
     validity: Validity,
-) -> Record {
-    Record {
+) -> ProvenanceRecord {
+    ProvenanceRecord {
         id,
         kind,
         object,
@@ -109,7 +109,7 @@ fn new_record(
 /// Step 1: the event record and one candidate per claim, each carrying the observation's source
 /// and version, access rule, status and derivation links. Checks what needs no memory: status,
 /// blank claims, empty validity, task-less working memory.
-pub fn split(obs: &Observation) -> Result<Candidates, WriteError> {
+pub fn split(obs: &MemoryObservation) -> Result<Candidates, WriteError> {
     let derived = !obs.derived_from.is_empty();
     match obs.status {
         EvidenceStatus::Verified if derived => {

@@ -1,9 +1,11 @@
-//! [`MemoryRecord`]: a provenance [`Record`] plus what the memory needs around it, and the access
+//! [`MemoryRecord`]: a [`ProvenanceRecord`] plus what the memory needs around it, and the access
 //! rules ([`Principal`], [`access_within`]).
 
 use std::collections::BTreeSet;
 
-use quorate_protocols::{AccessRule, EvidenceStatus, Record, RecordId, TaskId, Timestamp};
+use quorate_protocols::{
+    AccessRule, EvidenceStatus, ProvenanceRecord, RecordId, TaskId, Timestamp,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ScopeViolation;
@@ -11,19 +13,19 @@ use crate::error::ScopeViolation;
 /// Priority of a record that was never deprioritised (a percentage).
 pub const FULL_PRIORITY: u8 = 100;
 
-/// A [`Record`] as the memory keeps it.
+/// A [`ProvenanceRecord`] as the memory keeps it.
 ///
-/// Why a wrapper: `quorate_protocols::Record` is the wire shape of a claim and its provenance.
-/// The memory also needs links and bookkeeping that are not part of the claim and that the write
-/// path, not the writer, maintains: the supersede links (`supersedes`, `superseded_by`; the
-/// record only has a status), which derived records were invalidated and by what, whether the
-/// record is an observation's event record and which event a claim was split from, the retrieval
-/// keys and token cost, the retrieval priority and the hot-context flag. The fields are private:
-/// only the memory's operations change them, and the inner record's source, derivation links and
-/// access rule are never changed after the write.
+/// Why a wrapper: `quorate_protocols::ProvenanceRecord` is the wire shape of a claim and its
+/// provenance. The memory also needs links and bookkeeping that are not part of the claim and
+/// that the write path, not the writer, maintains: the supersede links (`supersedes`,
+/// `superseded_by`; the record only has a status), which derived records were invalidated and by
+/// what, whether the record is an observation's event record and which event a claim was split
+/// from, the retrieval keys and token cost, the retrieval priority and the hot-context flag. The
+/// fields are private: only the memory's operations change them, and the inner record's source,
+/// derivation links and access rule are never changed after the write.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryRecord {
-    pub(crate) record: Record,
+    pub(crate) record: ProvenanceRecord,
     pub(crate) is_event: bool,
     pub(crate) event: Option<RecordId>,
     pub(crate) terms: BTreeSet<String>,
@@ -38,7 +40,7 @@ pub struct MemoryRecord {
 impl MemoryRecord {
     /// The claim and its provenance.
     #[must_use]
-    pub fn record(&self) -> &Record {
+    pub fn record(&self) -> &ProvenanceRecord {
         &self.record
     }
 
@@ -266,7 +268,7 @@ pub(crate) fn normalized_claim(claim: &str) -> String {
 /// use quorate_memory::independent_sources;
 /// use quorate_protocols::*;
 ///
-/// let obs = |id: u128, source: &str, derived: Vec<RecordId>| Record {
+/// let obs = |id: u128, source: &str, derived: Vec<RecordId>| ProvenanceRecord {
 ///     id: RecordId::from_u128(id), kind: MemoryKind::Semantic, object: "sku-42".into(),
 ///     claim: "12 in stock".into(),
 ///     source: Source { name: source.into(), version: "1".into() },
@@ -282,7 +284,7 @@ pub(crate) fn normalized_claim(claim: &str) -> String {
 /// assert_eq!(independent_sources(&records), 2);
 /// ```
 #[must_use]
-pub fn independent_sources<'a>(records: impl IntoIterator<Item = &'a Record>) -> usize {
+pub fn independent_sources<'a>(records: impl IntoIterator<Item = &'a ProvenanceRecord>) -> usize {
     records
         .into_iter()
         .filter(|r| r.is_independent())

@@ -106,12 +106,12 @@ pub fn resolve(
 mod tests {
     use super::*;
     use crate::fixtures::{observation, tenant};
-    use crate::observation::Observation;
+    use crate::observation::MemoryObservation;
     use crate::write::write;
 
     /// One semantic claim about `price/sku-42`, read from `source` at version 1 at time `n`.
-    fn obs(n: u128, source: &str, claim: &str, derived: Vec<RecordId>) -> Observation {
-        Observation {
+    fn obs(n: u128, source: &str, claim: &str, derived: Vec<RecordId>) -> MemoryObservation {
+        MemoryObservation {
             derived_from: derived,
             ..observation(n, source, "1", n as u64, "price/sku-42", claim)
         }

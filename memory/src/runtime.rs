@@ -9,7 +9,7 @@
 //! observation (which supersedes the stale record and invalidates what was derived from it),
 //! and ask again.
 
-use quorate_protocols::{EvidenceRef, Precondition, Record, RecordId, Source, Version};
+use quorate_protocols::{EvidenceRef, Precondition, ProvenanceRecord, RecordId, Source, Version};
 
 /// The address of one record of the memory at `memory_key`: `<memory_key>/<record id>`.
 #[must_use]
@@ -73,7 +73,7 @@ pub enum BeforeWrite {
 
 /// Compares the version `record` was observed at with the target's `current` version. The
 /// target's store key is the record's object.
-pub fn before_write(record: &Record, current: Option<Version>) -> BeforeWrite {
+pub fn before_write(record: &ProvenanceRecord, current: Option<Version>) -> BeforeWrite {
     match (source_store_version(&record.source), current) {
         (Some(held), Some(now)) if held == now => BeforeWrite::Ready(Precondition::KeyAtVersion {
             key: record.object.clone(),
@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn stale_records_must_be_refreshed() {
-        let record = Record {
+        let record = ProvenanceRecord {
             id: RecordId::from_u128(1),
             kind: MemoryKind::Semantic,
             object: "inventory/sku-42".into(),

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use quorate_protocols::{EvidenceStatus, Record, RecordId, Timestamp};
+use quorate_protocols::{EvidenceStatus, ProvenanceRecord, RecordId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::record::{independent_sources, normalized_claim, MemoryRecord, Principal};
@@ -165,7 +165,7 @@ impl MemoryView {
     /// configuration-like records. Judged over what the reader may see, so a newer version in a
     /// scope the reader cannot read never makes a record stale for them.
     #[must_use]
-    pub fn is_latest_version(&self, reader: &Principal, record: &Record) -> bool {
+    pub fn is_latest_version(&self, reader: &Principal, record: &ProvenanceRecord) -> bool {
         !self.about(&record.object).any(|other| {
             let o = &other.record;
             o.source.name == record.source.name

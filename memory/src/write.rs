@@ -1,7 +1,7 @@
 //! The write path, as pure steps over explicit inputs:
 //!
-//! 1. [`split`] an [`Observation`] into its event record and claim candidates, binding the source
-//!    and its version to each and marking a model's inferences as derived;
+//! 1. [`split`] a [`MemoryObservation`] into its event record and claim candidates, binding the
+//!    source and its version to each and marking a model's inferences as derived;
 //! 2. [`check`] the writer's scope, the ids, and that derived records point at active sources
 //!    without widening their access;
 //! 3. for each claim, find the [`related`](crate::related) records (same object, kind and access
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::classify::{relations, Relation};
 use crate::error::WriteError;
-use crate::observation::{split, Candidates, Observation};
+use crate::observation::{split, Candidates, MemoryObservation};
 use crate::record::{access_within, authorize};
 use crate::view::{MemoryView, NeedId, VerificationNeed};
 
@@ -161,7 +161,7 @@ fn open_conflict(
 pub fn write(
     view: &MemoryView,
     authority: &AccessRule,
-    obs: &Observation,
+    obs: &MemoryObservation,
 ) -> Result<(MemoryView, WriteReport), WriteError> {
     let candidates = split(obs)?;
     check(view, authority, &candidates)?;
@@ -253,7 +253,7 @@ mod tests {
     use crate::fixtures::{observation, tenant};
 
     /// One semantic claim about `sku-42`, read from `source` at version `r<at>`.
-    fn obs(n: u128, source: &str, at: u64, claim: &str) -> Observation {
+    fn obs(n: u128, source: &str, at: u64, claim: &str) -> MemoryObservation {
         observation(n, source, &format!("r{at}"), at, "sku-42", claim)
     }
 

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use common::{arb_obs, build};
 use proptest::prelude::*;
-use quorate_memory::{write, ClaimOutcome, Memory, MemoryView, Observation, Relation};
+use quorate_memory::{write, ClaimOutcome, Memory, MemoryObservation, MemoryView, Relation};
 use quorate_protocols::{
     AccessRule, EvidenceStatus, MemoryKind, RecordId, Source, Timestamp, Validity, Version,
 };
@@ -18,14 +18,14 @@ use quorate_state::{CasOutcome, DeleteOutcome, MemoryStore, Store, StoreError, V
 /// A store where, before each CAS, a concurrent writer commits its next queued observation.
 struct RacingStore {
     inner: MemoryStore<MemoryView>,
-    interlopers: Mutex<VecDeque<(AccessRule, Observation)>>,
+    interlopers: Mutex<VecDeque<(AccessRule, MemoryObservation)>>,
     /// Ids the interlopers stored, per their own reports.
     stored_by_interlopers: Mutex<Vec<RecordId>>,
     injected: Mutex<u32>,
 }
 
 impl RacingStore {
-    fn new(interlopers: Vec<(AccessRule, Observation)>) -> Self {
+    fn new(interlopers: Vec<(AccessRule, MemoryObservation)>) -> Self {
         Self {
             inner: MemoryStore::new(),
             interlopers: Mutex::new(interlopers.into()),
@@ -141,13 +141,13 @@ proptest! {
     }
 }
 
-fn inventory(id: u128, source: &str, at: u64, claim: &str) -> (AccessRule, Observation) {
+fn inventory(id: u128, source: &str, at: u64, claim: &str) -> (AccessRule, MemoryObservation) {
     let ops = AccessRule {
         tenant: "acme".into(),
         principal: None,
         task: None,
     };
-    let obs = Observation {
+    let obs = MemoryObservation {
         event: RecordId::from_u128(id * 100),
         episode: format!("read {source}"),
         source: Source {

@@ -7,8 +7,8 @@ mod common;
 use common::timeless;
 use quorate_memory::ClaimSpec;
 use quorate_memory::{
-    write, ClaimOutcome, FreshnessPolicy, MemoryView, Observation, Principal, Query, Relation,
-    Retrieval, WriteReport,
+    write, ClaimOutcome, FreshnessPolicy, MemoryObservation, MemoryView, Principal, Query,
+    Relation, Retrieval, WriteReport,
 };
 use quorate_protocols::{
     AccessRule, EvidenceStatus, MemoryKind, RecordId, Source, Timestamp, Validity,
@@ -43,8 +43,8 @@ fn obs(
     access: AccessRule,
     object: &str,
     claim: &str,
-) -> Observation {
-    Observation {
+) -> MemoryObservation {
+    MemoryObservation {
         event: id(100 + n),
         episode: format!("{source} reported on {object}"),
         source: Source {
@@ -66,14 +66,14 @@ fn obs(
 }
 
 /// `o` with its claims procedural.
-fn procedural(mut o: Observation) -> Observation {
+fn procedural(mut o: MemoryObservation) -> MemoryObservation {
     for c in &mut o.claims {
         c.kind = MemoryKind::Procedural;
     }
     o
 }
 
-fn apply(view: &MemoryView, o: &Observation) -> (MemoryView, WriteReport) {
+fn apply(view: &MemoryView, o: &MemoryObservation) -> (MemoryView, WriteReport) {
     write(view, &shared(), o).expect("write accepted")
 }
 
@@ -110,7 +110,7 @@ fn a_derivation_never_erases_itself_or_its_source() {
         &MemoryView::new(),
         &obs(1, "erp", "r1", 10, shared(), "order/7", "order 7 paid"),
     );
-    let step = |n: u128, from: u128, at: u64, claim: &str| Observation {
+    let step = |n: u128, from: u128, at: u64, claim: &str| MemoryObservation {
         derived_from: vec![id(from)],
         ..obs(n, "model", "m1", at, shared(), "plan/7", claim)
     };
@@ -219,7 +219,7 @@ fn a_derivation_ends_with_what_it_was_derived_from() {
         until: Some(Timestamp(5_000)),
     };
     let (v, _) = apply(&MemoryView::new(), &promo);
-    let quote = Observation {
+    let quote = MemoryObservation {
         derived_from: vec![id(1)],
         ..obs(
             2,

@@ -10,11 +10,12 @@ use common::{arb_obs, arb_reader, build, everything, timeless, ALL_STATUSES};
 use proptest::prelude::*;
 use quorate_memory::{
     deprioritize, evict_from_hot, expire_due, objective, retrieve, select_using, terms, write,
-    ClaimSpec, Freshness, FreshnessPolicy, Hazard, Item, MemoryView, Method, Observation,
+    ClaimSpec, Freshness, FreshnessPolicy, Hazard, Item, MemoryObservation, MemoryView, Method,
     Principal, Query,
 };
 use quorate_protocols::{
-    AccessRule, EvidenceStatus, MemoryKind, Record, RecordId, Source, TaskId, Timestamp, Validity,
+    AccessRule, EvidenceStatus, MemoryKind, ProvenanceRecord, RecordId, Source, TaskId, Timestamp,
+    Validity,
 };
 
 /// The access rule, restated independently of the crate: same tenant, principal unset or equal,
@@ -70,7 +71,7 @@ proptest! {
         // Validity at `now`, restated: from ≤ now < until, each bound optional, for the record
         // and everything it was derived from.
         let holds = |v: &Validity| v.from.is_none_or(|f| f.0 <= now) && v.until.is_none_or(|u| now < u.0);
-        let valid = |r: &Record| {
+        let valid = |r: &ProvenanceRecord| {
             let mut stack = vec![r.clone()];
             while let Some(r) = stack.pop() {
                 if !holds(&r.validity) {
@@ -210,8 +211,8 @@ fn claim(
     source: &str,
     version: &str,
     at: u64,
-) -> Observation {
-    Observation {
+) -> MemoryObservation {
+    MemoryObservation {
         event: RecordId::from_u128(id + 1000),
         episode: "noted".into(),
         source: Source {

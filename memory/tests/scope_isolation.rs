@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
 use quorate_memory::{
-    expire_due, resolve, retrieve, write, Forget, FreshnessPolicy, MemoryView, Observation,
+    expire_due, resolve, retrieve, write, Forget, FreshnessPolicy, MemoryObservation, MemoryView,
     Principal, Query, Retrieval,
 };
 use quorate_protocols::{AccessRule, RecordId, Timestamp};
@@ -48,7 +48,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
 /// One operation with its ids, target and authority fixed.
 #[derive(Clone, Debug)]
 enum Step {
-    Write(AccessRule, Observation),
+    Write(AccessRule, MemoryObservation),
     Resolve(RecordId, AccessRule),
     Forget(Forget, AccessRule),
     ExpireDue(Timestamp),

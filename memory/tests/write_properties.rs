@@ -178,7 +178,7 @@ impl Driver {
             return Ok(());
         };
         self.check_derivation(&obs, &next, &report)?;
-        let written = |o: &quorate_memory::Observation,
+        let written = |o: &quorate_memory::MemoryObservation,
                        claim: Option<&quorate_memory::ClaimSpec>| Written {
             source: o.source.clone(),
             derived_from: o.derived_from.clone(),
@@ -239,7 +239,7 @@ impl Driver {
     /// write produced.
     fn check_derivation(
         &mut self,
-        obs: &quorate_memory::Observation,
+        obs: &quorate_memory::MemoryObservation,
         next: &MemoryView,
         report: &WriteReport,
     ) -> Result<(), TestCaseError> {

@@ -213,7 +213,7 @@ uuid_id!(
     new_v4
 );
 uuid_id!(
-    /// Identifies one provenance record ([`Record`](crate::Record)). UUID v7: records sort by
+    /// Identifies one [`ProvenanceRecord`](crate::ProvenanceRecord). UUID v7: records sort by
     /// creation (to the millisecond; exactly for ids made on one thread).
     RecordId,
     now_v7

@@ -15,9 +15,13 @@
 //! * Every message is an [`Envelope`]: ids, stamped [`Sender`], attempt, state [`Version`],
 //!   evidence, [`ResultKind`], dedupe key and correlation id. Bytes from the outside go through
 //!   [`decode_envelope`], which enforces [`Limits`] before parsing.
+//! * The payloads the envelopes carry between supervisor (or peer) and worker are in [`wire`]:
+//!   [`wire::Assignment`] and [`wire::Control`] to a worker, [`wire::Report`] (an
+//!   [`wire::Outcome`], what was spent, the gate's [`wire::CallEvent`]s) back. Plain serde data:
+//!   the same on actix in one process and between processes.
 //! * A side-effecting tool call is an action: [`ActionId`] bound to the [`ParamDigest`] of its
 //!   parameters, living through the [`ActionState`] machine (with an explicit *outcome unknown*).
-//! * What agents learn is kept as provenance [`Record`]s.
+//! * What agents learn is kept as [`ProvenanceRecord`]s.
 
 #![forbid(unsafe_code)]
 
@@ -33,6 +37,7 @@ pub mod mutant;
 mod plan;
 mod record;
 mod version;
+pub mod wire;
 
 pub use action::{ActionId, DigestParseError, ParamDigest};
 pub use budget::{Budget, BudgetError, Component};
@@ -47,5 +52,7 @@ pub use plan::{
     Acceptance, Check, NodeId, NodeIdError, NodeSpec, Plan, PlanError, PlanSpec, Precondition,
     MAX_NODE_ID_LEN,
 };
-pub use record::{AccessRule, EvidenceStatus, MemoryKind, Record, Source, Timestamp, Validity};
+pub use record::{
+    AccessRule, EvidenceStatus, MemoryKind, ProvenanceRecord, Source, Timestamp, Validity,
+};
 pub use version::Version;

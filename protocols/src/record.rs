@@ -1,7 +1,7 @@
 //! Provenance records: claims with their source, validity, access rule and evidence status.
 //!
 //! A record that a model inferred is *derived*: it lists the records it came from in
-//! `derived_from` and never counts as an independent source ([`Record::is_independent`]).
+//! `derived_from` and never counts as an independent source ([`ProvenanceRecord::is_independent`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -101,7 +101,7 @@ pub struct AccessRule {
 /// A claim with its provenance.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Record {
+pub struct ProvenanceRecord {
     /// The record's id.
     pub id: RecordId,
     /// Working, episodic, semantic or procedural.
@@ -125,7 +125,7 @@ pub struct Record {
     pub derived_from: Vec<RecordId>,
 }
 
-impl Record {
+impl ProvenanceRecord {
     /// `true` for records inferred from others (a model's stored answer, a summary).
     #[must_use]
     pub fn is_derived(&self) -> bool {
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn derived_records_are_not_independent() {
-        let mut r = Record {
+        let mut r = ProvenanceRecord {
             id: RecordId::from_u128(1),
             kind: MemoryKind::Semantic,
             object: "inventory/sku-42".into(),

@@ -9,10 +9,12 @@
 //! * `RedbStore` and `RedbLog` on a `RedbDb` (feature `redb`): the durable backend, one
 //!   crash-safe file holding many runs (docs/durable.md).
 //! * Ledgers built only on CAS, so they work on any backend: [`BudgetLedger`] (hierarchical
-//!   budget accounts: reserve before spending, settle after, return what is unused),
-//!   [`DedupeRegistry`] (first sighting wins; not used by the runtime yet, whose supervisor keeps
-//!   each task's dedupe keys in its core) and [`IdempotencyRegistry`] (one `ActionId`, one set of
-//!   parameters, one effect).
+//!   budget accounts: reserve before spending, settle after, return what is unused) and
+//!   [`IdempotencyRegistry`] (one `ActionId`, one set of parameters, one effect: the
+//!   store-backed form of a worker's action book, whose [`ActionRecord`]s it keeps, read back
+//!   per task for a worker that takes the task over).
+//!   Envelopes are deduplicated by the cores themselves (the supervisor keeps each task's dedupe
+//!   keys), not by a ledger.
 //! * [`update`]: the one CAS-retry loop (read, pure update, CAS, retry from the value that won)
 //!   under the ledgers and `quorate-memory`; it reports the committed version and the conflicts
 //!   lost ([`Updated`]).
@@ -40,8 +42,7 @@ use std::sync::Arc;
 pub use durable::{Commit, RedbDb, RedbLog, RedbOptions, RedbStore};
 pub use ledger::{
     Account, AccountId, AccountMap, ActionRecord, Begin, BudgetLedger, BudgetLedgerError,
-    DedupeError, DedupeRegistry, DedupeSet, IdempotencyError, IdempotencyRegistry, LedgerError,
-    ReservationId, Settlement, Sighting,
+    IdempotencyError, IdempotencyRegistry, LedgerError, ReservationId, Settlement,
 };
 pub use log::{RunLog, Seq};
 pub use memory::{MemoryLog, MemoryStore};

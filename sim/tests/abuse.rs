@@ -9,15 +9,15 @@
 //! * self-loops, unknown dependencies and capability widening in plans.
 
 use quorate_coordinator::{
-    Effect, EventKind, InputRefused, Rejection, SupervisorConfig, SupervisorCore,
+    EventKind, InputRefused, Rejection, SupervisorConfig, SupervisorCore, SupervisorEffect,
 };
+use quorate_protocols::wire::{ActionCounts, Assignment, Outcome, Report};
 use quorate_protocols::{
     decode_envelope, encode_envelope, AgentId, Budget, Capabilities, Component, DecodeError,
     Envelope, EvidenceRef, Limits, NodeSpec, PlanError, PlanSpec, ResultKind, Role, RunId, Sender,
     TaskId, TaskState, Version,
 };
 use quorate_state::{Account, AccountId, LedgerError};
-use quorate_workers::messages::{ActionCounts, Assignment, Outcome, Report};
 use serde_json::json;
 
 fn worker(i: u128) -> Sender {
@@ -70,8 +70,8 @@ impl Core {
     fn drain(&mut self) {
         while let Some(e) = self.core.poll_effect() {
             match e {
-                Effect::Dispatch { envelope, .. } => self.dispatched.push(*envelope),
-                Effect::Record(record) => self.events.push(record.kind),
+                SupervisorEffect::Dispatch { envelope, .. } => self.dispatched.push(*envelope),
+                SupervisorEffect::Record(record) => self.events.push(record.kind),
                 _ => {}
             }
         }

@@ -4,7 +4,7 @@
 //! * [`topology`] with [`topology_model`]: star vs all-to-all on real actors with a counting
 //!   transport; counted messages, bytes, modelled context tokens and the largest context one
 //!   agent reads per round, beside their closed forms; wall times repeated.
-//! * [`voting`] with [`models`], [`plurality`] and the runtime primitive [`vote`]: accuracy of
+//! * [`voting`] with [`models`], [`plurality`] and the runtime primitive [`vote`](quorate_coordinator::vote): accuracy of
 //!   naive and source-deduplicated majority or plurality votes under five correlation models,
 //!   Monte Carlo (Wilson intervals) beside exact closed forms (log space, finite at any n), part
 //!   of the trials run through worker actors.
@@ -30,7 +30,6 @@ mod runtime_voters;
 pub mod stats;
 pub mod topology;
 pub mod topology_model;
-pub mod vote;
 pub mod vote_data;
 pub mod vote_matrix;
 pub mod voting;

@@ -6,7 +6,7 @@
 //! `j` with weight `w_j` ([`WrongAnswers`]: uniform over the `k - 1`, or one *attractor* taking
 //! `w` and the rest sharing `1 - w`). The answer with the most votes wins; a tie between the top
 //! answers is broken by a seeded coin, uniformly over the tied answers (the runtime's
-//! [`MajorityVote`](super::vote::MajorityVote) with [`TiePolicy::Draw`](super::vote::TiePolicy)),
+//! [`MajorityVote`](quorate_coordinator::vote::MajorityVote) with [`TiePolicy::Draw`](quorate_coordinator::vote::TiePolicy)),
 //! so the correct answer tied with `t` wrong ones earns `1 / (t + 1)` in expectation.
 //!
 //! ## Exact where a closed form exists

@@ -16,7 +16,7 @@ use quorate_workers::{
     ToolRegistry, WorkerActor, WorkerConfig,
 };
 
-use super::vote::Ballot;
+use quorate_coordinator::vote::Ballot;
 
 /// Prefix of the evidence line a voter reads.
 const EVIDENCE: &str = "evidence says: ";

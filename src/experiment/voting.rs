@@ -35,7 +35,7 @@ use super::plurality::{
 };
 use super::runtime_voters::RuntimeVoters;
 use super::stats::{wilson95, PairwiseErrors};
-use super::vote::{Ballot, Decision, MajorityVote, TiePolicy, VoteConfig};
+use quorate_coordinator::vote::{Ballot, Decision, MajorityVote, TiePolicy, VoteConfig};
 
 pub use super::runtime_voters::VoterAgent;
 

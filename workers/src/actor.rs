@@ -16,9 +16,9 @@ use tracing::Instrument;
 
 use crate::agent::AgentRegistry;
 use crate::core::{Effect, InputError, WorkerConfig, WorkerCore};
-use crate::messages::{Assignment, Control, Report};
 use crate::telemetry::{ATTEMPT_SPAN, CALL_DURATION_SECONDS, TOOL_CALL_SPAN, TOOL_QUERY_SPAN};
 use crate::tool::{ToolAnswer, ToolRegistry};
+use quorate_protocols::wire::{Assignment, Control, Report};
 
 /// Supervisor -> worker: work on a task.
 #[derive(Clone, Debug, Message)]

@@ -8,9 +8,9 @@ use quorate_protocols::{ActionId, AgentId, Budget, Envelope, NodeId, ResultKind,
 use serde_json::json;
 
 use super::*;
-use crate::messages::Outcome;
 use crate::scripted::{ScriptBook, World};
 use crate::testing::{script, supervisor, Driver};
+use quorate_protocols::wire::Outcome;
 
 #[derive(Default)]
 struct Collector(Arc<Mutex<Vec<Envelope<Report>>>>);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use quorate_protocols::{ActionId, Budget, Capabilities, NodeId, ResultKind, TaskId};
 
 use crate::gate::GateRejection;
-use crate::messages::{Assignment, TaskInput};
+use quorate_protocols::wire::{Assignment, TaskInput};
 
 /// What an agent knows when it proposes a step.
 #[derive(Clone, Copy, Debug)]

@@ -3,12 +3,14 @@
 //!
 //! It is kept per task across attempts on one worker, so a later attempt that proposes the same
 //! [`ActionId`] gets the recorded answer instead of a second effect. It is pure and in memory;
-//! the persistent `quorate_state::IdempotencyRegistry` can back it later without changing the
-//! gate.
+//! its records are [`ActionRecord`]s of `quorate_state`, the same the store-backed
+//! [`IdempotencyRegistry`](quorate_state::IdempotencyRegistry) keeps, so a worker that takes a
+//! task over can [`import`](ActionBook::import) the book the registry read back.
 
 use std::collections::BTreeMap;
 
 use quorate_protocols::{ActionEvent, ActionId, ActionState, ActionTransitionError, ParamDigest};
+use quorate_state::ActionRecord;
 
 use crate::tool::ToolAnswer;
 
@@ -21,23 +23,6 @@ pub enum Resolved {
     Failed,
     /// The action had succeeded before: this answer is a second effect.
     DuplicateEffect,
-}
-
-/// What the book knows about one action.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ActionRecord {
-    /// The tool.
-    pub tool: String,
-    /// Digest of the parameters the id is bound to.
-    pub digest: ParamDigest,
-    /// Where the action is in its life.
-    pub state: ActionState,
-    /// The recorded output once it succeeded.
-    pub output: Option<serde_json::Value>,
-    /// A query by id found nothing committed (so a retry may be considered).
-    pub queried_absent: bool,
-    /// Successful answers seen for this id (more than one is a duplicate effect).
-    pub successes: u32,
 }
 
 /// An action event could not be applied.
@@ -85,14 +70,7 @@ impl ActionBook {
         }
         self.records.insert(
             action,
-            ActionRecord {
-                tool: tool.to_owned(),
-                digest,
-                state: ActionState::Proposed,
-                output: None,
-                queried_absent: false,
-                successes: 0,
-            },
+            ActionRecord::new(tool, digest, ActionState::Proposed),
         );
         true
     }
@@ -101,14 +79,26 @@ impl ActionBook {
     /// as `outcome-unknown`: the gate queries the tool by id before anything else is done
     /// with it. Changes nothing if the id is recorded already.
     pub fn restore_unknown(&mut self, action: ActionId, tool: &str, digest: ParamDigest) {
-        self.records.entry(action).or_insert_with(|| ActionRecord {
-            tool: tool.to_owned(),
-            digest,
-            state: ActionState::OutcomeUnknown,
-            output: None,
-            queried_absent: false,
-            successes: 0,
-        });
+        self.records
+            .entry(action)
+            .or_insert_with(|| ActionRecord::new(tool, digest, ActionState::OutcomeUnknown));
+    }
+
+    /// Takes over a task's book as another worker left it (read back from the store with
+    /// [`IdempotencyRegistry::book`](quorate_state::IdempotencyRegistry::book)): every record
+    /// is kept, and an action that was in flight (`validated` or `executing`: it may have been
+    /// sent) becomes `outcome-unknown`, so the gate queries its tool by id before anything else
+    /// is done with it. Ids already in this book keep their record here.
+    pub fn import(&mut self, records: impl IntoIterator<Item = (ActionId, ActionRecord)>) {
+        for (action, mut record) in records {
+            if matches!(
+                record.state,
+                ActionState::Validated | ActionState::Executing
+            ) {
+                record.state = ActionState::OutcomeUnknown;
+            }
+            self.records.entry(action).or_insert(record);
+        }
     }
 
     /// Applies `event` through [`ActionState::on`].
@@ -121,15 +111,9 @@ impl ActionBook {
             .records
             .get_mut(&action)
             .ok_or(BookError::UnknownAction { action })?;
-        let next = record
-            .state
+        record
             .on(event)
-            .map_err(|source| BookError::Transition { action, source })?;
-        record.state = next;
-        if next == ActionState::Executing {
-            record.queried_absent = false;
-        }
-        Ok(next)
+            .map_err(|source| BookError::Transition { action, source })
     }
 
     /// Applies a tool's answer (to the call, or to a query by id): success moves the action to
@@ -155,8 +139,7 @@ impl ActionBook {
             ToolAnswer::Err { .. } if unknown => (ActionEvent::FoundAbsent, Resolved::Failed),
             ToolAnswer::Err { .. } => (ActionEvent::Failed, Resolved::Failed),
         };
-        record.state = record
-            .state
+        record
             .on(event)
             .map_err(|source| BookError::Transition { action, source })?;
         if let ToolAnswer::Ok { output, .. } = answer {
@@ -178,5 +161,54 @@ impl ActionBook {
     pub fn forget_ended_without_effect(&mut self) {
         self.records
             .retain(|_, r| !matches!(r.state, ActionState::Failed | ActionState::Rejected));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorate_protocols::TaskId;
+    use serde_json::json;
+
+    fn record(state: ActionState) -> ActionRecord {
+        ActionRecord::new("save", ParamDigest::of(&json!({"row": 7})), state)
+    }
+
+    #[test]
+    fn import_makes_in_flight_actions_unknown_and_keeps_the_rest() {
+        let task = TaskId::from_u128(1);
+        let id = |step| ActionId::new(task, step, 0);
+        let mut done = record(ActionState::Succeeded);
+        done.output = Some(json!("saved"));
+        let mut book = ActionBook::default();
+        assert!(book.propose(id(4), "save", ParamDigest::of(&json!(0))));
+        book.import([
+            (id(0), record(ActionState::Validated)),
+            (id(1), record(ActionState::Executing)),
+            (id(2), done.clone()),
+            (id(3), record(ActionState::OutcomeUnknown)),
+            (id(4), record(ActionState::Executing)),
+        ]);
+        let state = |step| book.get(&id(step)).map(|r| r.state);
+        assert_eq!(state(0), Some(ActionState::OutcomeUnknown));
+        assert_eq!(state(1), Some(ActionState::OutcomeUnknown));
+        assert_eq!(book.get(&id(2)), Some(&done));
+        assert_eq!(state(3), Some(ActionState::OutcomeUnknown));
+        // An id this book already had keeps its own record.
+        assert_eq!(state(4), Some(ActionState::Proposed));
+    }
+
+    #[test]
+    fn an_imported_unknown_action_is_resolved_by_its_query() {
+        let action = ActionId::new(TaskId::from_u128(2), 0, 0);
+        let mut book = ActionBook::default();
+        book.import([(action, record(ActionState::Executing))]);
+        let found = ToolAnswer::Ok {
+            output: json!("saved"),
+            changed: true,
+            cost: quorate_protocols::Budget::ZERO,
+        };
+        assert_eq!(book.resolve(action, &found), Ok(Resolved::Succeeded));
+        assert_eq!(book.get(&action).unwrap().output, Some(json!("saved")));
     }
 }

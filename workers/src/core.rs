@@ -23,10 +23,11 @@ use quorate_protocols::{ActionId, AgentId, Envelope, ResultKind, Role, Sender, T
 
 use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
-use crate::book::{ActionBook, ActionRecord};
+use crate::book::ActionBook;
 use crate::history::History;
-use crate::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use crate::tool::{ToolAnswer, ToolRegistry};
+use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
+use quorate_state::ActionRecord;
 
 mod effect;
 mod input_error;
@@ -110,7 +111,7 @@ pub struct WorkerCore {
     calls: u64,
     effects: VecDeque<Effect>,
     /// Tasks with a sub-task's approval request out with the supervisor (see
-    /// [`Outcome::Quiet`](crate::messages::Outcome::Quiet)).
+    /// [`Outcome::Quiet`](quorate_protocols::wire::Outcome::Quiet)).
     relaying: Vec<TaskId>,
     /// The driver can check store preconditions (see [`WorkerCore::set_store_checks`]).
     store: bool,

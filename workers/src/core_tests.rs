@@ -4,9 +4,9 @@ use quorate_protocols::{ActionId, ActionState, Budget, Component, Envelope, Resu
 use serde_json::json;
 
 use crate::agent::{Agent, AgentContext, AgentRegistry, Proposal};
-use crate::messages::{Assignment, CallEvent, Control, Outcome};
 use crate::testing::{script, Driver};
 use crate::InputError;
+use quorate_protocols::wire::{Assignment, CallEvent, Control, Outcome};
 
 fn budget() -> Budget {
     Budget::new(20, 10, 1_000, 1_000)

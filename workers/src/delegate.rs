@@ -10,7 +10,7 @@ use quorate_protocols::{Budget, Capabilities, Envelope, NodeId, TaskId};
 use quorate_state::{Account, AccountId, LedgerError};
 
 use crate::agent::SubtaskSpec;
-use crate::messages::{Assignment, TaskInput};
+use quorate_protocols::wire::{Assignment, TaskInput};
 
 /// A delegation was refused; nothing was allocated.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

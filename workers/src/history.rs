@@ -11,7 +11,7 @@
 
 use quorate_protocols::{Budget, TaskId};
 
-use crate::messages::ActionCounts;
+use quorate_protocols::wire::ActionCounts;
 
 /// The last attempt of a task and what its attempts spent.
 #[derive(Clone, Copy, Debug)]

@@ -6,7 +6,10 @@
 //!
 //! A tour, in the order a task attempt meets the types:
 //!
-//! * The supervisor sends an [`Assignment`] in an envelope ([`AssignMsg`]). The worker picks an
+//! * The supervisor sends an [`Assignment`] in an envelope ([`AssignMsg`]). The payloads
+//!   ([`Assignment`], [`Control`], [`Report`] and what they carry) are defined in
+//!   [`quorate_protocols::wire`] and re-exported here; the actix messages that carry them
+//!   ([`AssignMsg`], [`ControlMsg`], [`ReportMsg`]...) are this crate's. The worker picks an
 //!   [`AgentFactory`] by role from its [`AgentRegistry`] and creates one [`Agent`] for the
 //!   attempt, and opens a budget account (`quorate_state::Account`) for the delegated slice.
 //! * The agent loop: every iteration charges one step, then asks the agent for a [`Proposal`]
@@ -30,8 +33,11 @@
 //! Decision logic (gate, book, progress, core) is pure: time comes in as an argument and
 //! effects come out of [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates.
 //!
-//! Not here yet: the persistent `quorate_state::IdempotencyRegistry` behind [`ActionBook`]
-//! (action records live in the worker's memory).
+//! The [`ActionBook`] lives in the worker's memory; its records are
+//! [`quorate_state::ActionRecord`]s, the ones the store-backed
+//! [`quorate_state::IdempotencyRegistry`] keeps, and [`ActionBook::import`] takes over a book read
+//! back from it. Not here yet: writing the book to the registry before each side-effecting call
+//! (worker failover, issue 16).
 
 #![forbid(unsafe_code)]
 
@@ -44,7 +50,6 @@ mod delegate;
 mod gate;
 mod history;
 mod journal;
-pub mod messages;
 mod progress;
 pub mod scripted;
 pub mod telemetry;
@@ -61,15 +66,15 @@ pub use agent::{
     Agent, AgentContext, AgentFactory, AgentRegistry, Faults, Observation, Proposal, SubtaskResult,
     SubtaskSpec, UnknownRole,
 };
-pub use book::{ActionBook, ActionRecord, BookError, Resolved};
+pub use book::{ActionBook, BookError, Resolved};
 pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
 pub use delegate::DelegationError;
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
 pub use journal::{ActionIntent, ActionJournal};
-pub use messages::{
+pub use progress::{ProgressDetector, ProgressVerdict};
+pub use quorate_protocols::wire::{
     ActionCounts, Assignment, CallEvent, Control, Outcome, ProgressSignature, Receipt, Report,
     TaskInput,
 };
-pub use progress::{ProgressDetector, ProgressVerdict};
 pub use scripted::{Script, ScriptBook, ScriptError, ScriptedAgent, ScriptedTool, World};
 pub use tool::{DuplicateTool, SideEffect, Tool, ToolAnswer, ToolFuture, ToolHandle, ToolRegistry};

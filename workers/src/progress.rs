@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use quorate_protocols::ParamDigest;
 
-use crate::messages::ProgressSignature;
+use quorate_protocols::wire::ProgressSignature;
 
 /// The detector's verdict on one observation.
 #[must_use]

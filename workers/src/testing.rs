@@ -11,9 +11,9 @@ use quorate_protocols::{
 
 use crate::agent::AgentRegistry;
 use crate::core::{Effect, WorkerConfig, WorkerCore};
-use crate::messages::{Assignment, Control, Report};
 use crate::scripted::{Script, ScriptBook, World};
 use crate::tool::ToolFuture;
+use quorate_protocols::wire::{Assignment, Control, Report};
 
 pub(crate) fn poll_once<T>(mut fut: ToolFuture<T>) -> Option<T> {
     let mut cx = Context::from_waker(Waker::noop());

@@ -50,7 +50,7 @@ impl SupervisorCore {
         envelope.attempt = slot.attempt;
         envelope.state_version = Version::new(u64::from(slot.version));
         self.messages.sent += 1;
-        self.effects.push_back(Effect::Control {
+        self.effects.push_back(SupervisorEffect::Control {
             worker,
             envelope: Box::new(envelope),
         });

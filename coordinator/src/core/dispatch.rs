@@ -18,13 +18,14 @@ impl SupervisorCore {
         let checks = crate::acceptance::store_checks(&self.plan, i);
         if !checks.is_empty() {
             self.tasks[i as usize].checking = true;
-            self.effects.push_back(Effect::CheckPreconditions {
-                ticket: CheckTicket {
-                    node: i,
-                    plan_version: self.plan_version,
-                },
-                checks,
-            });
+            self.effects
+                .push_back(SupervisorEffect::CheckPreconditions {
+                    ticket: CheckTicket {
+                        node: i,
+                        plan_version: self.plan_version,
+                    },
+                    checks,
+                });
             return;
         }
         if self.transition(now, i, TaskEvent::DependenciesMet) {
@@ -109,7 +110,7 @@ impl SupervisorCore {
             );
             self.messages.sent += 1;
             self.steps += 1;
-            self.effects.push_back(Effect::Dispatch {
+            self.effects.push_back(SupervisorEffect::Dispatch {
                 worker,
                 envelope: Box::new(envelope),
             });

@@ -1,8 +1,8 @@
-//! What the supervisor core asks its shell to do ([`Effect`]), and the message counters it
-//! keeps.
+//! What the supervisor core asks its shell to do ([`SupervisorEffect`]), and the message
+//! counters it keeps.
 
+use quorate_protocols::wire::{Assignment, Control};
 use quorate_protocols::{Envelope, Precondition};
-use quorate_workers::messages::{Assignment, Control};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Record, Rejection};
@@ -11,7 +11,7 @@ use crate::StopReason;
 /// What the shell must do.
 #[derive(Clone, Debug, PartialEq)]
 #[must_use]
-pub enum Effect {
+pub enum SupervisorEffect {
     /// Send an assignment to worker `worker`.
     Dispatch {
         /// Worker index.
@@ -54,7 +54,8 @@ pub enum Effect {
     Stop(StopReason),
 }
 
-/// Names a store-precondition check the core asked for (see [`Effect::CheckPreconditions`]).
+/// Names a store-precondition check the core asked for (see
+/// [`SupervisorEffect::CheckPreconditions`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckTicket {
     pub(super) node: u32,
@@ -70,8 +71,8 @@ impl CheckTicket {
     }
 }
 
-/// Names the task of an [`Effect::CommitResult`] by its id, which a task keeps across replans
-/// and resumes (a task a replan dropped is no longer found).
+/// Names the task of a [`SupervisorEffect::CommitResult`] by its id, which a task keeps across
+/// replans and resumes (a task a replan dropped is no longer found).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CommitTicket {
     pub(super) task: quorate_protocols::TaskId,

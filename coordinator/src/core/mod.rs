@@ -1,11 +1,11 @@
 //! The supervisor core: a plain state machine over one run.
 //!
 //! Inputs are methods named `handle_*` (with the current time in milliseconds passed in); the
-//! outputs are [`Effect`]s, drained with [`SupervisorCore::poll_effect`]. The core performs no
-//! I/O and reads no clock, so a seeded simulator, property tests and the actix shell all drive
-//! the same code. Call order: [`start`](SupervisorCore::start) once, then any `handle_*` in any
-//! order, draining effects after each, until [`stop_reason`](SupervisorCore::stop_reason) is
-//! `Some`.
+//! outputs are [`SupervisorEffect`]s, drained with [`SupervisorCore::poll_effect`]. The core
+//! performs no I/O and reads no clock, so a seeded simulator, property tests and the actix shell
+//! all drive the same code. Call order: [`start`](SupervisorCore::start) once, then any
+//! `handle_*` in any order, draining effects after each, until
+//! [`stop_reason`](SupervisorCore::stop_reason) is `Some`.
 
 mod approval;
 mod config;
@@ -20,23 +20,23 @@ mod resume;
 mod stop;
 mod task;
 
+pub(crate) use crate::rules::refuse;
 use crate::rules::{on_timeout, AttemptTimeouts, Expiry, ReplyGuard};
 pub use config::{ApprovalPolicy, ConfigError, SupervisorConfig};
-pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
+pub use effect::{CheckTicket, CommitTicket, MessageCounts, SupervisorEffect};
 pub use refusal::{InputRefused, ReplyRefusal};
 pub use replan::ReplanError;
-pub(crate) use crate::rules::refuse;
 pub use resume::ResumeError;
 use task::StateCounts;
 pub(crate) use task::{state_index, TaskSlot};
 
 use std::collections::{HashMap, VecDeque};
 
+use quorate_protocols::wire::{Control, Outcome, Report};
 use quorate_protocols::{
     AgentId, Budget, Envelope, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
 };
 use quorate_state::Account;
-use quorate_workers::messages::{Control, Outcome, Report};
 
 use crate::event::{Event, EventKind, Record, RecordTask, Rejection};
 use crate::{acceptance, StopReason};
@@ -73,11 +73,11 @@ pub struct SupervisorCore {
     counts: StateCounts,
     root: Account,
     granted_total: Budget,
-    effects: VecDeque<Effect>,
+    effects: VecDeque<SupervisorEffect>,
     seq: u64,
     steps: u64,
     messages: MessageCounts,
-    actions: quorate_workers::messages::ActionCounts,
+    actions: quorate_protocols::wire::ActionCounts,
     /// Tasks told to stop (cancel or rejected approval) whose worker has not acknowledged yet,
     /// by task id (a replan may drop or move the task meanwhile): the attempt told and its
     /// worker. The run's report waits for them (up to `attempt_timeout_ms`), so their actions
@@ -232,7 +232,7 @@ impl SupervisorCore {
         self.messages
     }
 
-    pub(crate) fn actions(&self) -> quorate_workers::messages::ActionCounts {
+    pub(crate) fn actions(&self) -> quorate_protocols::wire::ActionCounts {
         self.actions
     }
 
@@ -243,7 +243,7 @@ impl SupervisorCore {
     // ----- polls -----
 
     /// The next effect to carry out, in order.
-    pub fn poll_effect(&mut self) -> Option<Effect> {
+    pub fn poll_effect(&mut self) -> Option<SupervisorEffect> {
         quorate_state::pop_rewinding(&mut self.effects)
     }
 
@@ -414,17 +414,17 @@ impl SupervisorCore {
             kind,
         };
         self.seq += 1;
-        self.effects.push_back(Effect::Record(record));
+        self.effects.push_back(SupervisorEffect::Record(record));
     }
 
-    /// The full event of `record`, an [`Effect::Record`] of this core (taken from it since its
-    /// last input: see [`Record`]).
+    /// The full event of `record`, a [`SupervisorEffect::Record`] of this core (taken from it
+    /// since its last input: see [`Record`]).
     #[must_use]
     pub fn event(&self, record: Record) -> Event {
         record.into_event(self.run, &self.plan)
     }
 
-    /// Packs `record`, an [`Effect::Record`] of this core, into the run log's entry `out`
+    /// Packs `record`, a [`SupervisorEffect::Record`] of this core, into the run log's entry `out`
     /// exactly as its [`event`](Self::event) packs, without building the event (the shell's
     /// hot path). Like `event`, before the core's next input.
     pub(crate) fn pack_record(
@@ -442,7 +442,7 @@ impl SupervisorCore {
     /// change, and with it what a node index means.
     fn name_waiting_records(&mut self) {
         for effect in &mut self.effects {
-            if let Effect::Record(Record { task, .. }) = effect {
+            if let SupervisorEffect::Record(Record { task, .. }) = effect {
                 if let RecordTask::Node(i) = *task {
                     *task = RecordTask::Named(self.plan.node(i).id.shared());
                 }
@@ -469,7 +469,7 @@ impl SupervisorCore {
         slot.state = to;
     }
 
-    fn add_actions(&mut self, a: quorate_workers::messages::ActionCounts) {
+    fn add_actions(&mut self, a: quorate_protocols::wire::ActionCounts) {
         self.actions += a;
     }
 }

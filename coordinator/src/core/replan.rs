@@ -5,10 +5,10 @@
 //! can neither widen the run's capabilities nor raise its budget. Replies for dropped tasks are
 //! late from then on.
 
+use quorate_protocols::wire::Control;
 use quorate_protocols::{
     Budget, Component, NodeId, PlanError, PlanSpec, TaskEvent, TaskId, TaskState,
 };
-use quorate_workers::messages::Control;
 
 use super::task::TaskSlot;
 use super::SupervisorCore;

@@ -15,7 +15,7 @@ impl SupervisorCore {
         evidence: Vec<quorate_protocols::EvidenceRef>,
     ) {
         let key = self.result_key(i);
-        self.effects.push_back(Effect::CommitResult {
+        self.effects.push_back(SupervisorEffect::CommitResult {
             ticket: CommitTicket {
                 task: self.by_id.id(i),
             },
@@ -68,7 +68,7 @@ impl SupervisorCore {
             RecordTask::None => false,
         };
         let waiting = self.effects.iter_mut().find_map(|e| match e {
-            Effect::Record(r)
+            SupervisorEffect::Record(r)
                 if matches!(r.kind, EventKind::ResultCommitted { .. }) && names_i(&r.task) =>
             {
                 Some(&mut r.kind)
@@ -84,7 +84,7 @@ impl SupervisorCore {
         }
         let id = self.plan.node(i).id.clone();
         for effect in &mut self.effects {
-            if let Effect::Dispatch { envelope, .. } = effect {
+            if let SupervisorEffect::Dispatch { envelope, .. } = effect {
                 for input in &mut envelope.payload.inputs {
                     if input.node == id {
                         input.value = stored.clone();
@@ -272,7 +272,7 @@ impl SupervisorCore {
             },
         );
         self.phase.finish(reason.clone());
-        self.effects.push_back(Effect::Stop(reason));
+        self.effects.push_back(SupervisorEffect::Stop(reason));
     }
 }
 
@@ -329,7 +329,7 @@ mod tests {
         core.end_task(1, 0, TaskEvent::Cancelled);
         let kinds: Vec<EventKind> = std::iter::from_fn(|| core.poll_effect())
             .filter_map(|e| match e {
-                Effect::Record(r) => Some(r.kind),
+                SupervisorEffect::Record(r) => Some(r.kind),
                 _ => None,
             })
             .collect();

@@ -84,7 +84,7 @@ impl Default for PeerStores {
 pub(crate) struct PeerSummary {
     pub(crate) reason: StopReason,
     pub(crate) messages: MessageCounts,
-    pub(crate) actions: quorate_workers::messages::ActionCounts,
+    pub(crate) actions: quorate_protocols::wire::ActionCounts,
     /// `(attempts, granted, spent)` per node this peer ran.
     pub(crate) executions: Vec<Option<(u32, Budget, Budget)>>,
 }

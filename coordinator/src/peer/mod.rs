@@ -26,9 +26,9 @@ mod core;
 mod run;
 mod slot;
 
+use quorate_protocols::wire::{Assignment, Control};
 use quorate_protocols::{Budget, Envelope, EvidenceRef, TaskId, TaskState};
 use quorate_state::{Account, CasOutcome, LedgerError, MemoryStore};
-use quorate_workers::messages::{Assignment, Control};
 use serde::{Deserialize, Serialize};
 
 use crate::{Event, StopReason};

@@ -196,7 +196,7 @@ fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSumma
         .map(|v| v.value)
         .expect("the root account was opened");
     let mut messages = MessageCounts::default();
-    let mut actions = quorate_workers::messages::ActionCounts::default();
+    let mut actions = quorate_protocols::wire::ActionCounts::default();
     for p in peers {
         messages += p.messages;
         actions += p.actions;

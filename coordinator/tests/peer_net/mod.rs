@@ -9,11 +9,11 @@ use quorate_coordinator::peer::{
 };
 use quorate_coordinator::trace::check_terminal_is_final;
 use quorate_coordinator::{Event, PeerCore, StopReason, SupervisorConfig};
+use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
 use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId,
 };
 use quorate_state::{Account, AccountId, MemoryStore};
-use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 use serde_json::json;
 
 #[allow(unused_imports)] // each test binary uses some of them

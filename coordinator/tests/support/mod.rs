@@ -4,14 +4,14 @@
 #![allow(dead_code)]
 
 use quorate_coordinator::{
-    Effect, Event, EventKind, InputRefused, StopReason, SupervisorConfig, SupervisorCore,
+    Event, EventKind, InputRefused, StopReason, SupervisorConfig, SupervisorCore, SupervisorEffect,
 };
+use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
 use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, Plan, PlanSpec, ResultKind, Role, RunId, Sender,
     TaskState, Version,
 };
 use quorate_state::PreconditionFailure;
-use quorate_workers::messages::{ActionCounts, Assignment, Control, Outcome, Report};
 
 pub(crate) struct Harness {
     pub core: SupervisorCore,
@@ -125,9 +125,13 @@ impl Harness {
     pub(crate) fn drain(&mut self) {
         while let Some(e) = self.core.poll_effect() {
             match e {
-                Effect::Dispatch { worker, envelope } => self.dispatched.push((worker, *envelope)),
-                Effect::Control { worker, envelope } => self.controls.push((worker, *envelope)),
-                Effect::CommitResult { ticket, key, value } => {
+                SupervisorEffect::Dispatch { worker, envelope } => {
+                    self.dispatched.push((worker, *envelope))
+                }
+                SupervisorEffect::Control { worker, envelope } => {
+                    self.controls.push((worker, *envelope))
+                }
+                SupervisorEffect::CommitResult { ticket, key, value } => {
                     // Create-only, like the store: a taken key keeps its value.
                     if let Some(stored) = self.results.get(&key) {
                         let version = Version::new(self.versions[&key]);
@@ -142,13 +146,13 @@ impl Harness {
                     }
                     self.commits.push(key);
                 }
-                Effect::Record(record) => {
+                SupervisorEffect::Record(record) => {
                     let ev = self.core.event(record);
                     self.log.push(ev.clone());
                     self.events.push(ev.kind);
                 }
-                Effect::Stop(r) => self.stops.push(r),
-                Effect::CheckPreconditions { ticket, .. } => {
+                SupervisorEffect::Stop(r) => self.stops.push(r),
+                SupervisorEffect::CheckPreconditions { ticket, .. } => {
                     self.checks.push(ticket.node());
                     self.tickets.push(ticket);
                 }

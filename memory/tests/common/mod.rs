@@ -4,7 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use proptest::prelude::*;
-use quorate_memory::{ClaimSpec, Freshness, FreshnessPolicy, Observation, Principal};
+use quorate_memory::{ClaimSpec, Freshness, FreshnessPolicy, MemoryObservation, Principal};
 use quorate_protocols::{
     AccessRule, EvidenceStatus, MemoryKind, RecordId, Source, TaskId, Timestamp, Validity,
 };
@@ -134,7 +134,11 @@ pub fn arb_obs() -> impl Strategy<Value = ObsSpec> {
 }
 
 /// Turns a spec into an observation with ids `next..`, resolving derived links against `known`.
-pub fn build(spec: &ObsSpec, next: &mut u128, known: &[RecordId]) -> (AccessRule, Observation) {
+pub fn build(
+    spec: &ObsSpec,
+    next: &mut u128,
+    known: &[RecordId],
+) -> (AccessRule, MemoryObservation) {
     let mut id = || {
         *next += 1;
         RecordId::from_u128(*next)
@@ -168,7 +172,7 @@ pub fn build(spec: &ObsSpec, next: &mut u128, known: &[RecordId]) -> (AccessRule
             )
         })
         .collect();
-    let obs = Observation {
+    let obs = MemoryObservation {
         event,
         episode: format!("read {}", SOURCES[spec.source]),
         source: Source {

@@ -2,10 +2,8 @@
 
 mod account;
 mod budget;
-mod dedupe;
 mod idempotency;
 
 pub use account::{Account, AccountId, AccountMap, LedgerError, ReservationId, Settlement};
 pub use budget::{BudgetLedger, BudgetLedgerError};
-pub use dedupe::{DedupeError, DedupeRegistry, DedupeSet, Sighting};
 pub use idempotency::{ActionRecord, Begin, IdempotencyError, IdempotencyRegistry};

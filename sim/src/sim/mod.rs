@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use quorate_coordinator::{Event, SupervisorConfig, SupervisorCore};
+use quorate_protocols::wire::{Assignment, Control, Report};
 use quorate_protocols::{
     ActionId, AgentId, Envelope, Plan, Role, RunId, Sender, TaskId, TaskState,
 };
 use quorate_state::MemoryStore;
-use quorate_workers::messages::{Assignment, Control, Report};
 use quorate_workers::{ScriptBook, ToolAnswer, WorkerCore, World};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -2,7 +2,7 @@
 //! short), and rebuilding the core from its log after a crash.
 
 use quorate_coordinator::{
-    ApprovalPolicy, Effect as SupEffect, EventKind, ResumeError, SupervisorCore,
+    ApprovalPolicy, EventKind, ResumeError, SupervisorCore, SupervisorEffect as SupEffect,
 };
 use quorate_state::CasOutcome;
 use rand::Rng;

@@ -11,7 +11,7 @@ use crate::agent::Observation;
 use crate::book::{ActionBook, BookError};
 use crate::core::Effect;
 use crate::gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
-use crate::messages::{CallEvent, Outcome, ProgressSignature};
+use quorate_protocols::wire::{CallEvent, Outcome, ProgressSignature};
 
 impl Attempt {
     /// Starts the call the gate let through (and whose preconditions, if it writes, hold).

@@ -6,8 +6,8 @@ use super::{cost_of, Attempt, Deps, Phase};
 use crate::book::Resolved;
 use crate::core::{Effect, InputError};
 use crate::gate::CallRequest;
-use crate::messages::{CallEvent, Outcome};
 use crate::tool::ToolAnswer;
+use quorate_protocols::wire::{CallEvent, Outcome};
 use quorate_state::{AccountId, ReservationId};
 
 use crate::agent::{Observation, SubtaskResult};
@@ -246,7 +246,7 @@ impl Attempt {
         &mut self,
         d: &mut Deps<'_>,
         child: quorate_protocols::TaskId,
-        report: crate::messages::Report,
+        report: quorate_protocols::wire::Report,
     ) -> Result<(), InputError> {
         let Phase::Delegating { children } = &mut self.phase else {
             return Err(self.ended());
@@ -265,7 +265,7 @@ impl Attempt {
             .unwrap_or_default();
         let spent = report.spent.min(&slice);
         let outcome = match report.outcome {
-            crate::messages::Outcome::Answer { value, receipts } => {
+            quorate_protocols::wire::Outcome::Answer { value, receipts } => {
                 self.receipts.extend(receipts);
                 Ok(value)
             }

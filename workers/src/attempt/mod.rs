@@ -15,11 +15,11 @@ use crate::agent::{Agent, AgentContext, Faults, Observation, Proposal, SubtaskRe
 use crate::book::ActionBook;
 use crate::core::{Effect, InputError, WorkerConfig};
 use crate::gate::CallRequest;
-use crate::messages::{
-    ActionCounts, Assignment, CallEvent, Outcome, ProgressSignature, Receipt, Report,
-};
 use crate::progress::{ProgressDetector, ProgressVerdict};
 use crate::tool::{ToolAnswer, ToolRegistry};
+use quorate_protocols::wire::{
+    ActionCounts, Assignment, CallEvent, Outcome, ProgressSignature, Receipt, Report,
+};
 
 /// What an attempt needs from the core for one input.
 pub(crate) struct Deps<'a> {
@@ -449,7 +449,7 @@ fn cost_of(answer: &ToolAnswer) -> Budget {
 
 #[cfg(test)]
 mod tests {
-    use crate::messages::{Assignment, Report};
+    use quorate_protocols::wire::{Assignment, Report};
     use quorate_protocols::Envelope;
 
     /// Every task's attempt and its two envelopes move along the hot path whole; the figures of

@@ -6,8 +6,8 @@ use quorate_protocols::{ActionId, Envelope, TaskId};
 
 #[cfg(doc)]
 use super::WorkerCore;
-use crate::messages::Report;
 use crate::tool::ToolHandle;
+use quorate_protocols::wire::Report;
 
 /// Something the driver of a [`WorkerCore`] must do.
 #[must_use]

@@ -7,7 +7,7 @@ use quorate_protocols::{Budget, Envelope, TaskId};
 
 use super::{Effect, InputError, WorkerCore};
 use crate::attempt::{Attempt, Deps};
-use crate::messages::{Assignment, Outcome};
+use quorate_protocols::wire::{Assignment, Outcome};
 
 impl WorkerCore {
     /// Starts delegated sub-tasks and hands every sub-task's final reply to its parent (which

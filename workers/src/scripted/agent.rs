@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::{merge_tool, CallStep, Script, ScriptError, ScriptedTool, Step, World};
 use crate::agent::{Agent, AgentContext, AgentFactory, Faults, Observation, Proposal};
-use crate::messages::Assignment;
 use crate::tool::{SideEffect, ToolRegistry};
+use quorate_protocols::wire::Assignment;
 
 enum Item {
     Call(CallStep),

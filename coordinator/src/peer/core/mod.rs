@@ -13,11 +13,11 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use quorate_protocols::wire::{ActionCounts, Control};
 use quorate_protocols::{
     DedupeKey, Envelope, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
 };
 use quorate_state::MemoryStore;
-use quorate_workers::messages::{ActionCounts, Control};
 
 mod store;
 mod terminal;

@@ -1,8 +1,8 @@
 //! Terminal records: this peer's own commits (won or adopted), other peers' broadcasts (with the
 //! envelope checks), and applying a record to the local view (never reactivating a task).
 
+use quorate_protocols::wire::Control;
 use quorate_protocols::{Envelope, Role, TaskEvent, TaskState, Version};
-use quorate_workers::messages::Control;
 
 use super::PeerCore;
 use crate::event::{EventKind, Rejection};

@@ -1,8 +1,8 @@
 //! How a peer takes the replies of its own worker: the star's reply rules, the acceptance
 //! check, and the approval policy; each outcome becomes a proposed terminal record.
 
+use quorate_protocols::wire::{Control, Outcome, Report};
 use quorate_protocols::{Envelope, TaskEvent, TaskState};
-use quorate_workers::messages::{Control, Outcome, Report};
 
 use super::PeerCore;
 use crate::event::{EventKind, Rejection};

@@ -1,10 +1,8 @@
 //! What the supervisor (or a peer) and a worker say to each other. Each travels as the payload
-//! of an [`Envelope`](quorate_protocols::Envelope); the envelope carries the ids, attempt,
+//! of an [`Envelope`](crate::Envelope); the envelope carries the ids, attempt,
 //! version, result kind and dedupe key that the receiver checks first.
 
-use quorate_protocols::{
-    ActionId, Budget, Capabilities, Component, EvidenceRef, NodeId, ParamDigest,
-};
+use crate::{ActionId, Budget, Capabilities, Component, EvidenceRef, NodeId, ParamDigest};
 use serde::{Deserialize, Serialize};
 
 /// The result of one dependency, handed to the task that needs it.
@@ -25,7 +23,7 @@ pub struct Assignment {
     pub node: NodeId,
     /// The role the node asked for (selects the agent).
     pub role: String,
-    /// What the task is for, in words ([`quorate_protocols::NodeSpec::goal`]); `None` for a
+    /// What the task is for, in words ([`crate::NodeSpec::goal`]); `None` for a
     /// node without one and for delegated sub-tasks.
     #[serde(default)]
     pub goal: Option<String>,
@@ -39,7 +37,7 @@ pub struct Assignment {
     /// held when the task became ready, and the gate checks them again before every write call
     /// (a call to a tool that is not read-only). A delegated sub-task inherits its parent's.
     #[serde(default)]
-    pub preconditions: Vec<quorate_protocols::Precondition>,
+    pub preconditions: Vec<crate::Precondition>,
     /// Extra text the task carries (documents, tool output...). Data only: nothing in it can add
     /// a tool call, widen scope or change the goal.
     pub evidence_text: Vec<String>,
@@ -172,7 +170,7 @@ impl Outcome {
     /// (an approval request or a quiet notice: the attempt goes on).
     ///
     /// ```
-    /// use quorate_workers::Outcome;
+    /// use quorate_protocols::wire::Outcome;
     /// assert_eq!(Outcome::Cancelled.attempt_end(), Some("cancelled"));
     /// let quiet = Outcome::Quiet { action: quorate_protocols::ActionId::new(quorate_protocols::TaskId::from_u128(1), 0, 0) };
     /// assert_eq!(quiet.attempt_end(), None);
@@ -194,7 +192,7 @@ impl Outcome {
 /// answer).
 ///
 /// ```
-/// use quorate_workers::Outcome;
+/// use quorate_protocols::wire::Outcome;
 /// let failed = Outcome::Failed { observation: "row locked".into() };
 /// assert_eq!(failed.to_string(), "failed: row locked");
 /// assert_eq!(Outcome::Cancelled.to_string(), "cancelled");
@@ -229,7 +227,7 @@ impl std::fmt::Display for Outcome {
 ///
 /// ```
 /// use quorate_protocols::{ActionId, TaskId};
-/// use quorate_workers::CallEvent;
+/// use quorate_protocols::wire::CallEvent;
 /// let action = ActionId::new(TaskId::from_u128(7), 0, 0);
 /// let json = serde_json::to_value(CallEvent::Queried { action, found: true }).unwrap();
 /// assert_eq!(json["kind"], "queried");
@@ -290,7 +288,7 @@ pub enum CallEvent {
         tool: String,
         /// Why the gate refused it.
         reason: String,
-        /// The refusal's stable class, [`crate::GateRejection::class`] (`rejected:unknown-tool`,
+        /// The refusal's stable class, `GateRejection::class` of quorate-workers (`rejected:unknown-tool`,
         /// ...; `rejected:delegation` for a refused delegation): what the run's metrics count
         /// refusals by, where `reason` is text for people.
         #[serde(default)]

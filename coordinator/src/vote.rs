@@ -24,7 +24,7 @@
 //! * **Duplicates.** A second ballot from the same voter is refused.
 //!
 //! ```
-//! use quorate::experiment::vote::*;
+//! use quorate_coordinator::vote::*;
 //!
 //! let mut vote = MajorityVote::new(VoteConfig { one_vote_per_source: true, ..VoteConfig::default() });
 //! // Three voters read source 0 (which is wrong), two independent voters are right.
