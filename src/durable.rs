@@ -32,6 +32,17 @@ pub struct ApprovalGiven {
     pub at_unix_ms: u64,
 }
 
+/// One top-up answer given to a run (`--grant` or `--reject` of `resume`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopUpGiven {
+    /// The task.
+    pub task: String,
+    /// The answer.
+    pub answer: quorate_coordinator::TopUp,
+    /// When it was given (milliseconds since the Unix epoch).
+    pub at_unix_ms: u64,
+}
+
 /// What the file keeps about one run besides its log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -45,6 +56,10 @@ pub struct RunRecord {
     pub started_unix_ms: u64,
     /// Approval answers given, in order.
     pub approvals: Vec<ApprovalGiven>,
+    /// Top-up answers given, in order (the run log has the `top-up-decided` events of those
+    /// that found their task waiting).
+    #[serde(default)]
+    pub top_ups: Vec<TopUpGiven>,
     /// The report (as `run --json` prints it) once the run stopped.
     pub report: Option<serde_json::Value>,
     /// Its exit code once it stopped.
@@ -381,6 +396,7 @@ mod tests {
             plan_text: String::new(),
             started_unix_ms: 0,
             approvals: Vec::new(),
+            top_ups: Vec::new(),
             report,
             exit_code: None,
         }

@@ -33,7 +33,7 @@ pub mod trace;
 
 pub use crate::core::{
     ApprovalPolicy, CheckTicket, CommitTicket, Effect, MessageCounts, ReplanError, ResumeError,
-    SupervisorConfig, SupervisorCore,
+    SupervisorConfig, SupervisorCore, TopUp, TopUpError, TopUpPolicy, TopUpRequest,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
 pub use event::{Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl};

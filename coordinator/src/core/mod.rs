@@ -16,6 +16,7 @@ mod reply;
 mod resume;
 mod stop;
 mod task;
+mod top_up;
 
 pub use config::{ApprovalPolicy, SupervisorConfig};
 pub use effect::{CheckTicket, CommitTicket, Effect, MessageCounts};
@@ -24,6 +25,7 @@ pub(crate) use reply::{judge, ReplyGuard};
 pub use resume::ResumeError;
 use task::StateCounts;
 pub(crate) use task::{state_index, SeenKeys, TaskSlot};
+pub use top_up::{TopUp, TopUpError, TopUpPolicy, TopUpRequest};
 
 use std::collections::{HashMap, VecDeque};
 
@@ -389,9 +391,11 @@ impl SupervisorCore {
                 let node = self.plan.node(i).id.to_string();
                 self.stop_with(now, i, TaskEvent::Failed, StopReason::NoProgress { node });
             }
-            Outcome::LimitReached { component } => {
-                let reason = StopReason::StoppedLimit { component };
-                self.stop_with(now, i, TaskEvent::LimitReached, reason);
+            Outcome::LimitReached { component, needed } => {
+                if !self.ask_top_up(now, i, component, needed, report.spent) {
+                    let reason = StopReason::StoppedLimit { component };
+                    self.stop_with(now, i, TaskEvent::LimitReached, reason);
+                }
             }
             Outcome::Cancelled => self.end_task(now, i, TaskEvent::Cancelled),
             Outcome::Quiet { action } => {
@@ -423,12 +427,13 @@ impl SupervisorCore {
     }
 
     /// A human decided about node `node`'s pending approval.
-    /// A node index that is out of range, or a task that is not waiting, is ignored.
+    /// A node index that is out of range, or a task that is not waiting, is ignored (as is a
+    /// task waiting for a top-up: [`handle_top_up`](Self::handle_top_up) answers it).
     pub fn handle_approval(&mut self, now: u64, node: u32, approved: bool) {
         let waiting = self
             .tasks
             .get(node as usize)
-            .is_some_and(|t| t.state == TaskState::WaitingApproval);
+            .is_some_and(|t| t.state == TaskState::WaitingApproval && t.parked_top_up().is_none());
         if waiting {
             self.decide_approval(now, node, approved);
             self.after_input(now);

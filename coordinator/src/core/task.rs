@@ -32,6 +32,8 @@ struct SlotExtra {
     evidence: Vec<EvidenceRef>,
     /// The action parked for a human's decision.
     pending_approval: Option<ActionId>,
+    /// The top-up the task asked for when its slice ran out, until it is answered.
+    top_up: Option<super::TopUpRequest>,
     /// The parked action is a delegated sub-task's, and the task's other sub-tasks may still
     /// be working (until its worker says `Quiet`).
     not_alone: bool,
@@ -95,6 +97,21 @@ impl TaskSlot {
     /// The parked action, if any.
     pub(crate) fn parked_approval(&self) -> Option<ActionId> {
         self.extra.as_ref()?.pending_approval
+    }
+
+    /// Parks the task's top-up request for a person's answer.
+    pub(crate) fn park_top_up(&mut self, request: super::TopUpRequest) {
+        self.extra_mut().top_up = Some(request);
+    }
+
+    /// The top-up request waiting for an answer, if any.
+    pub(crate) fn parked_top_up(&self) -> Option<&super::TopUpRequest> {
+        self.extra.as_ref()?.top_up.as_ref()
+    }
+
+    /// The request, which stops waiting.
+    pub(crate) fn take_top_up(&mut self) -> Option<super::TopUpRequest> {
+        self.extra.as_mut()?.top_up.take()
     }
 
     /// Whether the task's parked action is a sub-task's while other sub-tasks may still work
