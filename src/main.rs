@@ -194,6 +194,11 @@ enum BenchCommand {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Also run the DAG kept in a redb file at FILE after each measured run (as `quorate
+        /// run --store` keeps a run) and report its tasks/s, its ratio to the in-memory path
+        /// and the bytes on disk per task. FILE must not exist; it is made anew for each run.
+        #[arg(long, value_name = "FILE")]
+        store: Option<PathBuf>,
     },
 }
 
@@ -274,6 +279,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             runs,
             no_warmup,
             json,
+            store,
         }) => {
             let args = quorate::bench_dag::DagArgs {
                 layers,
@@ -283,11 +289,15 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 runs,
                 warmup: !no_warmup,
             };
-            if let Err(e) = args.check() {
+            let checked = args.check().and_then(|()| match &store {
+                Some(path) => quorate::bench_dag::check_store(path),
+                None => Ok(()),
+            });
+            if let Err(e) = checked {
                 eprintln!("quorate: {e}");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
-            match quorate::bench_dag::run(args) {
+            match quorate::bench_dag::run_stored(args, store.as_deref()) {
                 Ok(b) if json => {
                     quorate::outln!("{}", serde_json::to_string(&b).expect("serializes"));
                     ExitCode::SUCCESS
