@@ -129,6 +129,11 @@ fn a_top_up_is_granted_within_what_is_left_once() {
     assert_eq!(shown["top_ups"][0]["task"], "enrich");
     assert!(shown["top_ups"][0]["at_unix_ms"].as_u64() > Some(0));
     assert_eq!(shown["results"]["summary"], "4 sites enriched");
+    // The run's page shows the request and the grant.
+    let page = quorate(&["show", &id, "--store", arg(&store), "--html", "-"]);
+    let html = String::from_utf8_lossy(&page.stdout);
+    assert!(html.contains("top-up requested: out of steps, needs 1 more"));
+    assert!(html.contains("top-up granted"));
 
     // A second resume of the finished run says so and changes nothing.
     let logged = events(&store);
