@@ -81,6 +81,20 @@ fn a_top_up_is_granted_within_what_is_left_once() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("enrihc"));
+    // Two answers for one task: bad input.
+    let out = quorate(&[
+        "resume",
+        &id,
+        "--store",
+        arg(&store),
+        "--grant",
+        "enrich=steps:1",
+        "--reject",
+        "enrich",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("two answers"), "{}", stderr(&out));
+    assert_eq!(shown(), before);
 
     let out = quorate(&[
         "resume",
