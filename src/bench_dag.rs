@@ -104,6 +104,28 @@ pub struct DagBench {
     /// Peak resident memory growth during the process's first run of the DAG divided by tasks
     /// (Linux `VmHWM`), bytes; the plan itself is built before and not counted.
     pub peak_rss_bytes_per_task: Option<f64>,
+    /// With `--store FILE`: the durable path measured beside the in-memory one, in the same
+    /// process (absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durable: Option<DurableBench>,
+}
+
+/// `bench dag --store FILE`: each measured run of the DAG in memory is followed by a run of the
+/// same DAG kept in a fresh redb file at FILE (as `quorate run --store` keeps a run).
+#[derive(Clone, Debug, Serialize)]
+pub struct DurableBench {
+    /// The file.
+    pub store: String,
+    /// Tasks per second of the median durable run.
+    pub tasks_per_s: f64,
+    /// Tasks per second of every durable run, in order.
+    pub tasks_per_s_runs: Vec<f64>,
+    /// Durable tasks/s over in-memory tasks/s, each the median of its runs.
+    pub ratio_to_memory: f64,
+    /// The file's size after the median durable run divided by the tasks, bytes.
+    pub bytes_per_task: f64,
+    /// The file's size after the median durable run, bytes.
+    pub file_bytes: u64,
 }
 
 impl DagBench {
@@ -117,7 +139,7 @@ impl DagBench {
     ///     layers: 2, width: 3, workers: 1, threads: 0, tasks: 6, elapsed_s: 0.5,
     ///     tasks_per_s: 12.0, tasks_per_s_runs: vec![12.0], baseline_round_trips_per_s_runs: vec![48.0],
     ///     baseline_round_trips_per_s: 48.0, ratio: 0.25, warmup: true, first_run_tasks_per_s: 6.0,
-    ///     peak_rss_bytes_per_task: None,
+    ///     peak_rss_bytes_per_task: None, durable: None,
     /// };
     /// let text = b.summary();
     /// assert!(text.starts_with("tasks 6  elapsed 500.000ms  tasks_per_s 12  (2 layers x 3 wide"));
@@ -126,6 +148,17 @@ impl DagBench {
     /// assert!(quick.summary().starts_with("tasks 6  elapsed 42.500µs  "));
     /// assert!(text.contains("ratio 0.250"));
     /// assert!(!text.contains("RSS"), "no memory line without a figure");
+    /// assert!(!text.contains("durable"), "no durable line without --store");
+    /// let kept = DagBench {
+    ///     durable: Some(quorate::bench_dag::DurableBench {
+    ///         store: "b.redb".into(), tasks_per_s: 3.0, tasks_per_s_runs: vec![3.0],
+    ///         ratio_to_memory: 0.25, bytes_per_task: 1300.0, file_bytes: 7800,
+    ///     }),
+    ///     ..b.clone()
+    /// };
+    /// assert!(kept.summary().contains(
+    ///     "durable (--store b.redb): tasks_per_s 3 (runs: [3]); ratio to in memory 0.250; 1300 bytes on disk per task (7800 bytes)"
+    /// ));
     /// ```
     #[must_use]
     pub fn summary(&self) -> String {
@@ -156,6 +189,12 @@ impl DagBench {
         );
         if let Some(m) = self.peak_rss_bytes_per_task {
             out += &format!("peak RSS growth per task: {m:.0} bytes\n");
+        }
+        if let Some(d) = &self.durable {
+            out += &format!(
+                "durable (--store {}): tasks_per_s {:.0} (runs: {:.0?}); ratio to in memory {:.3}; {:.0} bytes on disk per task ({} bytes)\n",
+                d.store, d.tasks_per_s, d.tasks_per_s_runs, d.ratio_to_memory, d.bytes_per_task, d.file_bytes
+            );
         }
         out
     }
@@ -254,10 +293,32 @@ pub fn median_index(values: &[f64]) -> Option<usize> {
     order.get(values.len() / 2).copied()
 }
 
+/// Refuses a `--store` path that exists: the bench removes and creates its file for every run,
+/// and does not remove a file it did not make.
+pub fn check_store(path: &std::path::Path) -> Result<(), String> {
+    if path.exists() {
+        return Err(format!(
+            "{}: exists; bench dag --store needs a path it can create (and remove between runs)",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Runs the benchmark: per run, the baseline and then the DAG. Arguments that fail
 /// [`DagArgs::check`] are an error.
 pub fn run(args: DagArgs) -> Result<DagBench, String> {
+    run_stored(args, None)
+}
+
+/// [`run`], and with `store`, after each measured run the same DAG kept in a fresh redb file at
+/// `store` (removed and created again for each run; it must not exist before: the bench does
+/// not overwrite a file it did not make). The last durable run's file is left.
+pub fn run_stored(args: DagArgs, store: Option<&std::path::Path>) -> Result<DagBench, String> {
     args.check()?;
+    if let Some(path) = store {
+        check_store(path)?;
+    }
     let spec = layered_plan(args.layers, args.width);
     let tasks = spec.nodes.len();
     let plan = spec.validate().map_err(|e| e.to_string())?;
@@ -277,7 +338,9 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
         }
         Ok(elapsed)
     };
-    let phases = args.runs * if args.warmup { 3 } else { 2 };
+    let phases = args.runs * (if args.warmup { 3 } else { 2 } + usize::from(store.is_some()));
+    // (seconds, file bytes) of each durable run.
+    let mut durable = Vec::new();
     let terminal = std::io::stderr().is_terminal();
     let mut progress = Progress::new(phases as u64, terminal.then(ProgressDrawTarget::stderr));
     for run in 1..=args.runs {
@@ -291,6 +354,15 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
         progress.phase(Instant::now(), format!("run {run}/{of}: measured"));
         let elapsed = once()?;
         samples.push((elapsed, tasks as f64 / elapsed, baseline));
+        if let Some(path) = store {
+            progress.phase(Instant::now(), format!("run {run}/{of}: durable"));
+            let _ = std::fs::remove_file(path);
+            let elapsed = run_durable(plan.clone(), args, path)?;
+            let bytes = std::fs::metadata(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .len();
+            durable.push((elapsed, bytes));
+        }
     }
     progress.finish();
     let (first_run_tasks_per_s, peak_rss_bytes_per_task) = first.expect("at least one run");
@@ -298,6 +370,19 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
     let rates: Vec<f64> = samples.iter().map(|s| s.1).collect();
     let median = median_index(&rates).expect("at least one run");
     let (elapsed_s, tasks_per_s, baseline) = samples[median];
+    let durable = store.map(|path| {
+        let rates: Vec<f64> = durable.iter().map(|d| tasks as f64 / d.0).collect();
+        let m = median_index(&rates).expect("a durable run per run");
+        let file_bytes = durable[m].1;
+        DurableBench {
+            store: path.display().to_string(),
+            tasks_per_s: rates[m],
+            ratio_to_memory: rates[m] / tasks_per_s,
+            tasks_per_s_runs: rates,
+            bytes_per_task: file_bytes as f64 / tasks as f64,
+            file_bytes,
+        }
+    });
     Ok(DagBench {
         layers: args.layers,
         width: args.width,
@@ -313,6 +398,7 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
         warmup: args.warmup,
         first_run_tasks_per_s,
         peak_rss_bytes_per_task,
+        durable,
     })
 }
 
@@ -372,6 +458,39 @@ impl Progress {
 
 /// One run of the DAG; its wall time in seconds. A run that does not complete is an error.
 fn run_once(plan: quorate_protocols::Plan, args: DagArgs) -> Result<f64, String> {
+    run_with(plan, args, None)
+}
+
+/// One run of the DAG kept in a new redb file at `path`, through the journal `quorate run
+/// --store` uses ([`crate::durable::Journal`]); its wall time (file open to report, the file
+/// closed after it) in seconds.
+fn run_durable(
+    plan: quorate_protocols::Plan,
+    args: DagArgs,
+    path: &std::path::Path,
+) -> Result<f64, String> {
+    let start = Instant::now();
+    let kept = crate::durable::RunStore::open(path).map_err(|e| e.to_string())?;
+    let run = quorate_protocols::RunId::new();
+    let journal = std::sync::Arc::new(kept.journal(run));
+    let durable = quorate_coordinator::Durable {
+        run,
+        journal: journal.clone(),
+        actions: journal,
+        restored_actions: std::sync::Arc::new(Vec::new()),
+        resume: None,
+    };
+    drop(kept);
+    run_with(plan, args, Some(durable))?;
+    // Every handle went with the run: the file is closed, its last commit on disk.
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn run_with(
+    plan: quorate_protocols::Plan,
+    args: DagArgs,
+    durable: Option<quorate_coordinator::Durable>,
+) -> Result<f64, String> {
     let options = RunOptions {
         supervisor: SupervisorConfig {
             workers: args.workers,
@@ -381,6 +500,7 @@ fn run_once(plan: quorate_protocols::Plan, args: DagArgs) -> Result<f64, String>
         },
         worker: WorkerConfig::default(),
         worker_threads: args.threads,
+        durable,
         ..RunOptions::default()
     };
     let start = Instant::now();

@@ -32,6 +32,17 @@ pub struct ApprovalGiven {
     pub at_unix_ms: u64,
 }
 
+/// One top-up answer given to a run (`--grant` or `--reject` of `resume`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopUpGiven {
+    /// The task.
+    pub task: String,
+    /// The answer.
+    pub answer: quorate_coordinator::TopUp,
+    /// When it was given (milliseconds since the Unix epoch).
+    pub at_unix_ms: u64,
+}
+
 /// What the file keeps about one run besides its log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -45,6 +56,10 @@ pub struct RunRecord {
     pub started_unix_ms: u64,
     /// Approval answers given, in order.
     pub approvals: Vec<ApprovalGiven>,
+    /// Top-up answers given, in order (the run log has the `top-up-decided` events of those
+    /// that found their task waiting).
+    #[serde(default)]
+    pub top_ups: Vec<TopUpGiven>,
     /// The report (as `run --json` prints it) once the run stopped.
     pub report: Option<serde_json::Value>,
     /// Its exit code once it stopped.
@@ -116,6 +131,9 @@ pub struct RunStore {
     db: RedbDb,
     runs: RedbStore<RunRecord>,
     results: RedbStore<serde_json::Value>,
+    /// The same table, written by the journal with deferred commits made durable by the flush
+    /// of the events that follow them (group commit).
+    results_deferred: RedbStore<serde_json::Value>,
     intents: RedbStore<ActionIntent>,
     events: RedbLog<Event>,
     effects: RedbLog<CommittedEffect>,
@@ -131,6 +149,7 @@ impl RunStore {
         Ok(Self {
             runs: db.store("runs"),
             results: db.store("results"),
+            results_deferred: db.store("results").with_commit(Commit::Deferred),
             intents: db.store("intents"),
             events: db.log("events").with_commit(Commit::Deferred),
             effects: db.log("effects"),
@@ -264,6 +283,7 @@ impl RunStore {
             store: self.clone(),
             run,
             lock: Mutex::new(()),
+            results: Mutex::new(Vec::new()),
             writes: AtomicU64::new(0),
             crash_after,
         }
@@ -285,15 +305,19 @@ fn block<T: Send>(fut: impl std::future::Future<Output = T> + Send) -> T {
     })
 }
 
-/// [`RunJournal`] and [`ActionJournal`] of one run on a [`RunStore`]: each call returns once
-/// its writes are committed durably. A write that fails ends the process with exit code 8
-/// (the runtime cannot go on without it).
+/// [`RunJournal`] and [`ActionJournal`] of one run on a [`RunStore`]. Events, intents and
+/// effects are durable when their call returns; an accepted result is written with the next
+/// events, in the same durable commit (the supervisor writes the events of an input before it
+/// acts on any of them: group commit, one fsync per input rather than one per result). A write
+/// that fails ends the process with exit code 8 (the runtime cannot go on without it).
 #[derive(Debug)]
 pub struct Journal {
     store: RunStore,
     run: RunId,
     /// One journal write at a time (their order is the order the runtime acted in).
     lock: Mutex<()>,
+    /// Accepted results waiting for the next events (key in the file, value).
+    results: Mutex<Vec<(String, serde_json::Value)>>,
     writes: AtomicU64,
     crash_after: Option<u64>,
 }
@@ -321,23 +345,34 @@ impl Journal {
 
 impl RunJournal for Journal {
     fn events(&self, events: &[Event]) {
-        let log = &self.store.events;
-        self.write(events.len() as u64, async move {
-            // Deferred appends, then one durable commit for all of them.
-            for e in events {
-                log.append(self.run, e.clone()).await?;
+        let results = std::mem::take(
+            &mut *self
+                .results
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let (log, store) = (&self.store.events, &self.store.results_deferred);
+        let count = (results.len() + events.len()) as u64;
+        self.write(count, async move {
+            // The results (first writer wins, as in the run's own store) and the events, queued
+            // together as deferred writes, then one durable commit for all of them: the writer
+            // thread commits them in one transaction and one fsync.
+            if !results.is_empty() {
+                store
+                    .cas_all(results.into_iter().map(|(k, v)| (k, None, v)))
+                    .await?;
             }
+            log.append_all(self.run, events).await?;
             log.flush().await
         });
     }
 
     fn result(&self, key: &str, value: &serde_json::Value) {
-        let key = format!("{}/{key}", self.run);
-        let results = &self.store.results;
-        self.write(1, async move {
-            // First writer wins, as in the run's own store.
-            results.cas(&key, None, value.clone()).await.map(|_| ())
-        });
+        // Written with the next events: the supervisor calls `events` before it acts on it.
+        self.results
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((format!("{}/{key}", self.run), value.clone()));
     }
 }
 
@@ -381,6 +416,7 @@ mod tests {
             plan_text: String::new(),
             started_unix_ms: 0,
             approvals: Vec::new(),
+            top_ups: Vec::new(),
             report,
             exit_code: None,
         }

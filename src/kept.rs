@@ -4,9 +4,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use quorate::durable::{resume_events, unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore};
+use quorate::durable::{
+    resume_events, unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore, TopUpGiven,
+};
 use quorate::plan_file::{PlanFile, Topology};
-use quorate::runner::{run_compiled, Approve, DurableArgs, FileRun, RunArgs, RunFileError};
+use quorate::runner::{
+    check_top_ups, run_compiled, top_up_policy, Approve, DurableArgs, FileRun, Grant, RunArgs,
+    RunFileError,
+};
 use quorate_coordinator::ResumeFrom;
 use quorate_protocols::RunId;
 
@@ -75,6 +80,7 @@ pub(crate) fn run(
             })
             .into_iter()
             .collect(),
+        top_ups: Vec::new(),
         report: None,
         exit_code: None,
     };
@@ -133,21 +139,37 @@ fn finish(
     }
     print_run(run, json, chaos);
     if record.stop_reason() == Some("waiting-approval") {
+        let asking = run.output.report.tasks.iter().any(|t| t.top_up.is_some());
         eprintln!(
-            "quorate: run {} is kept; continue it with: quorate resume {} --store {} --approve ...",
+            "quorate: run {} is kept; continue it with: quorate resume {} --store {} {}",
             record.run_id,
             record.run_id,
-            kept.path().display()
+            kept.path().display(),
+            if asking {
+                "--grant TASK=COMPONENT:N,... (or --reject TASK)"
+            } else {
+                "--approve ..."
+            }
         );
     }
     ExitCode::from(code)
+}
+
+/// What `resume` was told to answer: approvals and top-ups.
+pub(crate) struct Answers {
+    /// `--approve`.
+    pub(crate) approve: Option<Approve>,
+    /// `--grant`.
+    pub(crate) grant: Vec<Grant>,
+    /// `--reject`.
+    pub(crate) reject: Vec<String>,
 }
 
 /// `quorate resume RUN_ID --store FILE`.
 pub(crate) fn resume(
     id: &str,
     store: &Path,
-    approve: Option<Approve>,
+    answers: Answers,
     json: bool,
     trace: Option<PathBuf>,
 ) -> ExitCode {
@@ -165,15 +187,18 @@ pub(crate) fn resume(
         return ExitCode::from(record.exit_code.unwrap_or(1));
     }
     let path = PathBuf::from(&record.plan_path);
-    let approve = approve.unwrap_or_default();
-    match PlanFile::parse(&path, &record.plan_text) {
-        Ok(file) => {
-            if let Err(e) = approve.check(&[(&path, &file)]) {
-                return fail(e, EXIT_BAD_INPUT);
-            }
-        }
+    let approve = answers.approve.unwrap_or_default();
+    let file = match PlanFile::parse(&path, &record.plan_text) {
+        Ok(file) => file,
         Err(e) => return fail(e, EXIT_BAD_INPUT),
+    };
+    if let Err(e) = approve.check(&[(&path, &file)]) {
+        return fail(e, EXIT_BAD_INPUT);
     }
+    let top_ups = match top_up_policy(&path, &file, &answers.grant, &answers.reject) {
+        Ok(policy) => policy,
+        Err(e) => return fail(e, EXIT_BAD_INPUT),
+    };
     let run = record.run_id;
     let loaded = (|| {
         Ok::<_, DurableError>(DurableArgs {
@@ -191,6 +216,29 @@ pub(crate) fn resume(
         Ok(d) => d,
         Err(e) => return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME),
     };
+    if !top_ups.0.is_empty() {
+        // Checked against the replayed run before anything is written: a grant that does not
+        // fit changes nothing.
+        let from = durable.resume.as_ref().expect("a resume has a log");
+        match check_top_ups(&path, &file, from, &top_ups) {
+            Ok(idle) => {
+                for task in idle {
+                    eprintln!(
+                        "quorate: task {task} is not waiting for a top-up; its answer is ignored"
+                    );
+                }
+            }
+            Err(e) => return fail(&e, super::run_error_code(&e)),
+        }
+    }
+    let at = unix_ms();
+    record
+        .top_ups
+        .extend(top_ups.0.iter().map(|(task, answer)| TopUpGiven {
+            task: task.clone(),
+            answer: *answer,
+            at_unix_ms: at,
+        }));
     if let Some(approve) = approve_text(&approve) {
         record.approvals.push(ApprovalGiven {
             approve,
@@ -203,6 +251,7 @@ pub(crate) fn resume(
         approve,
         trace,
         durable: Some(durable),
+        top_ups,
         ..RunArgs::default()
     };
     go(&kept, &mut record, &args, json, &|| {})
@@ -292,6 +341,9 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
             .unwrap_or_else(|| serde_json::json!({ "run_id": record.run_id, "stop_reason": null }));
         value["status"] = serde_json::json!(record.status());
         value["results"] = serde_json::json!(results);
+        if !record.top_ups.is_empty() {
+            value["top_ups"] = serde_json::json!(record.top_ups);
+        }
         quorate::outln!("{value}");
         return ExitCode::SUCCESS;
     }
@@ -303,6 +355,13 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
     );
     for a in &record.approvals {
         quorate::outln!("approve {}  at {} ms", a.approve, a.at_unix_ms);
+    }
+    for t in &record.top_ups {
+        let answer = match t.answer {
+            quorate_coordinator::TopUp::Grant(b) => format!("grant {b}"),
+            quorate_coordinator::TopUp::Reject => "reject".to_string(),
+        };
+        quorate::outln!("top-up {}  {answer}  at {} ms", t.task, t.at_unix_ms);
     }
     for (task, state) in &states {
         let result = results

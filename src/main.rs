@@ -104,6 +104,16 @@ enum Command {
         /// Answer approval requests (as for `run`); logged as the run's decisions.
         #[arg(long)]
         approve: Option<Approve>,
+        /// Grant a task that ran out of its slice (`on_exhausted = "ask"`) a top-up out of the
+        /// run's unallocated budget, e.g. enrich=steps:5,tokens:2000 (components: steps,
+        /// tool_calls, tokens, cost). Repeat for several tasks. A grant larger than what the
+        /// run has left is refused (exit 2) and nothing changes. Logged as a decision.
+        #[arg(long, value_name = "TASK=COMPONENT:N,...")]
+        grant: Vec<quorate::runner::Grant>,
+        /// Refuse the top-up a task asks for: it stops stopped-limit (and the run with it).
+        /// Repeat, or separate ids with commas. Logged as a decision.
+        #[arg(long, value_name = "TASK", value_delimiter = ',')]
+        reject: Vec<String>,
         /// Print the run report as one JSON object.
         #[arg(long)]
         json: bool,
@@ -184,6 +194,11 @@ enum BenchCommand {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Also run the DAG kept in a redb file at FILE after each measured run (as `quorate
+        /// run --store` keeps a run) and report its tasks/s, its ratio to the in-memory path
+        /// and the bytes on disk per task. FILE must not exist; it is made anew for each run.
+        #[arg(long, value_name = "FILE")]
+        store: Option<PathBuf>,
     },
 }
 
@@ -239,9 +254,21 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             run_id,
             store,
             approve,
+            grant,
+            reject,
             json,
             trace,
-        } => kept::resume(&run_id, &store, approve, json, trace),
+        } => kept::resume(
+            &run_id,
+            &store,
+            kept::Answers {
+                approve,
+                grant,
+                reject,
+            },
+            json,
+            trace,
+        ),
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
         Command::Eval(args) => quorate::experiment::eval::run(args),
         Command::Bench(BenchCommand::Dag {
@@ -252,6 +279,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             runs,
             no_warmup,
             json,
+            store,
         }) => {
             let args = quorate::bench_dag::DagArgs {
                 layers,
@@ -261,11 +289,15 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 runs,
                 warmup: !no_warmup,
             };
-            if let Err(e) = args.check() {
+            let checked = args.check().and_then(|()| match &store {
+                Some(path) => quorate::bench_dag::check_store(path),
+                None => Ok(()),
+            });
+            if let Err(e) = checked {
                 eprintln!("quorate: {e}");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
-            match quorate::bench_dag::run(args) {
+            match quorate::bench_dag::run_stored(args, store.as_deref()) {
                 Ok(b) if json => {
                     quorate::outln!("{}", serde_json::to_string(&b).expect("serializes"));
                     ExitCode::SUCCESS
@@ -308,6 +340,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 trace,
                 worker_threads,
                 durable: None,
+                top_ups: Default::default(),
             };
             let hold = || {
                 if let Some(ms) = metrics_hold_ms {
@@ -343,6 +376,9 @@ fn run_error_code(e: &RunFileError) -> u8 {
         RunFileError::PlanFile(_)
         | RunFileError::UnknownApproval { .. }
         | RunFileError::Durable(_)
+        | RunFileError::TopUp(_)
+        | RunFileError::UnknownTopUpTask { .. }
+        | RunFileError::TwoTopUpAnswers { .. }
         | RunFileError::Run(RunError::Trace { .. } | RunError::NoPeers | RunError::Config(_)) => {
             EXIT_BAD_INPUT
         }
@@ -441,6 +477,19 @@ fn print_run(run: &FileRun, json: bool, chaos: bool) {
             format!("{}/{}", t.spent.tool_calls, t.granted.tool_calls),
             quorate::report::clip(t.result.as_ref(), RESULT_WIDTH),
         );
+    }
+    for t in &r.tasks {
+        if let Some(ask) = &t.top_up {
+            quorate::outln!(
+                "top-up   {} ran out of {}: needs {} more to go on; spent {} of {}; the run has {} left to grant",
+                t.id,
+                ask.component,
+                ask.needed,
+                ask.spent,
+                ask.granted,
+                ask.left
+            );
+        }
     }
     let b = &r.budget;
     quorate::outln!(

@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use quorate_coordinator::{ApprovalPolicy, SupervisorConfig};
 use quorate_protocols::{
-    Acceptance, Budget, Capabilities, DecodeError, Limits, NodeId, NodeSpec, Plan, PlanError,
-    PlanSpec, Precondition,
+    Acceptance, Budget, Capabilities, DecodeError, Limits, NodeId, NodeSpec, OnExhausted, Plan,
+    PlanError, PlanSpec, Precondition,
 };
 use quorate_workers::{Script, ScriptBook, ScriptError, WorkerConfig, World};
 use serde::{Deserialize, Serialize};
@@ -142,6 +142,10 @@ pub struct TaskSection {
     /// Evidence text handed to the task (data: it cannot add a tool call).
     #[serde(default)]
     pub evidence: Vec<String>,
+    /// When the task's slice runs out: `"stop"` (the default: the task stops `stopped-limit`,
+    /// and the run with it) or `"ask"` (it waits for a person's top-up; star topology).
+    #[serde(default)]
+    pub on_exhausted: OnExhausted,
     /// What the scripted agent does.
     #[serde(default)]
     pub script: Script,
@@ -347,6 +351,7 @@ impl PlanFile {
                     preconditions: t.preconditions.clone(),
                     acceptance: t.acceptance.clone(),
                     goal: t.goal.clone(),
+                    on_exhausted: t.on_exhausted,
                 })
                 .collect(),
         }
@@ -460,6 +465,7 @@ impl PlanFile {
             max_attempts: self.run.max_attempts,
             approvals,
             cancel_after_steps: None,
+            top_ups: quorate_coordinator::TopUpPolicy::default(),
         }
     }
 
@@ -506,7 +512,8 @@ mod tests {
                 kinds: vec![ResultKind::Suggestion],
                 checks: vec![Check::NonEmpty],
             })
-            .with_goal("review the draft");
+            .with_goal("review the draft")
+            .with_on_exhausted(quorate_protocols::OnExhausted::Ask);
         let spec = PlanSpec {
             budget: Budget::new(50, 40, 30, 20),
             reserve: Budget::steps(1),

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use quorate_coordinator::chaos::ChaosConfig;
-use quorate_coordinator::{run_peer, run_star, ApprovalPolicy, RunError, RunOptions, RunOutput};
+use quorate_coordinator::{
+    run_peer, run_star, ApprovalPolicy, RunError, RunOptions, RunOutput, TopUpError, TopUpPolicy,
+};
 use quorate_workers::{AgentRegistry, World};
 
 use crate::plan_file::{PlanFile, PlanFileError, Topology};
@@ -137,6 +139,8 @@ pub struct RunArgs {
     pub worker_threads: usize,
     /// Keep the run in a store file (`--store`), or continue one kept there.
     pub durable: Option<DurableArgs>,
+    /// Answers to top-up requests (`resume --grant`, `--reject`).
+    pub top_ups: TopUpPolicy,
 }
 
 /// A run kept in a store file: new (`resume: None`) or resumed from what the file holds.
@@ -176,6 +180,27 @@ pub enum RunFileError {
     /// The store file (`--store`) could not be used, or was given with a peer plan.
     #[error(transparent)]
     Durable(#[from] crate::durable::DurableError),
+    /// `--grant` asks more than the run has left.
+    #[error(transparent)]
+    TopUp(#[from] TopUpError),
+    /// `--grant` or `--reject` names a task the plan file does not have, or names it twice.
+    #[error("{flag} names {id:?}, which is not a task of {plan} (tasks: {})", tasks.join(", "))]
+    UnknownTopUpTask {
+        /// The flag (`--grant` or `--reject`).
+        flag: &'static str,
+        /// The plan file, as given.
+        plan: String,
+        /// The id given.
+        id: String,
+        /// The task ids of the plan file, sorted.
+        tasks: Vec<String>,
+    },
+    /// A task is given two top-up answers.
+    #[error("task {id:?} is given two answers (--grant and --reject, or one of them twice)")]
+    TwoTopUpAnswers {
+        /// The task.
+        id: String,
+    },
 }
 
 /// What a run of a plan file leaves: the runtime's output and the scripted tools' world.
@@ -221,6 +246,7 @@ pub fn run_compiled(
     }
     let mut supervisor = file.supervisor_config(args.approve.clone().into());
     supervisor.cancel_after_steps = args.cancel_after_steps;
+    supervisor.top_ups = args.top_ups.clone();
     let options = RunOptions {
         supervisor,
         worker: file.worker_config(),
@@ -259,4 +285,149 @@ pub fn run_compiled(
         Topology::Peer => run_peer(plan, options, parts)?,
     };
     Ok(FileRun { output, world })
+}
+
+/// The top-up answers `grants` and `rejects` (`--grant TASK=BUDGET`, `--reject TASK`) for a run
+/// of `file` (loaded from `path`), as one policy.
+///
+/// # Errors
+/// [`RunFileError::UnknownTopUpTask`]: an id names no task of the file;
+/// [`RunFileError::TwoTopUpAnswers`]: a task is named twice.
+pub fn top_up_policy(
+    path: &Path,
+    file: &PlanFile,
+    grants: &[Grant],
+    rejects: &[String],
+) -> Result<TopUpPolicy, RunFileError> {
+    use quorate_coordinator::TopUp;
+    let answers = grants
+        .iter()
+        .map(|g| ("--grant", g.task.clone(), TopUp::Grant(g.budget)))
+        .chain(
+            rejects
+                .iter()
+                .map(|t| ("--reject", t.clone(), TopUp::Reject)),
+        );
+    let mut policy = TopUpPolicy::default();
+    for (flag, id, answer) in answers {
+        if !file.has_task(&id) {
+            let mut tasks: Vec<String> = file.task_ids().map(ToString::to_string).collect();
+            tasks.sort();
+            return Err(RunFileError::UnknownTopUpTask {
+                flag,
+                plan: path.display().to_string(),
+                id,
+                tasks,
+            });
+        }
+        if policy.0.insert(id.clone(), answer).is_some() {
+            return Err(RunFileError::TwoTopUpAnswers { id });
+        }
+    }
+    Ok(policy)
+}
+
+/// Checks `answers` against the run that `from` resumes (the file's plan, replayed from its
+/// log), changing nothing: the pure check of
+/// [`SupervisorCore::check_top_ups`](quorate_coordinator::SupervisorCore::check_top_ups).
+/// Returns the tasks `answers` names that are not waiting for a top-up.
+///
+/// # Errors
+/// [`RunFileError::TopUp`]: a grant is more than the run has left; or the log does not replay.
+pub fn check_top_ups(
+    path: &Path,
+    file: &PlanFile,
+    from: &quorate_coordinator::ResumeFrom,
+    answers: &TopUpPolicy,
+) -> Result<Vec<String>, RunFileError> {
+    use quorate_protocols::{AgentId, Role, Sender};
+    let (plan, _) = file.compile(path)?;
+    let config = file.supervisor_config(ApprovalPolicy::Ask);
+    let sender = |role| Sender {
+        agent: AgentId::new(),
+        role,
+    };
+    let workers = (0..config.workers.max(1))
+        .map(|_| sender(Role::Worker))
+        .collect();
+    let run = from
+        .events
+        .first()
+        .map_or_else(quorate_protocols::RunId::new, |e| e.run_id);
+    let mut core = quorate_coordinator::SupervisorCore::new(
+        run,
+        plan,
+        config,
+        sender(Role::Supervisor),
+        workers,
+    );
+    if let Some(fallback) = file.fallback_spec() {
+        core.set_fallback_plan(fallback);
+    }
+    let results: std::collections::HashMap<&str, &serde_json::Value> =
+        from.results.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    core.replay(&from.events, |key| results.get(key).map(|v| (*v).clone()))
+        .map_err(RunError::from)?;
+    Ok(core.check_top_ups(answers)?)
+}
+
+/// `--grant TASK=COMPONENT:N[,COMPONENT:N...]`: a top-up for a task that ran out of its slice.
+/// Components: `steps`, `tool_calls`, `tokens`, `cost`; those not named are 0.
+///
+/// ```
+/// use quorate::runner::Grant;
+/// use quorate::protocols::Budget;
+/// let g: Grant = "enrich=steps:5,tokens:2000".parse().unwrap();
+/// assert_eq!((g.task.as_str(), g.budget), ("enrich", Budget::new(5, 0, 2000, 0)));
+/// assert!("enrich".parse::<Grant>().unwrap_err().contains("TASK=COMPONENT:N"));
+/// assert!("enrich=hours:5".parse::<Grant>().unwrap_err().contains("hours"));
+/// assert!("enrich=steps:0".parse::<Grant>().unwrap_err().contains("nothing"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The task's id.
+    pub task: String,
+    /// The top-up.
+    pub budget: quorate_protocols::Budget,
+}
+
+impl FromStr for Grant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let usage = || {
+            format!("{s:?}: expected TASK=COMPONENT:N[,COMPONENT:N...], e.g. enrich=steps:5,tokens:2000")
+        };
+        let (task, amounts) = s.split_once('=').ok_or_else(usage)?;
+        let task = task.trim();
+        if task.is_empty() {
+            return Err(usage());
+        }
+        let mut budget = quorate_protocols::Budget::ZERO;
+        for part in amounts.split(',') {
+            let (name, n) = part.split_once(':').ok_or_else(usage)?;
+            let n: u64 = n
+                .trim()
+                .parse()
+                .map_err(|e| format!("{s:?}: {:?} is not a count: {e}", n.trim()))?;
+            let slot = match name.trim() {
+                "steps" => &mut budget.steps,
+                "tool_calls" => &mut budget.tool_calls,
+                "tokens" => &mut budget.tokens,
+                "cost" => &mut budget.cost,
+                other => {
+                    return Err(format!(
+                    "{s:?}: {other:?} is not a budget component (steps, tool_calls, tokens, cost)"
+                ))
+                }
+            };
+            *slot = n;
+        }
+        if budget.is_zero() {
+            return Err(format!("{s:?}: grants nothing"));
+        }
+        Ok(Grant {
+            task: task.to_string(),
+            budget,
+        })
+    }
 }

@@ -101,3 +101,30 @@ fn log_lines_have_no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(stderr.contains("INFO"), "log lines are written: {stderr}");
     assert!(!stderr.contains('\u{1b}'), "no escape codes: {stderr}");
 }
+
+#[test]
+fn check_warns_that_a_budget_that_asks_needs_a_supervisor() {
+    let text = std::fs::read_to_string(plan("budget_ask.toml"))
+        .unwrap()
+        .replace("[run]\n", "[run]\ntopology = \"peer\"\n");
+    let path = temp_path("ask_peer.toml");
+    std::fs::write(&path, text).unwrap();
+    let path = path.to_str().unwrap();
+    let out = quorate(&["check", path]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "quorate: warning: {path}: task enrich: on_exhausted = \"ask\" needs topology star"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // The star plan as shipped has no warning.
+    let star = quorate(&["check", plan("budget_ask.toml").to_str().unwrap()]);
+    assert!(
+        star.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&star.stderr)
+    );
+}

@@ -246,7 +246,69 @@ fn scenarios() -> Vec<Scenario> {
                 assert_eq!(results(r).len(), 2);
             },
         },
+        Scenario {
+            file: "budget_ask.toml",
+            args: no_args,
+            stop: "waiting-approval",
+            states: &[
+                ("fetch", Completed),
+                ("notify", Completed),
+                ("enrich", WaitingApproval),
+                ("summary", TaskState::Pending),
+            ],
+            check: |r| {
+                let ask = r.output.report.tasks[2]
+                    .top_up
+                    .as_deref()
+                    .expect("a request");
+                assert_eq!(ask.component, quorate::protocols::Component::Steps);
+                assert_eq!(ask.needed, 1);
+                assert_eq!(ask.spent.steps, 3);
+                assert_eq!(r.world.effects_of("geo.lookup"), 3);
+            },
+        },
+        Scenario {
+            file: "budget_ask.toml",
+            args: || top_ups("enrich", Some(quorate::protocols::Budget::steps(5))),
+            stop: "completed",
+            states: &[
+                ("fetch", Completed),
+                ("notify", Completed),
+                ("enrich", Completed),
+                ("summary", Completed),
+            ],
+            check: |r| {
+                let report = &r.output.report;
+                assert_eq!(report.tasks[2].granted.steps, 8, "3 and the top-up of 5");
+                assert!(report.budget.granted.fits_within(&report.budget.limit));
+                assert_eq!(r.world.effects_of("geo.lookup"), 4, "none repeated");
+            },
+        },
+        Scenario {
+            file: "budget_ask.toml",
+            args: || top_ups("enrich", None),
+            stop: "stopped-limit",
+            states: &[
+                ("fetch", Completed),
+                ("notify", Completed),
+                ("enrich", StoppedLimit),
+                ("summary", Cancelled),
+            ],
+            check: |r| assert_eq!(r.world.effects_of("geo.lookup"), 3),
+        },
     ]
+}
+
+/// Answers the top-up request of `task`: a grant of `grant`, or a rejection.
+fn top_ups(task: &str, grant: Option<quorate::protocols::Budget>) -> RunArgs {
+    use quorate::coordinator::TopUp;
+    let answer = grant.map_or(TopUp::Reject, TopUp::Grant);
+    RunArgs {
+        top_ups: quorate::coordinator::TopUpPolicy(
+            [(task.to_string(), answer)].into_iter().collect(),
+        ),
+        ..RunArgs::default()
+    }
 }
 
 #[test]
@@ -312,13 +374,19 @@ fn every_scenario_holds_without_chaos() {
 /// states and checks when peers run it instead of a supervisor. Left out: the replan scenario
 /// (peers do not switch to a fallback plan), and the two that cancel after K steps: each peer
 /// counts its own steps, so where the cancel lands depends on how the peers' messages
-/// interleave (another peer may start the next task before the cancel reaches it).
+/// interleave (another peer may start the next task before the cancel reaches it); and the
+/// budget that asks (no supervisor keeps a peer run's top-up request: the task stops at its
+/// limit, as `quorate check` warns).
 #[test]
 fn every_scenario_holds_in_peer_mode() {
-    let step_cancelled = ["cancel_mid_run.toml", "late_reply_after_cancel.toml"];
+    let left_out = [
+        "cancel_mid_run.toml",
+        "late_reply_after_cancel.toml",
+        "budget_ask.toml",
+    ];
     for sc in scenarios()
         .into_iter()
-        .filter(|sc| !step_cancelled.contains(&sc.file))
+        .filter(|sc| !left_out.contains(&sc.file))
     {
         let path = peer_variant(sc.file);
         let run = quorate::runner::run_file(&path, &(sc.args)()).expect("runs");

@@ -171,6 +171,17 @@ pub enum EventKind {
         /// Approved or not.
         approved: bool,
     },
+    /// The task ran out of its slice and, as its node says `on_exhausted = "ask"`, waits for a
+    /// person to grant it a top-up (or to reject it).
+    TopUpRequested {
+        /// What it asks for.
+        request: crate::TopUpRequest,
+    },
+    /// A person answered the task's top-up request: a grant (how much) or a rejection.
+    TopUpDecided {
+        /// The answer.
+        answer: crate::TopUp,
+    },
     /// The whole run was cancelled.
     CancelRequested,
     /// The budget ledger refused: a slice could not be delegated (the run stops), or a closed
@@ -255,7 +266,7 @@ impl<'de> Deserialize<'de> for EventKind {
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
-pub(crate) const KIND_NAMES: [&str; 31] = [
+pub(crate) const KIND_NAMES: [&str; 33] = [
     "run-started",
     "transition",
     "dispatched",
@@ -287,6 +298,8 @@ pub(crate) const KIND_NAMES: [&str; 31] = [
     "queried",
     "recovered",
     "retried",
+    "top-up-requested",
+    "top-up-decided",
 ];
 
 impl EventKind {
@@ -372,6 +385,8 @@ impl EventKind {
             EventKind::ControlSent { .. } => 19,
             EventKind::ControlAcknowledged { .. } => 20,
             EventKind::ResultKept { .. } => 21,
+            EventKind::TopUpRequested { .. } => 31,
+            EventKind::TopUpDecided { .. } => 32,
             EventKind::Call(call) => match **call {
                 CallEvent::CallRejected { .. } => 6,
                 CallEvent::CallStarted { .. } => 25,
@@ -386,8 +401,14 @@ impl EventKind {
 }
 
 /// Events counted per kind (published to `metrics` once, not per event).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct KindCounts([u64; KIND_NAMES.len()]);
+
+impl Default for KindCounts {
+    fn default() -> Self {
+        Self([0; KIND_NAMES.len()])
+    }
+}
 
 impl KindCounts {
     /// Counts one event of `kind`.
@@ -397,7 +418,7 @@ impl KindCounts {
 
     /// The non-zero counts by kind name, resetting them.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = (&'static str, u64)> {
-        let counts = std::mem::take(&mut self.0);
+        let counts = std::mem::replace(&mut self.0, [0; KIND_NAMES.len()]);
         KIND_NAMES
             .iter()
             .zip(counts)

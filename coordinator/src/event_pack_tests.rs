@@ -105,6 +105,18 @@ fn every_kind_reads_back_as_written() {
             reason: "deletes rows".into(),
         },
         EventKind::ApprovalDecided { approved: true },
+        EventKind::TopUpRequested {
+            request: crate::TopUpRequest {
+                component: quorate_protocols::Component::Tokens,
+                needed: 20,
+                spent: Budget::new(2, 2, 100, 0),
+                granted: Budget::new(10, 10, 100, 0),
+                left: Budget::new(5, 0, 300, 9),
+            },
+        },
+        EventKind::TopUpDecided {
+            answer: crate::TopUp::Grant(Budget::new(0, 0, 200, 0)),
+        },
         EventKind::CancelRequested,
         EventKind::BudgetRefused {
             detail: "steps: 3 > 2".into(),

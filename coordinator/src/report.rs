@@ -22,6 +22,10 @@ pub struct TaskRow {
     /// The accepted result (completed tasks only; `null` otherwise).
     #[serde(default)]
     pub result: Option<serde_json::Value>,
+    /// The top-up the task waits for (its slice ran out and its node says
+    /// `on_exhausted = "ask"`); left out of the JSON otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_up: Option<Box<crate::TopUpRequest>>,
 }
 
 /// The run's budget.
@@ -134,6 +138,7 @@ fn row(id: NodeId, t: &TaskSlot, result: Option<serde_json::Value>) -> TaskRow {
         granted: t.granted,
         spent: t.spent,
         result,
+        top_up: t.parked_top_up().cloned().map(Box::new),
     }
 }
 

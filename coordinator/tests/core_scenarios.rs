@@ -220,6 +220,7 @@ fn deadline_and_limits_stop_the_run() {
             ResultKind::Suggestion,
             Outcome::LimitReached {
                 component: quorate_protocols::Component::ToolCalls,
+                needed: 1,
             },
         ),
     );

@@ -234,6 +234,7 @@ pub fn supervisor_core(input: CoreInput) {
             _ => ApprovalPolicy::Ask,
         },
         cancel_after_steps: input.cancel_after.map(u64::from),
+        top_ups: Default::default(),
     };
     let run = RunId::from_u128(7);
     let mut core = SupervisorCore::new(run, plan, config, me, workers.clone());
@@ -405,6 +406,7 @@ fn forge(
                 2 => Component::Tokens,
                 _ => Component::Cost,
             },
+            needed: 1,
         },
         OutcomeOp::Cancelled => Outcome::Cancelled,
     };

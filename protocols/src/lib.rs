@@ -49,8 +49,8 @@ pub use lifecycle::{
     ActionEvent, ActionState, ActionTransitionError, TaskEvent, TaskState, TaskTransitionError,
 };
 pub use plan::{
-    Acceptance, Check, NodeId, NodeIdError, NodeSpec, Plan, PlanError, PlanSpec, Precondition,
-    MAX_NODE_ID_LEN,
+    Acceptance, Check, NodeId, NodeIdError, NodeSpec, OnExhausted, Plan, PlanError, PlanSpec,
+    Precondition, MAX_NODE_ID_LEN,
 };
 pub use record::{
     AccessRule, EvidenceStatus, MemoryKind, ProvenanceRecord, Source, Timestamp, Validity,

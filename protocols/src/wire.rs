@@ -147,10 +147,15 @@ pub enum Outcome {
         /// How often.
         times: u32,
     },
-    /// The slice ran out in `component`.
+    /// The slice ran out in `component`: the charge the attempt needed next (a step, a
+    /// call's reservation, a call's reported cost) was `needed` more than was left.
     LimitReached {
         /// The exhausted component.
         component: Component,
+        /// How much more of `component` the refused charge needed (at least 1; 0 from a
+        /// sender that does not say).
+        #[serde(default)]
+        needed: u64,
     },
     /// The attempt stopped because it was cancelled.
     Cancelled,
@@ -214,7 +219,7 @@ impl std::fmt::Display for Outcome {
                     .as_deref()
                     .unwrap_or("nothing changed")
             ),
-            Outcome::LimitReached { component } => write!(f, "out of {component}"),
+            Outcome::LimitReached { component, .. } => write!(f, "out of {component}"),
             Outcome::Cancelled => write!(f, "cancelled"),
             Outcome::Quiet { action } => write!(f, "quiet after passing up {action}"),
         }

@@ -134,6 +134,7 @@ pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
         max_attempts: rng.gen_range(3..=6),
         approvals,
         cancel_after_steps: None,
+        top_ups: Default::default(),
     };
     let horizon = liveness_heal.unwrap_or(4_000);
     let at = |rng: &mut ChaCha8Rng, p: f64| rng.gen_bool(p).then(|| rng.gen_range(0..horizon));

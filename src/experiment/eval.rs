@@ -352,6 +352,7 @@ pub fn evaluate(args: &EvalArgs) -> Result<EvalReport, String> {
                     trace: None,
                     worker_threads: 0,
                     durable: None,
+                    top_ups: Default::default(),
                 };
                 let name = path.display().to_string();
                 let start = Instant::now();

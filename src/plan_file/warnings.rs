@@ -46,6 +46,15 @@ pub enum PlanWarning {
         /// What the task holds.
         capabilities: Capabilities,
     },
+    /// `on_exhausted = "ask"` in a peer plan: no supervisor keeps the request.
+    #[error(
+        "task {task}: on_exhausted = \"ask\" needs topology star (no supervisor keeps a peer \
+         run's request): the task stops at its limit"
+    )]
+    AskInPeer {
+        /// The task.
+        task: NodeId,
+    },
 }
 
 impl PlanFile {
@@ -56,6 +65,11 @@ impl PlanFile {
         let mut out = Vec::new();
         for t in self.all_tasks() {
             task(&t.id, &t.capabilities, &t.budget, &t.script, &mut out);
+            if t.on_exhausted == quorate_protocols::OnExhausted::Ask
+                && self.run.topology == super::Topology::Peer
+            {
+                out.push(PlanWarning::AskInPeer { task: t.id.clone() });
+            }
         }
         out
     }

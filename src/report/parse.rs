@@ -429,6 +429,24 @@ impl Builder {
                 };
                 self.mark(task, at, kind, label.into());
             }
+            EventKind::TopUpRequested { request } => {
+                let label = format!(
+                    "top-up requested: out of {}, needs {} more",
+                    request.component, request.needed
+                );
+                self.mark(task, at, MarkKind::Approval, label);
+            }
+            EventKind::TopUpDecided { answer } => {
+                let (kind, label) = match answer {
+                    quorate_coordinator::TopUp::Grant(b) => {
+                        (MarkKind::Approved, format!("top-up granted: {b}"))
+                    }
+                    quorate_coordinator::TopUp::Reject => {
+                        (MarkKind::Denied, "top-up rejected".to_string())
+                    }
+                };
+                self.mark(task, at, kind, label);
+            }
             EventKind::AcceptanceFailed { observation }
             | EventKind::PreconditionFailed { observation } => {
                 let o = observation.clone();

@@ -195,7 +195,8 @@ fn step_and_tool_call_limits_end_the_loop() {
     assert_eq!(
         d.last().outcome,
         Outcome::LimitReached {
-            component: Component::Steps
+            component: Component::Steps,
+            needed: 1
         }
     );
     assert_eq!(d.last().spent, Budget::new(5, 5, 0, 0));
@@ -210,9 +211,32 @@ fn step_and_tool_call_limits_end_the_loop() {
     assert_eq!(
         d.last().outcome,
         Outcome::LimitReached {
-            component: Component::ToolCalls
+            component: Component::ToolCalls,
+            needed: 1
         }
     );
+}
+
+#[test]
+fn a_limit_reached_says_how_much_more_the_refused_charge_needed() {
+    // Each call reports 60 tokens; the slice has 100. The second call is reserved the 40 left
+    // and reports 60: 20 more than there was.
+    let calls = json!([{ "do": "call", "tool": "llm.ask", "cost": { "tokens": 60 }, "repeat": 3 }]);
+    let mut d = Driver::new(script(calls), vec![]);
+    d.assign(
+        0,
+        Driver::assignment(&["llm.ask"], Budget::new(10, 10, 100, 0)),
+    );
+    d.drive();
+    assert_eq!(d.calls.len(), 2);
+    assert_eq!(
+        d.last().outcome,
+        Outcome::LimitReached {
+            component: Component::Tokens,
+            needed: 20
+        }
+    );
+    assert_eq!(d.last().spent, Budget::new(2, 2, 100, 0));
 }
 
 #[test]

@@ -36,6 +36,10 @@ pub struct SupervisorConfig {
     pub approvals: ApprovalPolicy,
     /// Cancel the run after this many handled inputs (dispatches + replies); for tests and demos.
     pub cancel_after_steps: Option<u64>,
+    /// Answers to the top-up requests of tasks that ran out of their slice (nodes with
+    /// `on_exhausted = "ask"`); a request it does not answer waits for a person.
+    #[serde(default)]
+    pub top_ups: super::TopUpPolicy,
 }
 
 /// Settings a supervisor cannot run with.
@@ -78,6 +82,7 @@ impl Default for SupervisorConfig {
             max_attempts: 5,
             approvals: ApprovalPolicy::Ask,
             cancel_after_steps: None,
+            top_ups: super::TopUpPolicy::default(),
         }
     }
 }

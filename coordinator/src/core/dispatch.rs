@@ -41,8 +41,7 @@ impl SupervisorCore {
             if self.tasks[i as usize].state != TaskState::Ready {
                 continue;
             }
-            let node = self.plan.node(i);
-            let slice = node.budget;
+            let slice = self.plan.node(i).budget;
             let id = self.by_id.id(i);
             if !self.tasks[i as usize].allocated {
                 match self
@@ -73,10 +72,11 @@ impl SupervisorCore {
                 }
             };
             let tasks = &self.tasks;
+            // The slice as granted: the node's, grown by any top-up.
             let assignment = crate::assign::assignment(
                 &self.plan,
                 i,
-                slice,
+                tasks[i as usize].granted,
                 |d| {
                     let t = &tasks[d as usize];
                     Some((t.result.as_ref()?, t.evidence()))

@@ -19,6 +19,7 @@ mod reply;
 mod resume;
 mod stop;
 mod task;
+mod top_up;
 
 pub(crate) use crate::rules::refuse;
 use crate::rules::{on_timeout, AttemptTimeouts, Expiry, ReplyGuard};
@@ -29,6 +30,7 @@ pub use replan::ReplanError;
 pub use resume::ResumeError;
 use task::StateCounts;
 pub(crate) use task::{state_index, TaskSlot};
+pub use top_up::{TopUp, TopUpError, TopUpPolicy, TopUpRequest};
 
 use std::collections::{HashMap, VecDeque};
 
@@ -282,8 +284,10 @@ impl SupervisorCore {
     }
 
     /// A human decided about node `node`'s pending approval. A node index that is out of
-    /// range ([`InputRefused::UnknownNode`]), or a task that is not waiting
-    /// ([`InputRefused::NotWaiting`]), is refused and changes nothing.
+    /// range ([`InputRefused::UnknownNode`]), a task that is not waiting
+    /// ([`InputRefused::NotWaiting`]), or one that waits for a top-up
+    /// ([`InputRefused::WaitingTopUp`]: [`handle_top_up`](Self::handle_top_up) answers it),
+    /// is refused and changes nothing.
     pub fn handle_approval(
         &mut self,
         now: u64,
@@ -304,6 +308,9 @@ impl SupervisorCore {
                 node,
                 state: task.state,
             });
+        }
+        if task.parked_top_up().is_some() {
+            return Err(InputRefused::WaitingTopUp { node });
         }
         self.decide_approval(now, node, approved);
         self.after_input(now);

@@ -47,6 +47,12 @@ pub enum InputRefused {
         /// Its state.
         state: TaskState,
     },
+    /// An approval decision for a task that waits for a budget top-up, not for an approval.
+    #[error("node {node} waits for a budget top-up, not an approval (answer it with a grant or a reject)")]
+    WaitingTopUp {
+        /// The node.
+        node: u32,
+    },
     /// A precondition answer to an older plan version's check (a replan renumbered the
     /// nodes and asked again).
     #[error("precondition answer for plan version {asked}; the plan is at version {current}")]

@@ -104,9 +104,11 @@ impl SupervisorCore {
                 let node = self.plan.node(i).id.to_string();
                 self.stop_with(now, i, TaskEvent::Failed, StopReason::NoProgress { node });
             }
-            Outcome::LimitReached { component } => {
-                let reason = StopReason::StoppedLimit { component };
-                self.stop_with(now, i, TaskEvent::LimitReached, reason);
+            Outcome::LimitReached { component, needed } => {
+                if !self.ask_top_up(now, i, component, needed, report.spent) {
+                    let reason = StopReason::StoppedLimit { component };
+                    self.stop_with(now, i, TaskEvent::LimitReached, reason);
+                }
             }
             Outcome::Cancelled => self.end_task(now, i, TaskEvent::Cancelled),
             Outcome::Quiet { action } => {

@@ -236,6 +236,12 @@ impl SupervisorCore {
                     core.settle(i, *spent);
                 }
                 (EventKind::ControlSent { .. }, Some(i)) => core.await_ack(i),
+                (EventKind::TopUpRequested { request }, Some(i)) => {
+                    let slot = &mut core.tasks[i as usize];
+                    slot.spent = request.spent;
+                    slot.park_top_up(request.clone());
+                }
+                (EventKind::TopUpDecided { answer }, Some(i)) => core.apply_top_up(i, *answer),
                 (EventKind::ControlAcknowledged { spent }, Some(i)) => {
                     core.awaiting_ack.remove(&core.by_id.id(i));
                     // Settled as live did (its `task-settled` may be missing from a log cut
@@ -297,12 +303,12 @@ impl SupervisorCore {
         let replayed = self.seq;
         // The attempts in flight at the crash, by task id (a replan below may move them, and
         // dispatches what it makes ready itself).
+        // (Not a task waiting for a top-up: its attempt ended when it ran out.)
         let in_flight: std::collections::HashSet<TaskId> = (0..self.tasks.len() as u32)
             .filter(|&i| {
-                matches!(
-                    self.tasks[i as usize].state,
-                    TaskState::Running | TaskState::WaitingApproval
-                )
+                let slot = &self.tasks[i as usize];
+                matches!(slot.state, TaskState::Running | TaskState::WaitingApproval)
+                    && slot.parked_top_up().is_none()
             })
             .map(|i| self.by_id.id(i))
             .collect();
@@ -366,6 +372,16 @@ impl SupervisorCore {
                 redispatched,
             },
         );
+        // The answers this incarnation was given to the top-ups the run waits for.
+        for (node, _) in self.top_up_requests() {
+            let (Some(answer), Some(i)) =
+                (self.config.top_ups.decide(&node), self.index_of_name(&node))
+            else {
+                continue;
+            };
+            // An answer that does not fit leaves the task waiting (see `check_top_ups`).
+            let _ = self.decide_top_up(now, i, answer);
+        }
         self.after_input(now);
     }
 

@@ -137,7 +137,10 @@ impl SupervisorCore {
             // reported, or whose attempt is still out, may have spent it all. The
             // acknowledgement settles the charge (downwards only: what the close returned may
             // be delegated again at once).
-            let spent = if slot.reported() && !still_out {
+            // A task waiting for a top-up reported what its ended attempt spent (also when a
+            // resume replayed its request).
+            let known = slot.reported() || slot.parked_top_up().is_some();
+            let spent = if known && !still_out {
                 slot.spent.min(&slot.granted)
             } else {
                 slot.granted
@@ -214,7 +217,11 @@ impl SupervisorCore {
             if state.is_terminal() {
                 continue;
             }
-            if matches!(state, TaskState::Running | TaskState::WaitingApproval) {
+            // A task waiting for a top-up has no attempt out (the one that ran out ended).
+            let out = state == TaskState::Running
+                || (state == TaskState::WaitingApproval
+                    && self.tasks[i as usize].parked_top_up().is_none());
+            if out {
                 self.send_control(now, i, Control::Cancel);
             }
             self.end_task(now, i, TaskEvent::Cancelled);

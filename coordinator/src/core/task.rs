@@ -34,6 +34,8 @@ struct SlotExtra {
     evidence: Vec<EvidenceRef>,
     /// The action parked for a human's decision, and its `Quiet` handshake.
     parked: Parked,
+    /// The top-up the task asked for when its slice ran out, until it is answered.
+    top_up: Option<super::TopUpRequest>,
     /// Evidence text handed to the task with its assignment (data only); it moves with the
     /// task across a replan.
     evidence_text: Vec<String>,
@@ -93,6 +95,21 @@ impl TaskSlot {
     /// The parked action, which stops being parked.
     pub(crate) fn take_approval(&mut self) -> Option<ActionId> {
         self.extra.as_mut()?.parked.take()
+    }
+
+    /// Parks the task's top-up request for a person's answer.
+    pub(crate) fn park_top_up(&mut self, request: super::TopUpRequest) {
+        self.extra_mut().top_up = Some(request);
+    }
+
+    /// The top-up request waiting for an answer, if any.
+    pub(crate) fn parked_top_up(&self) -> Option<&super::TopUpRequest> {
+        self.extra.as_ref()?.top_up.as_ref()
+    }
+
+    /// The request, which stops waiting.
+    pub(crate) fn take_top_up(&mut self) -> Option<super::TopUpRequest> {
+        self.extra.as_mut()?.top_up.take()
     }
 
     /// Whether the task's parked action is a sub-task's while other sub-tasks may still work

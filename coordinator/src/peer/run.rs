@@ -187,6 +187,7 @@ fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSumma
                 granted,
                 spent,
                 result,
+                top_up: None,
             }
         })
         .collect();

@@ -11,7 +11,7 @@ mod node;
 mod validate;
 
 pub use check::{Acceptance, Check, Precondition};
-pub use node::{NodeId, NodeIdError, NodeSpec, MAX_NODE_ID_LEN};
+pub use node::{NodeId, NodeIdError, NodeSpec, OnExhausted, MAX_NODE_ID_LEN};
 pub use validate::{Plan, PlanError};
 
 use serde::{Deserialize, Serialize};

@@ -137,6 +137,31 @@ pub struct NodeSpec {
     /// instruction). Data for the agent: it grants nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal: Option<String>,
+    /// What happens when the task's slice runs out: the run stops (the default), or the task
+    /// asks a person for a top-up (see [`OnExhausted`]).
+    #[serde(default, skip_serializing_if = "OnExhausted::is_stop")]
+    pub on_exhausted: OnExhausted,
+}
+
+/// What a task does when a component of its budget slice runs out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnExhausted {
+    /// The task stops `stopped-limit`, and the run with it (the default).
+    #[default]
+    Stop,
+    /// The task parks waiting for a person, with the top-up it needs; a grant out of the run's
+    /// unallocated budget lets it go on, a rejection stops it as [`Stop`](Self::Stop) would
+    /// have. Star topology only (a supervisor keeps the request).
+    Ask,
+}
+
+impl OnExhausted {
+    /// `true` for the default, [`OnExhausted::Stop`].
+    #[must_use]
+    pub fn is_stop(&self) -> bool {
+        *self == OnExhausted::Stop
+    }
 }
 
 fn default_role() -> String {
@@ -157,6 +182,7 @@ impl NodeSpec {
             preconditions: Vec::new(),
             acceptance: Acceptance::default(),
             goal: None,
+            on_exhausted: OnExhausted::Stop,
         }
     }
 
@@ -202,6 +228,13 @@ impl NodeSpec {
     #[must_use]
     pub fn with_goal(mut self, goal: &str) -> Self {
         self.goal = Some(goal.to_string());
+        self
+    }
+
+    /// The same node, asking for a top-up (`Ask`) or stopping (`Stop`) when its slice runs out.
+    #[must_use]
+    pub fn with_on_exhausted(mut self, on_exhausted: OnExhausted) -> Self {
+        self.on_exhausted = on_exhausted;
         self
     }
 

@@ -209,6 +209,51 @@ impl<V: Serialize + DeserializeOwned> RedbStore<V> {
     }
 }
 
+impl<V: Serialize + DeserializeOwned + Send + Sync> RedbStore<V> {
+    /// CASes every `(key, expected, value)` of `writes`, in order, as [`Store::cas`] would one
+    /// after the other (a write sees the ones before it), but queued together before any answer
+    /// is awaited: the writer thread applies them in as few transactions as its batch size
+    /// allows (one, for up to `RedbOptions::max_batch` writes) and commits each once, instead
+    /// of one commit per write awaited in turn. The outcomes come back in order. A write that
+    /// cannot be encoded is refused before any is queued.
+    ///
+    /// # Errors
+    /// [`StoreError::Unencodable`] (nothing queued), or [`StoreError::File`].
+    pub async fn cas_all(
+        &self,
+        writes: impl IntoIterator<Item = (String, Option<Version>, V)>,
+    ) -> Result<Vec<CasOutcome<V>>, StoreError> {
+        let mut ops = Vec::new();
+        for (key, expected, value) in writes {
+            let bytes = encode(&key, &value)?;
+            ops.push((key, expected, bytes));
+        }
+        let mut answers = Vec::with_capacity(ops.len());
+        for (key, expected, value) in ops {
+            let (reply, answer) = oneshot::channel();
+            let op = Op::Cas {
+                table: self.table.clone(),
+                key: key.clone(),
+                expected: expected.map(Version::raw),
+                value,
+                reply,
+            };
+            self.db.enqueue(op, self.durable())?;
+            answers.push((key, answer));
+        }
+        let mut out = Vec::with_capacity(answers.len());
+        for (key, answer) in answers {
+            out.push(match self.db.answer(answer).await? {
+                CasDone::Committed(v) => CasOutcome::Committed(Version::new(v)),
+                CasDone::Conflict(current) => CasOutcome::Conflict {
+                    current: versioned(&key, current)?,
+                },
+            });
+        }
+        Ok(out)
+    }
+}
+
 impl<V: Serialize + DeserializeOwned + Send + Sync> Store<V> for RedbStore<V> {
     async fn get(&self, key: &str) -> Result<Option<Versioned<V>>, StoreError> {
         self.get_now(key)
@@ -313,6 +358,49 @@ impl<E: Serialize + DeserializeOwned> RedbLog<E> {
             .transpose()
             .map_err(read_error)?;
         Ok(last.map_or(0, |(key, _)| key.value().1 + 1))
+    }
+}
+
+impl<E: Serialize + DeserializeOwned + Send + Sync> RedbLog<E> {
+    /// Appends `entries` to run `run`'s log, in order, as [`RunLog::append`] would one after
+    /// the other, but queued together before any answer is awaited: the writer thread commits
+    /// them in as few transactions as its batch size allows (see [`RedbStore::cas_all`]). Their
+    /// sequence numbers come back in order (consecutive, unless another writer's appends to the
+    /// same run were queued in between). An entry that cannot be encoded is refused before any
+    /// is queued.
+    ///
+    /// # Errors
+    /// [`StoreError::Unencodable`] (nothing queued), or [`StoreError::File`].
+    pub async fn append_all<'a>(
+        &self,
+        run: RunId,
+        entries: impl IntoIterator<Item = &'a E>,
+    ) -> Result<Vec<Seq>, StoreError>
+    where
+        E: 'a,
+    {
+        let key = self.entry_key(run);
+        let encoded = entries
+            .into_iter()
+            .map(|e| encode(&key, e))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut answers = Vec::with_capacity(encoded.len());
+        for bytes in encoded {
+            let (reply, answer) = oneshot::channel();
+            let op = Op::Append {
+                table: self.table.clone(),
+                run: run_key(run),
+                entry: bytes,
+                reply,
+            };
+            self.db.enqueue(op, self.durable())?;
+            answers.push(answer);
+        }
+        let mut out = Vec::with_capacity(answers.len());
+        for answer in answers {
+            out.push(Seq(self.db.answer(answer).await?));
+        }
+        Ok(out)
     }
 }
 

@@ -228,9 +228,24 @@ impl RedbDb {
         durable: bool,
         answer: oneshot::Receiver<Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
+        self.enqueue(op, durable)?;
+        self.answer(answer).await
+    }
+
+    /// Queues `op` for the writer thread without waiting: its answer comes on the op's reply
+    /// channel ([`answer`](Self::answer)). Ops are applied in the order they were queued.
+    fn enqueue(&self, op: Op, durable: bool) -> Result<(), StoreError> {
         let gone = || self.error(FileOp::Writer, "the writer thread has stopped");
         let queue = self.shared.queue.as_ref().ok_or_else(gone)?;
-        queue.send(Job { op, durable }).map_err(|_| gone())?;
+        queue.send(Job { op, durable }).map_err(|_| gone())
+    }
+
+    /// The answer to an op queued with [`enqueue`](Self::enqueue).
+    async fn answer<T>(
+        &self,
+        answer: oneshot::Receiver<Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let gone = || self.error(FileOp::Writer, "the writer thread has stopped");
         answer.await.map_err(|_| gone())?
     }
 }

@@ -277,6 +277,46 @@ impl Account {
         Ok(true)
     }
 
+    /// Grows open child `child`'s slice by `extra`, out of this account's headroom for
+    /// children (so `reserve + sum(slices) <= limit` still holds): a task that ran out of its
+    /// slice and was granted a top-up. Returns the child's new slice. Nothing changes on an
+    /// error.
+    ///
+    /// ```
+    /// use quorate_protocols::{Budget, Component, TaskId};
+    /// use quorate_state::{Account, AccountId, LedgerError};
+    ///
+    /// let mut root = Account::open(None, Budget::steps(10), Budget::steps(2)).unwrap();
+    /// let child = AccountId::Task(TaskId::from_u128(1));
+    /// root.allocate(AccountId::Root, child, Budget::steps(3)).unwrap();
+    /// assert_eq!(root.top_up(AccountId::Root, child, Budget::steps(4)), Ok(Budget::steps(7)));
+    /// // 10 - 2 (reserve) - 7 = 1 step left: a second top-up of 2 does not fit.
+    /// assert_eq!(
+    ///     root.top_up(AccountId::Root, child, Budget::steps(2)),
+    ///     Err(LedgerError::Insufficient {
+    ///         account: AccountId::Root, component: Component::Steps, requested: 2, available: 1,
+    ///     })
+    /// );
+    /// assert!(root.invariant_holds());
+    /// ```
+    pub fn top_up(
+        &mut self,
+        me: AccountId,
+        child: AccountId,
+        extra: Budget,
+    ) -> Result<Budget, LedgerError> {
+        self.ensure_open(me)?;
+        let &slice = self
+            .children
+            .get(&child)
+            .ok_or(LedgerError::UnknownAccount { account: child })?;
+        Self::fits(me, &extra, &self.headroom_for_children()?)?;
+        let grown = slice.checked_add(&extra)?;
+        self.children_total = self.children_total.checked_add(&extra)?;
+        self.children.insert(child, grown);
+        Ok(grown)
+    }
+
     /// Reserves `amount` for the account's own next call.
     pub fn reserve(&mut self, me: AccountId, amount: Budget) -> Result<ReservationId, LedgerError> {
         self.ensure_open(me)?;
@@ -470,6 +510,44 @@ mod tests {
         // The reserve is still the account's own to spend.
         let r = a.reserve(ME, Budget::steps(3)).unwrap();
         a.settle(ME, r, Budget::steps(2)).unwrap();
+        assert!(a.invariant_holds());
+    }
+
+    #[test]
+    fn a_top_up_grows_an_open_slice_within_the_headroom_and_closes_with_it() {
+        let mut a = Account::open(None, Budget::new(10, 4, 0, 0), Budget::steps(1)).unwrap();
+        a.allocate(ME, child(1), Budget::new(3, 1, 0, 0)).unwrap();
+        a.allocate(ME, child(2), Budget::new(2, 1, 0, 0)).unwrap();
+        // A child that holds no slice (never allocated, or closed) gets none.
+        assert_eq!(
+            a.top_up(ME, child(3), Budget::steps(1)),
+            Err(LedgerError::UnknownAccount { account: child(3) })
+        );
+        // 10 - 1 - 3 - 2 = 4 steps and 2 calls left; 3 calls do not fit, and nothing changes.
+        let before = a.clone();
+        assert!(matches!(
+            a.top_up(ME, child(1), Budget::new(1, 3, 0, 0)),
+            Err(LedgerError::Insufficient {
+                component: Component::ToolCalls,
+                requested: 3,
+                available: 2,
+                ..
+            })
+        ));
+        assert_eq!(a, before);
+        assert_eq!(
+            a.top_up(ME, child(1), Budget::new(4, 2, 0, 0)),
+            Ok(Budget::new(7, 3, 0, 0))
+        );
+        assert_eq!(a.headroom_for_children(), Ok(Budget::ZERO));
+        assert!(a.invariant_holds());
+        // Closed having spent 5 of its 7 steps: 2 come back.
+        a.child_closed(child(1), Budget::new(5, 3, 0, 0)).unwrap();
+        assert_eq!(a.headroom_for_children(), Ok(Budget::steps(2)));
+        assert_eq!(
+            a.top_up(ME, child(1), Budget::steps(1)),
+            Err(LedgerError::UnknownAccount { account: child(1) })
+        );
         assert!(a.invariant_holds());
     }
 

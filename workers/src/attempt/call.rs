@@ -195,11 +195,17 @@ impl Attempt {
         reason: GateRejection,
         retry: bool,
     ) {
-        if let GateRejection::BudgetExhausted { component, .. } = reason {
+        if let GateRejection::BudgetExhausted {
+            component,
+            requested,
+            available,
+        } = reason
+        {
+            let needed = super::shortfall(requested, available);
             self.finish(
                 d,
                 ResultKind::Suggestion,
-                Outcome::LimitReached { component },
+                Outcome::LimitReached { component, needed },
             );
             return;
         }

@@ -193,11 +193,11 @@ impl Attempt {
     /// one step first, so the loop ends within the step budget.
     pub(crate) fn run(&mut self, d: &mut Deps<'_>) {
         while matches!(self.phase, Phase::Idle) {
-            if let Err(component) = self.charge_step() {
+            if let Err((component, needed)) = self.charge_step() {
                 self.finish(
                     d,
                     ResultKind::Suggestion,
-                    Outcome::LimitReached { component },
+                    Outcome::LimitReached { component, needed },
                 );
                 return;
             }
@@ -271,11 +271,17 @@ impl Attempt {
         }
     }
 
-    fn charge_step(&mut self) -> Result<(), Component> {
+    /// Charges one loop step; when the slice cannot, the component short and by how much.
+    fn charge_step(&mut self) -> Result<(), (Component, u64)> {
         match self.account.spend_now(self.account_id, Budget::steps(1)) {
             Ok(()) => Ok(()),
-            Err(LedgerError::Insufficient { component, .. }) => Err(component),
-            Err(_) => Err(Component::Steps),
+            Err(LedgerError::Insufficient {
+                component,
+                requested,
+                available,
+                ..
+            }) => Err((component, shortfall(requested, available))),
+            Err(_) => Err((Component::Steps, 1)),
         }
     }
 
@@ -357,10 +363,11 @@ impl Attempt {
         let actual = Self::charge_of(cost);
         if let Ok(settlement) = self.account.settle(self.account_id, reservation, actual) {
             if let Some(component) = settlement.overrun.first_excess(&Budget::ZERO) {
+                let needed = settlement.overrun.get(component);
                 self.finish(
                     d,
                     ResultKind::Suggestion,
-                    Outcome::LimitReached { component },
+                    Outcome::LimitReached { component, needed },
                 );
             }
         }
@@ -430,6 +437,12 @@ impl Attempt {
         }
         self.phase = Phase::Done;
     }
+}
+
+/// How much more a charge of `requested` needed than the `available` left (at least 1: it
+/// was refused).
+pub(super) fn shortfall(requested: u64, available: u64) -> u64 {
+    requested.saturating_sub(available).max(1)
 }
 
 fn output_answer(output: Value) -> ToolAnswer {

@@ -94,7 +94,7 @@ impl PeerCore {
                 let cause = StopReason::NoProgress { node };
                 self.propose(i, TaskState::Failed, Some(cause));
             }
-            Outcome::LimitReached { component } => {
+            Outcome::LimitReached { component, .. } => {
                 let cause = StopReason::StoppedLimit { component };
                 self.propose(i, TaskState::StoppedLimit, Some(cause));
             }
