@@ -8,7 +8,6 @@ use quorate::durable::{resume_events, unix_ms, ApprovalGiven, DurableError, RunR
 use quorate::plan_file::{PlanFile, Topology};
 use quorate::runner::{run_compiled, Approve, DurableArgs, FileRun, RunArgs, RunFileError};
 use quorate_coordinator::ResumeFrom;
-use quorate_protocols::RunId;
 
 use super::{print_run, print_warnings, report_json, run_error_code, EXIT_BAD_INPUT};
 
@@ -64,7 +63,7 @@ pub(crate) fn run(
     };
     let at = unix_ms();
     let mut record = RunRecord {
-        run_id: RunId::new(),
+        run_id: quorate_workers::edge::random_ids().run_id(),
         plan_path: plan.display().to_string(),
         plan_text: text,
         started_unix_ms: at,

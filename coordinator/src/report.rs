@@ -161,6 +161,7 @@ mod tests {
             SupervisorConfig::default(),
             sender(1, Role::Supervisor),
             vec![sender(2, Role::Worker)],
+            quorate_protocols::IdSource::seeded(1),
         )
     }
 
@@ -207,6 +208,7 @@ mod tests {
                 actions: Default::default(),
                 calls: vec![],
             },
+            &mut quorate_protocols::IdSource::seeded(2),
         );
         core.handle_report(u64::MAX / 2, reply);
         core.handle_approval(u64::MAX / 2, 3, true);

@@ -104,6 +104,7 @@ impl Net {
                     peers.clone(),
                     workers[i],
                     ids.clone(),
+                    crate::support::ids(),
                 )
             })
             .collect();
@@ -234,6 +235,7 @@ impl Net {
                 actions: ActionCounts::default(),
                 calls: vec![],
             },
+            &mut crate::support::ids(),
         );
         self.cores[p].handle_worker_reply(0, reply);
         self.drain(p);
@@ -362,7 +364,7 @@ fn duplicate_forged_and_late_broadcasts_are_rejected_and_never_reactivate() {
     assert_eq!(net.cores[receiver].messages().rejected_duplicate, 1);
     // A fresh envelope claiming another terminal state for a completed task: late, no change.
     let mut forged = env.clone();
-    forged.dedupe = quorate_protocols::DedupeKey::new();
+    forged.dedupe = crate::support::ids().dedupe_key();
     let PeerMsg::Terminal { record, .. } = &mut forged.payload;
     record.state = TaskState::Failed;
     record.cause = Some(StopReason::Cancelled);
@@ -371,7 +373,7 @@ fn duplicate_forged_and_late_broadcasts_are_rejected_and_never_reactivate() {
     assert_eq!(net.cores[receiver].task_state(0), TaskState::Completed);
     // From someone who is not a peer: unauthorized.
     let mut stranger = forged;
-    stranger.dedupe = quorate_protocols::DedupeKey::new();
+    stranger.dedupe = crate::support::ids().dedupe_key();
     stranger.sender.agent = AgentId::from_u128(999);
     net.deliver(receiver, stranger);
     assert_eq!(net.cores[receiver].messages().rejected_unauthorized, 1);

@@ -146,21 +146,23 @@ struct AttemptSpan {
 ///     let mut book = ScriptBook::new(World::new());
 ///     book.insert(node.clone(), script).unwrap();
 ///     let collector = Collector(tx).start();
+///     let mut ids = IdSource::seeded(1);
 ///     let worker = WorkerActor::new(
-///         AgentId::new(),
+///         ids.agent_id(),
 ///         WorkerConfig::default(),
 ///         AgentRegistry::new().with_fallback(book.factory()),
 ///         book.tools().unwrap(),
 ///         collector.recipient(),
 ///     ).start();
-///     let supervisor = Sender { agent: AgentId::new(), role: Role::Supervisor };
+///     let supervisor = Sender { agent: ids.agent_id(), role: Role::Supervisor };
 ///     let assignment = Assignment {
 ///         node, role: "scripted".into(), goal: None, inputs: vec![],
 ///         capabilities: Capabilities::parse(["db.save"]).unwrap(),
 ///         budget: Budget::new(5, 2, 0, 0), evidence_text: vec![], preconditions: vec![],
 ///     };
-///     worker.send(AssignMsg(Envelope::new(RunId::new(), TaskId::new(), supervisor, assignment)))
-///         .await.unwrap();
+///     let (run, task) = (ids.run_id(), ids.task_id());
+///     let envelope = Envelope::new(run, task, supervisor, assignment, &mut ids);
+///     worker.send(AssignMsg(envelope)).await.unwrap();
 ///     actix::clock::sleep(std::time::Duration::from_millis(20)).await;
 /// });
 /// let report = rx.recv().unwrap();
@@ -210,7 +212,8 @@ impl WorkerActor {
         reports: Replies,
     ) -> Self {
         Self {
-            core: WorkerCore::new(agent, config, agents, tools),
+            // The shell seeds the core's ids from the operating system (see `crate::edge`).
+            core: WorkerCore::new(agent, config, agents, tools, crate::edge::random_ids()),
             reports,
             outbox: Vec::new(),
             store: None,

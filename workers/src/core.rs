@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use quorate_protocols::{ActionId, AgentId, Envelope, ResultKind, Role, Sender, TaskId};
+use quorate_protocols::{ActionId, AgentId, Envelope, IdSource, ResultKind, Role, Sender, TaskId};
 
 use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
@@ -81,15 +81,17 @@ impl Default for WorkerConfig {
 /// }
 /// let agents = AgentRegistry::new()
 ///     .with_fallback(|_: &Assignment| Box::new(Answer42) as Box<dyn Agent>);
-/// let mut core = WorkerCore::new(AgentId::new(), WorkerConfig::default(), agents,
-///     ToolRegistry::new());
-/// let supervisor = Sender { agent: AgentId::new(), role: Role::Supervisor };
+/// let mut ids = IdSource::seeded(1);
+/// let mut core = WorkerCore::new(ids.agent_id(), WorkerConfig::default(), agents,
+///     ToolRegistry::new(), ids.fork());
+/// let supervisor = Sender { agent: ids.agent_id(), role: Role::Supervisor };
 /// let assignment = Assignment {
 ///     node: NodeId::new("n1").unwrap(), role: "any".into(), goal: None, inputs: vec![],
 ///     capabilities: Capabilities::none(), budget: Budget::steps(3), evidence_text: vec![], preconditions: vec![],
 /// };
-/// core.handle_assignment(Instant::now(), Envelope::new(RunId::new(), TaskId::new(),
-///     supervisor, assignment)).unwrap();
+/// let (run, task) = (ids.run_id(), ids.task_id());
+/// core.handle_assignment(Instant::now(), Envelope::new(run, task, supervisor, assignment,
+///     &mut ids)).unwrap();
 /// let Some(Effect::Reply(reply)) = core.poll_effect() else { panic!() };
 /// assert!(matches!(reply.payload.outcome, Outcome::Answer { .. }));
 /// assert_eq!(reply.payload.spent, Budget::steps(1));
@@ -112,16 +114,20 @@ pub struct WorkerCore {
     /// Tasks with a sub-task's approval request out with the supervisor (see
     /// [`Outcome::Quiet`](crate::messages::Outcome::Quiet)).
     relaying: Vec<TaskId>,
+    /// Where reply dedupe keys and the ids of delegated sub-tasks come from.
+    ids: IdSource,
 }
 
 impl WorkerCore {
-    /// A worker with id `agent` (replies are stamped `Sender { agent, role: Worker }`).
+    /// A worker with id `agent` (replies are stamped `Sender { agent, role: Worker }`) that
+    /// draws the ids it mints (reply dedupe keys, delegated sub-tasks) from `ids`.
     #[must_use]
     pub fn new(
         agent: AgentId,
         config: WorkerConfig,
         agents: AgentRegistry,
         tools: ToolRegistry,
+        ids: IdSource,
     ) -> Self {
         Self {
             me: Sender {
@@ -138,6 +144,7 @@ impl WorkerCore {
             calls: 0,
             effects: VecDeque::new(),
             relaying: Vec::new(),
+            ids,
         }
     }
 
@@ -254,6 +261,7 @@ impl WorkerCore {
             out: &mut self.effects,
             spawn: &mut spawn,
             calls: &mut self.calls,
+            ids: &mut self.ids,
         };
         attempt.run(&mut deps);
         if book.iter().next().is_some() {
@@ -331,7 +339,7 @@ impl WorkerCore {
             actions,
             calls: Vec::new(),
         };
-        let reply = to.reply(self.me, ResultKind::Suggestion, report);
+        let reply = to.reply(self.me, ResultKind::Suggestion, report, &mut self.ids);
         self.effects.push_back(Effect::Reply(Box::new(reply)));
     }
 

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::agent::{Agent, AgentContext, AgentRegistry, Proposal};
 use crate::messages::{Assignment, CallEvent, Control, Outcome};
-use crate::testing::{script, Driver};
+use crate::testing::{ids, script, Driver};
 use crate::InputError;
 
 fn budget() -> Budget {
@@ -210,12 +210,14 @@ fn a_cancel_that_overtakes_its_assignment_ends_it_before_it_runs() {
         d.task,
         crate::testing::supervisor(),
         Driver::assignment(&["db.save"], budget()),
+        &mut ids(),
     );
     assignment.attempt = 2;
     let cancel = assignment.reply(
         crate::testing::supervisor(),
         ResultKind::Suggestion,
         Control::Cancel,
+        &mut ids(),
     );
     // The cancel arrives first: acknowledged at once, with nothing spent.
     d.core.handle_control(d.now, cancel.clone()).unwrap();
@@ -265,6 +267,7 @@ fn a_cancel_overtaking_a_retry_also_stops_the_stale_attempt_still_running() {
         crate::testing::supervisor(),
         ResultKind::Suggestion,
         Control::Cancel,
+        &mut ids(),
     );
     d.core.handle_control(d.now, cancel).unwrap();
     d.drive();
@@ -672,6 +675,7 @@ fn the_agent_sees_its_tasks_goal_and_the_state_version_it_acts_on() {
         d.task,
         crate::testing::supervisor(),
         assignment,
+        &mut ids(),
     );
     envelope.state_version = quorate_protocols::Version::new(7);
     d.core.handle_assignment(d.now, envelope).unwrap();

@@ -41,6 +41,7 @@ mod attempt;
 mod book;
 mod core;
 mod delegate;
+pub mod edge;
 mod gate;
 mod history;
 mod journal;

@@ -27,6 +27,13 @@ pub(crate) fn script(json: serde_json::Value) -> Script {
     serde_json::from_value(json).expect("test script parses")
 }
 
+/// A fresh seeded id source per call (seeds 1, 2, ...): tests draw distinct ids without a clock
+/// or the operating system's randomness.
+pub(crate) fn ids() -> quorate_protocols::IdSource {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    quorate_protocols::IdSource::seeded(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 pub(crate) fn supervisor() -> Sender {
     Sender {
         agent: AgentId::from_u128(1),
@@ -70,7 +77,7 @@ impl Driver {
             no_progress_limit: 3,
         };
         Self {
-            core: WorkerCore::new(AgentId::from_u128(2), config, agents, tools),
+            core: WorkerCore::new(AgentId::from_u128(2), config, agents, tools, ids()),
             world,
             now: Instant::now(),
             replies: Vec::new(),
@@ -98,7 +105,13 @@ impl Driver {
 
     /// Assigns attempt `attempt` without carrying anything out.
     pub(crate) fn assign(&mut self, attempt: u32, assignment: Assignment) {
-        let mut env = Envelope::new(RunId::from_u128(9), self.task, supervisor(), assignment);
+        let mut env = Envelope::new(
+            RunId::from_u128(9),
+            self.task,
+            supervisor(),
+            assignment,
+            &mut ids(),
+        );
         env.attempt = attempt;
         self.assignment = Some(env.clone());
         self.core.handle_assignment(self.now, env).unwrap();
@@ -109,6 +122,7 @@ impl Driver {
             supervisor(),
             quorate_protocols::ResultKind::Suggestion,
             control,
+            &mut ids(),
         );
         let mut env = env;
         env.result_kind = None;

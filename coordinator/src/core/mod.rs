@@ -2,7 +2,8 @@
 //!
 //! Inputs are methods named `handle_*` (with the current time in milliseconds passed in); the
 //! outputs are [`Effect`]s, drained with [`SupervisorCore::poll_effect`]. The core performs no
-//! I/O and reads no clock, so a seeded simulator, property tests and the actix shell all drive
+//! I/O, reads no clock and draws its ids (task-id prefix, dedupe keys, correlation ids) from the
+//! [`IdSource`] it is built with, so a seeded simulator, property tests and the actix shell all drive
 //! the same code. Call order: [`start`](SupervisorCore::start) once, then any `handle_*` in any
 //! order, draining effects after each, until [`stop_reason`](SupervisorCore::stop_reason) is
 //! `Some`.
@@ -28,7 +29,7 @@ pub(crate) use task::{state_index, SeenKeys, TaskSlot};
 use std::collections::{HashMap, VecDeque};
 
 use quorate_protocols::{
-    AgentId, Budget, Envelope, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
+    AgentId, Budget, Envelope, IdSource, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
 };
 use quorate_state::Account;
 use quorate_workers::messages::{Control, Outcome, Report};
@@ -89,10 +90,13 @@ pub struct SupervisorCore {
     drain_until: Option<u64>,
     /// The drain is over; the run may stop.
     drained: bool,
+    /// Where the ids this core mints come from.
+    ids: IdSource,
 }
 
 impl SupervisorCore {
-    /// A core for `plan`, run by `workers` (their stamped identities, in worker-index order).
+    /// A core for `plan`, run by `workers` (their stamped identities, in worker-index order),
+    /// drawing the ids it mints from `ids` (the shell's random source, or a seeded one).
     ///
     /// # Panics
     /// If `workers` is empty.
@@ -102,13 +106,14 @@ impl SupervisorCore {
         config: SupervisorConfig,
         me: Sender,
         workers: Vec<Sender>,
+        mut ids: IdSource,
     ) -> Self {
         assert!(
             !workers.is_empty(),
             "a supervisor needs at least one worker"
         );
         let root = root_account(&plan);
-        let by_id = TaskIndex::new(plan.len() as u32);
+        let by_id = TaskIndex::new(plan.len() as u32, ids.task_prefix());
         let tasks = (0..plan.len() as u32)
             .map(|i| TaskSlot::new(plan.deps(i).len() as u32))
             .collect::<Vec<_>>();
@@ -144,6 +149,7 @@ impl SupervisorCore {
             describe_plan: false,
             drain_until: None,
             drained: false,
+            ids,
         }
     }
 

@@ -5,9 +5,7 @@
 //! can neither widen the run's capabilities nor raise its budget. Replies for dropped tasks are
 //! late from then on.
 
-use quorate_protocols::{
-    Budget, Component, NodeId, PlanError, PlanSpec, TaskEvent, TaskId, TaskState,
-};
+use quorate_protocols::{Budget, Component, NodeId, PlanError, PlanSpec, TaskEvent, TaskState};
 use quorate_workers::messages::Control;
 
 use super::task::TaskSlot;
@@ -159,7 +157,7 @@ impl SupervisorCore {
                     self.by_id.id(i),
                 ),
                 // A fresh id: the minted one of slot `j` may belong to a node that moved.
-                None => (TaskSlot::new(0), TaskId::new()),
+                None => (TaskSlot::new(0), self.ids.task_id()),
             };
             tasks.push(slot);
             ids.push(task_id);

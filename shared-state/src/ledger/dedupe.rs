@@ -61,7 +61,7 @@ pub enum DedupeError {
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let registry = DedupeRegistry::new(MemoryStore::new(), 8);
-/// let (run, task, key) = (RunId::new(), TaskId::new(), DedupeKey::new());
+/// let (run, task, key) = (RunId::from_u128(1), TaskId::from_u128(2), DedupeKey::from_u128(3));
 /// assert_eq!(registry.observe(run, task, key).await?, Sighting::First);
 /// assert_eq!(registry.observe(run, task, key).await?, Sighting::Duplicate);
 /// # Ok::<(), quorate_state::DedupeError>(())

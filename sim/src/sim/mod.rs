@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use quorate_coordinator::{Event, SupervisorConfig, SupervisorCore};
 use quorate_protocols::{
-    ActionId, AgentId, Envelope, Plan, Role, RunId, Sender, TaskId, TaskState,
+    ActionId, AgentId, Envelope, IdSource, Plan, Role, RunId, Sender, TaskId, TaskState,
 };
 use quorate_state::MemoryStore;
 use quorate_workers::messages::{Assignment, Control, Report};
@@ -160,6 +160,9 @@ pub struct Sim {
     late_answered: std::collections::HashSet<ActionId>,
     /// The store preconditions each task's assignment carried (none for most).
     guards: HashMap<TaskId, Vec<quorate_protocols::Precondition>>,
+    /// Seeded from the schedule's seed: every core's id source is forked from it (a restarted
+    /// core gets a fresh fork), so a seed fixes every id of the run.
+    ids: IdSource,
 }
 
 impl Sim {
@@ -168,7 +171,8 @@ impl Sim {
     pub fn new(seed: u64, opts: Options) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let sc = scenario(&mut rng, opts.liveness.map(|(heal, _)| heal));
-        let run = RunId::from_u128(u128::from(seed) + 1);
+        let mut ids = IdSource::seeded(seed);
+        let run = ids.run_id();
         let me = Sender {
             agent: AgentId::from_u128(1),
             role: Role::Supervisor,
@@ -182,15 +186,21 @@ impl Sim {
         let workers = senders
             .iter()
             .map(|s| WorkerSlot {
-                core: worker_core(s.agent, &sc.book),
+                core: worker_core(s.agent, &sc.book, ids.fork()),
                 incarnation: 0,
                 down_until: 0,
                 current: HashMap::new(),
                 calls: HashMap::new(),
             })
             .collect();
-        let core =
-            SupervisorCore::new(run, sc.plan.clone(), sc.config.clone(), me, senders.clone());
+        let core = SupervisorCore::new(
+            run,
+            sc.plan.clone(),
+            sc.config.clone(),
+            me,
+            senders.clone(),
+            ids.fork(),
+        );
         let mut sim = Self {
             seed,
             rng,
@@ -223,6 +233,7 @@ impl Sim {
             slice_reused: false,
             late_answered: std::collections::HashSet::new(),
             guards: HashMap::new(),
+            ids,
         };
         let f = sim.faults;
         for (at, w) in f.worker_crashes.into_iter().flatten() {

@@ -117,6 +117,7 @@ impl Sim {
             self.config.clone(),
             self.me,
             self.senders.clone(),
+            self.ids.fork(),
             &self.log,
             |key| results.get_now(key).map(|v| v.value),
         );

@@ -3,7 +3,7 @@
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use quorate_protocols::{ActionId, AgentId};
+use quorate_protocols::{ActionId, AgentId, IdSource};
 use quorate_workers::{
     AgentRegistry, Effect as WorkEffect, ScriptBook, ToolFuture, WorkerConfig, WorkerCore,
 };
@@ -13,14 +13,14 @@ use super::{Msg, OpenCall, Persistence, Sim};
 use crate::check::Invariant;
 use crate::fault::Fault;
 
-pub(super) fn worker_core(agent: AgentId, book: &ScriptBook) -> WorkerCore {
+pub(super) fn worker_core(agent: AgentId, book: &ScriptBook, ids: IdSource) -> WorkerCore {
     let agents = AgentRegistry::new().with_fallback(book.factory());
     let tools = book.tools().expect("generated tools are valid");
     let config = WorkerConfig {
         call_timeout: Duration::from_millis(200),
         no_progress_limit: 3,
     };
-    WorkerCore::new(agent, config, agents, tools)
+    WorkerCore::new(agent, config, agents, tools, ids)
 }
 
 fn poll_once<T>(mut fut: ToolFuture<T>) -> Option<T> {
@@ -51,7 +51,7 @@ impl Sim {
                 while slot.core.poll_effect().is_some() {}
             }
             Persistence::Volatile => {
-                slot.core = worker_core(self.senders[w].agent, &self.book);
+                slot.core = worker_core(self.senders[w].agent, &self.book, self.ids.fork());
                 slot.current.clear();
             }
         }

@@ -35,6 +35,8 @@ pub(crate) struct Deps<'a> {
     /// The worker's call counter: tags are unique across attempts, so a late answer of an
     /// earlier attempt's call is never mistaken for the answer of a later one.
     pub(crate) calls: &'a mut u64,
+    /// Where reply dedupe keys and sub-task ids come from.
+    pub(crate) ids: &'a mut quorate_protocols::IdSource,
 }
 
 enum Phase {
@@ -231,6 +233,7 @@ impl Attempt {
                         &mut self.account,
                         self.account_id,
                         &subtasks,
+                        d.ids,
                     ) {
                         Ok(children) => {
                             let mut list = Vec::with_capacity(children.len());
@@ -575,7 +578,7 @@ impl Attempt {
     fn send(&mut self, d: &mut Deps<'_>, kind: ResultKind, outcome: Outcome) {
         let report = self.report(outcome);
         d.out.push_back(Effect::Reply(Box::new(
-            self.envelope.reply(d.me, kind, report),
+            self.envelope.reply(d.me, kind, report, d.ids),
         )));
     }
 
@@ -603,7 +606,7 @@ impl Attempt {
         let _unused = self.account.close(self.account_id);
         let cancelled = outcome == Outcome::Cancelled;
         let report = self.report(outcome);
-        let reply = self.envelope.reply(d.me, kind, report);
+        let reply = self.envelope.reply(d.me, kind, report, d.ids);
         if self.faults.duplicate_reply {
             d.out.push_back(Effect::Reply(Box::new(reply.clone())));
         }
@@ -614,7 +617,7 @@ impl Attempt {
             let late = self.report(Outcome::Answer { value, receipts });
             let late = self
                 .envelope
-                .reply(d.me, ResultKind::VerifiedConclusion, late);
+                .reply(d.me, ResultKind::VerifiedConclusion, late, d.ids);
             d.out.push_back(Effect::Reply(Box::new(late)));
         }
         self.phase = Phase::Done;

@@ -151,6 +151,7 @@ impl WorkerCore {
             out: &mut self.effects,
             spawn,
             calls: &mut self.calls,
+            ids: &mut self.ids,
         };
         f(attempt, &mut deps)
     }
