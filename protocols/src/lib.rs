@@ -36,6 +36,7 @@ mod lifecycle;
 pub mod mutant;
 mod plan;
 mod record;
+mod time;
 mod version;
 
 pub use action::{ActionId, DigestParseError, ParamDigest};
@@ -53,4 +54,5 @@ pub use plan::{
     MAX_NODE_ID_LEN,
 };
 pub use record::{AccessRule, EvidenceStatus, MemoryKind, Record, Source, Timestamp, Validity};
+pub use time::{millis, Millis};
 pub use version::Version;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::{Actor, AsyncContext, Context, Handler, Message, Recipient};
-use quorate_protocols::{ActionId, AgentId, Envelope, RunId, TaskId};
+use quorate_protocols::{ActionId, AgentId, Envelope, Millis, RunId, TaskId};
 use quorate_state::MemoryStore;
 use tracing::Instrument;
 
@@ -187,6 +187,8 @@ pub struct WorkerActor {
     attempts: HashMap<TaskId, AttemptSpan>,
     /// A durable run's journal: every action is written to it before its tool is called.
     journal: Option<Arc<dyn crate::ActionJournal>>,
+    /// The core's time: milliseconds since this worker was built (see [`crate::edge`]).
+    clock: crate::edge::Clock,
 }
 
 impl WorkerActor {
@@ -220,6 +222,7 @@ impl WorkerActor {
             run_span: tracing::Span::none(),
             attempts: HashMap::new(),
             journal: None,
+            clock: crate::edge::Clock::start(),
         }
     }
 
@@ -237,7 +240,7 @@ impl WorkerActor {
     /// its effects are carried out within it.
     fn assign(
         &mut self,
-        now: Instant,
+        now: Millis,
         envelope: impl Into<Box<Envelope<Assignment>>>,
         ctx: &mut Context<Self>,
     ) {
@@ -373,6 +376,13 @@ impl WorkerActor {
         }
     }
 
+    /// How long from now until `deadline` (a core time; zero if it passed).
+    fn wait_until(&self, deadline: Millis) -> std::time::Duration {
+        self.clock
+            .instant(deadline)
+            .saturating_duration_since(Instant::now())
+    }
+
     fn carry_out(&mut self, ctx: &mut Context<Self>) {
         while let Some(effect) = self.core.poll_effect() {
             match effect {
@@ -395,7 +405,7 @@ impl WorkerActor {
                     }
                     let call = self.core.tools().get(&tool).map(|t| t.call(action, params));
                     let me = ctx.address();
-                    let wait = deadline.saturating_duration_since(Instant::now());
+                    let wait = self.wait_until(deadline);
                     let fut_span = span.clone();
                     actix::spawn(
                         async move {
@@ -429,7 +439,7 @@ impl WorkerActor {
                     let span = self.call_span(CallKind::Query, action, &tool);
                     let query = self.core.tools().get(&tool).map(|t| t.query(action));
                     let me = ctx.address();
-                    let wait = deadline.saturating_duration_since(Instant::now());
+                    let wait = self.wait_until(deadline);
                     let fut_span = span.clone();
                     actix::spawn(
                         async move {
@@ -457,7 +467,7 @@ impl WorkerActor {
                     };
                     let result = self
                         .core
-                        .handle_preconditions(Instant::now(), action, outcome);
+                        .handle_preconditions(self.clock.now(), action, outcome);
                     Self::note(result);
                 }
                 Effect::Reply(envelope) => {
@@ -504,7 +514,7 @@ impl Actor for WorkerActor {
 impl Handler<AssignMsg> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: AssignMsg, ctx: &mut Context<Self>) {
-        self.assign(Instant::now(), msg.0, ctx);
+        self.assign(self.clock.now(), msg.0, ctx);
         self.flush();
     }
 }
@@ -512,7 +522,7 @@ impl Handler<AssignMsg> for WorkerActor {
 impl Handler<AssignBatch> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: AssignBatch, ctx: &mut Context<Self>) {
-        let now = Instant::now();
+        let now = self.clock.now();
         for envelope in msg.0 {
             self.assign(now, envelope, ctx);
             if self.outbox.len() >= BATCH {
@@ -529,7 +539,7 @@ impl Handler<ControlMsg> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: ControlMsg, ctx: &mut Context<Self>) {
         let _span = tracing::debug_span!("control", run = %msg.0.run, task = %msg.0.task).entered();
-        let result = self.core.handle_control(Instant::now(), msg.0);
+        let result = self.core.handle_control(self.clock.now(), msg.0);
         self.fed(result, ctx);
     }
 }
@@ -537,7 +547,7 @@ impl Handler<ControlMsg> for WorkerActor {
 impl Handler<CallEnded> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: CallEnded, ctx: &mut Context<Self>) {
-        let now = Instant::now();
+        let now = self.clock.now();
         let result = match msg.answer {
             Some(answer) => self
                 .core
@@ -551,7 +561,7 @@ impl Handler<CallEnded> for WorkerActor {
 impl Handler<QueryEnded> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: QueryEnded, ctx: &mut Context<Self>) {
-        let now = Instant::now();
+        let now = self.clock.now();
         let result = match msg.answer {
             Ok(answer) => self.core.handle_query_answer(now, msg.action, answer),
             Err(()) => self.core.handle_query_timeout(now, msg.action),

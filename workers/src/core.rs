@@ -6,7 +6,9 @@
 //!   [`WorkerCore::handle_control`], [`WorkerCore::handle_tool_answer`],
 //!   [`WorkerCore::handle_tool_timeout`], [`WorkerCore::handle_query_answer`],
 //!   [`WorkerCore::handle_query_timeout`], [`WorkerCore::handle_preconditions`]. Time comes in
-//!   as `now`.
+//!   as `now` ([`Millis`](quorate_protocols::Millis), the driver's clock; deadlines in effects
+//!   are on the same clock), and the ids the core mints come from the
+//!   [`IdSource`](quorate_protocols::IdSource) it was built with.
 //! * **polls**: after every handler, drain [`WorkerCore::poll_effect`] and carry out each
 //!   [`Effect`] (call a tool with a timeout at `deadline`, query a tool, check a task's store
 //!   preconditions, send a reply).
@@ -17,9 +19,11 @@
 //! task's [`ActionBook`] (the effect happened whether or not anyone waits for it).
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use quorate_protocols::{ActionId, AgentId, Envelope, IdSource, ResultKind, Role, Sender, TaskId};
+use quorate_protocols::{
+    ActionId, AgentId, Envelope, IdSource, Millis, ResultKind, Role, Sender, TaskId,
+};
 
 use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
@@ -68,7 +72,6 @@ impl Default for WorkerConfig {
 /// claimed) and `Some(Suggestion)` for every other outcome.
 ///
 /// ```
-/// use std::time::Instant;
 /// use quorate_protocols::*;
 /// use quorate_workers::{AgentRegistry, Effect, Outcome, Proposal, ToolRegistry, WorkerConfig,
 ///     WorkerCore, Assignment, Agent, AgentContext};
@@ -90,7 +93,8 @@ impl Default for WorkerConfig {
 ///     capabilities: Capabilities::none(), budget: Budget::steps(3), evidence_text: vec![], preconditions: vec![],
 /// };
 /// let (run, task) = (ids.run_id(), ids.task_id());
-/// core.handle_assignment(Instant::now(), Envelope::new(run, task, supervisor, assignment,
+/// let now = 0; // milliseconds on the driver's clock
+/// core.handle_assignment(now, Envelope::new(run, task, supervisor, assignment,
 ///     &mut ids)).unwrap();
 /// let Some(Effect::Reply(reply)) = core.poll_effect() else { panic!() };
 /// assert!(matches!(reply.payload.outcome, Outcome::Answer { .. }));
@@ -205,7 +209,7 @@ impl WorkerCore {
     /// answers are still recorded, but wake nothing).
     pub fn handle_assignment(
         &mut self,
-        now: Instant,
+        now: Millis,
         envelope: impl Into<Box<Envelope<Assignment>>>,
     ) -> Result<(), InputError> {
         let envelope: Box<Envelope<Assignment>> = envelope.into();
@@ -367,7 +371,7 @@ impl WorkerCore {
     /// A decision about a running attempt: cancel, approve or reject.
     pub fn handle_control(
         &mut self,
-        now: Instant,
+        now: Millis,
         envelope: Envelope<Control>,
     ) -> Result<(), InputError> {
         let task = envelope.task;
@@ -470,14 +474,14 @@ impl WorkerCore {
     }
 
     /// Cancels `task` and every sub-task below it, the task first.
-    fn cancel_tree(&mut self, now: Instant, task: TaskId) {
+    fn cancel_tree(&mut self, now: Millis, task: TaskId) {
         let below = self.descendants(task);
         self.cancel_all(now, std::iter::once(task).chain(below));
     }
 
     /// Cancels the running attempt of each of `tasks`, in order (a task before its sub-tasks,
     /// so none goes on after its parent stopped); tasks already ended are skipped.
-    fn cancel_all(&mut self, now: Instant, tasks: impl IntoIterator<Item = TaskId>) {
+    fn cancel_all(&mut self, now: Millis, tasks: impl IntoIterator<Item = TaskId>) {
         for t in tasks {
             let _ = self.with_attempt(now, t, |a, d| a.on_cancel(d));
         }
@@ -486,7 +490,7 @@ impl WorkerCore {
     /// The tool answered the call for `action`.
     pub fn handle_tool_answer(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
         call: u64,
         answer: ToolAnswer,
@@ -503,7 +507,7 @@ impl WorkerCore {
     /// ([`Effect::CheckPreconditions`]): `Ok`, or the first failing observation.
     pub fn handle_preconditions(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
         outcome: Result<(), String>,
     ) -> Result<(), InputError> {
@@ -515,7 +519,7 @@ impl WorkerCore {
     /// The call for `action` did not answer by its deadline: its outcome is unknown.
     pub fn handle_tool_timeout(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
         call: u64,
     ) -> Result<(), InputError> {
@@ -525,7 +529,7 @@ impl WorkerCore {
     /// The tool answered a query about `action` (`None`: nothing committed).
     pub fn handle_query_answer(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
         answer: Option<ToolAnswer>,
     ) -> Result<(), InputError> {
@@ -541,7 +545,7 @@ impl WorkerCore {
     /// action stays unknown, and a later attempt queries it again before anything else).
     pub fn handle_query_timeout(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
     ) -> Result<(), InputError> {
         self.with_attempt(now, action.task, |a, d| a.on_query_timeout(d, action))
@@ -549,7 +553,7 @@ impl WorkerCore {
 
     fn with_attempt(
         &mut self,
-        now: Instant,
+        now: Millis,
         task: TaskId,
         f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
     ) -> Result<(), InputError> {

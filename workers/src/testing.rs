@@ -3,7 +3,7 @@
 //! answers, so the driver jumps the clock to the call's deadline and reports a timeout.
 
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use quorate_protocols::{
     ActionId, AgentId, Budget, Capabilities, Envelope, NodeId, Role, RunId, Sender, TaskId,
@@ -44,7 +44,7 @@ pub(crate) fn supervisor() -> Sender {
 pub(crate) struct Driver {
     pub(crate) core: WorkerCore,
     pub(crate) world: World,
-    pub(crate) now: Instant,
+    pub(crate) now: quorate_protocols::Millis,
     pub(crate) replies: Vec<Envelope<Report>>,
     pub(crate) calls: Vec<(ActionId, String)>,
     pub(crate) queries: Vec<ActionId>,
@@ -79,7 +79,7 @@ impl Driver {
         Self {
             core: WorkerCore::new(AgentId::from_u128(2), config, agents, tools, ids()),
             world,
-            now: Instant::now(),
+            now: 0,
             replies: Vec::new(),
             calls: Vec::new(),
             queries: Vec::new(),

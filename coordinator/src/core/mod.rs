@@ -1,6 +1,7 @@
 //! The supervisor core: a plain state machine over one run.
 //!
-//! Inputs are methods named `handle_*` (with the current time in milliseconds passed in); the
+//! Inputs are methods named `handle_*` (with the current time passed in as
+//! [`Millis`](quorate_protocols::Millis), the one time type of every core); the
 //! outputs are [`Effect`]s, drained with [`SupervisorCore::poll_effect`]. The core performs no
 //! I/O, reads no clock and draws its ids (task-id prefix, dedupe keys, correlation ids) from the
 //! [`IdSource`] it is built with, so a seeded simulator, property tests and the actix shell all drive

@@ -7,7 +7,6 @@
 //! the invariants. Ties go to the item queued first, so a seed fixes the whole schedule.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
 
 use quorate_coordinator::{Event, SupervisorConfig, SupervisorCore};
 use quorate_protocols::{
@@ -132,7 +131,6 @@ pub struct Sim {
     now: u64,
     seq: u64,
     queue: BTreeMap<(u64, u64), Msg>,
-    base: Instant,
     run: RunId,
     plan: Plan,
     config: SupervisorConfig,
@@ -208,7 +206,6 @@ impl Sim {
             now: 0,
             seq: 0,
             queue: BTreeMap::new(),
-            base: Instant::now(),
             run,
             checker: Checker::new(&sc.plan),
             plan: sc.plan,
@@ -347,14 +344,6 @@ impl Sim {
         self.schedule(self.now + latency + extra, msg);
     }
 
-    fn instant(&self) -> Instant {
-        self.base + Duration::from_millis(self.now)
-    }
-
-    fn ms(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.base).as_millis() as u64
-    }
-
     fn tick(&mut self, at: u64) {
         self.now = self.now.max(at);
         if self.opts.trace {
@@ -365,7 +354,7 @@ impl Sim {
     }
 
     fn deliver(&mut self, msg: Msg) {
-        let now = self.instant();
+        let now = self.now;
         match msg {
             Msg::Report(env) => {
                 if let Some(granted) = self.granted_of(env.task) {

@@ -34,7 +34,7 @@ fn poll_once<T>(mut fut: ToolFuture<T>) -> Option<T> {
 impl Sim {
     pub(super) fn crash_worker(&mut self, w: usize) {
         self.counts.bump(Fault::WorkerCrash);
-        let now = self.instant();
+        let now = self.now;
         let slot = &mut self.workers[w];
         match self.opts.persistence {
             Persistence::DurableBook => {
@@ -73,7 +73,6 @@ impl Sim {
                     let inc = slot.incarnation;
                     let tool = slot.core.tools().get(&tool).expect("known tool").clone();
                     let answer = poll_once(tool.query(action)).flatten();
-                    let deadline = self.ms(deadline);
                     if !self.healed() && self.rng.gen_bool(self.faults.query_timeout) {
                         self.counts.bump(Fault::QueryTimeout);
                         self.schedule(deadline, Msg::QueryTimeout(w, inc, action));
@@ -85,7 +84,7 @@ impl Sim {
                 WorkEffect::CheckPreconditions { action, checks } => {
                     // Checked at once against the run's store, as the actor shell does.
                     let outcome = quorate_state::check_preconditions(&self.results, &checks);
-                    let now = self.instant();
+                    let now = self.now;
                     let _stale = self.workers[w]
                         .core
                         .handle_preconditions(now, action, outcome);
@@ -168,7 +167,6 @@ impl Sim {
                 answered: false,
             },
         );
-        let deadline = self.ms(deadline);
         self.schedule(deadline, Msg::ToolTimeout(w, inc, call, tag, action));
         if let Some(answer) = answer {
             let at = if !self.healed() && self.rng.gen_bool(self.faults.late_answer) {

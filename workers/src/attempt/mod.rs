@@ -4,10 +4,10 @@
 mod inputs;
 
 use std::collections::VecDeque;
-use std::time::Instant;
 
 use quorate_protocols::{
-    ActionEvent, ActionId, Budget, Component, Envelope, ParamDigest, ResultKind, Sender,
+    millis, ActionEvent, ActionId, Budget, Component, Envelope, Millis, ParamDigest, ResultKind,
+    Sender,
 };
 use quorate_state::{Account, AccountId, LedgerError, ReservationId};
 use serde_json::Value;
@@ -24,7 +24,7 @@ use crate::tool::{ToolAnswer, ToolRegistry};
 
 /// What an attempt needs from the core for one input.
 pub(crate) struct Deps<'a> {
-    pub(crate) now: Instant,
+    pub(crate) now: Millis,
     pub(crate) me: Sender,
     pub(crate) config: &'a WorkerConfig,
     pub(crate) tools: &'a ToolRegistry,
@@ -310,7 +310,7 @@ impl Attempt {
             action: request.action,
             tool: request.tool.clone(),
             params: request.params.clone(),
-            deadline: d.now + d.config.call_timeout,
+            deadline: d.now.saturating_add(millis(d.config.call_timeout)),
             call,
         });
         self.phase = Phase::Calling {
@@ -397,7 +397,7 @@ impl Attempt {
                     task: self.envelope.task,
                     action: query,
                     tool: request.tool.clone(),
-                    deadline: d.now + d.config.call_timeout,
+                    deadline: d.now.saturating_add(millis(d.config.call_timeout)),
                 });
                 self.phase = Phase::Querying {
                     request,

@@ -3,6 +3,9 @@
 //! Call order: [`PeerCore::start`] once, then any `handle_*` in any order, draining
 //! [`PeerCore::poll_effect`] after each (the shell feeds the outcome of `TryClaim`, `Allocate`
 //! and `CommitTerminal` back through the matching handler), until [`PeerCore::done`] is `Some`.
+//! Like the supervisor core it reads no clock (time comes in as
+//! [`Millis`](quorate_protocols::Millis)) and draws its ids from the
+//! [`IdSource`](quorate_protocols::IdSource) it is built with.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
