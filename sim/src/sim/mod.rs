@@ -18,16 +18,17 @@ use quorate_workers::{ScriptBook, ToolAnswer, WorkerCore, World};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::check::{Checker, Delivering, Invariant, Violation};
 use crate::fault::{Fault, FaultCounts};
 use crate::gen::{scenario, FaultPlan};
 
 mod supervisor;
+mod trace;
 mod worker;
 
-use worker::{describe, worker_core};
+use trace::Trace;
+use worker::worker_core;
 
 /// How a crashed worker comes back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,7 +52,8 @@ pub struct Options {
     pub persistence: Persistence,
     /// Deliveries after which the run counts as not terminating.
     pub step_bound: u64,
-    /// Print every event and delivery to stderr (debugging one seed).
+    /// Keep the trace's text ([`Outcome::trace`]): every delivery, tick and event, one line
+    /// each, with their ids. The trace hash is taken either way.
     pub trace: bool,
 }
 
@@ -75,8 +77,11 @@ pub struct Outcome {
     pub violation: Option<Violation>,
     /// Faults that happened.
     pub faults: FaultCounts,
-    /// SHA-256 of the canonical event stream.
+    /// SHA-256 of the trace: every delivery, tick and event line, ids included.
     pub trace_hash: [u8; 32],
+    /// The trace's text, one line per delivery, tick and event, when [`Options::trace`] asked
+    /// for it: the same seed gives the same bytes.
+    pub trace: Option<String>,
     /// Deliveries and ticks handled.
     pub steps: u64,
     /// The stop reason, if the run stopped.
@@ -149,7 +154,7 @@ pub struct Sim {
     next_call: u64,
     crash_armed: bool,
     stopped: bool,
-    hasher: Sha256,
+    trace: Trace,
     steps: u64,
     /// Tool calls per task over all attempts and workers.
     task_calls: HashMap<TaskId, u64>,
@@ -224,7 +229,7 @@ impl Sim {
             next_call: 0,
             crash_armed: false,
             stopped: false,
-            hasher: Sha256::new(),
+            trace: Trace::new(&opts),
             steps: 0,
             task_calls: HashMap::new(),
             slice_reused: false,
@@ -291,9 +296,7 @@ impl Sim {
                 _ => {
                     let ((at, _), msg) = self.queue.pop_first().expect("non-empty");
                     self.now = self.now.max(at);
-                    if self.opts.trace {
-                        eprintln!("{at} ms: {}", describe(&msg));
-                    }
+                    self.trace.delivery(at, &msg);
                     self.deliver(msg);
                 }
             }
@@ -346,9 +349,7 @@ impl Sim {
 
     fn tick(&mut self, at: u64) {
         self.now = self.now.max(at);
-        if self.opts.trace {
-            eprintln!("{at} ms: supervisor tick");
-        }
+        self.trace.note(at, format_args!("supervisor tick"));
         self.core.handle_tick(self.now);
         self.drain_supervisor();
     }
@@ -485,11 +486,13 @@ impl Sim {
         if self.checker.violation.is_none() {
             self.end_checks();
         }
+        let (trace_hash, trace) = self.trace.finish();
         Outcome {
             seed: self.seed,
             violation: self.checker.violation.take(),
             faults: self.counts,
-            trace_hash: self.hasher.finalize().into(),
+            trace_hash,
+            trace,
             steps: self.steps,
             stop: self.checker.stops.first().map(|(_, r)| r.clone()),
             tasks: self.plan.len(),

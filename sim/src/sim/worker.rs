@@ -179,35 +179,3 @@ impl Sim {
         }
     }
 }
-
-pub(super) fn describe(msg: &Msg) -> String {
-    match msg {
-        Msg::Assign(w, e) => format!(
-            "assign {} attempt {} -> worker {w}",
-            e.payload.node, e.attempt
-        ),
-        Msg::Control(w, e) => format!(
-            "control {:?} attempt {} -> worker {w}",
-            e.payload, e.attempt
-        ),
-        Msg::Report(e) => format!(
-            "report attempt {} v{} {:?}",
-            e.attempt,
-            e.state_version.raw(),
-            e.payload.outcome
-        ),
-        Msg::ToolAnswer(w, inc, _, _, a, ans) => {
-            format!("tool answer w{w}/{inc} step {} {ans:?}", a.step)
-        }
-        Msg::ToolTimeout(w, inc, _, _, a) => format!("tool timeout w{w}/{inc} step {}", a.step),
-        Msg::QueryAnswer(w, inc, a, ans) => {
-            format!("query answer w{w}/{inc} step {} {ans:?}", a.step)
-        }
-        Msg::QueryTimeout(w, inc, a) => format!("query timeout w{w}/{inc} step {}", a.step),
-        Msg::WorkerCrash(w) => format!("worker {w} crashes"),
-        Msg::CoordinatorCrash => "coordinator crash armed".to_owned(),
-        Msg::Cancel => "cancel".to_owned(),
-        Msg::Approval(n, a) => format!("approval n{n} {a}"),
-        Msg::StoreChange(n) => format!("another writer takes {}", crate::gen::lock_key(*n)),
-    }
-}
