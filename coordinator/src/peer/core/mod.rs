@@ -55,6 +55,7 @@ impl PeerCore {
     ///
     /// # Panics
     /// If `index` is not a peer or `tasks` does not match the plan.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         run: RunId,
         plan: Plan,
