@@ -27,8 +27,12 @@
 //! * The [`ProgressDetector`] stops an attempt that repeats itself without new information.
 //! * The attempt ends with one [`Report`] whose [`Outcome`] says how; see [`Effect::Reply`].
 //!
-//! Decision logic (gate, book, progress, core) is pure: time comes in as an argument and
-//! effects come out of [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates.
+//! Decision logic (gate, book, progress, core) is pure: time comes in as an argument
+//! ([`Millis`](quorate_protocols::Millis)), ids from the core's
+//! [`IdSource`](quorate_protocols::IdSource), and effects come out of
+//! [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates. The real clock and the
+//! operating system's randomness enter in [`edge`] (the shells' [`edge::Clock`] and
+//! [`edge::random_ids`]), nowhere else.
 //!
 //! Not here yet: the persistent `quorate_state::IdempotencyRegistry` behind [`ActionBook`]
 //! (action records live in the worker's memory).
