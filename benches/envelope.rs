@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use quorate_protocols::{
-    decode_envelope, encode_envelope, AgentId, Envelope, EvidenceRef, Limits, ResultKind, Role,
-    RunId, Sender, TaskId, Version,
+    decode_envelope, encode_envelope, Envelope, EvidenceRef, IdSource, Limits, ResultKind, Role,
+    Sender, Version,
 };
 
 #[path = "support/ratio.rs"]
@@ -18,18 +18,21 @@ mod ratio;
 use ratio::timed_each;
 
 fn sample() -> (Envelope<serde_json::Value>, Sender) {
+    let mut ids = IdSource::seeded(1);
     let sender = Sender {
-        agent: AgentId::new(),
+        agent: ids.agent_id(),
         role: Role::Worker,
     };
+    let (run, task) = (ids.run_id(), ids.task_id());
     let mut e = Envelope::new(
-        RunId::new(),
-        TaskId::new(),
+        run,
+        task,
         sender,
         serde_json::json!({"answer": "42 units in stock", "confidence": 0.93, "rows": [1, 2, 3]}),
+        &mut ids,
     );
     e.result_kind = Some(ResultKind::VerifiedConclusion);
-    e.parent = Some(TaskId::new());
+    e.parent = Some(ids.task_id());
     e.evidence = (0..4)
         .map(|i| EvidenceRef {
             key: format!("memory/inventory/{i}"),

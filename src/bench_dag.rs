@@ -471,7 +471,7 @@ fn run_durable(
 ) -> Result<f64, String> {
     let start = Instant::now();
     let kept = crate::durable::RunStore::open(path).map_err(|e| e.to_string())?;
-    let run = quorate_protocols::RunId::new();
+    let run = quorate_workers::edge::random_ids().run_id();
     let journal = std::sync::Arc::new(kept.journal(run));
     let durable = quorate_coordinator::Durable {
         run,

@@ -411,7 +411,7 @@ mod tests {
 
     fn record(report: Option<serde_json::Value>) -> RunRecord {
         RunRecord {
-            run_id: RunId::new(),
+            run_id: RunId::from_u128(1),
             plan_path: "plan.toml".into(),
             plan_text: String::new(),
             started_unix_ms: 0,
@@ -450,7 +450,7 @@ mod tests {
     fn event(seq: u64, kind: EventKind) -> Event {
         Event {
             seq,
-            run_id: RunId::new(),
+            run_id: RunId::from_u128(1),
             peer: None,
             task: None,
             at_ms: 0,

@@ -13,7 +13,6 @@ use quorate::runner::{
     RunFileError,
 };
 use quorate_coordinator::ResumeFrom;
-use quorate_protocols::RunId;
 
 use super::{print_run, print_warnings, report_json, run_error_code, EXIT_BAD_INPUT};
 
@@ -69,7 +68,7 @@ pub(crate) fn run(
     };
     let at = unix_ms();
     let mut record = RunRecord {
-        run_id: RunId::new(),
+        run_id: quorate_workers::edge::random_ids().run_id(),
         plan_path: plan.display().to_string(),
         plan_text: text,
         started_unix_ms: at,

@@ -340,27 +340,25 @@ pub fn check_top_ups(
     from: &quorate_coordinator::ResumeFrom,
     answers: &TopUpPolicy,
 ) -> Result<Vec<String>, RunFileError> {
-    use quorate_protocols::{AgentId, Role, Sender};
+    use quorate_protocols::{Role, Sender};
     let (plan, _) = file.compile(path)?;
     let config = file.supervisor_config(ApprovalPolicy::Ask);
-    let sender = |role| Sender {
-        agent: AgentId::new(),
+    // A throwaway core that only replays the log: its own ids are never sent anywhere.
+    let mut ids = quorate_workers::edge::random_ids();
+    let mut sender = |role| Sender {
+        agent: ids.agent_id(),
         role,
     };
+    let me = sender(Role::Supervisor);
     let workers = (0..config.workers.max(1))
         .map(|_| sender(Role::Worker))
         .collect();
     let run = from
         .events
         .first()
-        .map_or_else(quorate_protocols::RunId::new, |e| e.run_id);
-    let mut core = quorate_coordinator::SupervisorCore::new(
-        run,
-        plan,
-        config,
-        sender(Role::Supervisor),
-        workers,
-    );
+        .map_or_else(|| ids.run_id(), |e| e.run_id);
+    let mut core =
+        quorate_coordinator::SupervisorCore::new(run, plan, config, me, workers, ids.fork());
     if let Some(fallback) = file.fallback_spec() {
         core.set_fallback_plan(fallback);
     }

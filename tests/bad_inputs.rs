@@ -60,6 +60,7 @@ fn oversized_envelope() {
         TaskId::from_u128(2),
         worker(),
         "x".repeat(70_000),
+        &mut quorate_protocols::IdSource::seeded(1),
     );
     let bytes = encode_envelope(&env);
     let err = decode_envelope::<String>(&bytes, &Limits::default(), worker()).unwrap_err();
@@ -72,7 +73,13 @@ fn oversized_envelope() {
 
 #[test]
 fn unknown_field() {
-    let env = Envelope::new(RunId::from_u128(1), TaskId::from_u128(2), worker(), 1u32);
+    let env = Envelope::new(
+        RunId::from_u128(1),
+        TaskId::from_u128(2),
+        worker(),
+        1u32,
+        &mut quorate_protocols::IdSource::seeded(1),
+    );
     let mut value = serde_json::to_value(&env).unwrap();
     value["grant_capability"] = json!("db.delete");
     let err = decode_envelope::<u32>(
@@ -182,7 +189,13 @@ fn node_budgets_over_the_plan_budget() {
 
 #[test]
 fn forged_sender() {
-    let env = Envelope::new(RunId::from_u128(1), TaskId::from_u128(2), worker(), 1u32);
+    let env = Envelope::new(
+        RunId::from_u128(1),
+        TaskId::from_u128(2),
+        worker(),
+        1u32,
+        &mut quorate_protocols::IdSource::seeded(1),
+    );
     let other = Sender {
         agent: AgentId::from_u128(9),
         role: Role::Worker,

@@ -442,12 +442,12 @@ fn two_level_delegation_beyond_the_parent_slice_is_refused() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let ledger = BudgetLedger::new(MemoryStore::new(), RunId::new());
+        let ledger = BudgetLedger::new(MemoryStore::new(), RunId::from_u128(1));
         ledger
             .open_root(Budget::new(20, 10, 0, 0), Budget::new(2, 0, 0, 0))
             .await
             .unwrap();
-        let child = AccountId::Task(TaskId::new());
+        let child = AccountId::Task(TaskId::from_u128(1));
         ledger
             .allocate_with_reserve(
                 AccountId::Root,
@@ -458,12 +458,12 @@ fn two_level_delegation_beyond_the_parent_slice_is_refused() {
             .await
             .unwrap();
         // The child may delegate 10 steps and 6 tool calls.
-        let g1 = AccountId::Task(TaskId::new());
+        let g1 = AccountId::Task(TaskId::from_u128(2));
         ledger
             .allocate(child, g1, Budget::new(6, 3, 0, 0))
             .await
             .unwrap();
-        let g2 = AccountId::Task(TaskId::new());
+        let g2 = AccountId::Task(TaskId::from_u128(3));
         match ledger.allocate(child, g2, Budget::new(5, 2, 0, 0)).await {
             Err(BudgetLedgerError::Refused(LedgerError::Insufficient {
                 account,
@@ -478,7 +478,7 @@ fn two_level_delegation_beyond_the_parent_slice_is_refused() {
             .allocate(child, g2, Budget::new(4, 3, 0, 0))
             .await
             .unwrap();
-        let g3 = AccountId::Task(TaskId::new());
+        let g3 = AccountId::Task(TaskId::from_u128(4));
         assert!(ledger
             .allocate(child, g3, Budget::new(0, 1, 0, 0))
             .await

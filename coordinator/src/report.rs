@@ -166,6 +166,7 @@ mod tests {
             SupervisorConfig::default(),
             sender(1, Role::Supervisor),
             vec![sender(2, Role::Worker)],
+            quorate_protocols::IdSource::seeded(1),
         )
     }
 
@@ -212,6 +213,7 @@ mod tests {
                 actions: Default::default(),
                 calls: vec![],
             },
+            &mut quorate_protocols::IdSource::seeded(2),
         );
         let finished = Err(crate::InputRefused::Finished);
         assert_eq!(core.handle_report(u64::MAX / 2, reply), finished);

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
-use quorate_protocols::{AgentId, Plan, Role, RunId, Sender};
+use quorate_protocols::{Plan, Role, RunId, Sender};
 use quorate_state::{MemoryStore, PackedLog};
 use quorate_workers::{
     AgentRegistry, Replies, ReportBatch, ReportMsg, ToolRegistry, WorkerActor, WorkerConfig,
@@ -145,16 +145,19 @@ pub fn run_star(
     let (log2, results2, chaos2) = (log.clone(), results.clone(), chaos.clone());
     let tasks = plan.len();
     let report = system.block_on(async move {
-        let run = durable.as_ref().map_or_else(RunId::new, |d| d.run);
+        // The run's ids are random (the shell seeds them from the operating system); the
+        // supervisor core draws from a source forked from this one.
+        let mut ids = quorate_workers::edge::random_ids();
+        let run = durable.as_ref().map_or_else(|| ids.run_id(), |d| d.run);
         let run_span = run_span(run, "star", tasks);
         let me = Sender {
-            agent: AgentId::new(),
+            agent: ids.agent_id(),
             role: Role::Supervisor,
         };
         let count = options.supervisor.workers;
         let senders: Vec<Sender> = (0..count)
             .map(|_| Sender {
-                agent: AgentId::new(),
+                agent: ids.agent_id(),
                 role: Role::Worker,
             })
             .collect();
@@ -207,7 +210,14 @@ pub fn run_star(
                 }
             })
             .collect();
-        let mut core = SupervisorCore::new(run, plan, options.supervisor.clone(), me, senders);
+        let mut core = SupervisorCore::new(
+            run,
+            plan,
+            options.supervisor.clone(),
+            me,
+            senders,
+            ids.fork(),
+        );
         // A trace is read without the plan file at hand: it names the nodes and their deps.
         core.set_describe_plan(traced);
         for (node, texts) in options.evidence_text {

@@ -1,26 +1,14 @@
 //! What the supervisor and peer actors share as shells: the run clock the cores read, the one
 //! timer armed for a core's next deadline, and the first-writer-wins commit of a result.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 use quorate_state::{CasOutcome, MemoryStore, Versioned};
 
-/// Milliseconds since the run started: the time every core input carries.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RunClock(Instant);
-
-impl RunClock {
-    /// A clock that starts at `start`.
-    pub(crate) fn since(start: Instant) -> Self {
-        Self(start)
-    }
-
-    /// Now, in run milliseconds.
-    pub(crate) fn now(&self) -> u64 {
-        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-}
+/// Milliseconds since the run started: the time every core input carries (the clock is read
+/// here, at the edge, never in a core).
+pub(crate) type RunClock = quorate_workers::edge::Clock;
 
 /// The message an actor's armed timer delivers.
 #[derive(Message, Debug)]

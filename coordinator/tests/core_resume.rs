@@ -104,6 +104,7 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
                 actions: ActionCounts::default(),
                 calls: vec![],
             },
+            &mut support::ids(),
         );
         now += 1;
         h.core

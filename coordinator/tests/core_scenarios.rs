@@ -52,7 +52,7 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
     let good = h.answer("a", json!(1));
     let good_key = good.dedupe;
     let mut stale = good.clone();
-    stale.dedupe = quorate_protocols::DedupeKey::new();
+    stale.dedupe = crate::support::ids().dedupe_key();
     stale.state_version = quorate_protocols::Version::new(99);
     h.send(1, stale);
     assert_eq!(h.state(0), TaskState::Running);
@@ -68,7 +68,7 @@ fn duplicate_late_stale_and_forged_replies_are_rejected_and_counted() {
     // nothing), even though the task is terminal now.
     h.send(3, good);
     let mut late = h.answer("a", json!(2));
-    late.dedupe = quorate_protocols::DedupeKey::new();
+    late.dedupe = crate::support::ids().dedupe_key();
     h.send(4, late);
     assert_eq!(h.state(0), TaskState::Completed);
     let m = h.core.snapshot().messages;
@@ -305,7 +305,7 @@ fn replies_of_a_batch_after_the_run_stopped_are_not_handled() {
     let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
     let done = h.answer("a", json!(1));
     let mut after = h.answer("a", json!(2));
-    after.dedupe = quorate_protocols::DedupeKey::new();
+    after.dedupe = crate::support::ids().dedupe_key();
     let refused = h.core.handle_reports(1, vec![done, after]);
     h.drain();
     assert_eq!(

@@ -80,7 +80,7 @@ fn duplicate_forged_and_late_broadcasts_are_rejected_and_never_reactivate() {
     assert_eq!(net.cores[receiver].messages().rejected_duplicate, 1);
     // A fresh envelope claiming another terminal state for a completed task: late, no change.
     let mut forged = env.clone();
-    forged.dedupe = quorate_protocols::DedupeKey::new();
+    forged.dedupe = crate::support::ids().dedupe_key();
     let PeerMsg::Terminal { record, .. } = &mut forged.payload;
     record.state = TaskState::Failed;
     record.cause = Some(StopReason::Cancelled);
@@ -89,7 +89,7 @@ fn duplicate_forged_and_late_broadcasts_are_rejected_and_never_reactivate() {
     assert_eq!(net.cores[receiver].task_state(0), TaskState::Completed);
     // From someone who is not a peer: unauthorized.
     let mut stranger = forged;
-    stranger.dedupe = quorate_protocols::DedupeKey::new();
+    stranger.dedupe = crate::support::ids().dedupe_key();
     stranger.sender.agent = AgentId::from_u128(999);
     net.deliver(receiver, stranger);
     assert_eq!(net.cores[receiver].messages().rejected_unauthorized, 1);
@@ -302,6 +302,7 @@ fn an_attempt_without_a_reply_runs_again_after_its_timeout_then_its_task_fails()
             actions: Default::default(),
             calls: vec![],
         },
+        &mut support::ids(),
     );
     net.cores[p].handle_worker_reply(150, late);
     net.drain(p);

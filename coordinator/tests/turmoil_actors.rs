@@ -36,6 +36,7 @@ use quorate_protocols::{
     Plan, PlanSpec, Role, RunId, Sender,
 };
 use quorate_state::{MemoryStore, PackedLog};
+use quorate_workers::edge::random_ids;
 use quorate_workers::{
     AgentRegistry, AssignBatch, AssignMsg, ControlMsg, ReportMsg, Script, ScriptBook, WorkerActor,
     WorkerConfig, World,
@@ -158,7 +159,7 @@ fn shared(workers: usize, max_attempts: u32, cancel_at: Option<u64>) -> Shared {
     let world = World::new();
     let (plan, _) = plan_and_book(&world);
     Shared {
-        run: RunId::new(),
+        run: random_ids().run_id(),
         plan,
         config: SupervisorConfig {
             workers,
@@ -167,12 +168,12 @@ fn shared(workers: usize, max_attempts: u32, cancel_at: Option<u64>) -> Shared {
             ..SupervisorConfig::default()
         },
         me: Sender {
-            agent: AgentId::new(),
+            agent: random_ids().agent_id(),
             role: Role::Supervisor,
         },
         workers: (0..workers)
             .map(|_| Sender {
-                agent: AgentId::new(),
+                agent: random_ids().agent_id(),
                 role: Role::Worker,
             })
             .collect(),
@@ -231,6 +232,7 @@ async fn supervisor_software(s: Shared) -> turmoil::Result {
             s.config.clone(),
             s.me,
             s.workers.clone(),
+            random_ids(),
         );
         SupervisorActor::new(core, links, s.results.clone(), s.log.clone(), None, done)
     } else {
@@ -241,6 +243,7 @@ async fn supervisor_software(s: Shared) -> turmoil::Result {
             s.config.clone(),
             s.me,
             s.workers.clone(),
+            random_ids(),
             &logged,
             |k| results.get_now(k).map(|v| v.value),
         )
@@ -344,7 +347,7 @@ async fn mallory_software(s: Shared) -> turmoil::Result {
         let bytes = if i % 2 == 0 {
             let forged: Envelope<Report> = Envelope::new(
                 s.run,
-                quorate_protocols::TaskId::new(),
+                random_ids().task_id(),
                 s.workers[0],
                 Report {
                     outcome: quorate_protocols::wire::Outcome::Failed {
@@ -354,6 +357,7 @@ async fn mallory_software(s: Shared) -> turmoil::Result {
                     actions: Default::default(),
                     calls: vec![],
                 },
+                &mut random_ids(),
             );
             frame(TAG_REPORT, encode_envelope(&forged))
         } else {

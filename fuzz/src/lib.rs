@@ -237,7 +237,9 @@ pub fn supervisor_core(input: CoreInput) {
         top_ups: Default::default(),
     };
     let run = RunId::from_u128(7);
-    let mut core = SupervisorCore::new(run, plan, config, me, workers.clone());
+    // Seeded ids: a crash replays exactly.
+    let mut ids = quorate_protocols::IdSource::seeded(7);
+    let mut core = SupervisorCore::new(run, plan, config, me, workers.clone(), ids.fork());
     let mut st = Observed::new(n);
     let mut now = 0u64;
     core.start(now);
@@ -258,7 +260,7 @@ pub fn supervisor_core(input: CoreInput) {
             }
             Op::Report(r) => {
                 now += u64::from(r.advance);
-                let env = forge(&r, &st, &workers, me, run, &core, n);
+                let env = forge(&r, &st, &workers, me, run, &core, n, &mut ids);
                 st.sent_dedupe.push(env.dedupe);
                 let _refused = core.handle_report(now, env);
             }
@@ -347,6 +349,7 @@ fn forge(
     run: RunId,
     core: &SupervisorCore,
     n: u32,
+    ids: &mut quorate_protocols::IdSource,
 ) -> Envelope<Report> {
     let node = u32::from(r.node) % n;
     let sender = match r.sender % 8 {
@@ -428,11 +431,12 @@ fn forge(
                 sender,
                 kind.unwrap_or(ResultKind::VerifiedConclusion),
                 report,
+                ids,
             );
             e.result_kind = kind;
             e
         }
-        None => Envelope::new(run, task, sender, report),
+        None => Envelope::new(run, task, sender, report, ids),
     };
     if r.wrong_run {
         env.run = RunId::from_u128(8);

@@ -265,6 +265,7 @@ async fn stale_inventory_refreshed_before_write() -> Demo {
             role: Role::Supervisor,
         },
         "reserve 10 units of sku-42 for order 7",
+        &mut quorate_protocols::IdSource::seeded(1),
     );
     assignment.evidence = recall.evidence_refs();
     println!("   the assignment carries evidence (memory key at memory version):");

@@ -146,14 +146,16 @@ pub fn prescan(bytes: &[u8], limits: &Limits) -> Result<(), DecodeError> {
 /// ```
 /// use quorate_protocols::*;
 ///
-/// let worker = Sender { agent: AgentId::new(), role: Role::Worker };
-/// let env = Envelope::new(RunId::new(), TaskId::new(), worker, "hello".to_string());
+/// let mut ids = IdSource::seeded(1);
+/// let worker = Sender { agent: ids.agent_id(), role: Role::Worker };
+/// let (run, task) = (ids.run_id(), ids.task_id());
+/// let env = Envelope::new(run, task, worker, "hello".to_string(), &mut ids);
 /// let bytes = serde_json::to_vec(&env).unwrap();
 /// let back: Envelope<String> = decode_envelope(&bytes, &Limits::default(), worker).unwrap();
 /// assert_eq!(back, env);
 ///
 /// // The same bytes arriving on another agent's channel are a forgery.
-/// let other = Sender { agent: AgentId::new(), role: Role::Supervisor };
+/// let other = Sender { agent: ids.agent_id(), role: Role::Supervisor };
 /// let err = decode_envelope::<String>(&bytes, &Limits::default(), other).unwrap_err();
 /// assert!(matches!(err, DecodeError::ForgedSender { .. }));
 /// ```
@@ -202,7 +204,9 @@ mod tests {
     }
 
     fn env(payload: String, evidence: usize) -> Envelope<String> {
-        let mut e = Envelope::new(RunId::from_u128(1), TaskId::from_u128(2), worker(), payload);
+        let mut ids = crate::IdSource::seeded(1);
+        let (run, task) = (RunId::from_u128(1), TaskId::from_u128(2));
+        let mut e = Envelope::new(run, task, worker(), payload, &mut ids);
         e.evidence = (0..evidence)
             .map(|i| EvidenceRef {
                 key: format!("doc/{i}"),

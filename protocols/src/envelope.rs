@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{AgentId, CorrelationId, DedupeKey, RunId, TaskId, Version};
+use crate::{AgentId, CorrelationId, DedupeKey, IdSource, RunId, TaskId, Version};
 
 /// The part an agent plays in a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -87,10 +87,12 @@ pub struct Scope {
 /// ```
 /// use quorate_protocols::*;
 ///
-/// let supervisor = Sender { agent: AgentId::new(), role: Role::Supervisor };
-/// let assign = Envelope::new(RunId::new(), TaskId::new(), supervisor, "summarise the sources");
-/// let worker = Sender { agent: AgentId::new(), role: Role::Worker };
-/// let reply = assign.reply(worker, ResultKind::Suggestion, 42u32);
+/// let mut ids = IdSource::seeded(1);
+/// let supervisor = Sender { agent: ids.agent_id(), role: Role::Supervisor };
+/// let (run, task) = (ids.run_id(), ids.task_id());
+/// let assign = Envelope::new(run, task, supervisor, "summarise the sources", &mut ids);
+/// let worker = Sender { agent: ids.agent_id(), role: Role::Worker };
+/// let reply = assign.reply(worker, ResultKind::Suggestion, 42u32, &mut ids);
 /// assert_eq!(reply.correlation, assign.correlation);
 /// assert_eq!(reply.attempt, assign.attempt);
 /// assert_ne!(reply.dedupe, assign.dedupe);
@@ -126,9 +128,9 @@ pub struct Envelope<P> {
 }
 
 impl<P> Envelope<P> {
-    /// A request envelope with fresh dedupe and correlation ids, attempt 0, version 0, no
-    /// evidence and an empty scope.
-    pub fn new(run: RunId, task: TaskId, sender: Sender, payload: P) -> Self {
+    /// A request envelope with fresh dedupe and correlation ids (drawn from `ids`), attempt 0,
+    /// version 0, no evidence and an empty scope.
+    pub fn new(run: RunId, task: TaskId, sender: Sender, payload: P, ids: &mut IdSource) -> Self {
         Self {
             run,
             task,
@@ -139,15 +141,21 @@ impl<P> Envelope<P> {
             evidence: Vec::new(),
             result_kind: None,
             scope: Scope::default(),
-            dedupe: DedupeKey::new(),
-            correlation: CorrelationId::new(),
+            dedupe: ids.dedupe_key(),
+            correlation: ids.correlation_id(),
             payload,
         }
     }
 
     /// A reply to `self`: same run, task, parent, attempt, version, scope and correlation id; a
-    /// fresh dedupe key; the given sender, kind and payload.
-    pub fn reply<Q>(&self, sender: Sender, kind: ResultKind, payload: Q) -> Envelope<Q> {
+    /// fresh dedupe key (drawn from `ids`); the given sender, kind and payload.
+    pub fn reply<Q>(
+        &self,
+        sender: Sender,
+        kind: ResultKind,
+        payload: Q,
+        ids: &mut IdSource,
+    ) -> Envelope<Q> {
         Envelope {
             run: self.run,
             task: self.task,
@@ -158,7 +166,7 @@ impl<P> Envelope<P> {
             evidence: Vec::new(),
             result_kind: Some(kind),
             scope: self.scope.clone(),
-            dedupe: DedupeKey::new(),
+            dedupe: ids.dedupe_key(),
             correlation: self.correlation,
             payload,
         }

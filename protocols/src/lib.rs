@@ -1,13 +1,16 @@
 //! # quorate-protocols
 //!
 //! The vocabulary every quorate component speaks. Pure data and validation: no actix, no tokio,
-//! no I/O, no clock.
+//! no I/O, no clock, no operating-system randomness (fresh ids come from a seeded [`IdSource`]).
 //!
 //! A tour, in the order a run meets the types:
 //!
 //! * A user writes a [`PlanSpec`]; [`PlanSpec::validate`] turns it into a [`Plan`] (acyclic,
 //!   within budget, never granting more [`Capabilities`] than the run has) or a [`PlanError`]
 //!   that names the node at fault.
+//! * Ids are uuid newtypes ([`RunId`], [`TaskId`], ...); fresh ones are drawn from an
+//!   [`IdSource`], which whoever drives a core seeds (at random in production, from the seed in
+//!   the simulator).
 //! * Each node becomes a task ([`TaskId`]) whose life is the [`TaskState`] machine: a terminal
 //!   state never changes again.
 //! * Budgets are [`Budget`] vectors with checked arithmetic ([`BudgetError`]); capabilities only
@@ -30,12 +33,14 @@ mod budget;
 mod capability;
 mod decode;
 mod envelope;
+mod id_source;
 mod ids;
 mod lifecycle;
 #[cfg(feature = "mutants")]
 pub mod mutant;
 mod plan;
 mod record;
+mod time;
 mod version;
 pub mod wire;
 
@@ -44,6 +49,7 @@ pub use budget::{Budget, BudgetError, Component};
 pub use capability::{Capabilities, Capability, CapabilityError, MAX_CAPABILITY_LEN};
 pub use decode::{decode_envelope, encode_envelope, prescan, DecodeError, Limits};
 pub use envelope::{Envelope, EvidenceRef, ResultKind, Role, Scope, Sender};
+pub use id_source::IdSource;
 pub use ids::{AgentId, CorrelationId, DedupeKey, RecordId, RunId, TaskId};
 pub use lifecycle::{
     ActionEvent, ActionState, ActionTransitionError, TaskEvent, TaskState, TaskTransitionError,
@@ -55,4 +61,5 @@ pub use plan::{
 pub use record::{
     AccessRule, EvidenceStatus, MemoryKind, ProvenanceRecord, Source, Timestamp, Validity,
 };
+pub use time::{millis, Millis};
 pub use version::Version;

@@ -33,7 +33,7 @@ async fn measure(dir: &Path, commit: Commit, op: Op, writers: usize, per_writer:
     .expect("open");
     let store = Arc::new(db.store::<u64>("bench"));
     let log = Arc::new(db.log::<u64>("bench"));
-    let run = RunId::new();
+    let run = RunId::from_u128(1);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..writers {
@@ -65,7 +65,7 @@ async fn measure(dir: &Path, commit: Commit, op: Op, writers: usize, per_writer:
 }
 
 fn scratch_name() -> String {
-    RunId::new().to_string()
+    format!("redb-throughput-{}", std::process::id())
 }
 
 fn main() {

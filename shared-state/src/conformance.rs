@@ -202,8 +202,9 @@ pub async fn no_lost_update<S: Store<u64> + 'static>(
 /// Appends from concurrent tasks get consecutive sequence numbers; reads return them in order;
 /// runs are separate.
 pub async fn log_order<L: RunLog<u64> + 'static>(log: Arc<L>) {
-    let run = RunId::new();
-    let other = RunId::new();
+    // Fixed ids: a backend's conformance run must not depend on which ids it sees.
+    let run = RunId::from_u128(0xc0f0_0001);
+    let other = RunId::from_u128(0xc0f0_0002);
     let mut handles = Vec::new();
     for t in 0..4u64 {
         let log = log.clone();
@@ -260,7 +261,7 @@ pub async fn log_order<L: RunLog<u64> + 'static>(log: Arc<L>) {
 /// Concurrent allocations and reservations against one root never exceed it, and closing every
 /// child returns exactly what it did not spend.
 pub async fn ledger_invariants<S: Store<Account> + 'static>(store: Arc<S>) {
-    let run = RunId::new();
+    let run = RunId::from_u128(0xc0f0_0003);
     let ledger = Arc::new(BudgetLedger::new(store, run));
     ledger
         .open_root(

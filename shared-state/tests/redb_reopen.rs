@@ -37,7 +37,7 @@ fn open(path: &Path, commit: Commit) -> RedbDb {
 fn values_versions_and_logs_survive_a_reopen_and_versions_are_never_reused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("reopen.redb");
-    let run = RunId::new();
+    let run = RunId::from_u128(1);
     let rt = rt();
     let (v1, v2) = rt.block_on(async {
         let db = open(&path, Commit::Durable);
@@ -86,7 +86,7 @@ fn values_versions_and_logs_survive_a_reopen_and_versions_are_never_reused() {
 fn deferred_writes_are_durable_after_a_clean_close() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("deferred.redb");
-    let run = RunId::new();
+    let run = RunId::from_u128(2);
     let rt = rt();
     let v = rt.block_on(async {
         let db = open(&path, Commit::Deferred);
@@ -118,7 +118,7 @@ fn stores_and_logs_of_one_file_are_separate_tables() {
         committed(counters.cas("k", None, 3).await.unwrap());
         assert_eq!(results.get("k").await.unwrap().unwrap().value, value);
         assert_eq!(counters.get("k").await.unwrap().unwrap().value, 3);
-        let run = RunId::new();
+        let run = RunId::from_u128(3);
         assert_eq!(db.log::<u64>("a").append(run, 1).await.unwrap(), Seq(0));
         assert_eq!(db.log::<u64>("b").append(run, 2).await.unwrap(), Seq(0));
         // A value of another type under the same table does not decode: a typed error, no panic.

@@ -230,9 +230,27 @@ impl Checker {
     }
 }
 
-/// The variant name and the deterministic fields of an event (ids drawn at random are left out),
-/// for the trace hash.
-pub(crate) fn canonical(e: &Event) -> String {
+/// Feeds event `e` to the trace hash: its variant and fields, and its ids (the run id, the task
+/// id of a dispatch). Every id comes from an `IdSource` forked from the schedule's seed, so the
+/// same seed gives the same hash, and a change of any id changes it.
+pub(crate) fn hash_event(hasher: &mut sha2::Sha256, e: &Event) {
+    use sha2::Digest;
+    hasher.update(canonical(e).as_bytes());
+    hasher.update(e.run_id.as_uuid().as_bytes());
+    if let EventKind::Dispatched { task_id, .. } = &e.kind {
+        hasher.update(task_id.as_uuid().as_bytes());
+    }
+}
+
+/// An event as the trace prints it: its trace-file line (docs/trace.md), ids and all.
+pub(crate) fn event_line(e: &Event) -> String {
+    serde_json::to_string(e).expect("an event serializes")
+}
+
+/// The variant name and the fields of an event, without its ids: with [`hash_event`]'s ids,
+/// what the trace hash covers of an event (cheaper than its JSON line, which a campaign of a
+/// million schedules would write for nothing).
+fn canonical(e: &Event) -> String {
     let kind = match &e.kind {
         EventKind::Transition { from, to } => format!("transition {from} {to}"),
         EventKind::Dispatched {

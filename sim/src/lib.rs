@@ -14,7 +14,10 @@
 //!   cancels, and answers approvals — and checks the invariants ([`check`]) after every step.
 //! * [`campaign`] runs many seeds and reports faults exercised, violations and throughput.
 //!
-//! The same seed always gives the same trace: [`Outcome::trace_hash`] hashes the event stream.
+//! The same seed always gives the same trace, ids included: [`Outcome::trace_hash`] hashes
+//! every delivery, tick and event line, and [`Options::trace`] keeps their text
+//! ([`Outcome::trace`], what `quorate-sim --seed S --trace` prints). Every core's ids come from
+//! an `IdSource` forked from the seed.
 //! docs/reliability.md lists each guarantee and the command that checks it.
 
 pub mod campaign;
@@ -47,6 +50,7 @@ pub fn run_schedule(seed: u64, opts: Options) -> Outcome {
             }),
             faults: FaultCounts::default(),
             trace_hash: [0; 32],
+            trace: None,
             steps: 0,
             stop: None,
             tasks: 0,

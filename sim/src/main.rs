@@ -5,8 +5,9 @@
 //! ```
 //!
 //! `QUORATE_SIM_SCHEDULES` sets the default of `--schedules` (10 000). `--seed S` runs one
-//! schedule and prints its outcome and trace hash. Exit code 1 if any invariant broke, 2 for a
-//! bad argument.
+//! schedule and prints its outcome and trace hash; with `--trace`, first its trace: one line per
+//! delivery, tick and event, with their ids (the same seed prints the same bytes). Exit code 1
+//! if any invariant broke, 2 for a bad argument.
 
 use clap::Parser;
 use quorate_sim::{run_campaign, run_schedule, Campaign, Options, Persistence};
@@ -32,8 +33,10 @@ struct Args {
     /// A crashed worker restarts empty (its action records are lost) instead of durable
     #[arg(long)]
     volatile_books: bool,
-    /// Print every event and delivery to stderr (for one seed)
-    #[arg(long)]
+    /// With --seed: print the schedule's trace first, one line per delivery, tick and event,
+    /// each with its ids (run, task, attempt, dedupe key, correlation id; events as trace-file
+    /// JSON lines). The same seed prints the same bytes; the trace hash covers these lines
+    #[arg(long, requires = "seed")]
     trace: bool,
 }
 
@@ -55,6 +58,9 @@ fn main() {
     opts.trace = args.trace;
     if let Some(seed) = args.seed {
         let out = run_schedule(seed, opts);
+        if let Some(trace) = &out.trace {
+            print!("{trace}");
+        }
         let hash: String = out.trace_hash.iter().map(|b| format!("{b:02x}")).collect();
         println!(
             "seed {seed}: {} tasks, {} steps, stop {:?}, trace {hash}",

@@ -20,6 +20,12 @@ use quorate_protocols::{
 use quorate_state::{Account, AccountId, LedgerError};
 use serde_json::json;
 
+/// A fresh seeded id source per call (seeds 1, 2, ...): distinct ids, deterministically.
+fn ids() -> quorate_protocols::IdSource {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    quorate_protocols::IdSource::seeded(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 fn worker(i: u128) -> Sender {
     Sender {
         agent: AgentId::from_u128(100 + i),
@@ -56,6 +62,7 @@ impl Core {
             SupervisorConfig::default(),
             me,
             vec![worker(0)],
+            ids(),
         );
         let mut c = Self {
             core,
@@ -90,6 +97,7 @@ impl Core {
                 actions: ActionCounts::default(),
                 calls: vec![],
             },
+            &mut ids(),
         )
     }
 
@@ -152,7 +160,13 @@ fn forged_role_unknown_task_stale_version_and_old_attempt_are_refused() {
 
 #[test]
 fn a_forged_sender_on_the_wire_is_refused() {
-    let mut env = Envelope::new(RunId::from_u128(1), TaskId::from_u128(2), worker(0), 1u32);
+    let mut env = Envelope::new(
+        RunId::from_u128(1),
+        TaskId::from_u128(2),
+        worker(0),
+        1u32,
+        &mut ids(),
+    );
     env.sender.role = Role::Supervisor;
     let err =
         decode_envelope::<u32>(&encode_envelope(&env), &Limits::default(), worker(0)).unwrap_err();
@@ -339,6 +353,7 @@ fn envelope(payload: serde_json::Value) -> Envelope<serde_json::Value> {
         TaskId::from_u128(2),
         worker(0),
         payload,
+        &mut ids(),
     )
 }
 

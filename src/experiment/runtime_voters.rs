@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use quorate_protocols::{
-    AgentId, Budget, Capabilities, Envelope, NodeId, ResultKind, Role, RunId, Sender, TaskId,
+    AgentId, Budget, Capabilities, Envelope, IdSource, NodeId, ResultKind, Role, RunId, Sender,
+    TaskId,
 };
 use quorate_workers::{
     Agent, AgentContext, AgentRegistry, AssignMsg, Assignment, Outcome, Proposal, ReportMsg,
@@ -148,6 +149,8 @@ pub(crate) struct RuntimeVoters {
     run: RunId,
     me: Sender,
     node: NodeId,
+    /// The ids of the voters, questions and envelopes: random, as in a production run.
+    ids: IdSource,
 }
 
 impl RuntimeVoters {
@@ -161,6 +164,7 @@ impl RuntimeVoters {
         });
         let (system, arbiter) = rx.recv().map_err(|_| RuntimeVoteError::NoSystem)?;
         let (done_tx, done) = mpsc::channel();
+        let mut ids = quorate_workers::edge::random_ids();
         let collector = Collector::start_in_arbiter(&arbiter, move |_| Collector {
             pending: HashMap::new(),
             done: done_tx,
@@ -172,12 +176,13 @@ impl RuntimeVoters {
             collector,
             workers: Vec::new(),
             done,
-            run: RunId::new(),
+            run: ids.run_id(),
             me: Sender {
-                agent: AgentId::new(),
+                agent: ids.agent_id(),
                 role: Role::Supervisor,
             },
             node: NodeId::new("vote").map_err(|_| RuntimeVoteError::NoSystem)?,
+            ids,
         })
     }
 
@@ -202,7 +207,7 @@ impl RuntimeVoters {
     ) -> Result<(Winners, Vec<Option<u32>>), RuntimeVoteError> {
         let correct = labels;
         while self.workers.len() < correct.len() {
-            let agent = AgentId::new();
+            let agent = self.ids.agent_id();
             let reports = self.collector.clone().recipient();
             let addr = WorkerActor::start_in_arbiter(&self.arbiter, move |_| {
                 WorkerActor::new(
@@ -216,7 +221,7 @@ impl RuntimeVoters {
             });
             self.workers.push((agent, addr));
         }
-        let task = TaskId::new();
+        let task = self.ids.task_id();
         let voters: Vec<(AgentId, u64)> = self.workers[..correct.len()]
             .iter()
             .map(|(a, _)| *a)
@@ -234,9 +239,8 @@ impl RuntimeVoters {
                 evidence_text: vec![evidence_for(*label)],
                 preconditions: vec![],
             };
-            worker.do_send(AssignMsg(Envelope::new(
-                self.run, task, self.me, assignment,
-            )));
+            let envelope = Envelope::new(self.run, task, self.me, assignment, &mut self.ids);
+            worker.do_send(AssignMsg(envelope));
         }
         let timeout = Duration::from_secs(10);
         loop {

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use quorate_protocols::{encode_envelope, AgentId, Envelope, Role, RunId, Sender, TaskId};
+use quorate_protocols::{encode_envelope, Envelope, IdSource, Role, RunId, Sender, TaskId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -201,6 +201,8 @@ struct Participant {
     peers: Vec<Recipient<Deliver>>,
     transport: Arc<CountingTransport>,
     rng: ChaCha8Rng,
+    /// The dedupe keys and correlation ids of this participant's envelopes.
+    ids: IdSource,
     msg_tokens: u64,
     started: u64,
     finished: u64,
@@ -230,8 +232,9 @@ impl Participant {
         words.join(" ")
     }
 
-    fn envelope(&self, round: u64, kind: TurnKind, text: String) -> Envelope<Turn> {
-        Envelope::new(self.run, self.task, self.me, Turn { round, kind, text })
+    fn envelope(&mut self, round: u64, kind: TurnKind, text: String) -> Envelope<Turn> {
+        let turn = Turn { round, kind, text };
+        Envelope::new(self.run, self.task, self.me, turn, &mut self.ids)
     }
 
     /// Messages this participant receives per round.
@@ -365,8 +368,10 @@ pub async fn exchange(
 ) -> Result<TopologyRow, TopologyError> {
     let transport = Arc::new(CountingTransport::default());
     let (done_tx, mut done_rx) = unbounded_channel();
-    let run = RunId::new();
-    let task = TaskId::new();
+    // Seeded like everything else in the experiment (ids do not change a message's size).
+    let mut ids = IdSource::seeded(config.seed ^ (n << 40) ^ topology as u64);
+    let run = ids.run_id();
+    let task = ids.task_id();
     let addrs: Vec<Addr<Participant>> = (0..n as usize)
         .map(|index| {
             let role = match (topology, index) {
@@ -378,7 +383,7 @@ pub async fn exchange(
                 index,
                 topology,
                 me: Sender {
-                    agent: AgentId::new(),
+                    agent: ids.agent_id(),
                     role,
                 },
                 run,
@@ -388,6 +393,7 @@ pub async fn exchange(
                 rng: ChaCha8Rng::seed_from_u64(
                     config.seed ^ (n << 40) ^ ((index as u64) << 8) ^ topology as u64,
                 ),
+                ids: ids.fork(),
                 msg_tokens: config.msg_tokens,
                 started: 0,
                 finished: 0,

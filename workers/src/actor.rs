@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::{Actor, AsyncContext, Context, Handler, Message, Recipient};
-use quorate_protocols::{ActionId, AgentId, Envelope, RunId, TaskId};
+use quorate_protocols::{ActionId, AgentId, Envelope, Millis, RunId, TaskId};
 use quorate_state::MemoryStore;
 use tracing::Instrument;
 
@@ -146,21 +146,23 @@ struct AttemptSpan {
 ///     let mut book = ScriptBook::new(World::new());
 ///     book.insert(node.clone(), script).unwrap();
 ///     let collector = Collector(tx).start();
+///     let mut ids = IdSource::seeded(1);
 ///     let worker = WorkerActor::new(
-///         AgentId::new(),
+///         ids.agent_id(),
 ///         WorkerConfig::default(),
 ///         AgentRegistry::new().with_fallback(book.factory()),
 ///         book.tools().unwrap(),
 ///         collector.recipient(),
 ///     ).start();
-///     let supervisor = Sender { agent: AgentId::new(), role: Role::Supervisor };
+///     let supervisor = Sender { agent: ids.agent_id(), role: Role::Supervisor };
 ///     let assignment = Assignment {
 ///         node, role: "scripted".into(), goal: None, inputs: vec![],
 ///         capabilities: Capabilities::parse(["db.save"]).unwrap(),
 ///         budget: Budget::new(5, 2, 0, 0), evidence_text: vec![], preconditions: vec![],
 ///     };
-///     worker.send(AssignMsg(Envelope::new(RunId::new(), TaskId::new(), supervisor, assignment)))
-///         .await.unwrap();
+///     let (run, task) = (ids.run_id(), ids.task_id());
+///     let envelope = Envelope::new(run, task, supervisor, assignment, &mut ids);
+///     worker.send(AssignMsg(envelope)).await.unwrap();
 ///     actix::clock::sleep(std::time::Duration::from_millis(20)).await;
 /// });
 /// let report = rx.recv().unwrap();
@@ -185,6 +187,8 @@ pub struct WorkerActor {
     attempts: HashMap<TaskId, AttemptSpan>,
     /// A durable run's journal: every action is written to it before its tool is called.
     journal: Option<Arc<dyn crate::ActionJournal>>,
+    /// The core's time: milliseconds since this worker was built (see [`crate::edge`]).
+    clock: crate::edge::Clock,
 }
 
 impl WorkerActor {
@@ -209,7 +213,8 @@ impl WorkerActor {
         tools: ToolRegistry,
         reports: Replies,
     ) -> Self {
-        let mut core = WorkerCore::new(agent, config, agents, tools);
+        // The shell seeds the core's ids from the operating system (see `crate::edge`).
+        let mut core = WorkerCore::new(agent, config, agents, tools, crate::edge::random_ids());
         // No store until `with_store`: the core refuses the writes it cannot check.
         core.set_store_checks(false);
         Self {
@@ -220,6 +225,7 @@ impl WorkerActor {
             run_span: tracing::Span::none(),
             attempts: HashMap::new(),
             journal: None,
+            clock: crate::edge::Clock::start(),
         }
     }
 
@@ -237,7 +243,7 @@ impl WorkerActor {
     /// its effects are carried out within it.
     fn assign(
         &mut self,
-        now: Instant,
+        now: Millis,
         envelope: impl Into<Box<Envelope<Assignment>>>,
         ctx: &mut Context<Self>,
     ) {
@@ -374,6 +380,13 @@ impl WorkerActor {
         }
     }
 
+    /// How long from now until `deadline` (a core time; zero if it passed).
+    fn wait_until(&self, deadline: Millis) -> std::time::Duration {
+        self.clock
+            .instant(deadline)
+            .saturating_duration_since(Instant::now())
+    }
+
     fn carry_out(&mut self, ctx: &mut Context<Self>) {
         while let Some(effect) = self.core.poll_effect() {
             match effect {
@@ -397,7 +410,7 @@ impl WorkerActor {
                     }
                     let call = handle.call(action, params);
                     let me = ctx.address();
-                    let wait = deadline.saturating_duration_since(Instant::now());
+                    let wait = self.wait_until(deadline);
                     let fut_span = span.clone();
                     actix::spawn(
                         async move {
@@ -429,7 +442,7 @@ impl WorkerActor {
                     let span = self.call_span(CallKind::Query, action, &tool);
                     let query = handle.query(action);
                     let me = ctx.address();
-                    let wait = deadline.saturating_duration_since(Instant::now());
+                    let wait = self.wait_until(deadline);
                     let fut_span = span.clone();
                     actix::spawn(
                         async move {
@@ -454,7 +467,7 @@ impl WorkerActor {
                     };
                     let result = self
                         .core
-                        .handle_preconditions(Instant::now(), action, outcome);
+                        .handle_preconditions(self.clock.now(), action, outcome);
                     Self::note(result);
                 }
                 Effect::Reply(envelope) => {
@@ -494,7 +507,7 @@ impl Actor for WorkerActor {
 impl Handler<AssignMsg> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: AssignMsg, ctx: &mut Context<Self>) {
-        self.assign(Instant::now(), msg.0, ctx);
+        self.assign(self.clock.now(), msg.0, ctx);
         self.flush();
     }
 }
@@ -502,7 +515,7 @@ impl Handler<AssignMsg> for WorkerActor {
 impl Handler<AssignBatch> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: AssignBatch, ctx: &mut Context<Self>) {
-        let now = Instant::now();
+        let now = self.clock.now();
         for envelope in msg.0 {
             self.assign(now, envelope, ctx);
             if self.outbox.len() >= BATCH {
@@ -519,7 +532,7 @@ impl Handler<ControlMsg> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: ControlMsg, ctx: &mut Context<Self>) {
         let _span = tracing::debug_span!("control", run = %msg.0.run, task = %msg.0.task).entered();
-        let result = self.core.handle_control(Instant::now(), msg.0);
+        let result = self.core.handle_control(self.clock.now(), msg.0);
         self.fed(result, ctx);
     }
 }
@@ -527,7 +540,7 @@ impl Handler<ControlMsg> for WorkerActor {
 impl Handler<CallEnded> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: CallEnded, ctx: &mut Context<Self>) {
-        let now = Instant::now();
+        let now = self.clock.now();
         let result = match msg.answer {
             Some(answer) => self
                 .core
@@ -541,7 +554,7 @@ impl Handler<CallEnded> for WorkerActor {
 impl Handler<QueryEnded> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: QueryEnded, ctx: &mut Context<Self>) {
-        let now = Instant::now();
+        let now = self.clock.now();
         let result = match msg.answer {
             Ok(answer) => self.core.handle_query_answer(now, msg.action, answer),
             Err(()) => self.core.handle_query_timeout(now, msg.action),

@@ -4,12 +4,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use quorate_protocols::{ActionId, AgentId, Budget, Envelope, NodeId, ResultKind, RunId, TaskId};
+use quorate_protocols::{ActionId, Budget, Envelope, NodeId, ResultKind, RunId, TaskId};
 use serde_json::json;
 
 use super::*;
 use crate::scripted::{ScriptBook, World};
-use crate::testing::{script, supervisor, Driver};
+use crate::testing::{ids, script, supervisor, Driver};
 use quorate_protocols::wire::Outcome;
 
 #[derive(Default)]
@@ -63,7 +63,7 @@ async fn worker_actor_recovers_a_timed_out_call_and_obeys_cancel() {
         no_progress_limit: 3,
     };
     let worker = WorkerActor::new(
-        AgentId::new(),
+        ids().agent_id(),
         config,
         AgentRegistry::new().with_fallback(book.factory()),
         book.tools().unwrap(),
@@ -71,10 +71,16 @@ async fn worker_actor_recovers_a_timed_out_call_and_obeys_cancel() {
     )
     .start();
 
-    let task = TaskId::new();
+    let task = ids().task_id();
     let mut assignment = Driver::assignment(&["db.save", "db.drop"], Budget::new(10, 5, 0, 0));
     assignment.node = save;
-    let env = Envelope::new(RunId::new(), task, supervisor(), assignment.clone());
+    let env = Envelope::new(
+        ids().run_id(),
+        task,
+        supervisor(),
+        assignment.clone(),
+        &mut ids(),
+    );
     worker.send(AssignMsg(env.clone())).await.unwrap();
     let got = wait_for(&replies, 1).await;
     assert_eq!(got.len(), 1);
@@ -91,9 +97,9 @@ async fn worker_actor_recovers_a_timed_out_call_and_obeys_cancel() {
     assert_eq!(world.effects_for(&ActionId::new(task, 0, 0)), 1);
 
     // A parked call never starts once the task is cancelled.
-    let parked = TaskId::new();
+    let parked = ids().task_id();
     assignment.node = ask;
-    let env = Envelope::new(RunId::new(), parked, supervisor(), assignment);
+    let env = Envelope::new(ids().run_id(), parked, supervisor(), assignment, &mut ids());
     worker.send(AssignMsg(env.clone())).await.unwrap();
     let got = wait_for(&replies, 2).await;
     assert!(matches!(
@@ -155,7 +161,13 @@ fn three_answers() -> (ScriptBook, Vec<Envelope<Assignment>>) {
                 evidence_text: vec![],
                 preconditions: vec![],
             };
-            Envelope::new(RunId::from_u128(9), TaskId::new(), supervisor(), assignment)
+            Envelope::new(
+                RunId::from_u128(9),
+                ids().task_id(),
+                supervisor(),
+                assignment,
+                &mut ids(),
+            )
         })
         .collect();
     (book, envs)
@@ -182,7 +194,7 @@ async fn a_batched_worker_answers_a_batch_in_one_message_and_refuses_a_repeat() 
     let batches = Arc::new(Mutex::new(Vec::new()));
     let collector = BatchCollector(batches.clone()).start();
     let worker = WorkerActor::with_replies(
-        AgentId::new(),
+        ids().agent_id(),
         WorkerConfig::default(),
         AgentRegistry::new().with_fallback(book.factory()),
         book.tools().unwrap(),
@@ -231,7 +243,7 @@ async fn the_actor_checks_store_preconditions_against_its_store_before_a_write()
         let replies = Arc::new(Mutex::new(Vec::new()));
         let collector = Collector(replies.clone()).start();
         let mut worker = WorkerActor::new(
-            AgentId::new(),
+            ids().agent_id(),
             WorkerConfig::default(),
             AgentRegistry::new().with_fallback(book.factory()),
             book.tools().unwrap(),
@@ -252,7 +264,13 @@ async fn the_actor_checks_store_preconditions_against_its_store_before_a_write()
                 key: "lock/orders".into(),
             }
         }];
-        let env = Envelope::new(RunId::new(), TaskId::new(), supervisor(), assignment);
+        let env = Envelope::new(
+            ids().run_id(),
+            ids().task_id(),
+            supervisor(),
+            assignment,
+            &mut ids(),
+        );
         worker.send(AssignMsg(env)).await.unwrap();
         let got = wait_for(&replies, 1).await;
         let case = (with_store, lock_absent_needed);

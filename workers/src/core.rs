@@ -6,7 +6,9 @@
 //!   [`WorkerCore::handle_control`], [`WorkerCore::handle_tool_answer`],
 //!   [`WorkerCore::handle_tool_timeout`], [`WorkerCore::handle_query_answer`],
 //!   [`WorkerCore::handle_query_timeout`], [`WorkerCore::handle_preconditions`]. Time comes in
-//!   as `now`.
+//!   as `now` ([`Millis`](quorate_protocols::Millis), the driver's clock; deadlines in effects
+//!   are on the same clock), and the ids the core mints come from the
+//!   [`IdSource`](quorate_protocols::IdSource) it was built with.
 //! * **polls**: after every handler, drain [`WorkerCore::poll_effect`] and carry out each
 //!   [`Effect`] (call a tool with a timeout at `deadline`, query a tool, check a task's store
 //!   preconditions, send a reply).
@@ -17,9 +19,11 @@
 //! task's [`ActionBook`] (the effect happened whether or not anyone waits for it).
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use quorate_protocols::{ActionId, AgentId, Envelope, ResultKind, Role, Sender, TaskId};
+use quorate_protocols::{
+    ActionId, AgentId, Envelope, IdSource, Millis, ResultKind, Role, Sender, TaskId,
+};
 
 use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
@@ -69,7 +73,6 @@ impl Default for WorkerConfig {
 /// claimed) and `Some(Suggestion)` for every other outcome.
 ///
 /// ```
-/// use std::time::Instant;
 /// use quorate_protocols::*;
 /// use quorate_workers::{AgentRegistry, Effect, Outcome, Proposal, ToolRegistry, WorkerConfig,
 ///     WorkerCore, Assignment, Agent, AgentContext};
@@ -82,15 +85,18 @@ impl Default for WorkerConfig {
 /// }
 /// let agents = AgentRegistry::new()
 ///     .with_fallback(|_: &Assignment| Box::new(Answer42) as Box<dyn Agent>);
-/// let mut core = WorkerCore::new(AgentId::new(), WorkerConfig::default(), agents,
-///     ToolRegistry::new());
-/// let supervisor = Sender { agent: AgentId::new(), role: Role::Supervisor };
+/// let mut ids = IdSource::seeded(1);
+/// let mut core = WorkerCore::new(ids.agent_id(), WorkerConfig::default(), agents,
+///     ToolRegistry::new(), ids.fork());
+/// let supervisor = Sender { agent: ids.agent_id(), role: Role::Supervisor };
 /// let assignment = Assignment {
 ///     node: NodeId::new("n1").unwrap(), role: "any".into(), goal: None, inputs: vec![],
 ///     capabilities: Capabilities::none(), budget: Budget::steps(3), evidence_text: vec![], preconditions: vec![],
 /// };
-/// core.handle_assignment(Instant::now(), Envelope::new(RunId::new(), TaskId::new(),
-///     supervisor, assignment)).unwrap();
+/// let (run, task) = (ids.run_id(), ids.task_id());
+/// let now = 0; // milliseconds on the driver's clock
+/// core.handle_assignment(now, Envelope::new(run, task, supervisor, assignment,
+///     &mut ids)).unwrap();
 /// let Some(Effect::Reply(reply)) = core.poll_effect() else { panic!() };
 /// assert!(matches!(reply.payload.outcome, Outcome::Answer { .. }));
 /// assert_eq!(reply.payload.spent, Budget::steps(1));
@@ -115,16 +121,20 @@ pub struct WorkerCore {
     relaying: Vec<TaskId>,
     /// The driver can check store preconditions (see [`WorkerCore::set_store_checks`]).
     store: bool,
+    /// Where reply dedupe keys and the ids of delegated sub-tasks come from.
+    ids: IdSource,
 }
 
 impl WorkerCore {
-    /// A worker with id `agent` (replies are stamped `Sender { agent, role: Worker }`).
+    /// A worker with id `agent` (replies are stamped `Sender { agent, role: Worker }`) that
+    /// draws the ids it mints (reply dedupe keys, delegated sub-tasks) from `ids`.
     #[must_use]
     pub fn new(
         agent: AgentId,
         config: WorkerConfig,
         agents: AgentRegistry,
         tools: ToolRegistry,
+        ids: IdSource,
     ) -> Self {
         Self {
             me: Sender {
@@ -142,6 +152,7 @@ impl WorkerCore {
             effects: VecDeque::new(),
             relaying: Vec::new(),
             store: true,
+            ids,
         }
     }
 
@@ -212,7 +223,7 @@ impl WorkerCore {
     /// answers are still recorded, but wake nothing).
     pub fn handle_assignment(
         &mut self,
-        now: Instant,
+        now: Millis,
         envelope: impl Into<Box<Envelope<Assignment>>>,
     ) -> Result<(), InputError> {
         let envelope: Box<Envelope<Assignment>> = envelope.into();
@@ -269,6 +280,7 @@ impl WorkerCore {
             out: &mut self.effects,
             spawn: &mut spawn,
             calls: &mut self.calls,
+            ids: &mut self.ids,
         };
         attempt.run(&mut deps);
         if book.iter().next().is_some() {
@@ -346,7 +358,7 @@ impl WorkerCore {
             actions,
             calls: Vec::new(),
         };
-        let reply = to.reply(self.me, ResultKind::Suggestion, report);
+        let reply = to.reply(self.me, ResultKind::Suggestion, report, &mut self.ids);
         self.effects.push_back(Effect::Reply(Box::new(reply)));
     }
 
@@ -374,7 +386,7 @@ impl WorkerCore {
     /// A decision about a running attempt: cancel, approve or reject.
     pub fn handle_control(
         &mut self,
-        now: Instant,
+        now: Millis,
         envelope: Envelope<Control>,
     ) -> Result<(), InputError> {
         let task = envelope.task;
@@ -477,14 +489,14 @@ impl WorkerCore {
     }
 
     /// Cancels `task` and every sub-task below it, the task first.
-    fn cancel_tree(&mut self, now: Instant, task: TaskId) {
+    fn cancel_tree(&mut self, now: Millis, task: TaskId) {
         let below = self.descendants(task);
         self.cancel_all(now, std::iter::once(task).chain(below));
     }
 
     /// Cancels the running attempt of each of `tasks`, in order (a task before its sub-tasks,
     /// so none goes on after its parent stopped); tasks already ended are skipped.
-    fn cancel_all(&mut self, now: Instant, tasks: impl IntoIterator<Item = TaskId>) {
+    fn cancel_all(&mut self, now: Millis, tasks: impl IntoIterator<Item = TaskId>) {
         for t in tasks {
             let _ = self.with_attempt(now, t, |a, d| a.on_cancel(d));
         }
@@ -493,7 +505,7 @@ impl WorkerCore {
     /// The tool answered the call for `action`.
     pub fn handle_tool_answer(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
         call: u64,
         answer: ToolAnswer,
@@ -510,7 +522,7 @@ impl WorkerCore {
     /// ([`Effect::CheckPreconditions`]): `Ok`, or the first failing check.
     pub fn handle_preconditions(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
         outcome: Result<(), quorate_state::PreconditionFailure>,
     ) -> Result<(), InputError> {
@@ -522,7 +534,7 @@ impl WorkerCore {
     /// The call for `action` did not answer by its deadline: its outcome is unknown.
     pub fn handle_tool_timeout(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
         call: u64,
     ) -> Result<(), InputError> {
@@ -532,7 +544,7 @@ impl WorkerCore {
     /// The tool answered a query about `action` (`None`: nothing committed).
     pub fn handle_query_answer(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
         answer: Option<ToolAnswer>,
     ) -> Result<(), InputError> {
@@ -548,7 +560,7 @@ impl WorkerCore {
     /// action stays unknown, and a later attempt queries it again before anything else).
     pub fn handle_query_timeout(
         &mut self,
-        now: Instant,
+        now: Millis,
         action: ActionId,
     ) -> Result<(), InputError> {
         self.with_attempt(now, action.task, |a, d| a.on_query_timeout(d, action))
@@ -556,7 +568,7 @@ impl WorkerCore {
 
     fn with_attempt(
         &mut self,
-        now: Instant,
+        now: Millis,
         task: TaskId,
         f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
     ) -> Result<(), InputError> {

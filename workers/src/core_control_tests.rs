@@ -41,12 +41,14 @@ fn a_cancel_that_overtakes_its_assignment_ends_it_before_it_runs() {
         d.task,
         crate::testing::supervisor(),
         Driver::assignment(&["db.save"], budget()),
+        &mut ids(),
     );
     assignment.attempt = 2;
     let cancel = assignment.reply(
         crate::testing::supervisor(),
         ResultKind::Suggestion,
         Control::Cancel,
+        &mut ids(),
     );
     // The cancel arrives first: acknowledged at once, with nothing spent.
     d.core.handle_control(d.now, cancel.clone()).unwrap();
@@ -96,6 +98,7 @@ fn a_cancel_overtaking_a_retry_also_stops_the_stale_attempt_still_running() {
         crate::testing::supervisor(),
         ResultKind::Suggestion,
         Control::Cancel,
+        &mut ids(),
     );
     d.core.handle_control(d.now, cancel).unwrap();
     d.drive();

@@ -4,7 +4,7 @@ use quorate_protocols::{ActionId, ActionState, Budget, Component, Envelope, Resu
 use serde_json::json;
 
 use crate::agent::{Agent, AgentContext, AgentRegistry, Proposal};
-use crate::testing::{script, Driver};
+use crate::testing::{ids, script, Driver};
 use crate::InputError;
 use quorate_protocols::wire::{Assignment, CallEvent, Control, Outcome};
 
@@ -542,6 +542,7 @@ fn the_agent_sees_its_tasks_goal_and_the_state_version_it_acts_on() {
         d.task,
         crate::testing::supervisor(),
         assignment,
+        &mut ids(),
     );
     envelope.state_version = quorate_protocols::Version::new(7);
     d.core.handle_assignment(d.now, envelope).unwrap();

@@ -6,7 +6,7 @@
 //! was. The worker core runs the children as attempts of their own and hands their results back
 //! to the parent as one observation.
 
-use quorate_protocols::{Budget, Capabilities, Envelope, NodeId, TaskId};
+use quorate_protocols::{Budget, Capabilities, Envelope, NodeId};
 use quorate_state::{Account, AccountId, LedgerError};
 
 use crate::agent::SubtaskSpec;
@@ -59,12 +59,13 @@ pub(crate) struct Child {
 }
 
 /// Allocates every child's slice on `account` (all or nothing) and builds the children's
-/// assignments from the parent's envelope.
+/// assignments from the parent's envelope (with ids drawn from `ids`).
 pub(crate) fn plan(
     parent: &Envelope<Assignment>,
     account: &mut Account,
     account_id: AccountId,
     subtasks: &[SubtaskSpec],
+    ids: &mut quorate_protocols::IdSource,
 ) -> Result<Vec<Child>, DelegationError> {
     if subtasks.is_empty() {
         return Err(DelegationError::Empty);
@@ -93,7 +94,7 @@ pub(crate) fn plan(
                 name: s.name.clone(),
             }
         })?;
-        let task = TaskId::new();
+        let task = ids.task_id();
         let available = trial.headroom_for_children().unwrap_or_default();
         trial
             .allocate(account_id, AccountId::Task(task), s.budget)
@@ -118,7 +119,7 @@ pub(crate) fn plan(
             // What must hold before the parent's writes must hold before its sub-tasks' too.
             preconditions: parent.payload.preconditions.clone(),
         };
-        let mut envelope = Envelope::new(parent.run, task, parent.sender, assignment);
+        let mut envelope = Envelope::new(parent.run, task, parent.sender, assignment, ids);
         envelope.parent = Some(parent.task);
         envelope.attempt = 1;
         envelope.scope = parent.scope.clone();

@@ -198,7 +198,7 @@ pub struct GateContext<'a> {
 /// use quorate_workers::{ActionBook, CallRequest, Gate, GateDecision, GateContext, GateRejection,
 ///     ToolRegistry};
 ///
-/// let task = TaskId::new();
+/// let task = TaskId::from_u128(1);
 /// let mut account = Account::open(None, Budget::new(5, 5, 0, 0), Budget::ZERO).unwrap();
 /// let request = CallRequest {
 ///     action: ActionId::new(task, 0, 0),

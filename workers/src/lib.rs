@@ -30,8 +30,12 @@
 //! * The [`ProgressDetector`] stops an attempt that repeats itself without new information.
 //! * The attempt ends with one [`Report`] whose [`Outcome`] says how; see [`Effect::Reply`].
 //!
-//! Decision logic (gate, book, progress, core) is pure: time comes in as an argument and
-//! effects come out of [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates.
+//! Decision logic (gate, book, progress, core) is pure: time comes in as an argument
+//! ([`Millis`](quorate_protocols::Millis)), ids from the core's
+//! [`IdSource`](quorate_protocols::IdSource), and effects come out of
+//! [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates. The real clock and the
+//! operating system's randomness enter in [`edge`] (the shells' [`edge::Clock`] and
+//! [`edge::random_ids`]), nowhere else.
 //!
 //! The [`ActionBook`] lives in the worker's memory; its records are
 //! [`quorate_state::ActionRecord`]s, the ones the store-backed
@@ -47,6 +51,7 @@ mod attempt;
 mod book;
 mod core;
 mod delegate;
+pub mod edge;
 mod gate;
 mod history;
 mod journal;

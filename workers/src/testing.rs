@@ -3,7 +3,7 @@
 //! answers, so the driver jumps the clock to the call's deadline and reports a timeout.
 
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use quorate_protocols::{
     ActionId, AgentId, Budget, Capabilities, Envelope, NodeId, Role, RunId, Sender, TaskId,
@@ -27,6 +27,13 @@ pub(crate) fn script(json: serde_json::Value) -> Script {
     serde_json::from_value(json).expect("test script parses")
 }
 
+/// A fresh seeded id source per call (seeds 1, 2, ...): tests draw distinct ids without a clock
+/// or the operating system's randomness.
+pub(crate) fn ids() -> quorate_protocols::IdSource {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    quorate_protocols::IdSource::seeded(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 pub(crate) fn supervisor() -> Sender {
     Sender {
         agent: AgentId::from_u128(1),
@@ -37,7 +44,7 @@ pub(crate) fn supervisor() -> Sender {
 pub(crate) struct Driver {
     pub(crate) core: WorkerCore,
     pub(crate) world: World,
-    pub(crate) now: Instant,
+    pub(crate) now: quorate_protocols::Millis,
     pub(crate) replies: Vec<Envelope<Report>>,
     pub(crate) calls: Vec<(ActionId, String)>,
     pub(crate) queries: Vec<ActionId>,
@@ -70,9 +77,9 @@ impl Driver {
             no_progress_limit: 3,
         };
         Self {
-            core: WorkerCore::new(AgentId::from_u128(2), config, agents, tools),
+            core: WorkerCore::new(AgentId::from_u128(2), config, agents, tools, ids()),
             world,
-            now: Instant::now(),
+            now: 0,
             replies: Vec::new(),
             calls: Vec::new(),
             queries: Vec::new(),
@@ -98,7 +105,13 @@ impl Driver {
 
     /// Assigns attempt `attempt` without carrying anything out.
     pub(crate) fn assign(&mut self, attempt: u32, assignment: Assignment) {
-        let mut env = Envelope::new(RunId::from_u128(9), self.task, supervisor(), assignment);
+        let mut env = Envelope::new(
+            RunId::from_u128(9),
+            self.task,
+            supervisor(),
+            assignment,
+            &mut ids(),
+        );
         env.attempt = attempt;
         self.assignment = Some(env.clone());
         self.core.handle_assignment(self.now, env).unwrap();
@@ -109,6 +122,7 @@ impl Driver {
             supervisor(),
             quorate_protocols::ResultKind::Suggestion,
             control,
+            &mut ids(),
         );
         let mut env = env;
         env.result_kind = None;

@@ -46,7 +46,8 @@ impl SupervisorCore {
             self.record(now, Some(i), EventKind::ControlSent { control });
         }
         let slot = &self.tasks[i as usize];
-        let mut envelope = Envelope::new(self.run, self.by_id.id(i), self.me, control);
+        let task = self.by_id.id(i);
+        let mut envelope = Envelope::new(self.run, task, self.me, control, &mut self.ids);
         envelope.attempt = slot.attempt;
         envelope.state_version = Version::new(u64::from(slot.version));
         self.messages.sent += 1;

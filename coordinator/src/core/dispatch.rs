@@ -87,7 +87,8 @@ impl SupervisorCore {
             slot.attempt += 1;
             slot.version += 1;
             slot.worker = Some(worker as u32);
-            let mut envelope = Envelope::new(self.run, self.by_id.id(i), self.me, assignment);
+            let (run, me, task) = (self.run, self.me, self.by_id.id(i));
+            let mut envelope = Envelope::new(run, task, me, assignment, &mut self.ids);
             envelope.attempt = slot.attempt;
             envelope.state_version = Version::new(u64::from(slot.version));
             let attempt = slot.attempt;

@@ -1,11 +1,13 @@
 //! The supervisor core: a plain state machine over one run.
 //!
-//! Inputs are methods named `handle_*` (with the current time in milliseconds passed in); the
-//! outputs are [`SupervisorEffect`]s, drained with [`SupervisorCore::poll_effect`]. The core
-//! performs no I/O and reads no clock, so a seeded simulator, property tests and the actix shell
-//! all drive the same code. Call order: [`start`](SupervisorCore::start) once, then any
-//! `handle_*` in any order, draining effects after each, until
-//! [`stop_reason`](SupervisorCore::stop_reason) is `Some`.
+//! Inputs are methods named `handle_*` (with the current time passed in as
+//! [`Millis`](quorate_protocols::Millis), the one time type of every core); the
+//! outputs are [`SupervisorEffect`]s, drained with [`SupervisorCore::poll_effect`]. The core performs no
+//! I/O, reads no clock and draws its ids (task-id prefix, dedupe keys, correlation ids) from the
+//! [`IdSource`] it is built with, so a seeded simulator, property tests and the actix shell all drive
+//! the same code. Call order: [`start`](SupervisorCore::start) once, then any `handle_*` in any
+//! order, draining effects after each, until [`stop_reason`](SupervisorCore::stop_reason) is
+//! `Some`.
 
 mod approval;
 mod config;
@@ -36,7 +38,7 @@ use std::collections::{HashMap, VecDeque};
 
 use quorate_protocols::wire::{Control, Outcome, Report};
 use quorate_protocols::{
-    AgentId, Budget, Envelope, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
+    AgentId, Budget, Envelope, IdSource, Plan, RunId, Sender, TaskEvent, TaskId, TaskState, Version,
 };
 use quorate_state::Account;
 
@@ -87,10 +89,13 @@ pub struct SupervisorCore {
     awaiting_ack: HashMap<TaskId, (u32, AgentId)>,
     /// `run-started` and `replanned` list the plan's nodes ([`Self::set_describe_plan`]).
     describe_plan: bool,
+    /// Where the ids this core mints come from.
+    ids: IdSource,
 }
 
 impl SupervisorCore {
-    /// A core for `plan`, run by `workers` (their stamped identities, in worker-index order).
+    /// A core for `plan`, run by `workers` (their stamped identities, in worker-index order),
+    /// drawing the ids it mints from `ids` (the shell's random source, or a seeded one).
     ///
     /// # Panics
     /// If `workers` is empty.
@@ -100,13 +105,14 @@ impl SupervisorCore {
         config: SupervisorConfig,
         me: Sender,
         workers: Vec<Sender>,
+        mut ids: IdSource,
     ) -> Self {
         assert!(
             !workers.is_empty(),
             "a supervisor needs at least one worker"
         );
         let root = root_account(&plan);
-        let by_id = TaskIndex::new(plan.len() as u32);
+        let by_id = TaskIndex::new(plan.len() as u32, ids.task_prefix());
         let tasks = (0..plan.len() as u32)
             .map(|i| TaskSlot::new(plan.deps(i).len() as u32))
             .collect::<Vec<_>>();
@@ -137,6 +143,7 @@ impl SupervisorCore {
             actions: Default::default(),
             awaiting_ack: HashMap::new(),
             describe_plan: false,
+            ids,
         }
     }
 

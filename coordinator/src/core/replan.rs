@@ -6,9 +6,7 @@
 //! late from then on.
 
 use quorate_protocols::wire::Control;
-use quorate_protocols::{
-    Budget, Component, NodeId, PlanError, PlanSpec, TaskEvent, TaskId, TaskState,
-};
+use quorate_protocols::{Budget, Component, NodeId, PlanError, PlanSpec, TaskEvent, TaskState};
 
 use super::task::TaskSlot;
 use super::SupervisorCore;
@@ -160,7 +158,7 @@ impl SupervisorCore {
                     self.by_id.id(i),
                 ),
                 // A fresh id: the minted one of slot `j` may belong to a node that moved.
-                None => (TaskSlot::new(0), TaskId::new()),
+                None => (TaskSlot::new(0), self.ids.task_id()),
             };
             tasks.push(slot);
             ids.push(task_id);

@@ -106,16 +106,19 @@ impl SupervisorCore {
     /// replanned needs the plan it switched to: build the core with `new`, give it with
     /// [`set_fallback_plan`](Self::set_fallback_plan), then `replay`.
     /// [`start`](Self::start) (or [`start_resumed`](Self::start_resumed)) then continues the run.
+    /// The rebuilt core draws fresh ids from `ids` (a task keeps the id its log gives it).
+    #[allow(clippy::too_many_arguments)]
     pub fn resume(
         run: RunId,
         plan: Plan,
         config: SupervisorConfig,
         me: Sender,
         workers: Vec<Sender>,
+        ids: quorate_protocols::IdSource,
         events: &[Event],
         result: impl Fn(&str) -> Option<serde_json::Value>,
     ) -> Result<Self, ResumeError> {
-        let mut core = SupervisorCore::new(run, plan, config, me, workers);
+        let mut core = SupervisorCore::new(run, plan, config, me, workers, ids);
         core.replay(events, result)?;
         Ok(core)
     }

@@ -328,6 +328,7 @@ mod tests {
             SupervisorConfig::default(),
             sender(1, Role::Supervisor),
             vec![sender(2, Role::Worker)],
+            quorate_protocols::IdSource::seeded(1),
         );
         core.start(0);
         assert_eq!(core.task_state(0), TaskState::Running);

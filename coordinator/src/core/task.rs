@@ -186,7 +186,7 @@ pub(crate) const fn state_index(state: TaskState) -> usize {
 }
 
 /// The task ids of a run's slots, both ways. Ids the core mints carry the node index in their
-/// low 32 bits under a prefix drawn at random per run (the 96 upper bits of a v4 id, about 90
+/// low 32 bits under a prefix drawn per run from the core's id source (the 96 upper bits of a v4 id, about 90
 /// of them random), so neither a slot nor a map holds them, and a reply leads to its slot
 /// without a lookup (a million-task run would otherwise keep a million-entry map, cold in
 /// cache). Ids that do not follow the pattern (restored by a resume, fresh for a node a replan
@@ -206,10 +206,11 @@ pub(crate) struct TaskIndex {
 }
 
 impl TaskIndex {
-    /// `len` slots, each with its minted id under a fresh random prefix.
-    pub(crate) fn new(len: u32) -> Self {
+    /// `len` slots, each with its minted id under `prefix` (fresh per run, from the core's
+    /// [`IdSource`](quorate_protocols::IdSource::task_prefix)).
+    pub(crate) fn new(len: u32, prefix: u128) -> Self {
         Self {
-            prefix: TaskId::fresh_prefix(),
+            prefix,
             len,
             slots: AHashMap::new(),
             ids: AHashMap::new(),
@@ -267,7 +268,7 @@ mod tests {
 
     #[test]
     fn minted_ids_need_no_map_and_others_go_both_ways() {
-        let mut index = TaskIndex::new(3);
+        let mut index = TaskIndex::new(3, quorate_protocols::IdSource::seeded(1).task_prefix());
         let ids: Vec<TaskId> = (0..3).map(|i| index.id(i)).collect();
         assert_eq!(index.get(&ids[2]), Some(2));
         assert!(
@@ -281,7 +282,7 @@ mod tests {
         assert_eq!(index.get(&restored), Some(1));
         assert_eq!(index.get(&ids[1]), None, "slot 1 no longer holds it");
         // Replaced again: the restored id leads nowhere either.
-        index.set(1, TaskId::new());
+        index.set(1, TaskId::from_u128(78));
         assert_eq!(index.get(&restored), None);
         assert_eq!(index.get(&index.id(1)), Some(1));
         assert_ne!(index.id(1), ids[1]);
@@ -290,10 +291,10 @@ mod tests {
         assert!(index.slots.is_empty() && index.ids.is_empty());
         // An id with the right prefix but out of range, or another run's id: unknown.
         assert_eq!(index.get(&index.mint(3)), None);
-        assert_eq!(index.get(&TaskId::new()), None);
+        assert_eq!(index.get(&TaskId::from_u128(79)), None);
         // Slots reordered (a replan): every id still leads to its slot, even a minted id that
         // now sits in another slot.
-        let moved = vec![ids[2], ids[0], TaskId::new(), ids[1]];
+        let moved = vec![ids[2], ids[0], TaskId::from_u128(80), ids[1]];
         index.rebuild(&moved);
         for (j, id) in moved.iter().enumerate() {
             assert_eq!(index.get(id), Some(j as u32));

@@ -48,6 +48,7 @@ fn core(on_exhausted: OnExhausted, top_ups: TopUpPolicy) -> SupervisorCore {
         config,
         me,
         vec![WORKER],
+        quorate_protocols::IdSource::seeded(9),
     )
 }
 
@@ -82,8 +83,15 @@ fn ran_out(
         actions: Default::default(),
         calls: vec![],
     };
-    core.handle_report(5, assignment.reply(WORKER, ResultKind::Suggestion, report))
-        .expect("the reply that runs out is accepted");
+    // Each reply from its own source: a reply's dedupe key is new.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(100);
+    let seed = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut ids = quorate_protocols::IdSource::seeded(seed);
+    core.handle_report(
+        5,
+        assignment.reply(WORKER, ResultKind::Suggestion, report, &mut ids),
+    )
+    .expect("the reply that runs out is accepted");
 }
 
 /// Started, `ask` dispatched and run out of steps; the log so far.
@@ -237,6 +245,7 @@ fn asking_live() -> SupervisorCore {
         config,
         me,
         vec![WORKER],
+        quorate_protocols::IdSource::seeded(9),
     );
     let mut log = Vec::new();
     core.start(0);

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use actix::prelude::*;
-use quorate_protocols::{AgentId, Budget, Plan, Role, RunId, Sender, TaskId, TaskState};
+use quorate_protocols::{Budget, Plan, Role, RunId, Sender, TaskId, TaskState};
 use quorate_workers::{AgentRegistry, ReportMsg, ToolRegistry, WorkerActor};
 use tokio::sync::oneshot;
 
@@ -47,8 +47,11 @@ pub fn run_peer(
     let chaos = options
         .chaos
         .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));
-    let run = RunId::new();
-    let task_ids: Vec<TaskId> = (0..plan.len()).map(|_| TaskId::new()).collect();
+    // The run's ids are random (the shell seeds them from the operating system); each peer's
+    // core draws from a source forked from this one.
+    let mut ids = quorate_workers::edge::random_ids();
+    let run = ids.run_id();
+    let task_ids: Vec<TaskId> = (0..plan.len()).map(|_| ids.task_id()).collect();
     PeerCore::open_root(&plan, &stores.budget, &PeerStores::budget_key(run));
     let traced = options.trace.is_some();
     let run_span = crate::run::run_span(run, "peer", plan.len());
@@ -63,7 +66,7 @@ pub fn run_peer(
     let summaries = system.block_on(async move {
         let peers: Vec<Sender> = (0..count)
             .map(|_| Sender {
-                agent: AgentId::new(),
+                agent: ids.agent_id(),
                 role: Role::Peer,
             })
             .collect();
@@ -86,7 +89,7 @@ pub fn run_peer(
                 })
                 .collect();
             let (agents, tools) = parts();
-            let worker_id = AgentId::new();
+            let worker_id = ids.agent_id();
             let reports: Recipient<ReportMsg> = addrs[i].clone().recipient();
             let worker =
                 WorkerActor::new(worker_id, options.worker.clone(), agents, tools, reports)
@@ -105,6 +108,7 @@ pub fn run_peer(
                 peers.clone(),
                 worker_sender,
                 ids2.clone(),
+                ids.fork(),
             );
             core.set_describe_plan(traced);
             for (node, texts) in &options.evidence_text {

@@ -108,6 +108,9 @@ mod tests {
     }
 
     fn reply(run: RunId, agent: AgentId, attempt: u32, version: u64) -> Envelope<()> {
+        // A fresh source per reply: every reply gets its own dedupe key.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let seed = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut e = Envelope::new(
             run,
             TaskId::from_u128(3),
@@ -116,6 +119,7 @@ mod tests {
                 role: Role::Worker,
             },
             (),
+            &mut quorate_protocols::IdSource::seeded(seed),
         );
         e.attempt = attempt;
         e.state_version = Version::new(version);

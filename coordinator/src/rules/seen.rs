@@ -51,7 +51,7 @@ mod tests {
 
     #[test]
     fn seen_keys_accept_each_key_once() {
-        let keys: Vec<DedupeKey> = (0..4).map(|_| DedupeKey::new()).collect();
+        let keys: Vec<DedupeKey> = (0..4).map(DedupeKey::from_u128).collect();
         let mut seen = SeenKeys::default();
         assert!(seen.is_empty());
         for (n, k) in keys.iter().enumerate() {

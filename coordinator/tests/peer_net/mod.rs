@@ -122,6 +122,7 @@ impl Net {
                     peers.clone(),
                     workers[i],
                     ids.clone(),
+                    crate::support::ids(),
                 )
             })
             .collect();
@@ -277,6 +278,7 @@ impl Net {
                 actions: ActionCounts::default(),
                 calls: vec![],
             },
+            &mut crate::support::ids(),
         );
         self.cores[p].handle_worker_reply(0, reply);
         self.drain(p);

@@ -189,6 +189,7 @@ impl Harness {
                 actions: ActionCounts::default(),
                 calls: vec![],
             },
+            &mut ids(),
         )
     }
 
@@ -272,6 +273,13 @@ pub(crate) fn needs_key(id: &str, deps: &[&str], key: &str) -> NodeSpec {
     n
 }
 
+/// A fresh seeded id source per call (seeds 1, 2, ...): distinct ids without a clock or the
+/// operating system's randomness.
+pub(crate) fn ids() -> quorate_protocols::IdSource {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    quorate_protocols::IdSource::seeded(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 /// The supervisor's identity in these tests.
 pub(crate) fn supervisor() -> Sender {
     Sender {
@@ -292,6 +300,7 @@ pub(crate) fn core_for(
         config.clone(),
         supervisor(),
         workers,
+        ids(),
     )
 }
 

@@ -45,12 +45,12 @@ pub enum BudgetLedgerError {
 /// use quorate_state::{AccountId, BudgetLedger, MemoryStore};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// let ledger = BudgetLedger::new(MemoryStore::new(), RunId::new());
+/// let ledger = BudgetLedger::new(MemoryStore::new(), RunId::from_u128(1));
 /// ledger.open_root(Budget::steps(10), Budget::steps(2)).await?;
-/// let task = AccountId::Task(TaskId::new());
+/// let task = AccountId::Task(TaskId::from_u128(1));
 /// ledger.allocate(AccountId::Root, task, Budget::steps(8)).await?;
 /// // The reserve is not delegable: one more step does not fit.
-/// assert!(ledger.allocate(AccountId::Root, AccountId::Task(TaskId::new()), Budget::steps(1)).await.is_err());
+/// assert!(ledger.allocate(AccountId::Root, AccountId::Task(TaskId::from_u128(2)), Budget::steps(1)).await.is_err());
 /// let r = ledger.reserve(task, Budget::steps(3)).await?;
 /// ledger.settle(task, r, Budget::steps(1)).await?;
 /// assert_eq!(ledger.close(task).await?, Budget::steps(7)); // returned to the root

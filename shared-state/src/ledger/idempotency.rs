@@ -142,7 +142,7 @@ impl<E: Into<IdempotencyError>> From<UpdateError<E>> for IdempotencyError {
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let registry = IdempotencyRegistry::new(MemoryStore::new());
-/// let action = ActionId::new(TaskId::new(), 3, 0);
+/// let action = ActionId::new(TaskId::from_u128(1), 3, 0);
 /// let digest = ParamDigest::of(&json!({"row": 7, "qty": 2}));
 /// assert_eq!(registry.begin(action, "save", digest).await?, Begin::New);
 /// assert!(matches!(registry.begin(action, "save", digest).await?, Begin::Existing(_)));

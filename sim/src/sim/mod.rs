@@ -7,28 +7,28 @@
 //! the invariants. Ties go to the item queued first, so a seed fixes the whole schedule.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
 
 use quorate_coordinator::{Event, SupervisorConfig, SupervisorCore};
 use quorate_protocols::wire::{Assignment, Control, Report};
 use quorate_protocols::{
-    ActionId, AgentId, Envelope, Plan, Role, RunId, Sender, TaskId, TaskState,
+    ActionId, AgentId, Envelope, IdSource, Plan, Role, RunId, Sender, TaskId, TaskState,
 };
 use quorate_state::MemoryStore;
 use quorate_workers::{ScriptBook, ToolAnswer, WorkerCore, World};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::check::{Checker, Delivering, Invariant, Violation};
 use crate::fault::{Fault, FaultCounts};
 use crate::gen::{scenario, FaultPlan};
 
 mod supervisor;
+mod trace;
 mod worker;
 
-use worker::{describe, worker_core};
+use trace::Trace;
+use worker::worker_core;
 
 /// How a crashed worker comes back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,7 +52,8 @@ pub struct Options {
     pub persistence: Persistence,
     /// Deliveries after which the run counts as not terminating.
     pub step_bound: u64,
-    /// Print every event and delivery to stderr (debugging one seed).
+    /// Keep the trace's text ([`Outcome::trace`]): every delivery, tick and event, one line
+    /// each, with their ids. The trace hash is taken either way.
     pub trace: bool,
 }
 
@@ -76,8 +77,11 @@ pub struct Outcome {
     pub violation: Option<Violation>,
     /// Faults that happened.
     pub faults: FaultCounts,
-    /// SHA-256 of the canonical event stream.
+    /// SHA-256 of the trace: every delivery, tick and event line, ids included.
     pub trace_hash: [u8; 32],
+    /// The trace's text, one line per delivery, tick and event, when [`Options::trace`] asked
+    /// for it: the same seed gives the same bytes.
+    pub trace: Option<String>,
     /// Deliveries and ticks handled.
     pub steps: u64,
     /// The stop reason, if the run stopped.
@@ -132,7 +136,6 @@ pub struct Sim {
     now: u64,
     seq: u64,
     queue: BTreeMap<(u64, u64), Msg>,
-    base: Instant,
     run: RunId,
     plan: Plan,
     config: SupervisorConfig,
@@ -151,7 +154,7 @@ pub struct Sim {
     next_call: u64,
     crash_armed: bool,
     stopped: bool,
-    hasher: Sha256,
+    trace: Trace,
     steps: u64,
     /// Tool calls per task over all attempts and workers.
     task_calls: HashMap<TaskId, u64>,
@@ -160,6 +163,9 @@ pub struct Sim {
     late_answered: std::collections::HashSet<ActionId>,
     /// The store preconditions each task's assignment carried (none for most).
     guards: HashMap<TaskId, Vec<quorate_protocols::Precondition>>,
+    /// Seeded from the schedule's seed: every core's id source is forked from it (a restarted
+    /// core gets a fresh fork), so a seed fixes every id of the run.
+    ids: IdSource,
 }
 
 impl Sim {
@@ -168,7 +174,8 @@ impl Sim {
     pub fn new(seed: u64, opts: Options) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let sc = scenario(&mut rng, opts.liveness.map(|(heal, _)| heal));
-        let run = RunId::from_u128(u128::from(seed) + 1);
+        let mut ids = IdSource::seeded(seed);
+        let run = ids.run_id();
         let me = Sender {
             agent: AgentId::from_u128(1),
             role: Role::Supervisor,
@@ -182,15 +189,21 @@ impl Sim {
         let workers = senders
             .iter()
             .map(|s| WorkerSlot {
-                core: worker_core(s.agent, &sc.book),
+                core: worker_core(s.agent, &sc.book, ids.fork()),
                 incarnation: 0,
                 down_until: 0,
                 current: HashMap::new(),
                 calls: HashMap::new(),
             })
             .collect();
-        let core =
-            SupervisorCore::new(run, sc.plan.clone(), sc.config.clone(), me, senders.clone());
+        let core = SupervisorCore::new(
+            run,
+            sc.plan.clone(),
+            sc.config.clone(),
+            me,
+            senders.clone(),
+            ids.fork(),
+        );
         let mut sim = Self {
             seed,
             rng,
@@ -198,7 +211,6 @@ impl Sim {
             now: 0,
             seq: 0,
             queue: BTreeMap::new(),
-            base: Instant::now(),
             run,
             checker: Checker::new(&sc.plan),
             plan: sc.plan,
@@ -217,12 +229,13 @@ impl Sim {
             next_call: 0,
             crash_armed: false,
             stopped: false,
-            hasher: Sha256::new(),
+            trace: Trace::new(&opts),
             steps: 0,
             task_calls: HashMap::new(),
             slice_reused: false,
             late_answered: std::collections::HashSet::new(),
             guards: HashMap::new(),
+            ids,
         };
         let f = sim.faults;
         for (at, w) in f.worker_crashes.into_iter().flatten() {
@@ -283,9 +296,7 @@ impl Sim {
                 _ => {
                     let ((at, _), msg) = self.queue.pop_first().expect("non-empty");
                     self.now = self.now.max(at);
-                    if self.opts.trace {
-                        eprintln!("{at} ms: {}", describe(&msg));
-                    }
+                    self.trace.delivery(at, &msg);
                     self.deliver(msg);
                 }
             }
@@ -336,25 +347,15 @@ impl Sim {
         self.schedule(self.now + latency + extra, msg);
     }
 
-    fn instant(&self) -> Instant {
-        self.base + Duration::from_millis(self.now)
-    }
-
-    fn ms(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.base).as_millis() as u64
-    }
-
     fn tick(&mut self, at: u64) {
         self.now = self.now.max(at);
-        if self.opts.trace {
-            eprintln!("{at} ms: supervisor tick");
-        }
+        self.trace.note(at, format_args!("supervisor tick"));
         self.core.handle_tick(self.now);
         self.drain_supervisor();
     }
 
     fn deliver(&mut self, msg: Msg) {
-        let now = self.instant();
+        let now = self.now;
         match msg {
             Msg::Report(env) => {
                 if let Some(granted) = self.granted_of(env.task) {
@@ -489,11 +490,13 @@ impl Sim {
         if self.checker.violation.is_none() {
             self.end_checks();
         }
+        let (trace_hash, trace) = self.trace.finish();
         Outcome {
             seed: self.seed,
             violation: self.checker.violation.take(),
             faults: self.counts,
-            trace_hash: self.hasher.finalize().into(),
+            trace_hash,
+            trace,
             steps: self.steps,
             stop: self.checker.stops.first().map(|(_, r)| r.clone()),
             tasks: self.plan.len(),

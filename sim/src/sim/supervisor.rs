@@ -6,10 +6,9 @@ use quorate_coordinator::{
 };
 use quorate_state::CasOutcome;
 use rand::Rng;
-use sha2::Digest;
 
 use super::{Msg, Sim};
-use crate::check::{canonical, Invariant};
+use crate::check::Invariant;
 use crate::fault::Fault;
 
 impl Sim {
@@ -76,11 +75,7 @@ impl Sim {
             }
             SupEffect::Record(record) => {
                 let event = self.core.event(record);
-                let line = canonical(&event);
-                if self.opts.trace {
-                    eprint!("  event {line}");
-                }
-                self.hasher.update(line.as_bytes());
+                self.trace.event(self.now, &event);
                 self.checker.on_event(self.now, &event);
                 if let EventKind::ApprovalRequested { .. } = event.kind {
                     if self.config.approvals == ApprovalPolicy::Ask {
@@ -106,13 +101,11 @@ impl Sim {
     /// The coordinator crashed: rebuild it from the log and the result store.
     fn resume(&mut self) {
         self.counts.bump(Fault::CoordinatorCrash);
-        if self.opts.trace {
-            eprintln!(
-                "{} ms: coordinator crash, resume from {} events",
-                self.now,
-                self.log.len()
-            );
-        }
+        let events = self.log.len();
+        self.trace.note(
+            self.now,
+            format_args!("coordinator crash, resume from {events} events"),
+        );
         let results = &self.results;
         let resumed = SupervisorCore::resume(
             self.run,
@@ -120,6 +113,7 @@ impl Sim {
             self.config.clone(),
             self.me,
             self.senders.clone(),
+            self.ids.fork(),
             &self.log,
             |key| results.get_now(key).map(|v| v.value),
         );

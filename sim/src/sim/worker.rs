@@ -3,7 +3,7 @@
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use quorate_protocols::{ActionId, AgentId};
+use quorate_protocols::{ActionId, AgentId, IdSource};
 use quorate_workers::{
     AgentRegistry, Effect as WorkEffect, ScriptBook, ToolFuture, WorkerConfig, WorkerCore,
 };
@@ -13,14 +13,14 @@ use super::{Msg, OpenCall, Persistence, Sim};
 use crate::check::Invariant;
 use crate::fault::Fault;
 
-pub(super) fn worker_core(agent: AgentId, book: &ScriptBook) -> WorkerCore {
+pub(super) fn worker_core(agent: AgentId, book: &ScriptBook, ids: IdSource) -> WorkerCore {
     let agents = AgentRegistry::new().with_fallback(book.factory());
     let tools = book.tools().expect("generated tools are valid");
     let config = WorkerConfig {
         call_timeout: Duration::from_millis(200),
         no_progress_limit: 3,
     };
-    WorkerCore::new(agent, config, agents, tools)
+    WorkerCore::new(agent, config, agents, tools, ids)
 }
 
 fn poll_once<T>(mut fut: ToolFuture<T>) -> Option<T> {
@@ -34,7 +34,7 @@ fn poll_once<T>(mut fut: ToolFuture<T>) -> Option<T> {
 impl Sim {
     pub(super) fn crash_worker(&mut self, w: usize) {
         self.counts.bump(Fault::WorkerCrash);
-        let now = self.instant();
+        let now = self.now;
         let slot = &mut self.workers[w];
         match self.opts.persistence {
             Persistence::DurableBook => {
@@ -51,7 +51,7 @@ impl Sim {
                 while slot.core.poll_effect().is_some() {}
             }
             Persistence::Volatile => {
-                slot.core = worker_core(self.senders[w].agent, &self.book);
+                slot.core = worker_core(self.senders[w].agent, &self.book, self.ids.fork());
                 slot.current.clear();
             }
         }
@@ -71,7 +71,6 @@ impl Sim {
                 } => {
                     let inc = self.workers[w].incarnation;
                     let answer = poll_once(handle.query(action)).flatten();
-                    let deadline = self.ms(deadline);
                     if !self.healed() && self.rng.gen_bool(self.faults.query_timeout) {
                         self.counts.bump(Fault::QueryTimeout);
                         self.schedule(deadline, Msg::QueryTimeout(w, inc, action));
@@ -83,7 +82,7 @@ impl Sim {
                 WorkEffect::CheckPreconditions { action, checks } => {
                     // Checked at once against the run's store, as the actor shell does.
                     let outcome = quorate_state::check_preconditions(&self.results, &checks);
-                    let now = self.instant();
+                    let now = self.now;
                     let _stale = self.workers[w]
                         .core
                         .handle_preconditions(now, action, outcome);
@@ -161,7 +160,6 @@ impl Sim {
                 answered: false,
             },
         );
-        let deadline = self.ms(deadline);
         self.schedule(deadline, Msg::ToolTimeout(w, inc, call, tag, action));
         if let Some(answer) = answer {
             let at = if !self.healed() && self.rng.gen_bool(self.faults.late_answer) {
@@ -172,37 +170,5 @@ impl Sim {
             };
             self.schedule(at, Msg::ToolAnswer(w, inc, call, tag, action, answer));
         }
-    }
-}
-
-pub(super) fn describe(msg: &Msg) -> String {
-    match msg {
-        Msg::Assign(w, e) => format!(
-            "assign {} attempt {} -> worker {w}",
-            e.payload.node, e.attempt
-        ),
-        Msg::Control(w, e) => format!(
-            "control {:?} attempt {} -> worker {w}",
-            e.payload, e.attempt
-        ),
-        Msg::Report(e) => format!(
-            "report attempt {} v{} {:?}",
-            e.attempt,
-            e.state_version.raw(),
-            e.payload.outcome
-        ),
-        Msg::ToolAnswer(w, inc, _, _, a, ans) => {
-            format!("tool answer w{w}/{inc} step {} {ans:?}", a.step)
-        }
-        Msg::ToolTimeout(w, inc, _, _, a) => format!("tool timeout w{w}/{inc} step {}", a.step),
-        Msg::QueryAnswer(w, inc, a, ans) => {
-            format!("query answer w{w}/{inc} step {} {ans:?}", a.step)
-        }
-        Msg::QueryTimeout(w, inc, a) => format!("query timeout w{w}/{inc} step {}", a.step),
-        Msg::WorkerCrash(w) => format!("worker {w} crashes"),
-        Msg::CoordinatorCrash => "coordinator crash armed".to_owned(),
-        Msg::Cancel => "cancel".to_owned(),
-        Msg::Approval(n, a) => format!("approval n{n} {a}"),
-        Msg::StoreChange(n) => format!("another writer takes {}", crate::gen::lock_key(*n)),
     }
 }

@@ -57,7 +57,9 @@ impl Attempt {
             tool: request.tool.clone(),
             handle,
             params: request.params.clone(),
-            deadline: d.now + d.config.call_timeout,
+            deadline: d
+                .now
+                .saturating_add(quorate_protocols::millis(d.config.call_timeout)),
             call,
         });
         self.phase = Phase::Calling {
@@ -157,7 +159,9 @@ impl Attempt {
                     action: query,
                     tool: request.tool.clone(),
                     handle,
-                    deadline: d.now + d.config.call_timeout,
+                    deadline: d
+                        .now
+                        .saturating_add(quorate_protocols::millis(d.config.call_timeout)),
                 });
                 self.phase = Phase::Querying {
                     request,

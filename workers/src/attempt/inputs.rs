@@ -1,6 +1,6 @@
 //! The attempt's input handlers: tool answers, timeouts, query answers, controls.
 
-use quorate_protocols::{ActionEvent, ActionId, Budget, ParamDigest, ResultKind};
+use quorate_protocols::{millis, ActionEvent, ActionId, Budget, ParamDigest, ResultKind};
 
 use super::{cost_of, Attempt, Deps, Phase};
 use crate::book::Resolved;
@@ -127,7 +127,7 @@ impl Attempt {
             action,
             tool: request.tool.clone(),
             handle,
-            deadline: d.now + d.config.call_timeout,
+            deadline: d.now.saturating_add(millis(d.config.call_timeout)),
         });
         self.phase = Phase::Querying {
             request,

@@ -5,9 +5,10 @@ mod call;
 mod inputs;
 
 use std::collections::VecDeque;
-use std::time::Instant;
 
-use quorate_protocols::{ActionId, Budget, Component, Envelope, ParamDigest, ResultKind, Sender};
+use quorate_protocols::{
+    ActionId, Budget, Component, Envelope, Millis, ParamDigest, ResultKind, Sender,
+};
 use quorate_state::{Account, AccountId, LedgerError, ReservationId};
 use serde_json::Value;
 
@@ -23,7 +24,7 @@ use quorate_protocols::wire::{
 
 /// What an attempt needs from the core for one input.
 pub(crate) struct Deps<'a> {
-    pub(crate) now: Instant,
+    pub(crate) now: Millis,
     pub(crate) me: Sender,
     pub(crate) config: &'a WorkerConfig,
     pub(crate) tools: &'a ToolRegistry,
@@ -36,6 +37,8 @@ pub(crate) struct Deps<'a> {
     /// The worker's call counter: tags are unique across attempts, so a late answer of an
     /// earlier attempt's call is never mistaken for the answer of a later one.
     pub(crate) calls: &'a mut u64,
+    /// Where reply dedupe keys and sub-task ids come from.
+    pub(crate) ids: &'a mut quorate_protocols::IdSource,
 }
 
 enum Phase {
@@ -232,6 +235,7 @@ impl Attempt {
                         &mut self.account,
                         self.account_id,
                         &subtasks,
+                        d.ids,
                     ) {
                         Ok(children) => {
                             let mut list = Vec::with_capacity(children.len());
@@ -393,7 +397,7 @@ impl Attempt {
     fn send(&mut self, d: &mut Deps<'_>, kind: ResultKind, outcome: Outcome) {
         let report = self.report(outcome);
         d.out.push_back(Effect::Reply(Box::new(
-            self.envelope.reply(d.me, kind, report),
+            self.envelope.reply(d.me, kind, report, d.ids),
         )));
     }
 
@@ -421,7 +425,7 @@ impl Attempt {
         let _unused = self.account.close(self.account_id);
         let cancelled = outcome == Outcome::Cancelled;
         let report = self.report(outcome);
-        let reply = self.envelope.reply(d.me, kind, report);
+        let reply = self.envelope.reply(d.me, kind, report, d.ids);
         if self.faults.duplicate_reply {
             d.out.push_back(Effect::Reply(Box::new(reply.clone())));
         }
@@ -432,7 +436,7 @@ impl Attempt {
             let late = self.report(Outcome::Answer { value, receipts });
             let late = self
                 .envelope
-                .reply(d.me, ResultKind::VerifiedConclusion, late);
+                .reply(d.me, ResultKind::VerifiedConclusion, late, d.ids);
             d.out.push_back(Effect::Reply(Box::new(late)));
         }
         self.phase = Phase::Done;

@@ -1,8 +1,6 @@
 //! What a worker core asks its driver to do.
 
-use std::time::Instant;
-
-use quorate_protocols::{ActionId, Envelope, TaskId};
+use quorate_protocols::{ActionId, Envelope, Millis, TaskId};
 
 #[cfg(doc)]
 use super::WorkerCore;
@@ -26,8 +24,8 @@ pub enum Effect {
         handle: ToolHandle,
         /// Its parameters.
         params: serde_json::Value,
-        /// When the outcome becomes unknown.
-        deadline: Instant,
+        /// When the outcome becomes unknown (on the clock of the core's `now`).
+        deadline: Millis,
         /// Tags this call; hand it back with the answer or the timeout. A retry of an action is a
         /// new call, so a late answer of an earlier call is told apart from the retry's.
         call: u64,
@@ -43,8 +41,8 @@ pub enum Effect {
         tool: String,
         /// The tool to ask (the registered tool named `tool`).
         handle: ToolHandle,
-        /// When to give up.
-        deadline: Instant,
+        /// When to give up (on the clock of the core's `now`).
+        deadline: Millis,
     },
     /// Check `checks` (the task's store preconditions) against the run's store before the
     /// write `action` runs; answer with [`WorkerCore::handle_preconditions`] before the core's

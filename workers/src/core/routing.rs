@@ -1,9 +1,7 @@
 //! Delegated sub-tasks inside a worker: starting them, routing each sub-task's final reply to
 //! the task that delegated it (at any depth), and finding every sub-task below a task.
 
-use std::time::Instant;
-
-use quorate_protocols::{Budget, Envelope, TaskId};
+use quorate_protocols::{Budget, Envelope, Millis, TaskId};
 
 use super::{Effect, InputError, WorkerCore};
 use crate::attempt::{Attempt, Deps};
@@ -12,11 +10,7 @@ use quorate_protocols::wire::{Assignment, Outcome};
 impl WorkerCore {
     /// Starts delegated sub-tasks and hands every sub-task's final reply to its parent (which
     /// may delegate again, at any depth), until nothing is left to route.
-    pub(super) fn settle_delegations(
-        &mut self,
-        now: Instant,
-        mut spawn: Vec<Envelope<Assignment>>,
-    ) {
+    pub(super) fn settle_delegations(&mut self, now: Millis, mut spawn: Vec<Envelope<Assignment>>) {
         loop {
             for child in std::mem::take(&mut spawn) {
                 let task = child.task;
@@ -89,7 +83,7 @@ impl WorkerCore {
     /// Tells the supervisor, for each task that passed up a sub-task's approval request, once
     /// nothing below it works any more ([`Outcome::Quiet`]): until then the task is not idle,
     /// however it waits.
-    fn report_quiet(&mut self, now: Instant) {
+    fn report_quiet(&mut self, now: Millis) {
         // `relaying` is kept by hand beside the attempts: every request out must be in it, or
         // its task would never say `Quiet` (and the supervisor never see it idle).
         debug_assert!(
@@ -132,7 +126,7 @@ impl WorkerCore {
 
     pub(super) fn with_attempt_spawning(
         &mut self,
-        now: Instant,
+        now: Millis,
         task: TaskId,
         spawn: &mut Vec<Envelope<Assignment>>,
         f: impl FnOnce(&mut Attempt, &mut Deps<'_>) -> Result<(), InputError>,
@@ -152,6 +146,7 @@ impl WorkerCore {
             out: &mut self.effects,
             spawn,
             calls: &mut self.calls,
+            ids: &mut self.ids,
         };
         f(attempt, &mut deps)
     }

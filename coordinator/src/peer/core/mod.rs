@@ -10,6 +10,10 @@
 //! parked approval waits for the same `Quiet` handshake, and an attempt without a reply runs
 //! again after `attempt_timeout_ms`. What the peer adds is the policy: claims and terminal
 //! records by CAS on shared stores, and a decision for every CAS that fails.
+//!
+//! Like the supervisor core it reads no clock (time comes in as
+//! [`Millis`](quorate_protocols::Millis)) and draws its ids from the
+//! [`IdSource`](quorate_protocols::IdSource) it is built with.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -54,15 +58,18 @@ pub struct PeerCore {
     actions: ActionCounts,
     /// `run-started` lists the plan's nodes ([`Self::set_describe_plan`]).
     describe_plan: bool,
+    /// Where the dedupe keys and correlation ids of this peer's envelopes come from.
+    ids: quorate_protocols::IdSource,
 }
 
 impl PeerCore {
     /// The core of peer `index` among `peers` (every peer's stamped identity, in index order),
     /// whose own worker is `worker`. `tasks` are the run-wide task ids, in plan order; all
-    /// peers must get the same ones.
+    /// peers must get the same ones. The ids of the envelopes it sends come from `ids`.
     ///
     /// # Panics
     /// If `index` is not a peer or `tasks` does not match the plan.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         run: RunId,
         plan: Plan,
@@ -71,6 +78,7 @@ impl PeerCore {
         peers: Vec<Sender>,
         worker: Sender,
         tasks: Vec<TaskId>,
+        ids: quorate_protocols::IdSource,
     ) -> Self {
         assert!(index < peers.len(), "peer {index} is not among the peers");
         assert_eq!(tasks.len(), plan.len(), "one task id per plan node");
@@ -104,6 +112,7 @@ impl PeerCore {
             messages: MessageCounts::default(),
             actions: ActionCounts::default(),
             describe_plan: false,
+            ids,
         }
     }
 
@@ -367,7 +376,8 @@ impl PeerCore {
         t.attempt += 1;
         t.version += 1;
         t.worker_live = true;
-        let mut env = Envelope::new(self.run, t.id, self.peers[self.index], assignment);
+        let (run, me) = (self.run, self.peers[self.index]);
+        let mut env = Envelope::new(run, t.id, me, assignment, &mut self.ids);
         env.attempt = t.attempt;
         env.state_version = Version::new(t.version);
         let attempt = t.attempt;
@@ -390,7 +400,13 @@ impl PeerCore {
 
     fn control(&mut self, i: u32, control: Control) {
         let t = &self.tasks[i as usize];
-        let mut env = Envelope::new(self.run, t.id, self.peers[self.index], control);
+        let mut env = Envelope::new(
+            self.run,
+            t.id,
+            self.peers[self.index],
+            control,
+            &mut self.ids,
+        );
         env.attempt = t.attempt;
         env.state_version = Version::new(t.version);
         self.effects.push_back(PeerEffect::Control(env));

@@ -51,6 +51,7 @@ impl PeerCore {
                         record: record.clone(),
                         version,
                     },
+                    &mut self.ids,
                 );
                 env.state_version = Version::new(version);
                 self.messages.sent += (self.peers.len() - 1) as u64;
