@@ -106,13 +106,13 @@ fn every_kind_reads_back_as_written() {
         },
         EventKind::ApprovalDecided { approved: true },
         EventKind::TopUpRequested {
-            request: crate::TopUpRequest {
+            request: Box::new(crate::TopUpRequest {
                 component: quorate_protocols::Component::Tokens,
                 needed: 20,
                 spent: Budget::new(2, 2, 100, 0),
                 granted: Budget::new(10, 10, 100, 0),
                 left: Budget::new(5, 0, 300, 9),
-            },
+            }),
         },
         EventKind::TopUpDecided {
             answer: crate::TopUp::Grant(Budget::new(0, 0, 200, 0)),

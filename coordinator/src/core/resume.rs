@@ -242,7 +242,7 @@ impl SupervisorCore {
                 (EventKind::TopUpRequested { request }, Some(i)) => {
                     let slot = &mut core.tasks[i as usize];
                     slot.spent = request.spent;
-                    slot.park_top_up(request.clone());
+                    slot.park_top_up((**request).clone());
                 }
                 (EventKind::TopUpDecided { answer }, Some(i)) => core.apply_top_up(i, *answer),
                 (EventKind::ControlAcknowledged { spent }, Some(i)) => {

@@ -115,7 +115,7 @@ impl SupervisorCore {
             now,
             Some(i),
             EventKind::TopUpRequested {
-                request: request.clone(),
+                request: Box::new(request.clone()),
             },
         );
         self.tasks[i as usize].park_top_up(request);

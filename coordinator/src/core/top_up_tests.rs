@@ -135,7 +135,7 @@ fn a_task_that_asks_parks_with_its_request_and_the_run_stops_waiting() {
     );
     assert!(log.iter().any(|e| e.kind
         == EventKind::TopUpRequested {
-            request: request.clone()
+            request: Box::new(request.clone())
         }));
     assert_eq!(
         core.stop_reason(),
