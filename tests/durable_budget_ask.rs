@@ -12,6 +12,13 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `quorate resume ID --store F` with `rest` after it.
+fn resume(id: &str, store: &std::path::Path, rest: &[&str]) -> std::process::Output {
+    let mut args = vec!["resume", id, "--store", arg(store)];
+    args.extend_from_slice(rest);
+    quorate(&args)
+}
+
 /// `run budget_ask.toml --store F --json`: exit 7, the request in the JSON; the run's id.
 fn asking(store: &std::path::Path) -> String {
     let out = quorate(&[
@@ -55,14 +62,7 @@ fn a_top_up_is_granted_within_what_is_left_once() {
         kept.events(run.run_id).expect("events")
     };
     let logged = events(&store);
-    let out = quorate(&[
-        "resume",
-        &id,
-        "--store",
-        arg(&store),
-        "--grant",
-        "enrich=steps:100",
-    ]);
+    let out = resume(&id, &store, &["--grant", "enrich=steps:100"]);
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
     for needle in ["enrich", "100 steps", "21 steps left"] {
@@ -71,40 +71,24 @@ fn a_top_up_is_granted_within_what_is_left_once() {
     assert_eq!(shown(), before);
     assert_eq!(events(&store), logged);
     // A task the plan does not have: bad input too.
-    let out = quorate(&[
-        "resume",
-        &id,
-        "--store",
-        arg(&store),
-        "--grant",
-        "enrihc=steps:1",
-    ]);
+    let out = resume(&id, &store, &["--grant", "enrihc=steps:1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("enrihc"));
     // Two answers for one task: bad input.
-    let out = quorate(&[
-        "resume",
+    let out = resume(
         &id,
-        "--store",
-        arg(&store),
-        "--grant",
-        "enrich=steps:1",
-        "--reject",
-        "enrich",
-    ]);
+        &store,
+        &["--grant", "enrich=steps:1", "--reject", "enrich"],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("two answers"), "{}", stderr(&out));
     assert_eq!(shown(), before);
 
-    let out = quorate(&[
-        "resume",
+    let out = resume(
         &id,
-        "--store",
-        arg(&store),
-        "--grant",
-        "enrich=steps:5,tokens:200",
-        "--json",
-    ]);
+        &store,
+        &["--grant", "enrich=steps:5,tokens:200", "--json"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let done = stdout_json(&out);
     assert_eq!(done["stop_reason"], "completed");
@@ -151,14 +135,7 @@ fn a_top_up_is_granted_within_what_is_left_once() {
 
     // A second resume of the finished run says so and changes nothing.
     let logged = events(&store);
-    let out = quorate(&[
-        "resume",
-        &id,
-        "--store",
-        arg(&store),
-        "--grant",
-        "enrich=steps:5",
-    ]);
+    let out = resume(&id, &store, &["--grant", "enrich=steps:5"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(stderr(&out).contains("already stopped (completed)"));
     assert_eq!(events(&store), logged);
@@ -173,15 +150,7 @@ fn a_top_up_is_granted_within_what_is_left_once() {
 fn a_rejected_top_up_stops_the_task_at_its_limit() {
     let store = temp_path("reject.redb");
     let id = asking(&store);
-    let out = quorate(&[
-        "resume",
-        &id,
-        "--store",
-        arg(&store),
-        "--reject",
-        "enrich",
-        "--json",
-    ]);
+    let out = resume(&id, &store, &["--reject", "enrich", "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let done = stdout_json(&out);
     assert_eq!(done["stop_reason"], "stopped-limit");
