@@ -20,10 +20,8 @@ const WORKER: Sender = Sender {
 /// Budget 20 steps (reserve 2): `ask` (3 steps, asks when it runs out) and `after` (2 steps)
 /// behind it.
 fn core(on_exhausted: OnExhausted, top_ups: TopUpPolicy) -> SupervisorCore {
-    let spec = PlanSpec {
-        budget: Budget::new(20, 4, 100, 0),
-        reserve: Budget::steps(2),
-        nodes: vec![
+    core_with(
+        vec![
             NodeSpec::named("ask")
                 .with_budget(Budget::new(3, 2, 0, 0))
                 .with_on_exhausted(on_exhausted),
@@ -31,6 +29,16 @@ fn core(on_exhausted: OnExhausted, top_ups: TopUpPolicy) -> SupervisorCore {
                 .after(&["ask"])
                 .with_budget(Budget::steps(2)),
         ],
+        top_ups,
+    )
+}
+
+/// A core over `nodes` with a budget of 20 steps (reserve 2), one worker and `top_ups`.
+fn core_with(nodes: Vec<NodeSpec>, top_ups: TopUpPolicy) -> SupervisorCore {
+    let spec = PlanSpec {
+        budget: Budget::new(20, 4, 100, 0),
+        reserve: Budget::steps(2),
+        nodes,
         ..PlanSpec::default()
     };
     let config = SupervisorConfig {
@@ -94,14 +102,15 @@ fn ran_out(
     .expect("the reply that runs out is accepted");
 }
 
-/// Started, `ask` dispatched and run out of steps; the log so far.
-fn asking(
-    top_ups: TopUpPolicy,
-) -> (
+/// A core, the events it logged and the assignments it sent.
+type Driven = (
     SupervisorCore,
     Vec<Event>,
     Vec<quorate_protocols::Envelope<Assignment>>,
-) {
+);
+
+/// Started, `ask` dispatched and run out of steps; the log so far.
+fn asking(top_ups: TopUpPolicy) -> Driven {
     let mut core = core(OnExhausted::Ask, top_ups);
     let mut log = Vec::new();
     core.start(0);
@@ -220,32 +229,14 @@ fn a_grant_larger_than_what_is_left_is_refused_and_changes_nothing() {
 /// A core whose `ask` is waiting for a top-up but whose run has not stopped yet (`after` has
 /// a second task running beside it), so live answers reach it.
 fn asking_live() -> SupervisorCore {
-    let spec = PlanSpec {
-        budget: Budget::new(20, 4, 100, 0),
-        reserve: Budget::steps(2),
-        nodes: vec![
+    let mut core = core_with(
+        vec![
             NodeSpec::named("ask")
                 .with_budget(Budget::new(3, 2, 0, 0))
                 .with_on_exhausted(OnExhausted::Ask),
             NodeSpec::named("after").with_budget(Budget::steps(2)),
         ],
-        ..PlanSpec::default()
-    };
-    let config = SupervisorConfig {
-        workers: 1,
-        ..SupervisorConfig::default()
-    };
-    let me = Sender {
-        agent: AgentId::from_u128(1),
-        role: Role::Supervisor,
-    };
-    let mut core = SupervisorCore::new(
-        RunId::from_u128(9),
-        spec.validate().unwrap(),
-        config,
-        me,
-        vec![WORKER],
-        quorate_protocols::IdSource::seeded(9),
+        TopUpPolicy::default(),
     );
     let mut log = Vec::new();
     core.start(0);
@@ -310,14 +301,7 @@ fn a_rejection_stops_the_task_at_its_limit_charged_what_it_spent() {
 }
 
 /// A resumed core over `log`, with `top_ups` as this incarnation's answers; started.
-fn resumed(
-    log: &[Event],
-    top_ups: TopUpPolicy,
-) -> (
-    SupervisorCore,
-    Vec<Event>,
-    Vec<quorate_protocols::Envelope<Assignment>>,
-) {
+fn resumed(log: &[Event], top_ups: TopUpPolicy) -> Driven {
     let mut core = core(OnExhausted::Ask, top_ups);
     core.replay(log, |_| None).expect("the log replays");
     let mut out = Vec::new();
