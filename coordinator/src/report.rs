@@ -146,7 +146,7 @@ fn row(id: NodeId, t: &TaskSlot, result: Option<serde_json::Value>) -> TaskRow {
 mod tests {
     use quorate_protocols::{AgentId, Budget, NodeSpec, PlanSpec, Role, RunId, Sender};
 
-    use crate::{SupervisorConfig, SupervisorCore};
+    use crate::SupervisorCore;
 
     fn core(tasks: usize) -> SupervisorCore {
         let spec = PlanSpec {
@@ -156,18 +156,7 @@ mod tests {
                 .collect(),
             ..PlanSpec::default()
         };
-        let sender = |n, role| Sender {
-            agent: AgentId::from_u128(n),
-            role,
-        };
-        SupervisorCore::new(
-            RunId::from_u128(1),
-            spec.validate().expect("valid plan"),
-            SupervisorConfig::default(),
-            sender(1, Role::Supervisor),
-            vec![sender(2, Role::Worker)],
-            quorate_protocols::IdSource::seeded(1),
-        )
+        crate::core::test_core(spec)
     }
 
     #[test]

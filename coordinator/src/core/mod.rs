@@ -502,3 +502,21 @@ pub(crate) fn root_account(plan: &Plan) -> Account {
     Account::open(None, spec.budget, spec.reserve)
         .expect("a validated plan's reserve fits its budget")
 }
+
+/// A core over `spec` for unit tests: run 1, the supervisor agent 1, one worker (agent 2), the
+/// default config, ids seeded 1.
+#[cfg(test)]
+pub(crate) fn test_core(spec: quorate_protocols::PlanSpec) -> SupervisorCore {
+    let sender = |n, role| Sender {
+        agent: AgentId::from_u128(n),
+        role,
+    };
+    SupervisorCore::new(
+        RunId::from_u128(1),
+        spec.validate().expect("valid plan"),
+        SupervisorConfig::default(),
+        sender(1, quorate_protocols::Role::Supervisor),
+        vec![sender(2, quorate_protocols::Role::Worker)],
+        IdSource::seeded(1),
+    )
+}

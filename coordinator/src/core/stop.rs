@@ -304,7 +304,7 @@ pub(super) fn settle_charge(
 
 #[cfg(test)]
 mod tests {
-    use quorate_protocols::{AgentId, Budget, NodeSpec, PlanSpec, Role, RunId, Sender};
+    use quorate_protocols::{Budget, NodeSpec, PlanSpec};
 
     use super::*;
 
@@ -318,18 +318,7 @@ mod tests {
             nodes: vec![NodeSpec::named("a")],
             ..PlanSpec::default()
         };
-        let sender = |n, role| Sender {
-            agent: AgentId::from_u128(n),
-            role,
-        };
-        let mut core = SupervisorCore::new(
-            RunId::from_u128(1),
-            spec.validate().expect("valid plan"),
-            SupervisorConfig::default(),
-            sender(1, Role::Supervisor),
-            vec![sender(2, Role::Worker)],
-            quorate_protocols::IdSource::seeded(1),
-        );
+        let mut core = crate::core::test_core(spec);
         core.start(0);
         assert_eq!(core.task_state(0), TaskState::Running);
         while core.poll_effect().is_some() {}
