@@ -63,24 +63,18 @@ impl Net {
         root: Option<Budget>,
         results: MemoryStore<serde_json::Value>,
     ) -> Self {
-        Self::build(n, nodes, root, results, SupervisorConfig::default())
+        Self::build_unstarted(n, nodes, root, results, SupervisorConfig::default()).started()
     }
 
     /// As [`Net::new`], with the peers' `config` (e.g. their approval policy).
     pub(crate) fn with_config(n: usize, nodes: Vec<NodeSpec>, config: SupervisorConfig) -> Self {
-        Self::build(n, nodes, None, MemoryStore::new(), config)
+        Self::build_unstarted(n, nodes, None, MemoryStore::new(), config).started()
     }
 
-    pub(crate) fn build(
-        n: usize,
-        nodes: Vec<NodeSpec>,
-        root: Option<Budget>,
-        results: MemoryStore<serde_json::Value>,
-        config: SupervisorConfig,
-    ) -> Self {
-        let mut net = Self::build_unstarted(n, nodes, root, results, config);
-        net.start();
-        net
+    /// This net, started.
+    fn started(mut self) -> Self {
+        self.start();
+        self
     }
 
     fn build_unstarted(
