@@ -53,15 +53,20 @@ fn worker() -> Sender {
     }
 }
 
-#[test]
-fn oversized_envelope() {
-    let env = Envelope::new(
+/// `body` in an envelope from [`worker`] for task 2 of run 1.
+fn envelope<T>(body: T) -> Envelope<T> {
+    Envelope::new(
         RunId::from_u128(1),
         TaskId::from_u128(2),
         worker(),
-        "x".repeat(70_000),
+        body,
         &mut quorate_protocols::IdSource::seeded(1),
-    );
+    )
+}
+
+#[test]
+fn oversized_envelope() {
+    let env = envelope("x".repeat(70_000));
     let bytes = encode_envelope(&env);
     let err = decode_envelope::<String>(&bytes, &Limits::default(), worker()).unwrap_err();
     assert!(matches!(err, DecodeError::TooLarge { max: 65_536, .. }));
@@ -73,13 +78,7 @@ fn oversized_envelope() {
 
 #[test]
 fn unknown_field() {
-    let env = Envelope::new(
-        RunId::from_u128(1),
-        TaskId::from_u128(2),
-        worker(),
-        1u32,
-        &mut quorate_protocols::IdSource::seeded(1),
-    );
+    let env = envelope(1u32);
     let mut value = serde_json::to_value(&env).unwrap();
     value["grant_capability"] = json!("db.delete");
     let err = decode_envelope::<u32>(
@@ -189,13 +188,7 @@ fn node_budgets_over_the_plan_budget() {
 
 #[test]
 fn forged_sender() {
-    let env = Envelope::new(
-        RunId::from_u128(1),
-        TaskId::from_u128(2),
-        worker(),
-        1u32,
-        &mut quorate_protocols::IdSource::seeded(1),
-    );
+    let env = envelope(1u32);
     let other = Sender {
         agent: AgentId::from_u128(9),
         role: Role::Worker,
