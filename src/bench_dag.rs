@@ -18,6 +18,10 @@ use quorate_protocols::{Budget, NodeId, NodeSpec, PlanSpec, ResultKind};
 use quorate_workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry, WorkerConfig};
 use serde::Serialize;
 
+mod durable;
+use durable::run_durable;
+pub use durable::{check_store, DurableBench};
+
 /// What to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DagArgs {
@@ -108,24 +112,6 @@ pub struct DagBench {
     /// process (absent without it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub durable: Option<DurableBench>,
-}
-
-/// `bench dag --store FILE`: each measured run of the DAG in memory is followed by a run of the
-/// same DAG kept in a fresh redb file at FILE (as `quorate run --store` keeps a run).
-#[derive(Clone, Debug, Serialize)]
-pub struct DurableBench {
-    /// The file.
-    pub store: String,
-    /// Tasks per second of the median durable run.
-    pub tasks_per_s: f64,
-    /// Tasks per second of every durable run, in order.
-    pub tasks_per_s_runs: Vec<f64>,
-    /// Durable tasks/s over in-memory tasks/s, each the median of its runs.
-    pub ratio_to_memory: f64,
-    /// The file's size after the median durable run divided by the tasks, bytes.
-    pub bytes_per_task: f64,
-    /// The file's size after the median durable run, bytes.
-    pub file_bytes: u64,
 }
 
 impl DagBench {
@@ -293,18 +279,6 @@ pub fn median_index(values: &[f64]) -> Option<usize> {
     order.get(values.len() / 2).copied()
 }
 
-/// Refuses a `--store` path that exists: the bench removes and creates its file for every run,
-/// and does not remove a file it did not make.
-pub fn check_store(path: &std::path::Path) -> Result<(), String> {
-    if path.exists() {
-        return Err(format!(
-            "{}: exists; bench dag --store needs a path it can create (and remove between runs)",
-            path.display()
-        ));
-    }
-    Ok(())
-}
-
 /// Runs the benchmark: per run, the baseline and then the DAG. Arguments that fail
 /// [`DagArgs::check`] are an error.
 pub fn run(args: DagArgs) -> Result<DagBench, String> {
@@ -459,31 +433,6 @@ impl Progress {
 /// One run of the DAG; its wall time in seconds. A run that does not complete is an error.
 fn run_once(plan: quorate_protocols::Plan, args: DagArgs) -> Result<f64, String> {
     run_with(plan, args, None)
-}
-
-/// One run of the DAG kept in a new redb file at `path`, through the journal `quorate run
-/// --store` uses ([`crate::durable::Journal`]); its wall time (file open to report, the file
-/// closed after it) in seconds.
-fn run_durable(
-    plan: quorate_protocols::Plan,
-    args: DagArgs,
-    path: &std::path::Path,
-) -> Result<f64, String> {
-    let start = Instant::now();
-    let kept = crate::durable::RunStore::open(path).map_err(|e| e.to_string())?;
-    let run = quorate_workers::edge::random_ids().run_id();
-    let journal = std::sync::Arc::new(kept.journal(run));
-    let durable = quorate_coordinator::Durable {
-        run,
-        journal: journal.clone(),
-        actions: journal,
-        restored_actions: std::sync::Arc::new(Vec::new()),
-        resume: None,
-    };
-    drop(kept);
-    run_with(plan, args, Some(durable))?;
-    // Every handle went with the run: the file is closed, its last commit on disk.
-    Ok(start.elapsed().as_secs_f64())
 }
 
 fn run_with(
