@@ -1,8 +1,9 @@
 //! Crash tests of durable runs with real processes: `quorate run --store F --trace T` is ended at
-//! many points (the test-only `QUORATE_CRASH_AFTER_WRITES=N` aborts the process right after its
-//! N-th durable journal write), `quorate resume` continues it, and every point must end as the
-//! uncrashed run did, with at most one effect per action, no more granted than the limit, and no
-//! task that completed before the crash run again.
+//! many points, `quorate resume` continues it, and every point must end as the uncrashed run did,
+//! with at most one effect per action, no more granted than the limit, and no task that completed
+//! before the crash run again. Two ways to end it: the test-only `QUORATE_CRASH_AFTER_WRITES=N`
+//! aborts the process right after its N-th durable journal write (every state the file can be
+//! left in), and SIGKILL from outside once the trace has N lines.
 
 mod support;
 
@@ -146,18 +147,24 @@ fn check_budget(report: &serde_json::Value, point: u64) {
     }
 }
 
-#[test]
-fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
-    let plan = temp_path("crash.toml");
-    std::fs::write(&plan, PLAN).expect("plan written");
+/// How one kill point ended.
+#[derive(Debug, PartialEq)]
+enum Point {
+    /// The run finished before the kill: nothing to resume.
+    Finished,
+    /// Killed, resumed, and ended as the uncrashed run did.
+    Resumed,
+    /// Killed between the refund's intent and its effect: the refund fails, nothing is paid.
+    RefundUnknown,
+}
 
-    // The uncrashed run.
+/// The uncrashed run of `plan` (kept in a store of its own): completed, three effects.
+fn uncrashed(plan: &Path) -> (Kept, std::path::PathBuf) {
     let store = temp_path("whole.redb");
-    let whole_store = store.clone();
     let out = quorate(
         &[
             "run",
-            arg(&plan),
+            arg(plan),
             "--store",
             arg(&store),
             "--approve",
@@ -186,12 +193,109 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
         whole.effects
     );
     assert!(whole.writes > 20, "{} journal writes", whole.writes);
+    (whole, store)
+}
 
-    let mut points = 0;
-    let mut crashed = 0;
-    let mut unknown = 0;
+/// A run of the plan kept in `store` ended at point `n`: by itself with `code` (`Some(0)`), or
+/// by a signal (`None`). Resumes it and checks it against `whole`: the same outcome, one effect
+/// per action, granted <= limit, no task completed before the kill run again.
+fn resume_and_check(n: u64, code: Option<i32>, store: &Path, whole: &Kept) -> Point {
+    let before = read(store);
+    if code == Some(0) {
+        // It finished before the kill: nothing to resume.
+        assert_eq!(before.states, whole.states, "point {n}");
+        return Point::Finished;
+    }
+    assert!(code.is_none(), "point {n}: the kill ends it by a signal");
+    assert_eq!(before.reason, "interrupted", "point {n}");
+    let done_before: Vec<String> = before
+        .states
+        .iter()
+        .filter(|(_, s)| *s == "completed")
+        .map(|(t, _)| t.clone())
+        .collect();
+
+    let (_, run) = kept(store);
+    if before.refund_unknown {
+        // Killed after the refund was sent and before its effect: a non-idempotent action
+        // of unknown outcome that the tool does not know either is never sent again; the
+        // refund fails and nothing is paid.
+        let out = quorate(
+            &[
+                "resume",
+                &run.to_string(),
+                "--store",
+                arg(store),
+                "--approve",
+                "refund",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1), "point {n}");
+        let after = read(store);
+        assert_eq!(
+            after.states.get("refund").map(String::as_str),
+            Some("failed"),
+            "point {n}"
+        );
+        assert!(
+            after.effects.values().all(|&c| c == 1),
+            "point {n}: {:?}",
+            after.effects
+        );
+        return Point::RefundUnknown;
+    }
+    let trace2 = temp_path("resume.jsonl");
+    let out = quorate(
+        &[
+            "resume",
+            &run.to_string(),
+            "--store",
+            arg(store),
+            "--trace",
+            arg(&trace2),
+            "--approve",
+            "refund",
+            "--json",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "point {n}: {stderr}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("point {n}: {e} {stderr}"));
+    check_budget(&report, n);
+    let after = read(store);
+    assert_eq!(after.reason, whole.reason, "point {n}");
+    assert_eq!(after.states, whole.states, "point {n}");
+    for (action, count) in &after.effects {
+        assert_eq!(*count, 1, "point {n}: action {action} has {count} effects");
+    }
+    assert_eq!(
+        after.effects.len(),
+        whole.effects.len(),
+        "point {n}: {:?}",
+        after.effects
+    );
+    let again = dispatched(&trace2);
+    for task in &done_before {
+        assert!(
+            !again.contains(task),
+            "point {n}: {task} completed before the crash and ran again"
+        );
+    }
+    clean(&[&trace2]);
+    Point::Resumed
+}
+
+#[test]
+fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
+    let plan = temp_path("crash.toml");
+    std::fs::write(&plan, PLAN).expect("plan written");
+    let (whole, whole_store) = uncrashed(&plan);
+
+    let mut seen = Vec::new();
     for n in 1..=whole.writes {
-        points += 1;
         let store = temp_path("kill.redb");
         let trace = temp_path("kill.jsonl");
         let out = quorate(
@@ -207,101 +311,16 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
             ],
             Some(n),
         );
-        let before = read(&store);
-        if out.status.code() == Some(0) {
-            // Fewer writes this time than N: nothing to resume.
-            assert_eq!(before.states, whole.states, "point {n}");
-            clean(&[&store, &trace]);
-            continue;
-        }
-        assert!(
-            out.status.code().is_none(),
-            "point {n}: the crash ends it by a signal"
-        );
-        crashed += 1;
-        assert_eq!(before.reason, "interrupted", "point {n}");
-        let done_before: Vec<String> = before
-            .states
-            .iter()
-            .filter(|(_, s)| *s == "completed")
-            .map(|(t, _)| t.clone())
-            .collect();
-
-        let (_, run) = kept(&store);
-        if before.refund_unknown {
-            // Killed after the refund was sent and before its effect: a non-idempotent action
-            // of unknown outcome that the tool does not know either is never sent again; the
-            // refund fails and nothing is paid.
-            let out = quorate(
-                &[
-                    "resume",
-                    &run.to_string(),
-                    "--store",
-                    arg(&store),
-                    "--approve",
-                    "refund",
-                ],
-                None,
-            );
-            assert_eq!(out.status.code(), Some(1), "point {n}");
-            let after = read(&store);
-            assert_eq!(
-                after.states.get("refund").map(String::as_str),
-                Some("failed"),
-                "point {n}"
-            );
-            assert!(
-                after.effects.values().all(|&c| c == 1),
-                "point {n}: {:?}",
-                after.effects
-            );
-            unknown += 1;
-            clean(&[&store, &trace]);
-            continue;
-        }
-        let trace2 = temp_path("resume.jsonl");
-        let out = quorate(
-            &[
-                "resume",
-                &run.to_string(),
-                "--store",
-                arg(&store),
-                "--trace",
-                arg(&trace2),
-                "--approve",
-                "refund",
-                "--json",
-            ],
-            None,
-        );
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "point {n}: {stderr}");
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("point {n}: {e} {stderr}"));
-        check_budget(&report, n);
-        let after = read(&store);
-        assert_eq!(after.reason, whole.reason, "point {n}");
-        assert_eq!(after.states, whole.states, "point {n}");
-        for (action, count) in &after.effects {
-            assert_eq!(*count, 1, "point {n}: action {action} has {count} effects");
-        }
-        assert_eq!(
-            after.effects.len(),
-            whole.effects.len(),
-            "point {n}: {:?}",
-            after.effects
-        );
-        let again = dispatched(&trace2);
-        for task in &done_before {
-            assert!(
-                !again.contains(task),
-                "point {n}: {task} completed before the crash and ran again"
-            );
-        }
-        clean(&[&store, &trace, &trace2]);
+        seen.push(resume_and_check(n, out.status.code(), &store, &whole));
+        clean(&[&store, &trace]);
     }
     clean(&[&plan, &whole_store]);
-    eprintln!("{points} kill points, {crashed} crashed and resumed, {unknown} with the refund's outcome unknown");
+    let crashed = seen.iter().filter(|p| **p != Point::Finished).count();
+    let unknown = seen.iter().filter(|p| **p == Point::RefundUnknown).count();
+    eprintln!(
+        "{} kill points, {crashed} crashed and resumed, {unknown} with the refund's outcome unknown",
+        seen.len()
+    );
     assert!(
         unknown <= 1,
         "only the point between the refund's intent and its effect"
@@ -310,5 +329,83 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
         crashed as u64 * 2 > whole.writes,
         "most points crash: {crashed} of {}",
         whole.writes
+    );
+}
+
+/// As the issue asks it: the run is killed from outside with SIGKILL once its trace has N lines,
+/// for every N up to the uncrashed run's trace length. Unlike the abort at a chosen write, the
+/// kill lands wherever the process is by then (the trace and the journal race), so a point may
+/// also find the run finished.
+#[test]
+fn a_run_killed_with_sigkill_after_n_trace_lines_resumes_to_the_uncrashed_outcome() {
+    let plan = temp_path("sigkill.toml");
+    std::fs::write(&plan, PLAN).expect("plan written");
+    let (whole, whole_store) = uncrashed(&plan);
+    let lines = |path: &Path| {
+        std::fs::read_to_string(path)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let whole_trace = temp_path("whole.jsonl");
+    let traced_store = temp_path("whole2.redb");
+    let out = quorate(
+        &[
+            "run",
+            arg(&plan),
+            "--store",
+            arg(&traced_store),
+            "--trace",
+            arg(&whole_trace),
+            "--approve",
+            "refund",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let trace_len = lines(&whole_trace);
+    assert!(trace_len > 20, "{trace_len} trace lines");
+
+    let mut seen = Vec::new();
+    for n in 1..=trace_len {
+        let store = temp_path("sigkill.redb");
+        let trace = temp_path("sigkill.jsonl");
+        let mut child = support::quorate_command()
+            .args([
+                "run",
+                arg(&plan),
+                "--store",
+                arg(&store),
+                "--trace",
+                arg(&trace),
+                "--approve",
+                "refund",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the binary starts");
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("the child is watched") {
+                break status;
+            }
+            if lines(&trace) >= n {
+                child.kill().expect("SIGKILL sent");
+                break child.wait().expect("the child is reaped");
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        };
+        seen.push(resume_and_check(n as u64, status.code(), &store, &whole));
+        clean(&[&store, &trace]);
+    }
+    clean(&[&plan, &whole_store, &whole_trace, &traced_store]);
+    let killed = seen.iter().filter(|p| **p != Point::Finished).count();
+    eprintln!(
+        "{} SIGKILL points (after 1..={trace_len} trace lines), {killed} killed and resumed",
+        seen.len()
+    );
+    assert!(
+        killed * 2 > seen.len(),
+        "most points kill the run: {killed} of {}",
+        seen.len()
     );
 }
