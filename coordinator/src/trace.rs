@@ -1,5 +1,5 @@
 //! The JSONL trace writer: one JSON object per line, written by its own thread so the
-//! supervisor never waits on the disk.
+//! supervisor never waits on the disk, and flushed whenever it has caught up with the run.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -40,10 +40,16 @@ impl TraceWriter {
             .spawn(move || {
                 let mut out = BufWriter::new(file);
                 let mut lines = 0u64;
-                for event in rx {
+                for event in rx.iter() {
                     serde_json::to_writer(&mut out, &event)?;
                     out.write_all(b"\n")?;
                     lines += 1;
+                    // Written in bursts: whatever is queued goes out in one write, and the file
+                    // is never more than one burst behind the run (a killed run leaves the
+                    // trace of everything before its last burst; `tail -f` follows a run).
+                    if rx.is_empty() {
+                        out.flush()?;
+                    }
                 }
                 out.flush()?;
                 Ok(lines)
