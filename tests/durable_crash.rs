@@ -152,27 +152,42 @@ fn check_budget(report: &serde_json::Value, point: u64) {
 enum Point {
     /// The run finished before the kill: nothing to resume.
     Finished,
-    /// Killed, resumed, and ended as the uncrashed run did.
-    Resumed,
+    /// Killed with `done_before` tasks completed, resumed, and ended as the uncrashed run did.
+    Resumed {
+        /// Tasks completed in the log at the kill.
+        done_before: usize,
+    },
     /// Killed between the refund's intent and its effect: the refund fails, nothing is paid.
     RefundUnknown,
 }
 
+/// `quorate run PLAN --store STORE --trace TRACE --approve refund`: the run every test makes.
+fn run_args<'a>(plan: &'a Path, store: &'a Path, trace: &'a Path) -> [&'a str; 8] {
+    [
+        "run",
+        arg(plan),
+        "--store",
+        arg(store),
+        "--trace",
+        arg(trace),
+        "--approve",
+        "refund",
+    ]
+}
+
+/// What the uncrashed run of a plan left.
+struct Whole {
+    kept: Kept,
+    /// The lines of its trace.
+    trace_lines: usize,
+    /// Its store and trace, to clean up.
+    files: [std::path::PathBuf; 2],
+}
+
 /// The uncrashed run of `plan` (kept in a store of its own): completed, three effects.
-fn uncrashed(plan: &Path) -> (Kept, std::path::PathBuf) {
-    let store = temp_path("whole.redb");
-    let out = quorate(
-        &[
-            "run",
-            arg(plan),
-            "--store",
-            arg(&store),
-            "--approve",
-            "refund",
-            "--json",
-        ],
-        None,
-    );
+fn uncrashed(plan: &Path) -> Whole {
+    let (store, trace) = (temp_path("whole.redb"), temp_path("whole.jsonl"));
+    let out = quorate(&run_args(plan, &store, &trace), None);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -193,7 +208,18 @@ fn uncrashed(plan: &Path) -> (Kept, std::path::PathBuf) {
         whole.effects
     );
     assert!(whole.writes > 20, "{} journal writes", whole.writes);
-    (whole, store)
+    Whole {
+        kept: whole,
+        trace_lines: lines(&trace),
+        files: [store, trace],
+    }
+}
+
+/// The number of lines in the file at `path` (0 if it does not exist yet).
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
 }
 
 /// A run of the plan kept in `store` ended at point `n`: by itself with `code` (`Some(0)`), or
@@ -285,36 +311,28 @@ fn resume_and_check(n: u64, code: Option<i32>, store: &Path, whole: &Kept) -> Po
         );
     }
     clean(&[&trace2]);
-    Point::Resumed
+    Point::Resumed {
+        done_before: done_before.len(),
+    }
 }
 
 #[test]
 fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
     let plan = temp_path("crash.toml");
     std::fs::write(&plan, PLAN).expect("plan written");
-    let (whole, whole_store) = uncrashed(&plan);
+    let Whole {
+        kept: whole, files, ..
+    } = uncrashed(&plan);
 
     let mut seen = Vec::new();
     for n in 1..=whole.writes {
         let store = temp_path("kill.redb");
         let trace = temp_path("kill.jsonl");
-        let out = quorate(
-            &[
-                "run",
-                arg(&plan),
-                "--store",
-                arg(&store),
-                "--trace",
-                arg(&trace),
-                "--approve",
-                "refund",
-            ],
-            Some(n),
-        );
+        let out = quorate(&run_args(&plan, &store, &trace), Some(n));
         seen.push(resume_and_check(n, out.status.code(), &store, &whole));
         clean(&[&store, &trace]);
     }
-    clean(&[&plan, &whole_store]);
+    clean(&[&plan, &files[0], &files[1]]);
     let crashed = seen.iter().filter(|p| **p != Point::Finished).count();
     let unknown = seen.iter().filter(|p| **p == Point::RefundUnknown).count();
     eprintln!(
@@ -340,46 +358,19 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
 fn a_run_killed_with_sigkill_after_n_trace_lines_resumes_to_the_uncrashed_outcome() {
     let plan = temp_path("sigkill.toml");
     std::fs::write(&plan, PLAN).expect("plan written");
-    let (whole, whole_store) = uncrashed(&plan);
-    let lines = |path: &Path| {
-        std::fs::read_to_string(path)
-            .map(|t| t.lines().count())
-            .unwrap_or(0)
-    };
-    let whole_trace = temp_path("whole.jsonl");
-    let traced_store = temp_path("whole2.redb");
-    let out = quorate(
-        &[
-            "run",
-            arg(&plan),
-            "--store",
-            arg(&traced_store),
-            "--trace",
-            arg(&whole_trace),
-            "--approve",
-            "refund",
-        ],
-        None,
-    );
-    assert_eq!(out.status.code(), Some(0));
-    let trace_len = lines(&whole_trace);
-    assert!(trace_len > 20, "{trace_len} trace lines");
+    let Whole {
+        kept: whole,
+        trace_lines,
+        files,
+    } = uncrashed(&plan);
+    assert!(trace_lines > 20, "{trace_lines} trace lines");
 
     let mut seen = Vec::new();
-    for n in 1..=trace_len {
+    for n in 1..=trace_lines {
         let store = temp_path("sigkill.redb");
         let trace = temp_path("sigkill.jsonl");
         let mut child = support::quorate_command()
-            .args([
-                "run",
-                arg(&plan),
-                "--store",
-                arg(&store),
-                "--trace",
-                arg(&trace),
-                "--approve",
-                "refund",
-            ])
+            .args(run_args(&plan, &store, &trace))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -397,11 +388,25 @@ fn a_run_killed_with_sigkill_after_n_trace_lines_resumes_to_the_uncrashed_outcom
         seen.push(resume_and_check(n as u64, status.code(), &store, &whole));
         clean(&[&store, &trace]);
     }
-    clean(&[&plan, &whole_store, &whole_trace, &traced_store]);
+    clean(&[&plan, &files[0], &files[1]]);
     let killed = seen.iter().filter(|p| **p != Point::Finished).count();
+    // The kills must land at different stages of the run, not all at one (a trace written only
+    // at the end would put every point there).
+    let stages: std::collections::BTreeSet<usize> = seen
+        .iter()
+        .filter_map(|p| match p {
+            Point::Resumed { done_before } => Some(*done_before),
+            _ => None,
+        })
+        .collect();
     eprintln!(
-        "{} SIGKILL points (after 1..={trace_len} trace lines), {killed} killed and resumed",
+        "{} SIGKILL points (after 1..={trace_lines} trace lines), {killed} killed and resumed, \
+         with {stages:?} tasks completed at the kill",
         seen.len()
+    );
+    assert!(
+        stages.len() >= 3,
+        "kills at different stages of the run: {stages:?}"
     );
     assert!(
         killed * 2 > seen.len(),
