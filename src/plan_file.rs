@@ -449,6 +449,15 @@ impl PlanFile {
         self.all_tasks().map(|t| &t.id)
     }
 
+    /// [`task_ids`](Self::task_ids) as strings, sorted: what an error about an unknown task
+    /// lists.
+    #[must_use]
+    pub fn sorted_task_ids(&self) -> Vec<String> {
+        let mut tasks: Vec<String> = self.task_ids().map(ToString::to_string).collect();
+        tasks.sort();
+        tasks
+    }
+
     /// Whether `id` names a task of the file (its plan's or its `[fallback]`'s).
     #[must_use]
     pub fn has_task(&self, id: &str) -> bool {

@@ -79,7 +79,7 @@ impl Approve {
             Some(id) => {
                 let mut tasks: Vec<String> = files
                     .iter()
-                    .flat_map(|(_, f)| f.task_ids().map(ToString::to_string))
+                    .flat_map(|(_, f)| f.sorted_task_ids())
                     .collect();
                 tasks.sort();
                 tasks.dedup();
@@ -311,13 +311,11 @@ pub fn top_up_policy(
     let mut policy = TopUpPolicy::default();
     for (flag, id, answer) in answers {
         if !file.has_task(&id) {
-            let mut tasks: Vec<String> = file.task_ids().map(ToString::to_string).collect();
-            tasks.sort();
             return Err(RunFileError::UnknownTopUpTask {
                 flag,
                 plan: path.display().to_string(),
                 id,
-                tasks,
+                tasks: file.sorted_task_ids(),
             });
         }
         if policy.0.insert(id.clone(), answer).is_some() {
@@ -343,8 +341,9 @@ pub fn check_top_ups(
     use quorate_protocols::{Role, Sender};
     let (plan, _) = file.compile(path)?;
     let config = file.supervisor_config(ApprovalPolicy::Ask);
-    // A throwaway core that only replays the log: its own ids are never sent anywhere.
-    let mut ids = quorate_workers::edge::random_ids();
+    // A throwaway core that only replays the log: its own ids are never sent anywhere, so a
+    // fixed seed serves.
+    let mut ids = quorate_protocols::IdSource::seeded(0);
     let mut sender = |role| Sender {
         agent: ids.agent_id(),
         role,
