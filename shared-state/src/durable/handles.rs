@@ -312,6 +312,23 @@ impl<E: Serialize + DeserializeOwned> RedbLog<E> {
         format!("{}/{run}", self.table)
     }
 
+    /// The writer's op appending the encoded `entry` to `run`'s log, and where its sequence
+    /// number comes back.
+    fn append_op(
+        &self,
+        run: RunId,
+        entry: Vec<u8>,
+    ) -> (Op, oneshot::Receiver<Result<u64, StoreError>>) {
+        let (reply, answer) = oneshot::channel();
+        let op = Op::Append {
+            table: self.table.clone(),
+            run: run_key(run),
+            entry,
+            reply,
+        };
+        (op, answer)
+    }
+
     /// [`RunLog::read`], synchronously (a short read transaction).
     ///
     /// # Errors
@@ -386,13 +403,7 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> RedbLog<E> {
             .collect::<Result<Vec<_>, _>>()?;
         let mut answers = Vec::with_capacity(encoded.len());
         for bytes in encoded {
-            let (reply, answer) = oneshot::channel();
-            let op = Op::Append {
-                table: self.table.clone(),
-                run: run_key(run),
-                entry: bytes,
-                reply,
-            };
+            let (op, answer) = self.append_op(run, bytes);
             self.db.enqueue(op, self.durable())?;
             answers.push(answer);
         }
@@ -407,13 +418,7 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> RedbLog<E> {
 impl<E: Serialize + DeserializeOwned + Send + Sync> RunLog<E> for RedbLog<E> {
     async fn append(&self, run: RunId, entry: E) -> Result<Seq, StoreError> {
         let bytes = encode(&self.entry_key(run), &entry)?;
-        let (reply, answer) = oneshot::channel();
-        let op = Op::Append {
-            table: self.table.clone(),
-            run: run_key(run),
-            entry: bytes,
-            reply,
-        };
+        let (op, answer) = self.append_op(run, bytes);
         self.db.submit(op, self.durable(), answer).await.map(Seq)
     }
 
