@@ -43,17 +43,6 @@ impl Mutant {
     /// The mutants of peer mode, which the simulator does not run yet: the peer-core tests
     /// (`coordinator/tests/peer_mutants.rs`) must catch them.
     pub const PEER: [Mutant; 1] = [Mutant::PeerAcceptsSettled];
-
-    /// Every real mutant (not [`Mutant::None`]).
-    pub const ALL: [Mutant; 7] = [
-        Mutant::NoTerminalGuard,
-        Mutant::AcceptStale,
-        Mutant::ChargeAfterCall,
-        Mutant::CasIgnoresVersion,
-        Mutant::IdempotencyPerAttempt,
-        Mutant::GateSkipsPreconditions,
-        Mutant::PeerAcceptsSettled,
-    ];
 }
 
 static ACTIVE: AtomicU8 = AtomicU8::new(Mutant::None as u8);

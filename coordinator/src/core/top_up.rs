@@ -163,15 +163,7 @@ impl SupervisorCore {
         };
         let component = request.component;
         if let TopUp::Grant(extra) = answer {
-            let left = self.left_to_grant();
-            if let Some(c) = extra.first_excess(&left) {
-                return Err(TopUpError::Exceeds {
-                    task,
-                    component: c,
-                    asked: extra.get(c),
-                    left: left.get(c),
-                });
-            }
+            fits(&task, &extra, &self.left_to_grant())?;
         }
         // Logged before it takes effect: a log cut after it replays the grant (and the task,
         // still waiting there, is dispatched again); a cut before it loses nothing decided.
@@ -232,14 +224,7 @@ impl SupervisorCore {
         let waiting = self.top_up_requests();
         for (task, _) in &waiting {
             if let Some(TopUp::Grant(extra)) = answers.decide(task) {
-                if let Some(c) = extra.first_excess(&left) {
-                    return Err(TopUpError::Exceeds {
-                        task: task.clone(),
-                        component: c,
-                        asked: extra.get(c),
-                        left: left.get(c),
-                    });
-                }
+                fits(task, &extra, &left)?;
                 left = left.saturating_sub(&extra);
             }
         }
@@ -249,6 +234,20 @@ impl SupervisorCore {
             .filter(|node| !waiting.iter().any(|(t, _)| t == *node))
             .cloned()
             .collect())
+    }
+}
+
+/// A grant of `extra` to `task` fits in `left`, or [`TopUpError::Exceeds`] names the first
+/// component it does not fit in.
+fn fits(task: &str, extra: &Budget, left: &Budget) -> Result<(), TopUpError> {
+    match extra.first_excess(left) {
+        None => Ok(()),
+        Some(c) => Err(TopUpError::Exceeds {
+            task: task.to_string(),
+            component: c,
+            asked: extra.get(c),
+            left: left.get(c),
+        }),
     }
 }
 

@@ -146,6 +146,16 @@ fn encode<T: Serialize>(key: &str, value: &T) -> Result<Vec<u8>, StoreError> {
     Ok(bytes)
 }
 
+/// The writer's answer to a CAS of `key`, as a [`CasOutcome`].
+fn cas_outcome<V: DeserializeOwned>(key: &str, done: CasDone) -> Result<CasOutcome<V>, StoreError> {
+    Ok(match done {
+        CasDone::Committed(v) => CasOutcome::Committed(Version::new(v)),
+        CasDone::Conflict(current) => CasOutcome::Conflict {
+            current: versioned(key, current)?,
+        },
+    })
+}
+
 fn versioned<V: DeserializeOwned>(
     key: &str,
     current: Current,
@@ -210,6 +220,24 @@ impl<V: Serialize + DeserializeOwned> RedbStore<V> {
 }
 
 impl<V: Serialize + DeserializeOwned + Send + Sync> RedbStore<V> {
+    /// The writer's op CASing the encoded `value` under `key`, and where its answer comes back.
+    fn cas_op(
+        &self,
+        key: String,
+        expected: Option<Version>,
+        value: Vec<u8>,
+    ) -> (Op, oneshot::Receiver<Result<CasDone, StoreError>>) {
+        let (reply, answer) = oneshot::channel();
+        let op = Op::Cas {
+            table: self.table.clone(),
+            key,
+            expected: expected.map(Version::raw),
+            value,
+            reply,
+        };
+        (op, answer)
+    }
+
     /// CASes every `(key, expected, value)` of `writes`, in order, as [`Store::cas`] would one
     /// after the other (a write sees the ones before it), but queued together before any answer
     /// is awaited: the writer thread applies them in as few transactions as its batch size
@@ -230,25 +258,13 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> RedbStore<V> {
         }
         let mut answers = Vec::with_capacity(ops.len());
         for (key, expected, value) in ops {
-            let (reply, answer) = oneshot::channel();
-            let op = Op::Cas {
-                table: self.table.clone(),
-                key: key.clone(),
-                expected: expected.map(Version::raw),
-                value,
-                reply,
-            };
+            let (op, answer) = self.cas_op(key.clone(), expected, value);
             self.db.enqueue(op, self.durable())?;
             answers.push((key, answer));
         }
         let mut out = Vec::with_capacity(answers.len());
         for (key, answer) in answers {
-            out.push(match self.db.answer(answer).await? {
-                CasDone::Committed(v) => CasOutcome::Committed(Version::new(v)),
-                CasDone::Conflict(current) => CasOutcome::Conflict {
-                    current: versioned(&key, current)?,
-                },
-            });
+            out.push(cas_outcome(&key, self.db.answer(answer).await?)?);
         }
         Ok(out)
     }
@@ -266,20 +282,8 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> Store<V> for RedbStore<V> {
         value: V,
     ) -> Result<CasOutcome<V>, StoreError> {
         let bytes = encode(key, &value)?;
-        let (reply, answer) = oneshot::channel();
-        let op = Op::Cas {
-            table: self.table.clone(),
-            key: key.to_owned(),
-            expected: expected.map(Version::raw),
-            value: bytes,
-            reply,
-        };
-        match self.db.submit(op, self.durable(), answer).await? {
-            CasDone::Committed(v) => Ok(CasOutcome::Committed(Version::new(v))),
-            CasDone::Conflict(current) => Ok(CasOutcome::Conflict {
-                current: versioned(key, current)?,
-            }),
-        }
+        let (op, answer) = self.cas_op(key.to_owned(), expected, bytes);
+        cas_outcome(key, self.db.submit(op, self.durable(), answer).await?)
     }
 
     async fn delete(&self, key: &str, expected: Version) -> Result<DeleteOutcome<V>, StoreError> {
@@ -310,6 +314,23 @@ fn run_key(run: RunId) -> u128 {
 impl<E: Serialize + DeserializeOwned> RedbLog<E> {
     fn entry_key(&self, run: RunId) -> String {
         format!("{}/{run}", self.table)
+    }
+
+    /// The writer's op appending the encoded `entry` to `run`'s log, and where its sequence
+    /// number comes back.
+    fn append_op(
+        &self,
+        run: RunId,
+        entry: Vec<u8>,
+    ) -> (Op, oneshot::Receiver<Result<u64, StoreError>>) {
+        let (reply, answer) = oneshot::channel();
+        let op = Op::Append {
+            table: self.table.clone(),
+            run: run_key(run),
+            entry,
+            reply,
+        };
+        (op, answer)
     }
 
     /// [`RunLog::read`], synchronously (a short read transaction).
@@ -386,13 +407,7 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> RedbLog<E> {
             .collect::<Result<Vec<_>, _>>()?;
         let mut answers = Vec::with_capacity(encoded.len());
         for bytes in encoded {
-            let (reply, answer) = oneshot::channel();
-            let op = Op::Append {
-                table: self.table.clone(),
-                run: run_key(run),
-                entry: bytes,
-                reply,
-            };
+            let (op, answer) = self.append_op(run, bytes);
             self.db.enqueue(op, self.durable())?;
             answers.push(answer);
         }
@@ -407,13 +422,7 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> RedbLog<E> {
 impl<E: Serialize + DeserializeOwned + Send + Sync> RunLog<E> for RedbLog<E> {
     async fn append(&self, run: RunId, entry: E) -> Result<Seq, StoreError> {
         let bytes = encode(&self.entry_key(run), &entry)?;
-        let (reply, answer) = oneshot::channel();
-        let op = Op::Append {
-            table: self.table.clone(),
-            run: run_key(run),
-            entry: bytes,
-            reply,
-        };
+        let (op, answer) = self.append_op(run, bytes);
         self.db.submit(op, self.durable(), answer).await.map(Seq)
     }
 
