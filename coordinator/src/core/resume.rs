@@ -244,7 +244,9 @@ impl SupervisorCore {
                     slot.spent = request.spent;
                     slot.park_top_up((**request).clone());
                 }
-                (EventKind::TopUpDecided { answer }, Some(i)) => core.apply_top_up(i, *answer),
+                (EventKind::TopUpDecided { answer }, Some(i)) => core
+                    .apply_top_up(i, *answer)
+                    .map_err(|error| ResumeError::Ledger { seq: e.seq, error })?,
                 (EventKind::ControlAcknowledged { spent }, Some(i)) => {
                     core.awaiting_ack.remove(&core.by_id.id(i));
                     // Settled as live did (its `task-settled` may be missing from a log cut

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use quorate_protocols::{Budget, Component, OnExhausted};
-use quorate_state::AccountId;
+use quorate_state::{AccountId, LedgerError};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -170,7 +170,7 @@ impl SupervisorCore {
         self.record(now, Some(i), EventKind::TopUpDecided { answer });
         match answer {
             TopUp::Grant(_) => {
-                self.apply_top_up(i, answer);
+                self.apply_top_up_live(now, i, answer);
                 // Approved, then back to ready: the attempt that ran out is over, so the task
                 // runs again as a new one.
                 self.transition(now, i, TaskEvent::Approved);
@@ -181,7 +181,7 @@ impl SupervisorCore {
                 // Closed while its request still says what it spent (its attempt is over).
                 let reason = StopReason::StoppedLimit { component };
                 self.stop_with(now, i, TaskEvent::LimitReached, reason);
-                self.apply_top_up(i, answer);
+                self.apply_top_up_live(now, i, answer);
             }
         }
         Ok(())
@@ -189,15 +189,29 @@ impl SupervisorCore {
 
     /// The bookkeeping of a decision (live, and when a replay meets `top-up-decided`): the
     /// request is answered, and a grant grows the task's slice in the root account.
-    pub(super) fn apply_top_up(&mut self, i: u32, answer: TopUp) {
+    ///
+    /// # Errors
+    /// The root account refused the grant (more than it has left, or no such slice): the
+    /// request is answered all the same, and nothing was granted. A live decision was checked
+    /// first ([`fits`]), so there this means the ledger and the core disagree; a replay meets it
+    /// on a log that does not fit the plan's budget.
+    pub(super) fn apply_top_up(&mut self, i: u32, answer: TopUp) -> Result<(), LedgerError> {
         let slot = &mut self.tasks[i as usize];
         slot.take_top_up();
         if let TopUp::Grant(extra) = answer {
             let id = AccountId::Task(self.by_id.id(i));
-            if let Ok(grown) = self.root.top_up(AccountId::Root, id, extra) {
-                slot.granted = grown;
-                self.granted_total = self.granted_total.saturating_add(&extra);
-            }
+            slot.granted = self.root.top_up(AccountId::Root, id, extra)?;
+            self.granted_total = self.granted_total.saturating_add(&extra);
+        }
+        Ok(())
+    }
+
+    /// [`apply_top_up`](Self::apply_top_up) for a live decision: a refusal is logged as
+    /// `budget-refused` (the task runs on with the slice it had).
+    fn apply_top_up_live(&mut self, now: u64, i: u32, answer: TopUp) {
+        if let Err(e) = self.apply_top_up(i, answer) {
+            let detail = format!("granting the top-up: {e}");
+            self.record(now, Some(i), EventKind::BudgetRefused { detail });
         }
     }
 

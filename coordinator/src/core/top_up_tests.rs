@@ -300,6 +300,28 @@ fn a_rejection_stops_the_task_at_its_limit_charged_what_it_spent() {
     );
 }
 
+#[test]
+fn a_logged_grant_the_budget_cannot_hold_does_not_replay() {
+    let (_, mut log, _) = asking(TopUpPolicy::default());
+    log.pop(); // run-stopped: the run continues.
+    let (_, more, _) = resumed(&log, grant("ask", Budget::steps(4)));
+    let mut decided = more
+        .into_iter()
+        .find(|e| matches!(e.kind, EventKind::TopUpDecided { .. }))
+        .expect("the decision is logged");
+    // A log that says more was granted than the run ever had.
+    decided.kind = EventKind::TopUpDecided {
+        answer: TopUp::Grant(Budget::steps(1_000)),
+    };
+    let seq = decided.seq;
+    log.push(decided);
+    let mut core = core(OnExhausted::Ask, TopUpPolicy::default());
+    assert!(matches!(
+        core.replay(&log, |_| None),
+        Err(crate::ResumeError::Ledger { seq: s, .. }) if s == seq
+    ));
+}
+
 /// A resumed core over `log`, with `top_ups` as this incarnation's answers; started.
 fn resumed(log: &[Event], top_ups: TopUpPolicy) -> Driven {
     let mut core = core(OnExhausted::Ask, top_ups);
