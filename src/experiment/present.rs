@@ -21,7 +21,7 @@ pub(super) fn written(result: Result<(), OutputError>) -> Result<(), ExitCode> {
 
 /// Whether an output goes to stdout (bare `--json`, or `-` as any file), which then replaces
 /// the table. Two outputs on stdout would interleave: that is bad input.
-pub(super) fn to_stdout(
+fn to_stdout(
     json: &Option<Option<PathBuf>>,
     csv: Option<&Path>,
     plot: Option<&Path>,
@@ -47,7 +47,7 @@ pub(super) fn to_stdout(
 
 /// Writes `value` as JSON where `--json` asks: to a file (`--json FILE`) or to stdout (bare
 /// `--json`, or `--json -`: one line).
-pub(super) fn emit_json<T: serde::Serialize>(
+fn emit_json<T: serde::Serialize>(
     value: &T,
     json: &Option<Option<PathBuf>>,
 ) -> Result<(), ExitCode> {
@@ -61,6 +61,24 @@ pub(super) fn emit_json<T: serde::Serialize>(
     }
 }
 
+/// The start every `*_outputs` shares: checks that at most one output goes to stdout, writes
+/// `value` as JSON where `--json` asks, and prints the table (`table`) unless an output took
+/// stdout.
+pub(super) fn json_and_table<T: serde::Serialize>(
+    value: &T,
+    json: &Option<Option<PathBuf>>,
+    csv: Option<&Path>,
+    plot: Option<&Path>,
+    table: impl FnOnce(),
+) -> Result<(), ExitCode> {
+    let quiet = to_stdout(json, csv, plot)?;
+    emit_json(value, json)?;
+    if !quiet {
+        table();
+    }
+    Ok(())
+}
+
 pub(super) fn f(x: f64) -> String {
     format!("{x:.4}")
 }
@@ -71,10 +89,8 @@ pub(super) fn topology_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    let quiet = to_stdout(&json, csv, plot)?;
-    emit_json(&report, &json)?;
     let yes = |b: bool| if b { "yes" } else { "NO" };
-    if !quiet {
+    json_and_table(report, &json, csv, plot, || {
         let c = &report.config;
         crate::outln!(
             "topology: R = {} rounds, M = {} tokens/message, mode {}, seed {}, {} repeats",
@@ -126,7 +142,7 @@ pub(super) fn topology_outputs(
              or peer reads in one round, mode {}",
             c.mode.name()
         );
-    }
+    })?;
     if let Some(path) = csv {
         let rows: Vec<Vec<String>> = report
             .rows
@@ -251,9 +267,7 @@ pub(super) fn critical_path_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    let quiet = to_stdout(&json, csv, plot)?;
-    emit_json(&rows, &json)?;
-    if !quiet {
+    json_and_table(&rows, &json, csv, plot, || {
         crate::outln!("critical path: list scheduler on a virtual clock (exact, ms resolution)");
         crate::outln!(
             "{:<26} {:>5} {:>3} {:>10} {:>10} {:>10} {:>10} {:>7}",
@@ -279,7 +293,7 @@ pub(super) fn critical_path_outputs(
                 r.ratio
             );
         }
-    }
+    })?;
     if let Some(path) = csv {
         let out: Vec<Vec<String>> = rows
             .iter()

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::output::{plot_lines, write_csv, Axes, IntervalStyle, Series};
-use super::present::{emit_json, f, to_stdout, written};
+use super::present::{f, json_and_table, written};
 use super::vote_data::{Estimate, VoteDataReport};
 
 fn est(e: &Estimate) -> String {
@@ -17,11 +17,7 @@ pub(super) fn vote_data_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    let quiet = to_stdout(&json, csv, plot)?;
-    emit_json(&report, &json)?;
-    if !quiet {
-        table(report);
-    }
+    json_and_table(report, &json, csv, plot, || table(report))?;
     if let Some(path) = csv {
         let mut header = vec![
             "n",

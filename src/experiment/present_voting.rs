@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use super::models::Model;
 use super::output::{plot_lines, write_csv, Axes, Series};
-use super::present::{emit_json, f, to_stdout, written};
+use super::present::{f, json_and_table, written};
 use super::voting::{VotingCell, VotingReport};
 
 fn opt(x: Option<f64>) -> String {
@@ -28,11 +28,7 @@ pub(super) fn voting_outputs(
     csv: Option<&Path>,
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
-    let quiet = to_stdout(&json, csv, plot)?;
-    emit_json(&report, &json)?;
-    if !quiet {
-        table(report);
-    }
+    json_and_table(report, &json, csv, plot, || table(report))?;
     if let Some(path) = csv {
         write_cells_csv(path, &report.cells)?;
     }
