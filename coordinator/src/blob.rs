@@ -39,6 +39,10 @@ impl BlobLog {
 }
 
 #[cfg(test)]
+#[path = "blob_tests.rs"]
+mod growth;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use quorate_protocols::wire::{Blob, ModelRequest};

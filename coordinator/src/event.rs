@@ -217,12 +217,8 @@ pub enum EventKind {
         /// Why.
         stop_reason: String,
     },
-    /// The content of a model call's message, options or answer, logged once per run under
-    /// its digest (the first time a call event refers to it, right before that event): the
-    /// call events themselves name content by digest only (see
-    /// [`quorate_protocols::wire::ModelRequest`]).
-    /// Fields `digest` (`sha256` of the content's canonical JSON, 64 hex digits) and
-    /// `content`. Boxed, as events are small.
+    /// A model call's message, options or output (`digest`, `content`), logged once per run,
+    /// right before the first call event that names its digest (boxed: events are small).
     Blob(Box<quorate_protocols::wire::Blob>),
     /// A step of a tool call's life, as the worker core decided it (the gate refused a call,
     /// the call went to its tool, the tool answered, ...): the trace line is the
