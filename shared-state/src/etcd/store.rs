@@ -59,6 +59,9 @@ impl<V> fmt::Debug for EtcdStore<V> {
     }
 }
 
+/// One write of a `cas_all`: key, expected version, encoded value, value.
+type Write<V> = (String, Option<Version>, Vec<u8>, V);
+
 /// The comparison that holds when `key` is at `expected` (`None`: absent).
 fn at(key: &str, expected: Option<Version>) -> Vec<Compare> {
     match expected {
@@ -214,7 +217,7 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> EtcdStore<V> {
         &self,
         writes: impl IntoIterator<Item = (String, Option<Version>, V)>,
     ) -> Result<Vec<CasOutcome<V>>, StoreError> {
-        let mut groups: Vec<Vec<(String, Option<Version>, Vec<u8>, V)>> = vec![Vec::new()];
+        let mut groups: Vec<Vec<Write<V>>> = vec![Vec::new()];
         let mut bytes = 0;
         for (key, expected, value) in writes {
             let encoded = encode(&self.full(&key), &value)?;
