@@ -13,6 +13,7 @@ use quorate_protocols::RunId;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::store::send;
 use super::{key_text, prefix_end, Etcd, MAX_TXN_BYTES, MAX_TXN_OPS, PAGE};
 use crate::codec::{decode, encode};
 use crate::{RunLog, Seq, StoreError};
@@ -148,10 +149,7 @@ impl<E> EtcdLog<E> {
                         .collect::<Vec<_>>(),
                 )
                 .or_else([self.last_op(run)]);
-            let response = self
-                .etcd
-                .call(|mut kv| async move { kv.txn(txn).await })
-                .await?;
+            let response = self.etcd.call(move |kv| send(kv, txn.clone())).await?;
             if response.succeeded() {
                 self.learn(run, first + entries.len() as u64);
                 return Ok(first);
@@ -168,10 +166,7 @@ impl<E> EtcdLog<E> {
     pub async fn len(&self, run: RunId) -> Result<u64, StoreError> {
         // No comparison: etcd runs the success branch.
         let txn = Txn::new().and_then([self.last_op(run)]);
-        let response = self
-            .etcd
-            .call(|mut kv| async move { kv.txn(txn).await })
-            .await?;
+        let response = self.etcd.call(move |kv| send(kv, txn.clone())).await?;
         let next = self.next_after(run, &response)?;
         self.learn(run, next);
         Ok(next)
@@ -240,7 +235,10 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> RunLog<E> for EtcdLog<E> {
             let from_key = start.clone();
             let response = self
                 .etcd
-                .call(|mut kv| async move { kv.get(from_key, Some(options)).await })
+                .call(move |mut kv| {
+                    let (from_key, options) = (from_key.clone(), options.clone());
+                    async move { kv.get(from_key, Some(options)).await }
+                })
                 .await?;
             if at_revision == 0 {
                 at_revision = response

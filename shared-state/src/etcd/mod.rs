@@ -19,8 +19,10 @@
 //!   is read page by page at the revision of its first page: one consistent snapshot.
 //! * **Errors**: an unreachable cluster, a lost leader or a timed-out request is
 //!   [`StoreError::Unavailable`](crate::StoreError::Unavailable). A write that failed so may
-//!   have been applied (outcome unknown): re-read before acting on it. Nothing is retried inside
-//!   the store.
+//!   have been applied (outcome unknown): re-read before acting on it. The one failure retried
+//!   inside the store is a request that was never sent (the TCP connection to the member the
+//!   client picked was refused, as when that member is down): it goes again, to the next
+//!   member, up to twice per endpoint of the URL.
 //!
 //! # Key layout
 //!
@@ -243,16 +245,38 @@ impl Etcd {
     }
 
     /// Runs `request` on the connection's runtime with its own clone of the KV client and
-    /// awaits its answer from wherever the caller runs.
-    async fn call<T, F>(&self, request: impl FnOnce(KvClient) -> F) -> Result<T, StoreError>
+    /// awaits its answer from wherever the caller runs. A request that never reached a member
+    /// (the connection to the member the client picked was refused: a member is down) is sent
+    /// again, up to twice per endpoint, so a cluster with a member down serves every request;
+    /// any other failure is returned at once.
+    async fn call<T, F>(
+        &self,
+        request: impl Fn(KvClient) -> F + Send + 'static,
+    ) -> Result<T, StoreError>
     where
         F: Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
         T: Send + 'static,
     {
-        let fut = request(self.shared.kv.clone());
+        let kv = self.shared.kv.clone();
+        let endpoints = self.shared.url.endpoints().len();
+        let task = async move {
+            let mut attempt = 0;
+            loop {
+                match request(kv.clone()).await {
+                    Err(e) if not_sent(&e) && attempt < 2 * endpoints => {
+                        attempt += 1;
+                        if attempt % endpoints == 0 {
+                            // Every endpoint was tried: give a restarting member a moment.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                    done => return done,
+                }
+            }
+        };
         self.shared
             .handle
-            .spawn(fut)
+            .spawn(task)
             .await
             .map_err(|e| self.unavailable(e))?
             .map_err(|e| self.unavailable(e))
@@ -261,6 +285,28 @@ impl Etcd {
     fn unavailable(&self, e: impl fmt::Display) -> StoreError {
         unavailable(&self.shared.url, e)
     }
+}
+
+/// `true` if `e` says the request was never sent: the client could not open a TCP connection to
+/// the member it picked. Sending it again cannot apply it twice, a write included.
+fn not_sent(e: &etcd_client::Error) -> bool {
+    let etcd_client::Error::GRpcStatus(status) = e else {
+        return false;
+    };
+    if status.message().starts_with("tcp connect error") {
+        return true;
+    }
+    let mut source = std::error::Error::source(status);
+    while let Some(cause) = source {
+        if cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// The first key after every key that starts with `prefix` (etcd's range end for a prefix).

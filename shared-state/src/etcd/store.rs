@@ -59,6 +59,14 @@ impl<V> fmt::Debug for EtcdStore<V> {
     }
 }
 
+/// Sends `txn`.
+pub(super) async fn send(
+    mut kv: etcd_client::KvClient,
+    txn: Txn,
+) -> Result<TxnResponse, etcd_client::Error> {
+    kv.txn(txn).await
+}
+
 /// One write of a `cas_all`: key, expected version, encoded value, value.
 type Write<V> = (String, Option<Version>, Vec<u8>, V);
 
@@ -144,9 +152,7 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> EtcdStore<V> {
             puts.push(TxnOp::put(full, bytes, None));
         }
         let txn = Txn::new().when(compares).and_then(puts).or_else(gets);
-        self.etcd
-            .call(|mut kv| async move { kv.txn(txn).await })
-            .await
+        self.etcd.call(move |kv| send(kv, txn.clone())).await
     }
 
     /// Writes every `(key, expected, value)` of `writes` in **one** etcd transaction if every
@@ -260,7 +266,10 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> Store<V> for EtcdStore<V> {
         let full = self.full(key);
         let response = self
             .etcd
-            .call(|mut kv| async move { kv.get(full, None).await })
+            .call(move |mut kv| {
+                let full = full.clone();
+                async move { kv.get(full, None).await }
+            })
             .await?;
         response
             .kvs()
@@ -292,10 +301,7 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> Store<V> for EtcdStore<V> {
             .when(at(&full, Some(expected)))
             .and_then([TxnOp::delete(full.clone(), None)])
             .or_else([TxnOp::get(full, None)]);
-        let response = self
-            .etcd
-            .call(|mut kv| async move { kv.txn(txn).await })
-            .await?;
+        let response = self.etcd.call(move |kv| send(kv, txn.clone())).await?;
         if response.succeeded() {
             Ok(DeleteOutcome::Deleted)
         } else {
@@ -319,7 +325,10 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> Store<V> for EtcdStore<V> {
             let from = start.clone();
             let response = self
                 .etcd
-                .call(|mut kv| async move { kv.get(from, Some(options)).await })
+                .call(move |mut kv| {
+                    let (from, options) = (from.clone(), options.clone());
+                    async move { kv.get(from, Some(options)).await }
+                })
                 .await?;
             if at_revision == 0 {
                 at_revision = response
