@@ -8,6 +8,9 @@
 //! * [`MemoryStore`] and [`MemoryLog`]: the embedded default backend (dashmap).
 //! * `RedbStore` and `RedbLog` on a `RedbDb` (feature `redb`): the durable backend, one
 //!   crash-safe file holding many runs (docs/durable.md).
+//! * `EtcdStore` and `EtcdLog` on an `Etcd` connection (feature `etcd`): the networked backend,
+//!   an etcd cluster as the store of record for several machines (docs/distributed.md); its
+//!   address is an [`EtcdUrl`].
 //! * Ledgers built only on CAS, so they work on any backend: [`BudgetLedger`] (hierarchical
 //!   budget accounts: reserve before spending, settle after, return what is unused) and
 //!   [`IdempotencyRegistry`] (one `ActionId`, one set of parameters, one effect: the
@@ -22,9 +25,14 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(any(feature = "redb", feature = "etcd"))]
+mod codec;
 pub mod conformance;
 #[cfg(feature = "redb")]
 mod durable;
+#[cfg(feature = "etcd")]
+mod etcd;
+mod etcd_url;
 mod ledger;
 pub mod linearizability;
 mod log;
@@ -40,6 +48,9 @@ use std::sync::Arc;
 
 #[cfg(feature = "redb")]
 pub use durable::{Commit, RedbDb, RedbLog, RedbOptions, RedbStore};
+#[cfg(feature = "etcd")]
+pub use etcd::{AtomicOutcome, Etcd, EtcdLog, EtcdOptions, EtcdStore};
+pub use etcd_url::{EtcdUrl, EtcdUrlError, DEFAULT_ETCD_PREFIX};
 pub use ledger::{
     Account, AccountId, AccountMap, ActionRecord, Begin, BudgetLedger, BudgetLedgerError,
     IdempotencyError, IdempotencyRegistry, LedgerError, ReservationId, Settlement,

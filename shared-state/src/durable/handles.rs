@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use super::writer::{CasDone, Current, DeleteDone, KvTable, LogTable, Op};
 use super::{Commit, RedbDb};
+use crate::codec::{decode, encode};
 use crate::{CasOutcome, DeleteOutcome, FileOp, RunLog, Seq, Store, StoreError, Versioned};
 
 /// A [`Store`] on a table of a [`RedbDb`] file.
@@ -128,22 +129,6 @@ fn open_read<K: redb::Key + 'static, W: redb::Value + 'static>(
         Err(TableError::TableDoesNotExist(_)) => Ok(None),
         Err(e) => Err(db.error(FileOp::Read, e)),
     }
-}
-
-fn decode<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, StoreError> {
-    ciborium::from_reader(bytes).map_err(|e| StoreError::Corrupt {
-        key: key.to_owned(),
-        reason: e.to_string(),
-    })
-}
-
-fn encode<T: Serialize>(key: &str, value: &T) -> Result<Vec<u8>, StoreError> {
-    let mut bytes = Vec::new();
-    ciborium::into_writer(value, &mut bytes).map_err(|e| StoreError::Unencodable {
-        key: key.to_owned(),
-        reason: e.to_string(),
-    })?;
-    Ok(bytes)
 }
 
 /// The writer's answer to a CAS of `key`, as a [`CasOutcome`].
