@@ -20,7 +20,8 @@ use async_nats::jetstream::consumer::{pull, AckPolicy, Consumer};
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::publish::PublishAck;
 use async_nats::jetstream::stream::{self, RetentionPolicy};
-use async_nats::jetstream::{AckKind, Context, Message};
+pub use async_nats::jetstream::Context;
+use async_nats::jetstream::{AckKind, Message};
 use async_nats::HeaderMap;
 use futures_util::StreamExt;
 use quorate_protocols::{AgentId, Envelope, Limits, RunId};
@@ -370,22 +371,50 @@ impl<P> Delivery<P> {
     /// confirmed it: it will not be delivered again. A message the transport refused is
     /// terminated instead (the same bytes would be refused again).
     pub async fn ack(self) -> Result<(), TransportError> {
+        self.split().1.ack().await
+    }
+
+    /// Leaves the message unacked: the server delivers it again after `ack_wait`.
+    pub fn leave(self) {}
+
+    /// The envelope (to hand to a core by value) and the handle that acks it afterwards.
+    #[must_use]
+    pub fn split(self) -> (Result<Envelope<P>, Refused>, Acker) {
         let kind = if self.envelope.is_ok() {
             AckKind::Ack
         } else {
             AckKind::Term
         };
+        let acker = Acker {
+            kind,
+            consumer: self.consumer,
+            message: self.message,
+        };
+        (self.envelope, acker)
+    }
+}
+
+/// Acks one delivered message (see [`Delivery::split`]); dropping it leaves the message to be
+/// redelivered.
+#[derive(Debug)]
+pub struct Acker {
+    kind: AckKind,
+    consumer: String,
+    message: Message,
+}
+
+impl Acker {
+    /// Acks the message (terminates it if the transport refused it) and waits until the server
+    /// confirmed it.
+    pub async fn ack(self) -> Result<(), TransportError> {
         self.message
-            .double_ack_with(kind)
+            .double_ack_with(self.kind)
             .await
             .map_err(|e| TransportError::Ack {
                 consumer: self.consumer,
                 message: e.to_string(),
             })
     }
-
-    /// Leaves the message unacked: the server delivers it again after `ack_wait`.
-    pub fn leave(self) {}
 }
 
 /// A process's own consumer of one run, handing out [`Delivery`]s of payload type `P`.
