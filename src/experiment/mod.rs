@@ -30,6 +30,7 @@ mod runtime_voters;
 pub mod stats;
 pub mod topology;
 pub mod topology_model;
+mod topology_report;
 #[cfg(feature = "nats")]
 mod topology_nats;
 pub mod vote_data;
