@@ -18,6 +18,10 @@
 pub mod codec;
 pub mod subject;
 
+/// The NATS client the transport is built on (connect options, credentials, JetStream
+/// contexts with other timeouts).
+#[cfg(feature = "nats")]
+pub use async_nats;
 #[cfg(feature = "nats")]
 pub mod server;
 #[cfg(feature = "nats")]

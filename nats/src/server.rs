@@ -61,6 +61,12 @@ pub fn binary() -> Option<PathBuf> {
 impl NatsServer {
     /// Starts a server on a free loopback port and waits until it accepts connections.
     pub fn start() -> Result<Self, ServerError> {
+        Self::start_with_config("")
+    }
+
+    /// [`start`](Self::start) with `config` (nats-server configuration syntax, e.g. an
+    /// `authorization` block with users and their subject permissions) as its config file.
+    pub fn start_with_config(config: &str) -> Result<Self, ServerError> {
         let binary = binary().ok_or(ServerError::NotInstalled)?;
         let spawn_err = |source| ServerError::Spawn {
             binary: binary.clone(),
@@ -71,9 +77,13 @@ impl NatsServer {
             .and_then(|l| l.local_addr())
             .map_err(spawn_err)?
             .port();
+        let config_file = store.path().join("nats.conf");
+        std::fs::write(&config_file, config).map_err(spawn_err)?;
         let child = Command::new(&binary)
+            .arg("-c")
+            .arg(&config_file)
             .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(store.path())
+            .arg(store.path().join("jetstream"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -105,7 +115,17 @@ impl NatsServer {
     /// If the server is missing while services are required, or fails to start.
     #[must_use]
     pub fn start_or_skip() -> Option<Self> {
-        match Self::start() {
+        Self::start_with_config_or_skip("")
+    }
+
+    /// [`start_with_config`](Self::start_with_config), skipping as
+    /// [`start_or_skip`](Self::start_or_skip) does.
+    ///
+    /// # Panics
+    /// If the server is missing while services are required, or fails to start.
+    #[must_use]
+    pub fn start_with_config_or_skip(config: &str) -> Option<Self> {
+        match Self::start_with_config(config) {
             Ok(server) => Some(server),
             Err(ServerError::NotInstalled) => {
                 let message = ServerError::NotInstalled.to_string();

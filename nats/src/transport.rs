@@ -378,7 +378,6 @@ impl<P> Delivery<P> {
     pub fn leave(self) {}
 
     /// The envelope (to hand to a core by value) and the handle that acks it afterwards.
-    #[must_use]
     pub fn split(self) -> (Result<Envelope<P>, Refused>, Acker) {
         let kind = if self.envelope.is_ok() {
             AckKind::Ack

@@ -83,7 +83,7 @@ pub struct TopologyRow {
     pub worker_context: ReadPerRound,
     /// The largest single-agent read in the configured mode (hub or worker).
     pub largest_context: u64,
-    /// Both contexts equal their closed forms ([`closed_form_context`]).
+    /// Both contexts equal their closed forms ([`closed_form_context`](super::topology_model::closed_form_context)).
     pub context_match: bool,
     /// Median wall time of the exchange over the repeats, milliseconds.
     pub wall_ms: f64,
