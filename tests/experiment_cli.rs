@@ -137,3 +137,27 @@ fn bad_input_exits_2() {
         assert_eq!(exit(args), bad, "{args:?}");
     }
 }
+
+#[test]
+fn the_nats_transport_needs_its_address_and_the_address_its_transport() {
+    let base = [
+        "topology",
+        "--agents",
+        "2",
+        "--rounds",
+        "1",
+        "--repeats",
+        "1",
+    ];
+    let with = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        exit(&args)
+    };
+    assert_eq!(with(&["--transport", "nats"]), ExitCode::from(2));
+    assert_eq!(
+        with(&["--nats", "nats://127.0.0.1:4222"]),
+        ExitCode::from(2)
+    );
+    assert_eq!(with(&["--transport", "in-process"]), ExitCode::SUCCESS);
+}

@@ -2,7 +2,7 @@
 //! and a seed reproduces every count.
 
 use quorate::experiment::topology::{
-    closed_form_tokens, run_topology, TokenMode, Topology, TopologyConfig,
+    closed_form_tokens, run_topology, TokenMode, Topology, TopologyConfig, TopologyTransport,
 };
 
 fn config(agents: Vec<u64>, rounds: u64, mode: TokenMode, seed: u64) -> TopologyConfig {
@@ -13,6 +13,7 @@ fn config(agents: Vec<u64>, rounds: u64, mode: TokenMode, seed: u64) -> Topology
         mode,
         seed,
         repeats: 1,
+        transport: TopologyTransport::InProcess,
     }
 }
 

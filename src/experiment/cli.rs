@@ -14,7 +14,7 @@ use super::plurality::WrongAnswers;
 use super::present::{bad, critical_path_outputs, topology_outputs};
 use super::present_data::vote_data_outputs;
 use super::present_voting::voting_outputs;
-use super::topology::{run_topology, TokenMode, TopologyConfig};
+use super::topology::{run_topology, TokenMode, TopologyConfig, TopologyTransport};
 use super::vote_data::{analyse, VoteMatrix};
 use super::vote_matrix::{make_vote_matrix, MatrixConfig};
 use super::voting::{run_voting, VotingConfig};
@@ -32,6 +32,15 @@ pub enum ModelName {
     DifficultyMix,
     /// Voters copy K evidence sources in blocs (--blocs).
     SharedEvidence,
+}
+
+/// How `experiment topology` moves its envelopes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransportKind {
+    /// Actor mailboxes in this process.
+    InProcess,
+    /// NATS JetStream (`--nats nats://HOST:PORT`).
+    Nats,
 }
 
 /// Research experiments: topology costs, voting (simulated and real vote data), critical paths.
@@ -59,6 +68,13 @@ pub enum ExperimentCommand {
         /// Runs of each exchange: wall time is the median with its min and max.
         #[arg(long, default_value_t = 5)]
         repeats: u64,
+        /// How the envelopes travel: actor mailboxes in this process, or NATS JetStream
+        /// (needs --nats, and a build with the cargo feature `nats`).
+        #[arg(long, value_enum, default_value_t = TransportKind::InProcess)]
+        transport: TransportKind,
+        /// The NATS server of `--transport nats`.
+        #[arg(long, value_name = "nats://HOST:PORT")]
+        nats: Option<String>,
         /// `--json`, `--csv`, `--plot`.
         #[command(flatten)]
         out: Outputs,
@@ -201,8 +217,20 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             mode,
             seed,
             repeats,
+            transport,
+            nats,
             out: Outputs { json, csv, plot },
         } => {
+            let transport = match (transport, nats) {
+                (TransportKind::InProcess, None) => TopologyTransport::InProcess,
+                (TransportKind::Nats, Some(url)) => TopologyTransport::Nats { url },
+                (TransportKind::Nats, None) => {
+                    return bad("--transport nats needs --nats nats://HOST:PORT")
+                }
+                (TransportKind::InProcess, Some(_)) => {
+                    return bad("--nats is only used with --transport nats")
+                }
+            };
             let config = TopologyConfig {
                 agents,
                 rounds,
@@ -210,6 +238,7 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 mode,
                 seed,
                 repeats,
+                transport,
             };
             let bar = progress(2 * config.agents.len() as u64, "topology");
             let report = match run_topology(&config, |done, _| bar.set_position(done)) {
@@ -221,10 +250,13 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
                 Ok(()) => {}
                 Err(code) => return code,
             }
-            let ok = report
-                .rows
-                .iter()
-                .all(|r| r.messages_match && r.tokens_match && r.context_match && r.repeats_agree);
+            let ok = report.rows.iter().all(|r| {
+                r.messages_match
+                    && r.tokens_match
+                    && r.context_match
+                    && r.repeats_agree
+                    && r.nats.is_none_or(|c| c.matches)
+            });
             if ok {
                 ExitCode::SUCCESS
             } else {

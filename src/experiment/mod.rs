@@ -30,6 +30,9 @@ mod runtime_voters;
 pub mod stats;
 pub mod topology;
 pub mod topology_model;
+#[cfg(feature = "nats")]
+mod topology_nats;
+mod topology_report;
 pub mod vote_data;
 pub mod vote_matrix;
 pub mod voting;

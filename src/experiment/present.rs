@@ -90,6 +90,7 @@ pub(super) fn topology_outputs(
     plot: Option<&Path>,
 ) -> Result<(), ExitCode> {
     let yes = |b: bool| if b { "yes" } else { "NO" };
+    let over_nats = report.rows.iter().any(|r| r.nats.is_some());
     json_and_table(report, &json, csv, plot, || {
         let c = &report.config;
         crate::outln!(
@@ -142,9 +143,35 @@ pub(super) fn topology_outputs(
              or peer reads in one round, mode {}",
             c.mode.name()
         );
+        if over_nats {
+            crate::outln!("carried by NATS JetStream (stream and consumer counts of the server):");
+            crate::outln!(
+                "{:<11} {:>4} {:>9} {:>9} {:>9} {:>5} {:>4}",
+                "topology",
+                "n",
+                "formula",
+                "stored",
+                "delivered",
+                "held",
+                "ok"
+            );
+            for r in &report.rows {
+                let c = r.nats.unwrap_or_default();
+                crate::outln!(
+                    "{:<11} {:>4} {:>9} {:>9} {:>9} {:>5} {:>4}",
+                    r.topology.name(),
+                    r.n,
+                    r.formula_messages,
+                    c.stored,
+                    c.delivered,
+                    c.held,
+                    yes(c.matches && r.repeats_agree)
+                );
+            }
+        }
     })?;
     if let Some(path) = csv {
-        let rows: Vec<Vec<String>> = report
+        let mut rows: Vec<Vec<String>> = report
             .rows
             .iter()
             .map(|r| {
@@ -173,33 +200,43 @@ pub(super) fn topology_outputs(
                 ]
             })
             .collect();
-        written(write_csv(
-            path,
-            &[
-                "topology",
-                "n",
-                "rounds",
-                "messages",
-                "formula_messages",
-                "messages_match",
-                "bytes",
-                "tokens",
-                "closed_form_tokens",
-                "tokens_match",
-                "hub_context_full",
-                "hub_context_delta",
-                "hub_context_artifact",
-                "agent_context_full",
-                "agent_context_delta",
-                "agent_context_artifact",
-                "context_match",
-                "repeats",
-                "wall_ms_median",
-                "wall_ms_min",
-                "wall_ms_max",
-            ],
-            &rows,
-        ))?;
+        let mut header = vec![
+            "topology",
+            "n",
+            "rounds",
+            "messages",
+            "formula_messages",
+            "messages_match",
+            "bytes",
+            "tokens",
+            "closed_form_tokens",
+            "tokens_match",
+            "hub_context_full",
+            "hub_context_delta",
+            "hub_context_artifact",
+            "agent_context_full",
+            "agent_context_delta",
+            "agent_context_artifact",
+            "context_match",
+            "repeats",
+            "wall_ms_median",
+            "wall_ms_min",
+            "wall_ms_max",
+        ];
+        if over_nats {
+            // `--transport nats`: what the server carried, after the columns of today.
+            header.extend(["nats_stored", "nats_delivered", "nats_held", "nats_match"]);
+            for (row, r) in rows.iter_mut().zip(&report.rows) {
+                let c = r.nats.unwrap_or_default();
+                row.extend([
+                    c.stored.to_string(),
+                    c.delivered.to_string(),
+                    c.held.to_string(),
+                    c.matches.to_string(),
+                ]);
+            }
+        }
+        written(write_csv(path, &header, &rows))?;
     }
     if let Some(path) = plot {
         let mode = report.config.mode;

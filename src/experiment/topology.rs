@@ -37,14 +37,24 @@
 //!
 //! Each (topology, n) exchange runs `repeats` times on the same actix system; counts must be the
 //! same every time, and the wall time is given as the median with its minimum and maximum.
+//!
+//! ## Over NATS
+//!
+//! With [`TopologyTransport::Nats`] (cargo feature `nats`) every counted envelope is published
+//! to a JetStream stream of the exchange's run and reaches its participant through that
+//! participant's durable pull consumer (`src/experiment/topology_nats.rs`); each row then also carries
+//! what the server says it carried ([`NatsCarried`]: messages stored, deliveries), which must
+//! equal the formula as well.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use quorate_protocols::{encode_envelope, Envelope, IdSource, Role, RunId, Sender, TaskId};
+use quorate_protocols::{
+    encode_envelope, DedupeKey, Envelope, IdSource, Role, RunId, Sender, TaskId,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -53,90 +63,44 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 pub use super::topology_model::{
     closed_form_context, closed_form_tokens, ReadPerRound, TokenMode, Topology,
 };
-
-/// What to run.
-#[derive(Clone, Debug, Serialize)]
-pub struct TopologyConfig {
-    /// Participant counts.
-    pub agents: Vec<u64>,
-    /// Rounds.
-    pub rounds: u64,
-    /// Tokens per message.
-    pub msg_tokens: u64,
-    /// Token model.
-    pub mode: TokenMode,
-    /// Seed of the message text.
-    pub seed: u64,
-    /// Times each exchange is run (wall time is given as median, min, max).
-    pub repeats: u64,
-}
-
-/// One (topology, n) result.
-#[derive(Clone, Debug, Serialize)]
-pub struct TopologyRow {
-    /// Topology.
-    pub topology: Topology,
-    /// Participants.
-    pub n: u64,
-    /// Rounds.
-    pub rounds: u64,
-    /// Envelopes counted by the transport.
-    pub messages: u64,
-    /// `2(n-1)R` or `n(n-1)R`.
-    pub formula_messages: u64,
-    /// Counted == formula.
-    pub messages_match: bool,
-    /// Encoded bytes counted by the transport.
-    pub bytes: u64,
-    /// Tokens read, counted by the participants.
-    pub tokens: u64,
-    /// The token model's closed form.
-    pub closed_form_tokens: u64,
-    /// Counted == closed form.
-    pub tokens_match: bool,
-    /// Largest context the hub reads in one round (star participant 0; all-to-all: a peer).
-    pub hub_context: ReadPerRound,
-    /// Largest context a worker (star) or peer (all-to-all) reads in one round.
-    pub worker_context: ReadPerRound,
-    /// The largest single-agent read in the configured mode (hub or worker).
-    pub largest_context: u64,
-    /// Both contexts equal their closed forms ([`closed_form_context`]).
-    pub context_match: bool,
-    /// Median wall time of the exchange over the repeats, milliseconds.
-    pub wall_ms: f64,
-    /// Fastest repeat.
-    pub wall_ms_min: f64,
-    /// Slowest repeat.
-    pub wall_ms_max: f64,
-    /// Every repeat's wall time.
-    pub wall_ms_runs: Vec<f64>,
-    /// Every repeat counted the same messages, bytes and tokens.
-    pub repeats_agree: bool,
-}
-
-/// The whole run.
-#[derive(Clone, Debug, Serialize)]
-pub struct TopologyReport {
-    /// What was run.
-    pub config: TopologyConfig,
-    /// One per (topology, n).
-    pub rows: Vec<TopologyRow>,
-}
+pub use super::topology_report::{
+    NatsCarried, TopologyConfig, TopologyReport, TopologyRow, TopologyTransport,
+};
 
 /// Counts every envelope and its encoded length on the way to the receiver.
 #[derive(Debug, Default)]
 pub struct CountingTransport {
     messages: AtomicU64,
     bytes: AtomicU64,
+    /// Set: envelopes go through NATS instead of the mailbox.
+    #[cfg(feature = "nats")]
+    nats: Option<super::topology_nats::NatsRoute>,
 }
 
 impl CountingTransport {
     /// Counts `envelope` and delivers it to `to`.
     pub fn send(&self, to: &Recipient<Deliver>, envelope: Envelope<Turn>) {
-        let len = encode_envelope(&envelope).len() as u64;
+        self.count(&envelope);
+        to.do_send(Deliver(envelope));
+    }
+
+    fn count(&self, envelope: &Envelope<Turn>) {
+        let len = encode_envelope(envelope).len() as u64;
         self.messages.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(len, Ordering::Relaxed);
-        to.do_send(Deliver(envelope));
+    }
+
+    /// Counts `envelope` and sends it to participant `index` (mailbox `to`), through NATS when
+    /// the exchange runs over it.
+    fn route(&self, index: usize, to: &Recipient<Deliver>, envelope: Envelope<Turn>) {
+        #[cfg(feature = "nats")]
+        if let Some(nats) = &self.nats {
+            self.count(&envelope);
+            nats.publish(index, &envelope);
+            return;
+        }
+        let _ = index;
+        self.send(to, envelope);
     }
 
     /// Envelopes sent.
@@ -175,9 +139,10 @@ pub enum TurnKind {
     Contribution,
 }
 
-/// A counted message delivered to a participant.
+/// A counted message delivered to a participant; it answers `false` for a second copy of an
+/// envelope it already read (same dedupe key: a NATS redelivery), which it does not read again.
 #[derive(Clone, Debug, Message)]
-#[rtype(result = "()")]
+#[rtype(result = "bool")]
 pub struct Deliver(pub Envelope<Turn>);
 
 #[derive(Message)]
@@ -208,6 +173,8 @@ struct Participant {
     finished: u64,
     /// Tokens received per round, and messages.
     received: HashMap<u64, (u64, u64)>,
+    /// Dedupe keys of the envelopes read: a second copy is not read again.
+    seen: HashSet<DedupeKey>,
     history_tokens: u64,
     last_output_tokens: u64,
     /// The artifact carried into the current round (own output of the previous round).
@@ -249,7 +216,7 @@ impl Participant {
     fn send(&mut self, to: usize, kind: TurnKind, round: u64, text: String) {
         self.last_output_tokens = count_tokens(&text);
         let envelope = self.envelope(round, kind, text);
-        self.transport.send(&self.peers[to], envelope);
+        self.transport.route(to, &self.peers[to], envelope);
     }
 
     fn maybe_finish(&mut self) {
@@ -323,8 +290,11 @@ impl Handler<StartRound> for Participant {
 }
 
 impl Handler<Deliver> for Participant {
-    type Result = ();
-    fn handle(&mut self, msg: Deliver, _: &mut Context<Self>) {
+    type Result = bool;
+    fn handle(&mut self, msg: Deliver, _: &mut Context<Self>) -> bool {
+        if !self.seen.insert(msg.0.dedupe) {
+            return false;
+        }
         let turn = msg.0.payload;
         let entry = self.received.entry(turn.round).or_default();
         entry.0 += count_tokens(&turn.text);
@@ -337,6 +307,7 @@ impl Handler<Deliver> for Participant {
             }
         }
         self.maybe_finish();
+        true
     }
 }
 
@@ -355,6 +326,12 @@ pub enum TopologyError {
     /// The actix runtime failed.
     #[error("actix runtime: {0}")]
     Runtime(String),
+    /// `--transport nats` in a build without the cargo feature `nats`.
+    #[error("this quorate was built without the NATS transport (build with `--features nats`)")]
+    NatsNotBuilt,
+    /// The NATS side failed (unreachable server, stream or consumer errors).
+    #[error("NATS: {0}")]
+    Nats(String),
 }
 
 /// How long one round may take before the exchange counts as stalled.
@@ -366,26 +343,50 @@ pub async fn exchange(
     n: u64,
     config: &TopologyConfig,
 ) -> Result<TopologyRow, TopologyError> {
-    let transport = Arc::new(CountingTransport::default());
     let (done_tx, mut done_rx) = unbounded_channel();
     // Seeded like everything else in the experiment (ids do not change a message's size).
     let mut ids = IdSource::seeded(config.seed ^ (n << 40) ^ topology as u64);
     let run = ids.run_id();
     let task = ids.task_id();
-    let addrs: Vec<Addr<Participant>> = (0..n as usize)
+    let people: Vec<(Sender, IdSource)> = (0..n as usize)
         .map(|index| {
             let role = match (topology, index) {
                 (Topology::Star, 0) => Role::Supervisor,
                 (Topology::Star, _) => Role::Worker,
                 (Topology::AllToAll, _) => Role::Peer,
             };
+            let me = Sender {
+                agent: ids.agent_id(),
+                role,
+            };
+            (me, ids.fork())
+        })
+        .collect();
+    #[cfg_attr(not(feature = "nats"), allow(unused_mut))]
+    let mut transport = CountingTransport::default();
+    #[cfg(feature = "nats")]
+    let mut link = None;
+    match &config.transport {
+        TopologyTransport::InProcess => {}
+        #[cfg(feature = "nats")]
+        TopologyTransport::Nats { url } => {
+            let senders: Vec<Sender> = people.iter().map(|p| p.0).collect();
+            let (opened, route) = super::topology_nats::NatsLink::open(url, run, &senders).await?;
+            transport.nats = Some(route);
+            link = Some(opened);
+        }
+        #[cfg(not(feature = "nats"))]
+        TopologyTransport::Nats { .. } => return Err(TopologyError::NatsNotBuilt),
+    }
+    let transport = Arc::new(transport);
+    let addrs: Vec<Addr<Participant>> = people
+        .into_iter()
+        .enumerate()
+        .map(|(index, (me, ids))| {
             Participant {
                 index,
                 topology,
-                me: Sender {
-                    agent: ids.agent_id(),
-                    role,
-                },
+                me,
                 run,
                 task,
                 peers: Vec::new(),
@@ -393,11 +394,12 @@ pub async fn exchange(
                 rng: ChaCha8Rng::seed_from_u64(
                     config.seed ^ (n << 40) ^ ((index as u64) << 8) ^ topology as u64,
                 ),
-                ids: ids.fork(),
+                ids,
                 msg_tokens: config.msg_tokens,
                 started: 0,
                 finished: 0,
                 received: HashMap::new(),
+                seen: HashSet::new(),
                 history_tokens: 0,
                 last_output_tokens: 0,
                 carried: 0,
@@ -413,6 +415,17 @@ pub async fn exchange(
             .await
             .map_err(|e| TopologyError::Runtime(e.to_string()))?;
     }
+    #[cfg(feature = "nats")]
+    if let Some(link) = &mut link {
+        // What each participant reads in the whole exchange.
+        let expect: Vec<u64> = (0..n)
+            .map(|i| match (topology, i) {
+                (Topology::Star, 0) | (Topology::AllToAll, _) => (n - 1) * config.rounds,
+                (Topology::Star, _) => config.rounds,
+            })
+            .collect();
+        link.listen(&recipients, &expect);
+    }
     let started = Instant::now();
     let mut tokens = 0;
     let (mut hub, mut worker) = (ReadPerRound::default(), ReadPerRound::default());
@@ -422,10 +435,13 @@ pub async fn exchange(
         }
         for _ in 0..n {
             let read = actix::clock::timeout(ROUND_TIMEOUT, done_rx.recv()).await;
-            let (index, read) = read
-                .ok()
-                .flatten()
-                .ok_or(TopologyError::Stalled { round })?;
+            let Some((index, read)) = read.ok().flatten() else {
+                #[cfg(feature = "nats")]
+                if let Some(link) = link {
+                    return Err(link.explain(round).await);
+                }
+                return Err(TopologyError::Stalled { round });
+            };
             tokens += read.get(config.mode);
             if index == 0 {
                 hub = hub.max(read);
@@ -435,11 +451,18 @@ pub async fn exchange(
             }
         }
     }
+    let formula_messages = topology.messages_per_round(n) * config.rounds;
+    #[cfg(feature = "nats")]
+    let nats = match link {
+        Some(link) => Some(link.finish(formula_messages).await?),
+        None => None,
+    };
+    #[cfg(not(feature = "nats"))]
+    let nats = None;
     let wall_ms = started.elapsed().as_secs_f64() * 1e3;
     for addr in &addrs {
         addr.do_send(Stop);
     }
-    let formula_messages = topology.messages_per_round(n) * config.rounds;
     let closed = closed_form_tokens(topology, config.mode, n, config.rounds, config.msg_tokens);
     let (hub_cf, worker_cf) = closed_form_context(topology, n, config.rounds, config.msg_tokens);
     Ok(TopologyRow {
@@ -462,6 +485,7 @@ pub async fn exchange(
         wall_ms_max: wall_ms,
         wall_ms_runs: vec![wall_ms],
         repeats_agree: true,
+        nats,
     })
 }
 
@@ -504,7 +528,8 @@ pub fn run_topology(
                         && again.bytes == row.bytes
                         && again.tokens == row.tokens
                         && again.hub_context == row.hub_context
-                        && again.worker_context == row.worker_context;
+                        && again.worker_context == row.worker_context
+                        && again.nats == row.nats;
                     row.wall_ms_runs.push(again.wall_ms);
                 }
                 let mut walls = row.wall_ms_runs.clone();

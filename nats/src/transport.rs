@@ -1,0 +1,501 @@
+//! The JetStream side: a run's stream and its recipients' durable pull consumers, publishing in
+//! bounded windows of awaited acks, inboxes that hand each envelope to its core before acking
+//! it, and the counts the stream carried.
+//!
+//! Who does what (see [`crate::subject`] for the permissions this allows): the process that owns
+//! the run (the supervisor) [creates](RunStream::create) the stream and every consumer; every
+//! process publishes its own envelopes ([`publish_all`], [`Publisher`]) and [binds](Inbox::bind)
+//! to its own consumer, never creating one.
+//!
+//! Acks are explicit and come after the core: [`Delivery::ack`] once the core accepted *or
+//! refused* the envelope (a refusal is final: the same bytes would be refused again), nothing
+//! while it is being handled, so a process that dies mid-way has the envelope redelivered after
+//! `ack_wait` (at most `max_deliver` times). A redelivered copy carries the same dedupe key, so
+//! the receiving core's duplicate rule decides it, as for any other copy.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull, AckPolicy, Consumer};
+use async_nats::jetstream::context::PublishAckFuture;
+use async_nats::jetstream::publish::PublishAck;
+use async_nats::jetstream::stream::{self, RetentionPolicy};
+pub use async_nats::jetstream::Context;
+use async_nats::jetstream::{AckKind, Message};
+use async_nats::HeaderMap;
+use futures_util::StreamExt;
+use quorate_protocols::{AgentId, Envelope, Limits, RunId};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::task::JoinHandle;
+
+use crate::codec::{accept, Directory, Outgoing, Refused, MSG_ID_HEADER};
+use crate::subject;
+
+/// Publishes whose acks are awaited together: a publisher never holds more unawaited acks than
+/// this (holding ~20k at once deadlocked the client).
+pub const PUBLISH_WINDOW: usize = 256;
+
+/// A failure of the NATS side, naming what it was doing and on what.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The server at `url` could not be reached.
+    #[error("connecting to NATS at {url}: {message}")]
+    Connect {
+        /// The address given.
+        url: String,
+        /// The client's error.
+        message: String,
+    },
+    /// Creating, reading or deleting stream `stream` failed.
+    #[error("JetStream stream {stream}: {message}")]
+    Stream {
+        /// The stream.
+        stream: String,
+        /// The client's error.
+        message: String,
+    },
+    /// Creating, binding to or reading consumer `consumer` failed.
+    #[error("JetStream consumer {consumer}: {message}")]
+    Consumer {
+        /// The consumer.
+        consumer: String,
+        /// The client's error.
+        message: String,
+    },
+    /// A publish to `subject` failed or was not acknowledged.
+    #[error("publishing to {subject}: {message}")]
+    Publish {
+        /// The subject.
+        subject: String,
+        /// The client's error.
+        message: String,
+    },
+    /// Acknowledging a message of consumer `consumer` failed.
+    #[error("acking on {consumer}: {message}")]
+    Ack {
+        /// The consumer.
+        consumer: String,
+        /// The client's error.
+        message: String,
+    },
+    /// The publisher task ended without reporting (it panicked or was cancelled).
+    #[error("the publisher task ended: {0}")]
+    Publisher(String),
+}
+
+/// Connects to `url` (`nats://HOST:PORT`) and opens its JetStream context.
+pub async fn connect(url: &str) -> Result<Context, TransportError> {
+    let client = async_nats::connect(url)
+        .await
+        .map_err(|e| TransportError::Connect {
+            url: url.to_string(),
+            message: e.to_string(),
+        })?;
+    Ok(async_nats::jetstream::new(client))
+}
+
+/// Delivery settings of a run's consumers and dedupe of its stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// An unacked message is delivered again after this long.
+    pub ack_wait: Duration,
+    /// Most deliveries of one message (then the server stops redelivering it).
+    pub max_deliver: i64,
+    /// Publishes with the same `Nats-Msg-Id` within this window are stored once.
+    pub duplicate_window: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            ack_wait: Duration::from_secs(30),
+            max_deliver: 5,
+            duplicate_window: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What a run's stream carried, read from the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunCounts {
+    /// Messages the stream stored (its last sequence; a deduped publish takes none).
+    pub stored: u64,
+    /// Messages it still holds (work-queue retention deletes a message once acked).
+    pub held: u64,
+    /// Deliveries by all consumers, redeliveries included.
+    pub delivered: u64,
+    /// Of those, redeliveries.
+    pub redelivered: u64,
+    /// Delivered, not acked yet.
+    pub ack_pending: u64,
+}
+
+/// A run's stream on the server.
+#[derive(Debug)]
+pub struct RunStream {
+    js: Context,
+    name: String,
+    recipients: Vec<AgentId>,
+}
+
+fn stream_err(name: &str) -> impl Fn(String) -> TransportError + '_ {
+    move |message| TransportError::Stream {
+        stream: name.to_string(),
+        message,
+    }
+}
+
+impl RunStream {
+    /// Creates run `run`'s stream (work-queue retention, file storage) and a durable pull
+    /// consumer with explicit ack for each of `recipients`. A stream of the same name left over
+    /// (an earlier run with the same seeded id) is deleted first, with its dedupe state.
+    pub async fn create(
+        js: &Context,
+        run: RunId,
+        recipients: &[AgentId],
+        settings: Settings,
+    ) -> Result<Self, TransportError> {
+        let name = subject::stream_name(run);
+        let err = stream_err(&name);
+        if js.get_stream(&name).await.is_ok() {
+            js.delete_stream(&name)
+                .await
+                .map_err(|e| err(e.to_string()))?;
+        }
+        let stream = js
+            .create_stream(stream::Config {
+                name: name.clone(),
+                subjects: vec![subject::run_subjects(run)],
+                retention: RetentionPolicy::WorkQueue,
+                duplicate_window: settings.duplicate_window,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        drop(err);
+        for &to in recipients {
+            let consumer = subject::consumer_name(to);
+            stream
+                .create_consumer(pull::Config {
+                    durable_name: Some(consumer.clone()),
+                    filter_subject: subject::inbox_filter(run, to),
+                    ack_policy: AckPolicy::Explicit,
+                    ack_wait: settings.ack_wait,
+                    max_deliver: settings.max_deliver,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| TransportError::Consumer {
+                    consumer,
+                    message: e.to_string(),
+                })?;
+        }
+        Ok(Self {
+            js: js.clone(),
+            name,
+            recipients: recipients.to_vec(),
+        })
+    }
+
+    /// The stream's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the stream and its consumers carried so far.
+    pub async fn counts(&self) -> Result<RunCounts, TransportError> {
+        let err = stream_err(&self.name);
+        let mut stream = self
+            .js
+            .get_stream(&self.name)
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        let state = stream
+            .info()
+            .await
+            .map_err(|e| err(e.to_string()))?
+            .state
+            .clone();
+        let mut counts = RunCounts {
+            stored: state.last_sequence,
+            held: state.messages,
+            ..RunCounts::default()
+        };
+        for &to in &self.recipients {
+            let consumer = subject::consumer_name(to);
+            let info =
+                stream
+                    .consumer_info(&consumer)
+                    .await
+                    .map_err(|e| TransportError::Consumer {
+                        consumer,
+                        message: e.to_string(),
+                    })?;
+            counts.delivered += info.delivered.consumer_sequence;
+            counts.redelivered += info.num_redelivered as u64;
+            counts.ack_pending += info.num_ack_pending as u64;
+        }
+        Ok(counts)
+    }
+
+    /// Deletes the stream, its consumers and its dedupe state.
+    pub async fn delete(self) -> Result<(), TransportError> {
+        self.js
+            .delete_stream(&self.name)
+            .await
+            .map(|_| ())
+            .map_err(|e| stream_err(&self.name)(e.to_string()))
+    }
+}
+
+async fn send(js: &Context, out: Outgoing) -> Result<PublishAckFuture, TransportError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(MSG_ID_HEADER, out.msg_id.as_str());
+    js.publish_with_headers(out.subject.clone(), headers, out.payload.into())
+        .await
+        .map_err(|e| TransportError::Publish {
+            subject: out.subject,
+            message: e.to_string(),
+        })
+}
+
+async fn await_acks(
+    pending: Vec<(String, PublishAckFuture)>,
+) -> Result<Vec<PublishAck>, TransportError> {
+    let mut acks = Vec::with_capacity(pending.len());
+    for (subject, ack) in pending {
+        acks.push(ack.await.map_err(|e| TransportError::Publish {
+            subject,
+            message: e.to_string(),
+        })?);
+    }
+    Ok(acks)
+}
+
+/// Publishes `batch` in order, awaiting the stream's acks every [`PUBLISH_WINDOW`] messages;
+/// the acks in order (`duplicate` is set on one the stream deduped by its `Nats-Msg-Id`).
+pub async fn publish_all(
+    js: &Context,
+    batch: Vec<Outgoing>,
+) -> Result<Vec<PublishAck>, TransportError> {
+    let mut acks = Vec::with_capacity(batch.len());
+    let mut pending = Vec::with_capacity(PUBLISH_WINDOW);
+    for out in batch {
+        let subject = out.subject.clone();
+        pending.push((subject, send(js, out).await?));
+        if pending.len() == PUBLISH_WINDOW {
+            acks.extend(await_acks(std::mem::take(&mut pending)).await?);
+        }
+    }
+    acks.extend(await_acks(pending).await?);
+    Ok(acks)
+}
+
+/// What a [`Publisher`] published.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Published {
+    /// Publishes the stream acknowledged.
+    pub acked: u64,
+    /// Of those, the ones it deduped (not stored again).
+    pub duplicates: u64,
+}
+
+/// A background publisher for callers that cannot await (actor handlers): [`send`](Self::send)
+/// queues, the task publishes what is queued in windows of at most [`PUBLISH_WINDOW`] and
+/// awaits their acks before the next window.
+#[derive(Debug)]
+pub struct Publisher {
+    tx: UnboundedSender<Outgoing>,
+    task: JoinHandle<Result<Published, TransportError>>,
+}
+
+impl Publisher {
+    /// Starts the task on the current tokio runtime.
+    #[must_use]
+    pub fn spawn(js: Context) -> Self {
+        let (tx, mut rx) = unbounded_channel::<Outgoing>();
+        let task = tokio::spawn(async move {
+            let mut done = Published::default();
+            let mut window = Vec::with_capacity(PUBLISH_WINDOW);
+            while rx.recv_many(&mut window, PUBLISH_WINDOW).await > 0 {
+                for ack in publish_all(&js, std::mem::take(&mut window)).await? {
+                    done.acked += 1;
+                    done.duplicates += u64::from(ack.duplicate);
+                }
+            }
+            Ok(done)
+        });
+        Self { tx, task }
+    }
+
+    /// Queues `out`; `false` if the task has ended (on an error [`finish`](Self::finish)
+    /// returns).
+    pub fn send(&self, out: Outgoing) -> bool {
+        self.tx.send(out).is_ok()
+    }
+
+    /// A handle that queues on the same task.
+    #[must_use]
+    pub fn sender(&self) -> UnboundedSender<Outgoing> {
+        self.tx.clone()
+    }
+
+    /// Waits until everything queued was published and acked (every sender must be dropped),
+    /// or the first error.
+    pub async fn finish(self) -> Result<Published, TransportError> {
+        drop(self.tx);
+        self.task
+            .await
+            .map_err(|e| TransportError::Publisher(e.to_string()))?
+    }
+}
+
+/// One message from an inbox: the envelope (or why it was refused before any core saw it) and
+/// the handle to ack it.
+#[derive(Debug)]
+pub struct Delivery<P> {
+    /// The envelope, or why the transport refused the message.
+    pub envelope: Result<Envelope<P>, Refused>,
+    /// How many times the server delivered this message (1 the first time).
+    pub delivered: u64,
+    /// Its sequence in the stream (the same on a redelivery).
+    pub stream_sequence: u64,
+    consumer: String,
+    message: Message,
+}
+
+impl<P> Delivery<P> {
+    /// Acks the message (the core accepted or refused the envelope) and waits until the server
+    /// confirmed it: it will not be delivered again. A message the transport refused is
+    /// terminated instead (the same bytes would be refused again).
+    pub async fn ack(self) -> Result<(), TransportError> {
+        self.split().1.ack().await
+    }
+
+    /// Leaves the message unacked: the server delivers it again after `ack_wait`.
+    pub fn leave(self) {}
+
+    /// The envelope (to hand to a core by value) and the handle that acks it afterwards.
+    pub fn split(self) -> (Result<Envelope<P>, Refused>, Acker) {
+        let kind = if self.envelope.is_ok() {
+            AckKind::Ack
+        } else {
+            AckKind::Term
+        };
+        let acker = Acker {
+            kind,
+            consumer: self.consumer,
+            message: self.message,
+        };
+        (self.envelope, acker)
+    }
+}
+
+/// Acks one delivered message (see [`Delivery::split`]); dropping it leaves the message to be
+/// redelivered.
+#[derive(Debug)]
+pub struct Acker {
+    kind: AckKind,
+    consumer: String,
+    message: Message,
+}
+
+impl Acker {
+    /// Acks the message (terminates it if the transport refused it) and waits until the server
+    /// confirmed it.
+    pub async fn ack(self) -> Result<(), TransportError> {
+        self.message
+            .double_ack_with(self.kind)
+            .await
+            .map_err(|e| TransportError::Ack {
+                consumer: self.consumer,
+                message: e.to_string(),
+            })
+    }
+}
+
+/// A process's own consumer of one run, handing out [`Delivery`]s of payload type `P`.
+pub struct Inbox<P> {
+    run: RunId,
+    me: AgentId,
+    directory: Directory,
+    limits: Limits,
+    consumer: String,
+    messages: pull::Stream,
+    _payload: PhantomData<fn() -> P>,
+}
+
+impl<P> std::fmt::Debug for Inbox<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox")
+            .field("run", &self.run)
+            .field("me", &self.me)
+            .field("consumer", &self.consumer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: DeserializeOwned> Inbox<P> {
+    /// Binds to `me`'s consumer of run `run` (made by [`RunStream::create`]); envelopes are
+    /// accepted from the senders of `directory`, under `limits`.
+    pub async fn bind(
+        js: &Context,
+        run: RunId,
+        me: AgentId,
+        directory: Directory,
+        limits: Limits,
+    ) -> Result<Self, TransportError> {
+        let consumer = subject::consumer_name(me);
+        let err = |message: String| TransportError::Consumer {
+            consumer: consumer.clone(),
+            message,
+        };
+        let handle: Consumer<pull::Config> = js
+            .get_consumer_from_stream(&consumer, subject::stream_name(run))
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        let messages = handle.messages().await.map_err(|e| err(e.to_string()))?;
+        Ok(Self {
+            run,
+            me,
+            directory,
+            limits,
+            consumer,
+            messages,
+            _payload: PhantomData,
+        })
+    }
+
+    /// The next message, or `None` if none arrives within `wait`.
+    pub async fn next(&mut self, wait: Duration) -> Result<Option<Delivery<P>>, TransportError> {
+        let next = match tokio::time::timeout(wait, self.messages.next()).await {
+            Err(_) | Ok(None) => return Ok(None),
+            Ok(Some(next)) => next,
+        };
+        let message = next.map_err(|e| TransportError::Consumer {
+            consumer: self.consumer.clone(),
+            message: e.to_string(),
+        })?;
+        let (delivered, stream_sequence) = message
+            .info()
+            .map(|i| (i.delivered.max(0) as u64, i.stream_sequence))
+            .unwrap_or((1, 0));
+        let envelope = accept(
+            self.run,
+            self.me,
+            &self.directory,
+            message.subject.as_str(),
+            &message.payload,
+            &self.limits,
+        );
+        Ok(Some(Delivery {
+            envelope,
+            delivered,
+            stream_sequence,
+            consumer: self.consumer.clone(),
+            message,
+        }))
+    }
+}
