@@ -144,6 +144,13 @@ pub enum EventKind {
         /// The first failing check.
         observation: String,
     },
+    /// A reply claimed to be a verified conclusion, but its citations did not resolve to what
+    /// the runtime recorded for the attempt: it is taken as a suggestion, and the task's
+    /// acceptance decides on that (docs/reliability.md).
+    ConclusionDowngraded {
+        /// Why: what was cited that the record does not hold, or that nothing was cited.
+        reason: String,
+    },
     /// A result was merged into the store.
     ResultCommitted {
         /// The result.
@@ -220,7 +227,7 @@ pub enum EventKind {
     /// A step of a tool call's life, as the worker core decided it (the gate refused a call,
     /// the call went to its tool, the tool answered, ...): the trace line is the
     /// [`CallEvent`]'s own (`call-started`, `call-answered`, `outcome-unknown`, `queried`,
-    /// `recovered`, `retried`, `call-rejected`). These come with the reply that followed them
+    /// `recovered`, `retried`, `answered-from-record`, `call-rejected`). These come with the reply that followed them
     /// (see [`quorate_protocols::wire::Report::calls`]) and are logged in the order the
     /// worker took them, before that reply's own events. A call's `action` names the task that
     /// made it (a delegated sub-task's id for a sub-task's call). Boxed: every event is as
@@ -267,7 +274,7 @@ impl<'de> Deserialize<'de> for EventKind {
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
-pub(crate) const KIND_NAMES: [&str; 33] = [
+pub(crate) const KIND_NAMES: [&str; 35] = [
     "run-started",
     "transition",
     "dispatched",
@@ -301,6 +308,8 @@ pub(crate) const KIND_NAMES: [&str; 33] = [
     "retried",
     "top-up-requested",
     "top-up-decided",
+    "answered-from-record",
+    "conclusion-downgraded",
 ];
 
 impl EventKind {
@@ -388,6 +397,7 @@ impl EventKind {
             EventKind::ResultKept { .. } => 21,
             EventKind::TopUpRequested { .. } => 31,
             EventKind::TopUpDecided { .. } => 32,
+            EventKind::ConclusionDowngraded { .. } => 34,
             EventKind::Call(call) => match **call {
                 CallEvent::CallRejected { .. } => 6,
                 CallEvent::CallStarted { .. } => 25,
@@ -396,6 +406,7 @@ impl EventKind {
                 CallEvent::Queried { .. } => 28,
                 CallEvent::Recovered { .. } => 29,
                 CallEvent::Retried { .. } => 30,
+                CallEvent::AnsweredFromRecord { .. } => 33,
             },
         }
     }

@@ -403,6 +403,10 @@ impl Builder {
                         format!("recovered ({action})"),
                     );
                 }
+                CallEvent::AnsweredFromRecord { action } => {
+                    let label = format!("answered from the record ({action})");
+                    self.mark(task, at, MarkKind::Answer, label);
+                }
                 CallEvent::Retried { action } => {
                     self.mark(task, at, MarkKind::Retried, format!("retried ({action})"));
                 }
