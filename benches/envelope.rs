@@ -34,7 +34,7 @@ fn sample() -> (Envelope<serde_json::Value>, Sender) {
     e.result_kind = Some(ResultKind::VerifiedConclusion);
     e.parent = Some(ids.task_id());
     e.evidence = (0..4)
-        .map(|i| EvidenceRef {
+        .map(|i| EvidenceRef::Record {
             key: format!("memory/inventory/{i}"),
             version: Version::new(i),
         })

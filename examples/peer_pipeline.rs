@@ -21,7 +21,7 @@ use std::sync::Arc;
 use quorate::coordinator::peer::run_peer;
 use quorate::coordinator::{RunOptions, RunOutput, SupervisorConfig};
 use quorate::protocols::{
-    ActionId, Budget, Capabilities, Capability, NodeSpec, PlanSpec, ResultKind,
+    ActionId, Budget, Capabilities, Capability, EvidenceRef, NodeSpec, PlanSpec, ResultKind,
 };
 use quorate::workers::{
     Agent, AgentContext, AgentRegistry, Observation, Proposal, SideEffect, Tool, ToolAnswer,
@@ -85,9 +85,11 @@ impl Agent for Shard {
                     needs_approval: false,
                 }
             }
-            Some(Observation::Output { output, .. }) => Proposal::Finish {
+            Some(Observation::Output { output, action, .. }) => Proposal::Finish {
                 kind: ResultKind::VerifiedConclusion,
                 value: output.clone(),
+                // What the answer rests on: the call's output, as the runtime recorded it.
+                evidence: vec![EvidenceRef::Action { action: *action }],
             },
             Some(other) => Proposal::Fail {
                 observation: other.to_string(),
@@ -105,6 +107,14 @@ impl Agent for Total {
         Proposal::Finish {
             kind: ResultKind::VerifiedConclusion,
             value: json!(sum),
+            // The sum rests on the inputs the runtime handed over.
+            evidence: ctx
+                .inputs
+                .iter()
+                .map(|i| EvidenceRef::Input {
+                    node: i.node.clone(),
+                })
+                .collect(),
         }
     }
 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use quorate::coordinator::{run_star, RunOptions, RunReport, SupervisorConfig};
 use quorate::protocols::{
-    ActionId, Budget, Capabilities, Capability, NodeSpec, PlanSpec, ResultKind,
+    ActionId, Budget, Capabilities, Capability, EvidenceRef, NodeSpec, PlanSpec, ResultKind,
 };
 use quorate::workers::{
     Agent, AgentContext, AgentRegistry, Assignment, Observation, Proposal, SideEffect, Tool,
@@ -157,15 +157,16 @@ impl Researcher {
 
 impl Agent for Researcher {
     fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
-        let text = match ctx.last_observation {
+        let (text, action) = match ctx.last_observation {
             // First step: search for the question itself.
             None => {
                 let question = self.question.clone();
                 return self.search(ctx, &question);
             }
-            Some(Observation::Output { output, .. }) => {
-                output["text"].as_str().unwrap_or_default().to_string()
-            }
+            Some(Observation::Output { output, action, .. }) => (
+                output["text"].as_str().unwrap_or_default().to_string(),
+                *action,
+            ),
             // A tool error or a gate rejection: fail fast with what was observed.
             Some(other) => {
                 return Proposal::Fail {
@@ -181,6 +182,8 @@ impl Agent for Researcher {
             return Proposal::Finish {
                 kind: ResultKind::VerifiedConclusion,
                 value: json!({ "answer": answer.trim(), "trail": self.trail }),
+                // The answer rests on the search result that gave it.
+                evidence: vec![EvidenceRef::Action { action }],
             };
         }
         match text.split("see:").nth(1).map(str::trim) {

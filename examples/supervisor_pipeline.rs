@@ -39,7 +39,8 @@ use std::sync::{Arc, Mutex};
 
 use quorate::coordinator::{run_star, ApprovalPolicy, RunOptions, RunReport, SupervisorConfig};
 use quorate::protocols::{
-    Acceptance, ActionId, Budget, Capabilities, Capability, Check, NodeSpec, PlanSpec, ResultKind,
+    Acceptance, ActionId, Budget, Capabilities, Capability, Check, EvidenceRef, NodeSpec, PlanSpec,
+    ResultKind,
 };
 use quorate::workers::{
     Agent, AgentContext, AgentRegistry, Assignment, Observation, Proposal, SideEffect, Tool,
@@ -243,15 +244,27 @@ impl Agent for Gatherer {
                 needs_approval: false,
             },
             // The runtime observed the tool's output: that is evidence, not a guess.
-            Some(Observation::Output { output, .. }) => Proposal::Finish {
+            Some(Observation::Output { output, action, .. }) => Proposal::Finish {
                 kind: ResultKind::VerifiedConclusion,
                 value: output.clone(),
+                // What the answer rests on: the call's output, as the runtime recorded it.
+                evidence: vec![EvidenceRef::Action { action: *action }],
             },
             Some(other) => Proposal::Fail {
                 observation: other.to_string(),
             },
         }
     }
+}
+
+/// Citations of every input of the task: an answer made from the inputs rests on them.
+fn cite_inputs(ctx: &AgentContext<'_>) -> Vec<EvidenceRef> {
+    ctx.inputs
+        .iter()
+        .map(|i| EvidenceRef::Input {
+            node: i.node.clone(),
+        })
+        .collect()
 }
 
 /// Splits a document into its sentences ("claims").
@@ -293,6 +306,7 @@ impl Agent for Analyst {
                 "corroborated": corroborated.into_iter().map(entry).collect::<Vec<_>>(),
                 "single_source": single.into_iter().map(entry).collect::<Vec<_>>(),
             }),
+            evidence: cite_inputs(ctx),
         }
     }
 }
@@ -334,6 +348,7 @@ impl Agent for Merger {
         Proposal::Finish {
             kind: ResultKind::VerifiedConclusion,
             value: json!({ "title": title, "body": body.join("\n") }),
+            evidence: cite_inputs(ctx),
         }
     }
 }
@@ -364,9 +379,10 @@ impl Agent for Reviewer {
             }
             // Finish with the runtime-issued receipt as the proof; the node's acceptance check
             // (`read-back-changed`) reads the receipt, not this value.
-            Some(Observation::Output { output, .. }) => Proposal::Finish {
+            Some(Observation::Output { output, action, .. }) => Proposal::Finish {
                 kind: ResultKind::ExecutionReceipt,
                 value: output.clone(),
+                evidence: vec![EvidenceRef::Action { action: *action }],
             },
             Some(other) => Proposal::Fail {
                 observation: other.to_string(),

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quorate_coordinator::{run_star, ApprovalPolicy, RunOptions, SupervisorConfig};
-use quorate_protocols::{Budget, NodeId, NodeSpec, PlanSpec, ResultKind};
+use quorate_protocols::{Acceptance, Budget, EvidenceRef, NodeId, NodeSpec, PlanSpec, ResultKind};
 use quorate_workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry, WorkerConfig};
 use serde::Serialize;
 
@@ -186,13 +186,28 @@ impl DagBench {
     }
 }
 
+/// Answers how many inputs its task has: a verified conclusion citing them, or, in the first
+/// layer (no inputs, nothing recorded to cite), a suggestion, which those nodes accept.
 struct Answer;
 
 impl Agent for Answer {
     fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
+        let evidence: Vec<EvidenceRef> = ctx
+            .inputs
+            .iter()
+            .map(|i| EvidenceRef::Input {
+                node: i.node.clone(),
+            })
+            .collect();
+        let kind = if evidence.is_empty() {
+            ResultKind::Suggestion
+        } else {
+            ResultKind::VerifiedConclusion
+        };
         Proposal::Finish {
-            kind: ResultKind::VerifiedConclusion,
+            kind,
             value: serde_json::Value::from(ctx.inputs.len()),
+            evidence,
         }
     }
 }
@@ -211,6 +226,11 @@ pub fn layered_plan(layers: usize, width: usize) -> PlanSpec {
                     deps.push(NodeId::new(format!("l{}n{j}", l - 1)).expect("valid id"));
                 }
                 n.deps = deps;
+            } else {
+                n = n.with_acceptance(Acceptance {
+                    kinds: vec![ResultKind::Suggestion],
+                    ..Acceptance::default()
+                });
             }
             nodes.push(n);
         }

@@ -262,6 +262,7 @@ pub fn run_compiled(
         fallback: file.fallback_spec(),
         worker_threads: args.worker_threads,
         durable: None,
+        store: None,
     };
     let world = book.world().clone();
     let mut options = options;

@@ -1,5 +1,6 @@
 //! Runs the logic of the Rust examples (`examples/supervisor_pipeline.rs`,
-//! `examples/react_loop.rs`) and checks that they end as their docs say.
+//! `examples/react_loop.rs`, `examples/peer_pipeline.rs`, `examples/voi_reservation.rs`) and
+//! checks that they end as their docs say (the unit tests inside an example run here too).
 //!
 //! The example files are compiled into this test with `#[path]`, so the test runs exactly the
 //! code a user copies; each example's `main` calls the same `run`.
@@ -17,6 +18,10 @@ pub mod react_loop;
 #[allow(dead_code)]
 #[path = "../examples/peer_pipeline.rs"]
 pub mod peer_pipeline;
+
+#[allow(dead_code)]
+#[path = "../examples/voi_reservation.rs"]
+pub mod voi_reservation;
 
 use quorate::coordinator::ApprovalPolicy;
 use quorate::protocols::{Budget, TaskState};
@@ -107,4 +112,36 @@ fn peer_pipeline_sums_and_sends_n_minus_one_messages_per_result() {
             .iter()
             .all(|t| t.state == TaskState::Completed && t.attempts == 1));
     }
+}
+
+#[test]
+fn voi_reservation_queries_then_reserves_and_a_moved_record_is_refused_at_the_gate() {
+    use voi_reservation::{run, STOCK_VERSION};
+    let quiet = run(false).expect("the run without another writer");
+    assert_eq!(quiet.report.stop_reason.as_deref(), Some("completed"));
+    assert_eq!(quiet.report.tasks[0].state, TaskState::Completed);
+    let result = quiet.result.expect("a result");
+    assert_eq!(result["reserved"], true, "{result}");
+    // The query and the reservation ran; the reservation took 10 units by CAS.
+    assert_eq!(quiet.report.actions.executed, 2);
+    assert_eq!(quiet.report.actions.rejected, 0);
+    assert_eq!(quiet.stock, (STOCK_VERSION + 1, serde_json::json!(2)));
+
+    let raced = run(true).expect("the run with another writer");
+    assert_eq!(raced.report.stop_reason.as_deref(), Some("completed"));
+    let result = raced.result.expect("a result");
+    assert_eq!(result["reserved"], false, "{result}");
+    assert_eq!(result["stock_version"], STOCK_VERSION + 1, "{result}");
+    // Query, refused reservation, re-read: the gate refused the write, nothing was reserved.
+    assert_eq!(raced.report.actions.executed, 2);
+    assert_eq!(raced.report.actions.rejected, 1);
+    assert_eq!(raced.stock, (STOCK_VERSION + 1, serde_json::json!(3)));
+    assert!(
+        raced
+            .log
+            .iter()
+            .any(|l| l.contains("gate refused the reservation")),
+        "{:?}",
+        raced.log
+    );
 }

@@ -144,6 +144,13 @@ pub enum EventKind {
         /// The first failing check.
         observation: String,
     },
+    /// A reply claimed to be a verified conclusion, but its citations did not resolve to what
+    /// the runtime recorded for the attempt: it is taken as a suggestion, and the task's
+    /// acceptance decides on that (docs/reliability.md).
+    ConclusionDowngraded {
+        /// Why: what was cited that the record does not hold, or that nothing was cited.
+        reason: String,
+    },
     /// A result was merged into the store.
     ResultCommitted {
         /// The result.
@@ -223,7 +230,7 @@ pub enum EventKind {
     /// A step of a tool call's life, as the worker core decided it (the gate refused a call,
     /// the call went to its tool, the tool answered, ...): the trace line is the
     /// [`CallEvent`]'s own (`call-started`, `call-answered`, `outcome-unknown`, `queried`,
-    /// `recovered`, `retried`, `call-rejected`, `call-aborted`). These come with the reply that followed them
+    /// `recovered`, `retried`, `answered-from-record`, `call-rejected`, `call-aborted`). These come with the reply that followed them
     /// (see [`quorate_protocols::wire::Report::calls`]) and are logged in the order the
     /// worker took them, before that reply's own events. A call's `action` names the task that
     /// made it (a delegated sub-task's id for a sub-task's call). Boxed: every event is as
@@ -270,7 +277,7 @@ impl<'de> Deserialize<'de> for EventKind {
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
-pub(crate) const KIND_NAMES: [&str; 35] = [
+pub(crate) const KIND_NAMES: [&str; 37] = [
     "run-started",
     "transition",
     "dispatched",
@@ -306,6 +313,8 @@ pub(crate) const KIND_NAMES: [&str; 35] = [
     "top-up-decided",
     "call-aborted",
     "blob",
+    "answered-from-record",
+    "conclusion-downgraded",
 ];
 
 impl EventKind {
@@ -394,6 +403,7 @@ impl EventKind {
             EventKind::TopUpRequested { .. } => 31,
             EventKind::TopUpDecided { .. } => 32,
             EventKind::Blob(_) => 34,
+            EventKind::ConclusionDowngraded { .. } => 36,
             EventKind::Call(call) => match **call {
                 CallEvent::CallRejected { .. } => 6,
                 CallEvent::CallStarted { .. } => 25,
@@ -403,6 +413,7 @@ impl EventKind {
                 CallEvent::Recovered { .. } => 29,
                 CallEvent::Retried { .. } => 30,
                 CallEvent::CallAborted { .. } => 33,
+                CallEvent::AnsweredFromRecord { .. } => 35,
             },
         }
     }

@@ -123,6 +123,12 @@ fn every_kind_reads_back_as_written() {
         EventKind::of_call(CallEvent::Recovered {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 1),
         }),
+        EventKind::of_call(CallEvent::AnsweredFromRecord {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 3, 0),
+        }),
+        EventKind::ConclusionDowngraded {
+            reason: "it cites nothing the runtime recorded".into(),
+        },
         EventKind::StopRequested {
             reason: StopReason::Cancelled,
         },

@@ -34,6 +34,10 @@ pub struct RunOptions {
     pub evidence_text: Vec<(u32, Vec<String>)>,
     /// Keys written to the run's store before it starts.
     pub data: Vec<(String, serde_json::Value)>,
+    /// The run's store (accepted results, `data`, and the keys store preconditions name),
+    /// shared with whoever else holds it: tools that read or write the records a task's
+    /// preconditions guard, or another writer. `None` (the default): a fresh one (star runs).
+    pub store: Option<Arc<MemoryStore<serde_json::Value>>>,
     /// The plan version to switch to when a store precondition fails.
     pub fallback: Option<quorate_protocols::PlanSpec>,
     /// Threads (actix arbiters) the workers run on, besides the supervisor's; workers are spread
@@ -130,7 +134,10 @@ pub fn run_star(
     options.supervisor.validate()?;
     let (writer, sink) = open_trace(options.trace.as_deref())?;
     let log = Arc::new(PackedLog::new());
-    let results = Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len()));
+    let results = options
+        .store
+        .clone()
+        .unwrap_or_else(|| Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len())));
     let durable = options.durable.clone();
     write_data(&results, &options.data);
     if let Some(from) = durable.as_ref().and_then(|d| d.resume.as_ref()) {

@@ -92,7 +92,7 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
         // One entry per task id; a re-dispatched attempt of the same task adds nothing.
         executions.insert(a.task);
         let value = json!(a.payload.node.as_str());
-        let reply = a.reply(
+        let mut reply = a.reply(
             h.workers[w],
             ResultKind::VerifiedConclusion,
             Report {
@@ -106,6 +106,7 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
             },
             &mut support::ids(),
         );
+        support::rests_on_a_call(&mut reply);
         now += 1;
         h.core
             .handle_report(now, reply)

@@ -453,7 +453,7 @@ fn forge(
         }
     }
     env.evidence = (0..r.evidence % 4)
-        .map(|i| quorate_protocols::EvidenceRef {
+        .map(|i| quorate_protocols::EvidenceRef::Record {
             key: format!("doc/{i}"),
             version: Version::new(u64::from(i)),
         })

@@ -270,11 +270,14 @@ async fn stale_inventory_refreshed_before_write() -> Demo {
     assignment.evidence = recall.evidence_refs();
     println!("   the assignment carries evidence (memory key at memory version):");
     for (r, s) in assignment.evidence.iter().zip(&recall.retrieval.chosen) {
+        let quorate_protocols::EvidenceRef::Record { key, version } = r else {
+            continue;
+        };
         println!(
             "     {:<20} {} at {}",
             name(s.record.id()),
-            r.key.replace(&s.record.id().to_string(), "<id>"),
-            r.version
+            key.replace(&s.record.id().to_string(), "<id>"),
+            version
         );
     }
 

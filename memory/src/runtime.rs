@@ -25,7 +25,7 @@ pub fn evidence_refs(
     ids: impl IntoIterator<Item = RecordId>,
 ) -> Vec<EvidenceRef> {
     ids.into_iter()
-        .map(|id| EvidenceRef {
+        .map(|id| EvidenceRef::Record {
             key: record_key(memory_key, id),
             version,
         })
@@ -131,9 +131,11 @@ mod tests {
         ));
         let refs = evidence_refs("memory/acme", Version::new(9), [RecordId::from_u128(1)]);
         assert_eq!(
-            refs[0].key,
-            "memory/acme/00000000-0000-0000-0000-000000000001"
+            refs[0],
+            EvidenceRef::Record {
+                key: "memory/acme/00000000-0000-0000-0000-000000000001".into(),
+                version: Version::new(9),
+            }
         );
-        assert_eq!(refs[0].version, Version::new(9));
     }
 }

@@ -208,7 +208,7 @@ mod tests {
         let (run, task) = (RunId::from_u128(1), TaskId::from_u128(2));
         let mut e = Envelope::new(run, task, worker(), payload, &mut ids);
         e.evidence = (0..evidence)
-            .map(|i| EvidenceRef {
+            .map(|i| EvidenceRef::Record {
                 key: format!("doc/{i}"),
                 version: Version::new(i as u64),
             })

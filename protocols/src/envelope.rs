@@ -10,7 +10,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{AgentId, CorrelationId, DedupeKey, IdSource, RunId, TaskId, Version};
+use crate::{
+    ActionId, AgentId, CorrelationId, DedupeKey, IdSource, NodeId, RunId, TaskId, Version,
+};
 
 /// The part an agent plays in a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -62,14 +64,55 @@ impl fmt::Display for ResultKind {
     }
 }
 
-/// A pointer to a piece of evidence: a record in the store at a given version.
+/// A pointer to a piece of evidence an answer rests on: a *citation*.
+///
+/// A reply whose kind is [`ResultKind::VerifiedConclusion`] must cite, in its envelope's
+/// `evidence`, what the runtime recorded for its task in this attempt; acceptance resolves every
+/// citation against that record and takes an answer that cites nothing, or anything the record
+/// does not hold, as a [`ResultKind::Suggestion`] (docs/reliability.md, "Verified conclusions
+/// cite the record"). Serialized with a `cites` tag:
+///
+/// ```
+/// use quorate_protocols::{ActionId, EvidenceRef, TaskId};
+/// let cite = EvidenceRef::Action { action: ActionId::new(TaskId::from_u128(7), 0, 0) };
+/// let json = serde_json::to_value(&cite).unwrap();
+/// assert_eq!(json["cites"], "action");
+/// assert_eq!(serde_json::from_value::<EvidenceRef>(json).unwrap(), cite);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EvidenceRef {
-    /// Store key of the record.
-    pub key: String,
-    /// The version that was read.
-    pub version: Version,
+#[serde(tag = "cites", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum EvidenceRef {
+    /// A record in the store at a given version. It resolves when one of the task's inputs
+    /// rested on it (a dependency's accepted evidence): a store read of the task's own is cited
+    /// through the call that read it ([`EvidenceRef::Action`]).
+    Record {
+        /// Store key of the record.
+        key: String,
+        /// The version that was read.
+        version: Version,
+    },
+    /// The output of a tool call of this attempt (a delegated sub-task's included): it resolves
+    /// when the attempt's call events show the call succeeded, was recovered after an unknown
+    /// outcome, or was answered from the action's record.
+    Action {
+        /// The call.
+        action: ActionId,
+    },
+    /// The accepted result of one of the task's dependencies (an input of its assignment).
+    Input {
+        /// The dependency.
+        node: NodeId,
+    },
+}
+
+impl fmt::Display for EvidenceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvidenceRef::Record { key, version } => write!(f, "record {key}@{version}"),
+            EvidenceRef::Action { action } => write!(f, "action {action}"),
+            EvidenceRef::Input { node } => write!(f, "input {node}"),
+        }
+    }
 }
 
 /// The access scope a message acts in.

@@ -309,6 +309,13 @@ pub enum CallEvent {
         /// The action.
         action: ActionId,
     },
+    /// The gate answered the proposal from the action's record: the same action (same id,
+    /// same parameters) succeeded before, in an earlier attempt of the task, so the call is not
+    /// made again and its recorded output is what the agent observes. Nothing is charged.
+    AnsweredFromRecord {
+        /// The action.
+        action: ActionId,
+    },
     /// The gate refused a proposal: nothing ran.
     CallRejected {
         /// The tool the agent asked for (`delegate` for a refused delegation).
@@ -349,6 +356,37 @@ pub struct Report {
     /// for an attempt that made no call.
     #[serde(default)]
     pub calls: Vec<CallEvent>,
+}
+
+impl CallEvent {
+    /// The action whose output this step puts on the record of the attempt, if it does: a
+    /// call the tool answered without an error, one recovered after an unknown outcome, or one
+    /// answered from the action's record. What an [`EvidenceRef::Action`] citation resolves
+    /// against.
+    ///
+    /// ```
+    /// use quorate_protocols::{ActionId, Budget, TaskId};
+    /// use quorate_protocols::wire::CallEvent;
+    /// let action = ActionId::new(TaskId::from_u128(7), 0, 0);
+    /// assert_eq!(CallEvent::Recovered { action }.recorded_output(), Some(action));
+    /// let failed = CallEvent::CallAnswered {
+    ///     action, changed: false, cost: Budget::ZERO, error: Some("timeout".into()),
+    /// };
+    /// assert_eq!(failed.recorded_output(), None);
+    /// ```
+    #[must_use]
+    pub fn recorded_output(&self) -> Option<ActionId> {
+        match self {
+            CallEvent::CallAnswered {
+                action,
+                error: None,
+                ..
+            }
+            | CallEvent::Recovered { action }
+            | CallEvent::AnsweredFromRecord { action } => Some(*action),
+            _ => None,
+        }
+    }
 }
 
 impl Report {

@@ -26,6 +26,11 @@ pub enum Invariant {
     DuplicateEffect,
     /// A write ran while a store precondition of its task did not hold.
     GuardedWrite,
+    /// A task completed on a verified conclusion resting on nothing the runtime recorded: its
+    /// attempt logged no call output, it has no dependency to cite, and it does not accept a
+    /// suggestion (a generated node that accepts only verified conclusions and receipts answers
+    /// a verified conclusion).
+    UnrecordedConclusion,
     /// The run did not end within its step bound (or got stuck without a stop reason).
     StepBound,
     /// The run did not end with exactly one (consistent) stop reason.
@@ -83,6 +88,12 @@ pub(crate) struct Checker {
     pub(crate) approvals_requested: Vec<usize>,
     /// The state each task was in before its last transition.
     pub(crate) previous: Vec<TaskState>,
+    /// The task may complete without a call output of its attempt: it has dependencies
+    /// (inputs its answer may cite), or it accepts a suggestion.
+    may_rest_on_inputs: Vec<bool>,
+    /// The task's current attempt logged a call output (`call-answered` without an error,
+    /// `recovered`, `answered-from-record`): something recorded its answer may cite.
+    recorded: Vec<bool>,
     pub(crate) violation: Option<Violation>,
 }
 
@@ -103,6 +114,13 @@ impl Checker {
             stops: Vec::new(),
             approvals_requested: Vec::new(),
             previous: vec![TaskState::Pending; n],
+            may_rest_on_inputs: (0..n as u32)
+                .map(|i| {
+                    let suggestion = quorate_protocols::ResultKind::Suggestion;
+                    !plan.deps(i).is_empty() || plan.node(i).acceptance.kinds.contains(&suggestion)
+                })
+                .collect(),
+            recorded: vec![false; n],
             violation: None,
         }
     }
@@ -133,6 +151,16 @@ impl Checker {
                 self.state[i] = *to;
                 if *to == TaskState::Completed {
                     self.confirmed[i] = true;
+                    if !self.recorded[i] && !self.may_rest_on_inputs[i] {
+                        self.fail(
+                            Invariant::UnrecordedConclusion,
+                            now,
+                            format!(
+                                "task {i} completed although its attempt {} recorded no call output and it has no input",
+                                self.attempt[i]
+                            ),
+                        );
+                    }
                 }
             }
             (
@@ -146,6 +174,7 @@ impl Checker {
             ) => {
                 self.version[i] += 1;
                 self.attempt[i] = *attempt;
+                self.recorded[i] = false;
                 self.task_id[i] = Some(*task_id);
                 self.granted[i] = *granted;
             }
@@ -177,6 +206,9 @@ impl Checker {
                 }
             }
             (EventKind::ApprovalRequested { .. }, Some(i)) => self.approvals_requested.push(i),
+            (EventKind::Call(call), Some(i)) if call.recorded_output().is_some() => {
+                self.recorded[i] = true;
+            }
             (EventKind::RunStopped { stop_reason }, _) => {
                 self.stops.push((now, stop_reason.clone()));
             }

@@ -73,7 +73,7 @@ pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
                 deps.push(format!("n{d}"));
             }
         }
-        let (script, calls) = script(rng, i);
+        let (script, calls) = script(rng, i, !deps.is_empty());
         let tight = rng.gen_bool(0.15);
         let tool_calls = if tight {
             calls.saturating_sub(1)
@@ -85,6 +85,11 @@ pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
         let dep_refs: Vec<&str> = deps.iter().map(String::as_str).collect();
         let mut node = NodeSpec::named(&name).after(&dep_refs).with_budget(budget);
         node.capabilities = run_caps.clone();
+        if rests_on_nothing(calls, !deps.is_empty()) {
+            node.acceptance
+                .kinds
+                .push(quorate_protocols::ResultKind::Suggestion);
+        }
         book.insert(NodeId::new(&name).expect("valid id"), script)
             .expect("generated scripts are valid");
         nodes.push(node);
@@ -182,8 +187,15 @@ pub fn lock_key(i: usize) -> String {
     format!("lock/n{i}")
 }
 
+/// A node without calls and without inputs has nothing the runtime recorded to cite: its
+/// answer is a suggestion, and it accepts one (a verified conclusion from it would be taken as
+/// a suggestion anyway and fail its task).
+fn rests_on_nothing(calls: u64, has_inputs: bool) -> bool {
+    calls == 0 && !has_inputs
+}
+
 /// A script for node `i` and the number of tool calls it proposes.
-fn script(rng: &mut ChaCha8Rng, i: usize) -> (Script, u64) {
+fn script(rng: &mut ChaCha8Rng, i: usize, has_inputs: bool) -> (Script, u64) {
     let calls = rng.gen_range(0..=3u64);
     let mut steps = Vec::new();
     for s in 0..calls {
@@ -209,7 +221,11 @@ fn script(rng: &mut ChaCha8Rng, i: usize) -> (Script, u64) {
     }
     match rng.gen_range(0..100) {
         0..=84 => steps.push(Step::Answer(AnswerStep {
-            kind: quorate_protocols::ResultKind::VerifiedConclusion,
+            kind: if rests_on_nothing(calls, has_inputs) {
+                quorate_protocols::ResultKind::Suggestion
+            } else {
+                quorate_protocols::ResultKind::VerifiedConclusion
+            },
             value: json!({ "node": i }),
         })),
         85..=89 => steps.push(Step::Fail(FailStep {

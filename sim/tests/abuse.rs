@@ -84,8 +84,11 @@ impl Core {
         }
     }
 
+    /// A verified answer resting on the attempt's one call: the call's answer is in the reply's
+    /// events, and the reply cites it.
     fn answer(&self) -> Envelope<Report> {
-        self.dispatched[0].reply(
+        let action = quorate_protocols::ActionId::new(self.dispatched[0].task, 0, 0);
+        let mut reply = self.dispatched[0].reply(
             worker(0),
             ResultKind::VerifiedConclusion,
             Report {
@@ -95,10 +98,17 @@ impl Core {
                 },
                 spent: Budget::steps(1),
                 actions: ActionCounts::default(),
-                calls: vec![],
+                calls: vec![quorate_protocols::wire::CallEvent::CallAnswered {
+                    action,
+                    changed: false,
+                    cost: Budget::ZERO,
+                    error: None,
+                }],
             },
             &mut ids(),
-        )
+        );
+        reply.evidence = vec![EvidenceRef::Action { action }];
+        reply
     }
 
     /// Delivers `reply`, asserts it was rejected for `reason` and that nothing else changed.
@@ -381,13 +391,13 @@ fn every_decode_cap_accepts_at_the_cap_and_refuses_one_past() {
     // Evidence references.
     let mut env = envelope(json!(null));
     env.evidence = (0..limits.max_evidence)
-        .map(|i| EvidenceRef {
+        .map(|i| EvidenceRef::Record {
             key: format!("k{i}"),
             version: Version::new(1),
         })
         .collect();
     assert!(decode(&env).is_ok());
-    env.evidence.push(EvidenceRef {
+    env.evidence.push(EvidenceRef::Record {
         key: "one-more".into(),
         version: Version::new(1),
     });

@@ -37,6 +37,7 @@ impl Agent for VoterAgent {
         Proposal::Finish {
             kind: ResultKind::Suggestion,
             value: said.map_or(serde_json::Value::Null, serde_json::Value::from),
+            evidence: Vec::new(),
         }
     }
 }

@@ -412,6 +412,10 @@ impl Builder {
                         format!("aborted: outcome unknown ({action})"),
                     );
                 }
+                CallEvent::AnsweredFromRecord { action } => {
+                    let label = format!("answered from the record ({action})");
+                    self.mark(task, at, MarkKind::Answer, label);
+                }
                 CallEvent::Retried { action } => {
                     self.mark(task, at, MarkKind::Retried, format!("retried ({action})"));
                 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use quorate_protocols::{ActionId, Budget, Capabilities, NodeId, ResultKind, TaskId};
+use quorate_protocols::{ActionId, Budget, Capabilities, EvidenceRef, NodeId, ResultKind, TaskId};
 
 use crate::gate::GateRejection;
 use quorate_protocols::wire::{Assignment, TaskInput};
@@ -114,6 +114,9 @@ pub struct SubtaskResult {
     pub outcome: Result<serde_json::Value, String>,
     /// What it spent (charged to the delegating task).
     pub spent: quorate_protocols::Budget,
+    /// What its answer cited (its reply's `evidence`; empty when it did not answer): the
+    /// delegating agent cites these to rest its own answer on the sub-task's.
+    pub evidence: Vec<EvidenceRef>,
 }
 
 impl fmt::Display for Observation {
@@ -156,6 +159,13 @@ pub enum Proposal {
         kind: ResultKind,
         /// The answer.
         value: serde_json::Value,
+        /// What the answer rests on: outputs of this attempt's calls ([`Observation::Output`]'s
+        /// `action`), the task's inputs, and the evidence a sub-task's answer cited
+        /// ([`SubtaskResult::evidence`]). They travel in the reply envelope's `evidence`. A
+        /// [`ResultKind::VerifiedConclusion`] is taken as one only when it cites something and
+        /// every citation resolves to what the runtime recorded for the attempt; otherwise
+        /// acceptance takes it as a suggestion.
+        evidence: Vec<EvidenceRef>,
     },
     /// End the attempt as failed.
     Fail {
@@ -251,7 +261,7 @@ impl AgentRegistry {
     /// struct Echo;
     /// impl Agent for Echo {
     ///     fn propose(&mut self, _: &AgentContext<'_>) -> Proposal {
-    ///         Proposal::Finish { kind: ResultKind::Suggestion, value: "hi".into() }
+    ///         Proposal::Finish { kind: ResultKind::Suggestion, value: "hi".into(), evidence: vec![] }
     ///     }
     /// }
     /// let agents = AgentRegistry::new().with_agent("echo", || Echo);

@@ -80,7 +80,7 @@ impl Default for WorkerConfig {
 /// struct Answer42;
 /// impl Agent for Answer42 {
 ///     fn propose(&mut self, _: &AgentContext<'_>) -> Proposal {
-///         Proposal::Finish { kind: ResultKind::Suggestion, value: 42.into() }
+///         Proposal::Finish { kind: ResultKind::Suggestion, value: 42.into(), evidence: vec![] }
 ///     }
 /// }
 /// let agents = AgentRegistry::new()

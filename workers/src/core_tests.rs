@@ -371,6 +371,7 @@ fn the_agent_sees_its_tasks_goal_and_the_state_version_it_acts_on() {
             Proposal::Finish {
                 kind: ResultKind::VerifiedConclusion,
                 value: json!({ "goal": ctx.goal, "version": ctx.state_version.to_string() }),
+                evidence: Vec::new(),
             }
         }
     }

@@ -64,14 +64,21 @@ impl SupervisorCore {
         self.steps += 1;
         self.tasks[i as usize].seen.insert(reply.dedupe);
         let mut report = reply.payload;
+        let judged = self.judge_answer(i, reply.result_kind, &reply.evidence, &report);
         self.record_calls(now, i, std::mem::take(&mut report.calls));
         self.record(now, Some(i), EventKind::ReplyAccepted);
         self.tasks[i as usize].spent = report.spent;
         self.add_actions(report.actions);
         match report.outcome {
-            Outcome::Answer { value, receipts } => {
-                let node = self.plan.node(i);
-                match acceptance::check(&node.acceptance, reply.result_kind, &value, &receipts) {
+            Outcome::Answer { value, .. } => {
+                let Some(judged) = judged else {
+                    unreachable!("an answer is judged");
+                };
+                if let Some(reason) = judged.downgraded {
+                    let reason = reason.to_string();
+                    self.record(now, Some(i), EventKind::ConclusionDowngraded { reason });
+                }
+                match judged.verdict {
                     Ok(()) => self.complete(now, i, value, reply.evidence),
                     Err(observation) => {
                         self.record(
@@ -118,6 +125,41 @@ impl SupervisorCore {
         }
         self.after_input(now);
         Ok(())
+    }
+
+    /// Runs acceptance on an answer of task `i` (`None` for any other outcome, whose call
+    /// outputs are kept for the attempt's answer to cite): its citations resolve against the
+    /// call events of the attempt's replies and the task's dependencies.
+    fn judge_answer(
+        &mut self,
+        i: u32,
+        kind: Option<quorate_protocols::ResultKind>,
+        evidence: &[quorate_protocols::EvidenceRef],
+        report: &Report,
+    ) -> Option<acceptance::Judged> {
+        let slot = &self.tasks[i as usize];
+        let Outcome::Answer { value, receipts } = &report.outcome else {
+            if !report.calls.is_empty() {
+                let attempt = slot.attempt;
+                self.tasks[i as usize].note_recorded(attempt, &report.calls);
+            }
+            return None;
+        };
+        let record = acceptance::AttemptRecord {
+            earlier: slot.recorded(slot.attempt),
+            calls: &report.calls,
+            plan: &self.plan,
+            node: i,
+        };
+        let inherited = |d: u32| self.tasks[d as usize].evidence();
+        Some(acceptance::check_answer(
+            &self.plan.node(i).acceptance,
+            kind,
+            evidence,
+            |e| record.holds(e, inherited),
+            value,
+            receipts,
+        ))
     }
 
     /// Replies that arrived together, in order; the refusals, in order (none: every reply was

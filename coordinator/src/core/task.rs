@@ -39,6 +39,9 @@ struct SlotExtra {
     /// Evidence text handed to the task with its assignment (data only); it moves with the
     /// task across a replan.
     evidence_text: Vec<String>,
+    /// The attempt whose earlier replies (an approval request, a quiet notice) put call
+    /// outputs on record, and those calls: what a later answer of the attempt may cite.
+    recorded: Option<(u32, Vec<ActionId>)>,
 }
 
 impl TaskSlot {
@@ -79,6 +82,34 @@ impl TaskSlot {
     /// The evidence of the accepted result.
     pub(crate) fn evidence(&self) -> &[EvidenceRef] {
         self.extra.as_ref().map_or(&[], |e| &e.evidence)
+    }
+
+    /// Keeps the call outputs that a non-final reply of `attempt` put on record (see
+    /// [`quorate_protocols::wire::CallEvent::recorded_output`]), for the attempt's answer to
+    /// cite. Those of an earlier attempt are dropped.
+    pub(crate) fn note_recorded(
+        &mut self,
+        attempt: u32,
+        calls: &[quorate_protocols::wire::CallEvent],
+    ) {
+        let mut outputs = calls.iter().filter_map(|c| c.recorded_output()).peekable();
+        let kept = self.extra.as_ref().and_then(|e| e.recorded.as_ref());
+        if outputs.peek().is_none() && kept.is_none_or(|(a, _)| *a == attempt) {
+            return;
+        }
+        let recorded = &mut self.extra_mut().recorded;
+        match recorded {
+            Some((a, list)) if *a == attempt => list.extend(outputs),
+            _ => *recorded = Some((attempt, outputs.collect())),
+        }
+    }
+
+    /// The call outputs earlier replies of `attempt` put on record.
+    pub(crate) fn recorded(&self, attempt: u32) -> &[ActionId] {
+        match self.extra.as_ref().and_then(|e| e.recorded.as_ref()) {
+            Some((a, list)) if *a == attempt => list,
+            _ => &[],
+        }
     }
 
     /// The worker asks a human about `action` (a delegated sub-task's when `sub_task`): it is

@@ -40,6 +40,9 @@ pub(crate) struct PeerTask {
     pub(crate) root_tries: u32,
     /// Commits of the terminal record that found it vanished, in a row.
     pub(crate) commit_tries: u32,
+    /// The attempt whose earlier replies (an approval request, a quiet notice) put call
+    /// outputs on record, and those calls: what a later answer of the attempt may cite.
+    pub(crate) recorded: (u32, Vec<quorate_protocols::ActionId>),
 }
 
 impl PeerTask {
@@ -65,6 +68,7 @@ impl PeerTask {
             parked: Parked::default(),
             root_tries: 0,
             commit_tries: 0,
+            recorded: (0, Vec::new()),
         }
     }
 

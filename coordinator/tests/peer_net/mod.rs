@@ -263,7 +263,7 @@ impl Net {
         } else {
             self.running.remove(k)
         };
-        let reply = env.reply(
+        let mut reply = env.reply(
             self.workers[p],
             ResultKind::VerifiedConclusion,
             Report {
@@ -274,6 +274,7 @@ impl Net {
             },
             &mut crate::support::ids(),
         );
+        crate::support::rests_on_a_call(&mut reply);
         self.cores[p].handle_worker_reply(0, reply);
         self.drain(p);
     }

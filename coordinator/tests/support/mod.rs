@@ -13,6 +13,29 @@ use quorate_protocols::{
 };
 use quorate_state::PreconditionFailure;
 
+/// A verified answer, as a real worker sends it: the reply's call events show the attempt's
+/// first call answered, and the reply cites it (a verified conclusion must cite what the runtime
+/// recorded). Nothing changes for another kind or outcome.
+pub(crate) fn rests_on_a_call(reply: &mut Envelope<Report>) {
+    let answers = matches!(reply.payload.outcome, Outcome::Answer { .. });
+    if !answers || reply.result_kind != Some(ResultKind::VerifiedConclusion) {
+        return;
+    }
+    let action = quorate_protocols::ActionId::new(reply.task, 0, 0);
+    reply
+        .payload
+        .calls
+        .push(quorate_protocols::wire::CallEvent::CallAnswered {
+            action,
+            changed: false,
+            cost: Budget::ZERO,
+            error: None,
+        });
+    reply
+        .evidence
+        .push(quorate_protocols::EvidenceRef::Action { action });
+}
+
 pub(crate) struct Harness {
     pub core: SupervisorCore,
     /// The plan the core was built with (version 1) and its settings, for [`Harness::rebuilt`].
@@ -178,9 +201,11 @@ impl Harness {
             .expect("dispatched")
     }
 
+    /// `node`'s worker replies `outcome`, claiming `kind`; an answer claiming a verified
+    /// conclusion rests on a call of the attempt ([`rests_on_a_call`]).
     pub(crate) fn reply(&self, node: &str, kind: ResultKind, outcome: Outcome) -> Envelope<Report> {
         let (w, a) = self.assignment(node);
-        a.reply(
+        let mut reply = a.reply(
             self.workers[w],
             kind,
             Report {
@@ -190,7 +215,9 @@ impl Harness {
                 calls: vec![],
             },
             &mut ids(),
-        )
+        );
+        rests_on_a_call(&mut reply);
+        reply
     }
 
     pub(crate) fn answer(&self, node: &str, value: serde_json::Value) -> Envelope<Report> {

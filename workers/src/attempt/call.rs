@@ -156,6 +156,7 @@ impl Attempt {
                 }
             }
             GateDecision::ReturnRecorded { output } => {
+                self.calls.push(CallEvent::AnsweredFromRecord { action });
                 self.absorb(d, &request, output_answer(output));
             }
             GateDecision::Reject { reason } => self.rejected(d, request, reason, false),

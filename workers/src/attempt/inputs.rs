@@ -263,13 +263,14 @@ impl Attempt {
         }
     }
 
-    /// A delegated sub-task ended with `report`. When the last one ends, the agent sees all
-    /// results as one observation and the loop goes on.
+    /// A delegated sub-task ended with `report`, citing `evidence`. When the last one ends, the
+    /// agent sees all results as one observation and the loop goes on.
     pub(crate) fn on_child_done(
         &mut self,
         d: &mut Deps<'_>,
         child: quorate_protocols::TaskId,
         report: quorate_protocols::wire::Report,
+        evidence: Vec<quorate_protocols::EvidenceRef>,
     ) -> Result<(), InputError> {
         let Phase::Delegating { children } = &mut self.phase else {
             return Err(self.ended());
@@ -287,17 +288,18 @@ impl Attempt {
             .copied()
             .unwrap_or_default();
         let spent = report.spent.min(&slice);
-        let outcome = match report.outcome {
+        let (outcome, evidence) = match report.outcome {
             quorate_protocols::wire::Outcome::Answer { value, receipts } => {
                 self.receipts.extend(receipts);
-                Ok(value)
+                (Ok(value), evidence)
             }
-            other => Err(other.to_string()),
+            other => (Err(other.to_string()), Vec::new()),
         };
         entry.2 = Some(SubtaskResult {
             name: entry.1.clone(),
             outcome,
             spent,
+            evidence,
         });
         let _ = self.account.child_closed(AccountId::Task(child), spent);
         self.counts += report.actions;

@@ -249,9 +249,14 @@ impl Attempt {
                 last_observation: observation.as_ref(),
             };
             match self.agent.propose(&ctx) {
-                Proposal::Finish { kind, value } => {
+                Proposal::Finish {
+                    kind,
+                    value,
+                    evidence,
+                } => {
                     let receipts = self.receipts.clone();
-                    self.finish(d, kind, Outcome::Answer { value, receipts });
+                    let outcome = Outcome::Answer { value, receipts };
+                    self.finish_citing(d, kind, outcome, evidence);
                 }
                 Proposal::Fail { observation } => {
                     self.finish(d, ResultKind::Suggestion, Outcome::Failed { observation });
@@ -444,6 +449,20 @@ impl Attempt {
     /// The final reply: closes the account (open reservations are charged in full: an unknown
     /// outcome is not free), then replies. Injected faults apply here.
     fn finish(&mut self, d: &mut Deps<'_>, kind: ResultKind, outcome: Outcome) {
+        self.finish_citing(d, kind, outcome, Vec::new());
+    }
+
+    /// [`Attempt::finish`] with the agent's citations in the reply's `evidence`. The worker
+    /// carries them as the agent gave them: acceptance (the supervisor's, or the peer's)
+    /// resolves them against the call events it logged for the attempt, so a worker's word is
+    /// not what makes an answer verified.
+    fn finish_citing(
+        &mut self,
+        d: &mut Deps<'_>,
+        kind: ResultKind,
+        outcome: Outcome,
+        evidence: Vec<quorate_protocols::EvidenceRef>,
+    ) {
         if self.is_done() {
             return;
         }
@@ -493,7 +512,8 @@ impl Attempt {
         let _unused = self.account.close(self.account_id);
         let cancelled = outcome == Outcome::Cancelled;
         let report = self.report(outcome);
-        let reply = self.envelope.reply(d.me, kind, report, d.ids);
+        let mut reply = self.envelope.reply(d.me, kind, report, d.ids);
+        reply.evidence = evidence;
         if self.faults.duplicate_reply {
             d.out.push_back(Effect::Reply(Box::new(reply.clone())));
         }

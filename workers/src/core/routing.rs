@@ -71,8 +71,9 @@ impl WorkerCore {
                 }
                 continue;
             }
+            let evidence = std::mem::take(&mut reply.evidence);
             let _ = self.with_attempt_spawning(now, parent, &mut spawn, |a, d| {
-                a.on_child_done(d, child, reply.payload)
+                a.on_child_done(d, child, reply.payload, evidence)
             });
             self.reap(child);
             self.reap(parent);

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quorate_protocols::{ActionId, Capability, NodeId, ResultKind};
+use quorate_protocols::{ActionId, Capability, EvidenceRef, NodeId, ResultKind};
 use serde_json::Value;
 
 use super::{merge_tool, CallStep, Script, ScriptError, ScriptedTool, Step, World};
@@ -26,6 +26,9 @@ pub struct ScriptedAgent {
     world: World,
     last_output: Option<Value>,
     last_error: Option<String>,
+    /// What `last_output` rests on: the call that returned it, or what the sub-tasks whose
+    /// answers it gathers cited.
+    last_cites: Vec<EvidenceRef>,
 }
 
 impl ScriptedAgent {
@@ -69,16 +72,35 @@ impl ScriptedAgent {
             world,
             last_output: None,
             last_error: None,
+            last_cites: Vec::new(),
         }
+    }
+}
+
+impl ScriptedAgent {
+    /// What an answer rests on: the last tool output (or what the sub-tasks it gathers cited),
+    /// or, when no call answered, the task's inputs. Empty when there is neither: such an answer
+    /// rests on nothing the runtime recorded, and acceptance takes it as a suggestion.
+    fn citations(&self, ctx: &AgentContext<'_>) -> Vec<EvidenceRef> {
+        if self.last_output.is_some() && !self.last_cites.is_empty() {
+            return self.last_cites.clone();
+        }
+        ctx.inputs
+            .iter()
+            .map(|i| EvidenceRef::Input {
+                node: i.node.clone(),
+            })
+            .collect()
     }
 }
 
 impl Agent for ScriptedAgent {
     fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
         match ctx.last_observation {
-            Some(Observation::Output { output, .. }) => {
+            Some(Observation::Output { output, action, .. }) => {
                 self.last_output = Some(output.clone());
                 self.last_error = None;
+                self.last_cites = vec![EvidenceRef::Action { action: *action }];
             }
             Some(Observation::Delegated { results }) => {
                 match results
@@ -95,6 +117,10 @@ impl Agent for ScriptedAgent {
                             .collect();
                         self.last_output = Some(Value::Object(answers));
                         self.last_error = None;
+                        self.last_cites = results
+                            .iter()
+                            .flat_map(|r| r.evidence.iter().cloned())
+                            .collect();
                     }
                 }
             }
@@ -109,6 +135,7 @@ impl Agent for ScriptedAgent {
                 (None, Some(output)) => Proposal::Finish {
                     kind: ResultKind::VerifiedConclusion,
                     value: output.clone(),
+                    evidence: self.citations(ctx),
                 },
                 (None, None) => Proposal::Fail {
                     observation: "script exhausted".to_owned(),
@@ -138,6 +165,7 @@ impl Agent for ScriptedAgent {
             Item::Finish { kind, value } => Proposal::Finish {
                 kind: *kind,
                 value: value.clone(),
+                evidence: self.citations(ctx),
             },
             Item::Fail(observation) => Proposal::Fail {
                 observation: observation.clone(),

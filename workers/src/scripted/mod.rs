@@ -58,6 +58,11 @@
 //!
 //! When the steps run out the agent answers the last tool output (as a verified conclusion: it
 //! was observed by the runtime), or fails with the last error, or with `"script exhausted"`.
+//!
+//! Every answer cites what it rests on (the reply's `evidence`): the call whose output came
+//! last (or what the sub-tasks gathered by the last `delegate` cited), or, when no call
+//! answered, the task's inputs. An answer with neither cites nothing, and acceptance takes a
+//! `verified-conclusion` that cites nothing as a suggestion (docs/reliability.md).
 
 mod agent;
 mod world;

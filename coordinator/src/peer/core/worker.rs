@@ -21,6 +21,7 @@ impl PeerCore {
             return;
         }
         self.steps += 1;
+        let judged = self.judge_answer(i, &reply);
         // What the worker did with its calls since its last reply, in its order, then the reply.
         for call in std::mem::take(&mut reply.payload.calls) {
             for kind in self.blobs.events(call) {
@@ -41,9 +42,15 @@ impl PeerCore {
             self.busy = false;
         }
         match reply.payload.outcome {
-            Outcome::Answer { value, receipts } => {
-                let spec = &self.plan.node(i).acceptance;
-                match acceptance::check(spec, reply.result_kind, &value, &receipts) {
+            Outcome::Answer { value, .. } => {
+                let Some(judged) = judged else {
+                    unreachable!("an answer is judged");
+                };
+                if let Some(reason) = judged.downgraded {
+                    let reason = reason.to_string();
+                    self.record(now, Some(i), EventKind::ConclusionDowngraded { reason });
+                }
+                match judged.verdict {
                     Ok(()) => {
                         self.tasks[i as usize].result = Some((value, reply.evidence));
                         self.propose(i, TaskState::Completed, None);
@@ -112,6 +119,43 @@ impl PeerCore {
             }
         }
         self.after_input(now);
+    }
+
+    /// Runs acceptance on an answer of task `i` (`None` for any other outcome, whose call
+    /// outputs are kept for the attempt's answer to cite), as the star does: the citations
+    /// resolve against the call events of the attempt's replies and the task's dependencies.
+    fn judge_answer(&mut self, i: u32, reply: &Envelope<Report>) -> Option<acceptance::Judged> {
+        let report = &reply.payload;
+        let t = &mut self.tasks[i as usize];
+        if t.recorded.0 != t.attempt {
+            t.recorded = (t.attempt, Vec::new());
+        }
+        let Outcome::Answer { value, receipts } = &report.outcome else {
+            let outputs = report.calls.iter().filter_map(|c| c.recorded_output());
+            t.recorded.1.extend(outputs);
+            return None;
+        };
+        let t = &self.tasks[i as usize];
+        let record = acceptance::AttemptRecord {
+            earlier: &t.recorded.1,
+            calls: &report.calls,
+            plan: &self.plan,
+            node: i,
+        };
+        let inherited = |d: u32| {
+            self.tasks[d as usize]
+                .result
+                .as_ref()
+                .map_or(&[][..], |(_, e)| e.as_slice())
+        };
+        Some(acceptance::check_answer(
+            &self.plan.node(i).acceptance,
+            reply.result_kind,
+            &reply.evidence,
+            |e| record.holds(e, inherited),
+            value,
+            receipts,
+        ))
     }
 
     /// Task `i`, parked for a human with nothing else of it working, settles as
