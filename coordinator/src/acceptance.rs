@@ -399,12 +399,14 @@ mod tests {
                 changed: false,
                 cost: Budget::ZERO,
                 error: None,
+                model: None,
             },
             CallEvent::CallAnswered {
                 action: ActionId::new(task, 1, 0),
                 changed: false,
                 cost: Budget::ZERO,
                 error: Some("io".into()),
+                model: None,
             },
         ];
         let earlier = [ActionId::new(task, 2, 0)];

@@ -64,6 +64,7 @@ impl Agent for Talker {
             return Proposal::Finish {
                 kind: ResultKind::Suggestion,
                 value: json!(self.messages.len()),
+                evidence: Vec::new(),
             };
         }
         let n = self.messages.len();

@@ -46,6 +46,7 @@ fn answered(action: ActionId) -> CallEvent {
         changed: false,
         cost: Budget::ZERO,
         error: None,
+        model: None,
     }
 }
 

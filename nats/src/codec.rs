@@ -153,10 +153,15 @@ mod tests {
         e.parent = Some(TaskId::from_u128(11));
         e.attempt = 3;
         e.state_version = Version::new(7);
-        e.evidence = vec![EvidenceRef {
-            key: "k".into(),
-            version: Version::new(2),
-        }];
+        e.evidence = vec![
+            EvidenceRef::Record {
+                key: "k".into(),
+                version: Version::new(2),
+            },
+            EvidenceRef::Action {
+                action: quorate_protocols::ActionId::new(TaskId::from_u128(11), 1, 0),
+            },
+        ];
         e.result_kind = Some(ResultKind::VerifiedConclusion);
         e.scope = Scope {
             tenant: "t".into(),

@@ -103,6 +103,7 @@ impl Core {
                     changed: false,
                     cost: Budget::ZERO,
                     error: None,
+                    model: None,
                 }],
             },
             &mut ids(),

@@ -94,6 +94,7 @@ impl Agent for AskOnce {
             Some(Observation::Output { output, .. }) => Proposal::Finish {
                 kind: ResultKind::Suggestion,
                 value: output["message"]["content"].clone(),
+                evidence: Vec::new(),
             },
             Some(other) => Proposal::Fail {
                 observation: format!("{other:?}"),

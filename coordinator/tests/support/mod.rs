@@ -30,6 +30,7 @@ pub(crate) fn rests_on_a_call(reply: &mut Envelope<Report>) {
             changed: false,
             cost: Budget::ZERO,
             error: None,
+            model: None,
         });
     reply
         .evidence
