@@ -370,7 +370,7 @@ impl CallEvent {
     /// let action = ActionId::new(TaskId::from_u128(7), 0, 0);
     /// assert_eq!(CallEvent::Recovered { action }.recorded_output(), Some(action));
     /// let failed = CallEvent::CallAnswered {
-    ///     action, changed: false, cost: Budget::ZERO, error: Some("timeout".into()),
+    ///     action, changed: false, cost: Budget::ZERO, error: Some("timeout".into()), model: None,
     /// };
     /// assert_eq!(failed.recorded_output(), None);
     /// ```
