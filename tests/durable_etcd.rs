@@ -301,3 +301,52 @@ fn a_bad_etcd_url_is_exit_2_and_an_unreachable_cluster_exit_8() {
         assert!(out.stdout.is_empty(), "{args:?}: nothing printed");
     }
 }
+
+/// `bench dag --store etcd://...` at a tiny size: the durable path on etcd beside the in-memory
+/// one, and the raw CAS rate of the same member measured in the same run, with the ratios
+/// computed from the figures it prints.
+#[test]
+fn bench_dag_on_etcd_prints_the_durable_path_and_the_raw_cas_rate() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let url = cluster.url("bench").to_string();
+    let out = quorate(
+        &[
+            "bench",
+            "dag",
+            "--layers",
+            "2",
+            "--width",
+            "3",
+            "--runs",
+            "1",
+            "--no-warmup",
+            "--store",
+            &url,
+            "--json",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let b: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let d = &b["durable"];
+    assert_eq!(d["store"], url.as_str());
+    let tasks_per_s = d["tasks_per_s"].as_f64().expect("durable tasks/s");
+    assert!(tasks_per_s > 0.0);
+    // Each task's events and result were written (its run-level events come on top).
+    let writes = d["writes_per_task"].as_f64().expect("writes per task");
+    assert!(writes >= 7.0, "{writes}");
+    let commits = d["commits_per_task"].as_f64().expect("commits per task");
+    assert!(commits > 0.0 && commits <= writes, "{commits}");
+    assert!(d.get("file_bytes").is_none(), "no file on etcd: {d}");
+    let raw = &d["raw"];
+    let sequential = raw["sequential_cas_per_s"].as_f64().expect("sequential");
+    let batched = raw["batched_writes_per_s"].as_f64().expect("batched");
+    assert!(sequential > 0.0 && batched > 0.0, "{raw}");
+    let ratio = raw["tasks_ratio_to_sequential"].as_f64().expect("ratio");
+    assert!((ratio - tasks_per_s / sequential).abs() < 1e-9 * ratio.max(1.0));
+    let ratio = raw["writes_ratio_to_batched"].as_f64().expect("ratio");
+    assert!((ratio - tasks_per_s * writes / batched).abs() < 1e-9 * ratio.max(1.0));
+}
