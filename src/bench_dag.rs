@@ -19,8 +19,8 @@ use quorate_workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry
 use serde::Serialize;
 
 mod durable;
-use durable::run_durable;
-pub use durable::{check_store, DurableBench};
+pub use durable::{check_store, DurableBench, RawCas};
+use durable::{raw_cas, run_durable};
 
 /// What to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +108,7 @@ pub struct DagBench {
     /// Peak resident memory growth during the process's first run of the DAG divided by tasks
     /// (Linux `VmHWM`), bytes; the plan itself is built before and not counted.
     pub peak_rss_bytes_per_task: Option<f64>,
-    /// With `--store FILE`: the durable path measured beside the in-memory one, in the same
+    /// With `--store STORE`: the durable path measured beside the in-memory one, in the same
     /// process (absent without it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub durable: Option<DurableBench>,
@@ -138,13 +138,29 @@ impl DagBench {
     /// let kept = DagBench {
     ///     durable: Some(quorate::bench_dag::DurableBench {
     ///         store: "b.redb".into(), tasks_per_s: 3.0, tasks_per_s_runs: vec![3.0],
-    ///         ratio_to_memory: 0.25, bytes_per_task: 1300.0, file_bytes: 7800,
+    ///         ratio_to_memory: 0.25, writes_per_task: 6.5, commits_per_task: 2.25,
+    ///         bytes_per_task: Some(1300.0), file_bytes: Some(7800), raw: None,
     ///     }),
     ///     ..b.clone()
     /// };
     /// assert!(kept.summary().contains(
-    ///     "durable (--store b.redb): tasks_per_s 3 (runs: [3]); ratio to in memory 0.250; 1300 bytes on disk per task (7800 bytes)"
+    ///     "durable (--store b.redb): tasks_per_s 3 (runs: [3]); ratio to in memory 0.250; 6.5 writes and 2.25 commits per task; 1300 bytes on disk per task (7800 bytes)\n"
     /// ));
+    /// assert!(!kept.summary().contains("raw etcd"), "no raw line without etcd");
+    /// let etcd = DagBench {
+    ///     durable: Some(quorate::bench_dag::DurableBench {
+    ///         store: "etcd://127.0.0.1:2379/q".into(), bytes_per_task: None, file_bytes: None,
+    ///         raw: Some(quorate::bench_dag::RawCas {
+    ///             sequential_cas_per_s: 400.0, batched_writes_per_s: 20000.0,
+    ///             tasks_ratio_to_sequential: 0.0075, writes_ratio_to_batched: 0.000975,
+    ///         }),
+    ///         ..kept.durable.clone().unwrap()
+    ///     }),
+    ///     ..b.clone()
+    /// };
+    /// let text = etcd.summary();
+    /// assert!(text.contains("2.25 commits per task\n"), "no bytes on disk for etcd: {text}");
+    /// assert!(text.contains("raw etcd CAS in the same run: 400 sequential CAS/s, 20000 batched writes/s"));
     /// ```
     #[must_use]
     pub fn summary(&self) -> String {
@@ -178,8 +194,18 @@ impl DagBench {
         }
         if let Some(d) = &self.durable {
             out += &format!(
-                "durable (--store {}): tasks_per_s {:.0} (runs: {:.0?}); ratio to in memory {:.3}; {:.0} bytes on disk per task ({} bytes)\n",
-                d.store, d.tasks_per_s, d.tasks_per_s_runs, d.ratio_to_memory, d.bytes_per_task, d.file_bytes
+                "durable (--store {}): tasks_per_s {:.0} (runs: {:.0?}); ratio to in memory {:.3}; {:.1} writes and {:.2} commits per task",
+                d.store, d.tasks_per_s, d.tasks_per_s_runs, d.ratio_to_memory, d.writes_per_task, d.commits_per_task
+            );
+            if let (Some(per_task), Some(bytes)) = (d.bytes_per_task, d.file_bytes) {
+                out += &format!("; {per_task:.0} bytes on disk per task ({bytes} bytes)");
+            }
+            out += "\n";
+        }
+        if let Some(r) = self.durable.as_ref().and_then(|d| d.raw.as_ref()) {
+            out += &format!(
+                "raw etcd CAS in the same run: {:.0} sequential CAS/s, {:.0} batched writes/s (100 per transaction); durable tasks/s over sequential CAS/s {:.3}, durable writes/s over batched writes/s {:.3}\n",
+                r.sequential_cas_per_s, r.batched_writes_per_s, r.tasks_ratio_to_sequential, r.writes_ratio_to_batched
             );
         }
         out
@@ -305,13 +331,18 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
     run_stored(args, None)
 }
 
-/// [`run`], and with `store`, after each measured run the same DAG kept in a fresh redb file at
-/// `store` (removed and created again for each run; it must not exist before: the bench does
-/// not overwrite a file it did not make). The last durable run's file is left.
-pub fn run_stored(args: DagArgs, store: Option<&std::path::Path>) -> Result<DagBench, String> {
+/// [`run`], and with `store`, after each measured run the same DAG kept at `store`: in a fresh
+/// redb file (removed and created again for each run; it must not exist before: the bench does
+/// not overwrite a file it did not make; the last durable run's file is left), or on an etcd
+/// cluster (each run under a run id of its own), then the cluster's raw CAS rate.
+pub fn run_stored(
+    args: DagArgs,
+    store: Option<&crate::durable::StoreAt>,
+) -> Result<DagBench, String> {
+    use crate::durable::{RunStore, StoreAt};
     args.check()?;
-    if let Some(path) = store {
-        check_store(path)?;
+    if let Some(at) = store {
+        check_store(at)?;
     }
     let spec = layered_plan(args.layers, args.width);
     let tasks = spec.nodes.len();
@@ -332,9 +363,12 @@ pub fn run_stored(args: DagArgs, store: Option<&std::path::Path>) -> Result<DagB
         }
         Ok(elapsed)
     };
-    let phases = args.runs * (if args.warmup { 3 } else { 2 } + usize::from(store.is_some()));
-    // (seconds, file bytes) of each durable run.
+    let etcd = matches!(store, Some(StoreAt::Etcd(_)));
+    let phases = args.runs
+        * (if args.warmup { 3 } else { 2 } + usize::from(store.is_some()) + usize::from(etcd));
+    // (run, file bytes) of each durable run; the raw CAS rates of each run (etcd).
     let mut durable = Vec::new();
+    let mut raw = Vec::new();
     let terminal = std::io::stderr().is_terminal();
     let mut progress = Progress::new(phases as u64, terminal.then(ProgressDrawTarget::stderr));
     for run in 1..=args.runs {
@@ -348,14 +382,26 @@ pub fn run_stored(args: DagArgs, store: Option<&std::path::Path>) -> Result<DagB
         progress.phase(Instant::now(), format!("run {run}/{of}: measured"));
         let elapsed = once()?;
         samples.push((elapsed, tasks as f64 / elapsed, baseline));
-        if let Some(path) = store {
-            progress.phase(Instant::now(), format!("run {run}/{of}: durable"));
+        let Some(at) = store else { continue };
+        progress.phase(Instant::now(), format!("run {run}/{of}: durable"));
+        let start = Instant::now();
+        if let StoreAt::File(path) = at {
             let _ = std::fs::remove_file(path);
-            let elapsed = run_durable(plan.clone(), args, path)?;
-            let bytes = std::fs::metadata(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?
-                .len();
-            durable.push((elapsed, bytes));
+        }
+        let kept = RunStore::open_at(at).map_err(|e| format!("{at}: {e}"))?;
+        let done = run_durable(plan.clone(), args, kept, start)?;
+        let bytes = match at {
+            StoreAt::File(path) => Some(
+                std::fs::metadata(path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?
+                    .len(),
+            ),
+            StoreAt::Etcd(_) => None,
+        };
+        durable.push((done, bytes));
+        if etcd {
+            progress.phase(Instant::now(), format!("run {run}/{of}: raw etcd CAS"));
+            raw.push(raw_cas(at)?);
         }
     }
     progress.finish();
@@ -364,17 +410,33 @@ pub fn run_stored(args: DagArgs, store: Option<&std::path::Path>) -> Result<DagB
     let rates: Vec<f64> = samples.iter().map(|s| s.1).collect();
     let median = median_index(&rates).expect("at least one run");
     let (elapsed_s, tasks_per_s, baseline) = samples[median];
-    let durable = store.map(|path| {
-        let rates: Vec<f64> = durable.iter().map(|d| tasks as f64 / d.0).collect();
+    let durable = store.map(|at| {
+        let rates: Vec<f64> = durable
+            .iter()
+            .map(|d| tasks as f64 / d.0.elapsed_s)
+            .collect();
         let m = median_index(&rates).expect("a durable run per run");
-        let file_bytes = durable[m].1;
+        let (run, file_bytes) = &durable[m];
+        let writes_per_task = run.writes as f64 / tasks as f64;
+        let raw = median_index(&raw.iter().map(|r| r.0).collect::<Vec<_>>()).map(|r| {
+            let (sequential, batched) = raw[r];
+            RawCas {
+                sequential_cas_per_s: sequential,
+                batched_writes_per_s: batched,
+                tasks_ratio_to_sequential: rates[m] / sequential,
+                writes_ratio_to_batched: rates[m] * writes_per_task / batched,
+            }
+        });
         DurableBench {
-            store: path.display().to_string(),
+            store: at.to_string(),
             tasks_per_s: rates[m],
             ratio_to_memory: rates[m] / tasks_per_s,
+            writes_per_task,
+            commits_per_task: run.commits as f64 / tasks as f64,
+            bytes_per_task: file_bytes.map(|b| b as f64 / tasks as f64),
+            file_bytes: *file_bytes,
             tasks_per_s_runs: rates,
-            bytes_per_task: file_bytes as f64 / tasks as f64,
-            file_bytes,
+            raw,
         }
     });
     Ok(DagBench {

@@ -1,17 +1,18 @@
-//! `quorate run --store`, `runs`, `resume` and `show`: runs kept in a store file.
+//! `quorate run --store`, `runs`, `resume` and `show`: runs kept in a store file or on etcd.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use quorate::durable::{
-    resume_events, unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore, TopUpGiven,
+    resume_events, unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore, StoreAt, TopUpGiven,
 };
 use quorate::plan_file::{PlanFile, Topology};
 use quorate::runner::{
     check_top_ups, run_compiled, top_up_policy, Approve, DurableArgs, FileRun, Grant, RunArgs,
     RunFileError,
 };
+use quorate::state::StoreError;
 use quorate_coordinator::ResumeFrom;
 
 use super::{print_run, print_warnings, report_json, run_error_code, EXIT_BAD_INPUT};
@@ -19,6 +20,18 @@ use super::{print_run, print_warnings, report_json, run_error_code, EXIT_BAD_INP
 fn fail(e: impl std::fmt::Display, code: u8) -> ExitCode {
     eprintln!("quorate: {e}");
     ExitCode::from(code)
+}
+
+/// The exit code of a store that could not be opened or read: 8 (the runtime could not go on)
+/// for a cluster that does not answer, 2 (bad input) for the rest (an unusable file, an unknown
+/// run).
+fn store_code(e: &DurableError) -> u8 {
+    match e {
+        DurableError::Store(StoreError::Unavailable { .. }) => {
+            quorate_coordinator::StopReason::EXIT_RUNTIME
+        }
+        _ => EXIT_BAD_INPUT,
+    }
 }
 
 fn approve_text(a: &Approve) -> Option<String> {
@@ -38,7 +51,7 @@ fn approve_text(a: &Approve) -> Option<String> {
 /// stdout (`--metrics-hold-ms`).
 pub(crate) fn run(
     plan: &Path,
-    store: &Path,
+    store: &StoreAt,
     mut args: RunArgs,
     json: bool,
     after_report: &dyn Fn(),
@@ -62,9 +75,12 @@ pub(crate) fn run(
     if let Err(e) = args.approve.check(&[(plan, &file)]) {
         return fail(e, EXIT_BAD_INPUT);
     }
-    let kept = match RunStore::open(store) {
+    let kept = match RunStore::open_at(store) {
         Ok(kept) => kept,
-        Err(e) => return fail(e, EXIT_BAD_INPUT),
+        Err(e) => {
+            let code = store_code(&e);
+            return fail(e, code);
+        }
     };
     let at = unix_ms();
     let mut record = RunRecord {
@@ -143,7 +159,7 @@ fn finish(
             "quorate: run {} is kept; continue it with: quorate resume {} --store {} {}",
             record.run_id,
             record.run_id,
-            kept.path().display(),
+            kept.at(),
             if asking {
                 "--grant TASK=COMPONENT:N,... (or --reject TASK)"
             } else {
@@ -167,15 +183,18 @@ pub(crate) struct Answers {
 /// `quorate resume RUN_ID --store FILE`.
 pub(crate) fn resume(
     id: &str,
-    store: &Path,
+    store: &StoreAt,
     answers: Answers,
     json: bool,
     trace: Option<PathBuf>,
 ) -> ExitCode {
-    let found = RunStore::open(store).and_then(|kept| kept.run(id).map(|r| (kept, r)));
+    let found = RunStore::open_at(store).and_then(|kept| kept.run(id).map(|r| (kept, r)));
     let (kept, mut record) = match found {
         Ok(found) => found,
-        Err(e) => return fail(e, EXIT_BAD_INPUT),
+        Err(e) => {
+            let code = store_code(&e);
+            return fail(e, code);
+        }
     };
     if !record.resumable() {
         eprintln!(
@@ -268,8 +287,8 @@ fn tasks_by_state(
 }
 
 /// `quorate runs --store FILE`.
-pub(crate) fn runs(store: &Path, json: bool) -> ExitCode {
-    let listed = RunStore::open(store).and_then(|kept| {
+pub(crate) fn runs(store: &StoreAt, json: bool) -> ExitCode {
+    let listed = RunStore::open_at(store).and_then(|kept| {
         kept.runs()?
             .into_iter()
             .map(|r| tasks_by_state(&kept, &r).map(|t| (r, t)))
@@ -277,7 +296,10 @@ pub(crate) fn runs(store: &Path, json: bool) -> ExitCode {
     });
     let listed = match listed {
         Ok(listed) => listed,
-        Err(e) => return fail(e, EXIT_BAD_INPUT),
+        Err(e) => {
+            let code = store_code(&e);
+            return fail(e, code);
+        }
     };
     if json {
         let rows: Vec<serde_json::Value> = listed
@@ -317,8 +339,8 @@ pub(crate) fn runs(store: &Path, json: bool) -> ExitCode {
 }
 
 /// `quorate show RUN_ID --store FILE`.
-pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
-    let found = RunStore::open(store).and_then(|kept| {
+pub(crate) fn show(id: &str, store: &StoreAt, json: bool) -> ExitCode {
+    let found = RunStore::open_at(store).and_then(|kept| {
         let r = kept.run(id)?;
         let results = kept.results(r.run_id)?;
         let states = kept.task_states(r.run_id)?;
@@ -326,7 +348,10 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
     });
     let (record, results, states) = match found {
         Ok(found) => found,
-        Err(e) => return fail(e, EXIT_BAD_INPUT),
+        Err(e) => {
+            let code = store_code(&e);
+            return fail(e, code);
+        }
     };
     let prefix = quorate_coordinator::result_key(record.run_id, "");
     let results: BTreeMap<String, serde_json::Value> = results
@@ -373,14 +398,17 @@ pub(crate) fn show(id: &str, store: &Path, json: bool) -> ExitCode {
 
 /// `quorate show RUN --store FILE --html PAGE`: the kept run's page, rendered from its log as
 /// `quorate report` renders a trace (`-` writes it to stdout).
-pub(crate) fn show_html(id: &str, store: &Path, page: &Path) -> ExitCode {
-    let events = RunStore::open(store).and_then(|kept| {
+pub(crate) fn show_html(id: &str, store: &StoreAt, page: &Path) -> ExitCode {
+    let events = RunStore::open_at(store).and_then(|kept| {
         let record = kept.run(id)?;
         kept.events(record.run_id)
     });
     let events = match events {
         Ok(events) => events,
-        Err(e) => return fail(e, EXIT_BAD_INPUT),
+        Err(e) => {
+            let code = store_code(&e);
+            return fail(e, code);
+        }
     };
     let html = quorate::report::render_html(&events);
     if page.as_os_str() == "-" {

@@ -77,16 +77,18 @@ enum Command {
         /// cargo feature `otlp`.
         #[arg(long, value_name = "URL")]
         otlp_endpoint: Option<String>,
-        /// Keep the run in FILE (redb; created if absent) so that `quorate resume` can continue
-        /// it after a crash or an approval stop (star topology only).
-        #[arg(long, value_name = "FILE")]
-        store: Option<PathBuf>,
+        /// Keep the run in FILE (redb; created if absent), or on the etcd cluster at
+        /// etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (a build with the cargo feature `etcd`), so
+        /// that `quorate resume` can continue it after a crash or an approval stop (star
+        /// topology only).
+        #[arg(long, value_name = "STORE")]
+        store: Option<quorate::durable::StoreAt>,
     },
     /// List the runs kept in a store file: id, plan, status, started, tasks by state.
     Runs {
-        /// The store file.
-        #[arg(long, value_name = "FILE")]
-        store: PathBuf,
+        /// The store: a redb file, or etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
+        #[arg(long, value_name = "STORE")]
+        store: quorate::durable::StoreAt,
         /// Print one JSON array.
         #[arg(long)]
         json: bool,
@@ -98,9 +100,9 @@ enum Command {
     Resume {
         /// The run's id (see `quorate runs`).
         run_id: String,
-        /// The store file.
-        #[arg(long, value_name = "FILE")]
-        store: PathBuf,
+        /// The store: a redb file, or etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
+        #[arg(long, value_name = "STORE")]
+        store: quorate::durable::StoreAt,
         /// Answer approval requests (as for `run`); logged as the run's decisions.
         #[arg(long)]
         approve: Option<Approve>,
@@ -126,9 +128,9 @@ enum Command {
     Show {
         /// The run's id.
         run_id: String,
-        /// The store file.
-        #[arg(long, value_name = "FILE")]
-        store: PathBuf,
+        /// The store: a redb file, or etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
+        #[arg(long, value_name = "STORE")]
+        store: quorate::durable::StoreAt,
         /// Print one JSON object.
         #[arg(long, conflicts_with = "html")]
         json: bool,
@@ -194,11 +196,13 @@ enum BenchCommand {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
-        /// Also run the DAG kept in a redb file at FILE after each measured run (as `quorate
-        /// run --store` keeps a run) and report its tasks/s, its ratio to the in-memory path
-        /// and the bytes on disk per task. FILE must not exist; it is made anew for each run.
-        #[arg(long, value_name = "FILE")]
-        store: Option<PathBuf>,
+        /// Also run the DAG kept at STORE after each measured run (as `quorate run --store`
+        /// keeps a run) and report its tasks/s, its ratio to the in-memory path, its writes
+        /// and commits per task: in a redb file (it must not exist; it is made anew for each
+        /// run; bytes on disk per task), or on etcd://HOST:PORT/PREFIX (with the cluster's raw
+        /// CAS rate measured in the same run).
+        #[arg(long, value_name = "STORE")]
+        store: Option<quorate::durable::StoreAt>,
     },
 }
 
@@ -290,14 +294,14 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 warmup: !no_warmup,
             };
             let checked = args.check().and_then(|()| match &store {
-                Some(path) => quorate::bench_dag::check_store(path),
+                Some(at) => quorate::bench_dag::check_store(at),
                 None => Ok(()),
             });
             if let Err(e) = checked {
                 eprintln!("quorate: {e}");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
-            match quorate::bench_dag::run_stored(args, store.as_deref()) {
+            match quorate::bench_dag::run_stored(args, store.as_ref()) {
                 Ok(b) if json => {
                     quorate::outln!("{}", serde_json::to_string(&b).expect("serializes"));
                     ExitCode::SUCCESS

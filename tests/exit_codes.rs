@@ -170,3 +170,39 @@ fn a_cancel_that_finds_every_task_ended_is_no_cancellation() {
         assert_eq!(got, (code, reason.to_string()), "--cancel-after-steps {k}");
     }
 }
+
+/// A binary built without the cargo feature `etcd` refuses an etcd store as bad input, naming
+/// the feature, for every command that takes `--store`, and creates nothing.
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn an_etcd_store_without_the_feature_is_exit_2_naming_it() {
+    let url = "etcd://127.0.0.1:2379/quorate";
+    let p = plan("all_inputs.toml");
+    let plan_arg = p.to_str().expect("utf-8");
+    for args in [
+        vec!["run", plan_arg, "--store", url],
+        vec!["runs", "--store", url],
+        vec![
+            "resume",
+            "01a234e9-77ce-7659-886a-84382c1bbf1c",
+            "--store",
+            url,
+        ],
+        vec![
+            "show",
+            "01a234e9-77ce-7659-886a-84382c1bbf1c",
+            "--store",
+            url,
+        ],
+        vec!["bench", "dag", "--store", url],
+    ] {
+        let out = quorate(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("built without etcd support") && stderr.contains("--features etcd"),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: nothing run");
+    }
+}

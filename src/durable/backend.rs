@@ -1,0 +1,557 @@
+//! Where kept runs live: [`StoreAt`] (the `--store` argument), [`RunStore`] (its handles, on a
+//! redb file or on an etcd cluster) and [`Journal`] (the hooks the runtime writes a run through).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use quorate_coordinator::{Event, EventKind, RunJournal};
+use quorate_protocols::RunId;
+use quorate_state::{
+    Commit, EtcdUrl, EtcdUrlError, RedbDb, RedbLog, RedbStore, RunLog, Seq, Store, StoreError,
+};
+use quorate_workers::scripted::CommittedEffect;
+use quorate_workers::{ActionIntent, ActionJournal};
+
+use super::{DurableError, RunRecord, CRASH_AFTER_WRITES};
+
+/// Where `--store` keeps runs: a redb file (any value without `://`), or an etcd cluster
+/// (`etcd://HOST:PORT[,HOST:PORT...][/PREFIX]`, needs the cargo feature `etcd`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreAt {
+    /// A redb file (created if absent).
+    File(PathBuf),
+    /// An etcd cluster, runs kept under the URL's key prefix.
+    Etcd(EtcdUrl),
+}
+
+/// A `--store` value that names no usable store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreAtError {
+    /// The value is a URL but not a valid etcd URL.
+    #[error("{source}")]
+    Url {
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        source: EtcdUrlError,
+    },
+    /// An etcd URL given to a binary built without the cargo feature `etcd`.
+    #[error(
+        "{value}: this quorate was built without etcd support; \
+         build it with the cargo feature `etcd` (cargo build --features etcd)"
+    )]
+    NoEtcd {
+        /// The value as given.
+        value: String,
+    },
+}
+
+impl std::str::FromStr for StoreAt {
+    type Err = StoreAtError;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        if !value.contains("://") {
+            return Ok(Self::File(PathBuf::from(value)));
+        }
+        let url = value
+            .parse::<EtcdUrl>()
+            .map_err(|source| StoreAtError::Url {
+                value: value.to_owned(),
+                source,
+            })?;
+        if cfg!(feature = "etcd") {
+            Ok(Self::Etcd(url))
+        } else {
+            Err(StoreAtError::NoEtcd {
+                value: value.to_owned(),
+            })
+        }
+    }
+}
+
+impl std::fmt::Display for StoreAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => write!(f, "{}", path.display()),
+            Self::Etcd(url) => write!(f, "{url}"),
+        }
+    }
+}
+
+/// The handles of one backend.
+#[derive(Clone, Debug)]
+enum Backend {
+    Redb {
+        runs: RedbStore<RunRecord>,
+        results: RedbStore<serde_json::Value>,
+        /// The same table, written by the journal with deferred commits made durable by the
+        /// flush of the events that follow them (group commit).
+        results_deferred: RedbStore<serde_json::Value>,
+        intents: RedbStore<ActionIntent>,
+        events: RedbLog<Event>,
+        effects: RedbLog<CommittedEffect>,
+    },
+    #[cfg(feature = "etcd")]
+    Etcd {
+        runs: quorate_state::EtcdStore<RunRecord>,
+        results: quorate_state::EtcdStore<serde_json::Value>,
+        intents: quorate_state::EtcdStore<ActionIntent>,
+        events: quorate_state::EtcdLog<Event>,
+        effects: quorate_state::EtcdLog<CommittedEffect>,
+    },
+}
+
+/// The kept runs' handles, on a redb file or an etcd cluster. Cloning is cheap.
+#[derive(Clone, Debug)]
+pub struct RunStore {
+    at: StoreAt,
+    backend: Backend,
+}
+
+/// Runs `fut` to completion on a thread of its own (the runtime's threads are inside actix's
+/// tokio runtime, where another runtime cannot block).
+fn block<T: Send>(fut: impl std::future::Future<Output = T> + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("a current-thread runtime starts")
+                .block_on(fut)
+        })
+        .join()
+        .expect("the journal thread does not panic")
+    })
+}
+
+/// Every value of `store` under `prefix`, by key (the generic path: etcd).
+#[cfg(feature = "etcd")]
+fn scan<V: Send, S: Store<V>>(store: &S, prefix: &str) -> Result<Vec<(String, V)>, StoreError> {
+    Ok(block(store.scan(prefix))?
+        .into_iter()
+        .map(|(k, v)| (k, v.value))
+        .collect())
+}
+
+/// Every entry of `run` in `log`, in order (the generic path: etcd).
+#[cfg(feature = "etcd")]
+fn read_all<E: Send, L: RunLog<E>>(log: &L, run: RunId) -> Result<Vec<E>, StoreError> {
+    Ok(block(log.read(run, Seq(0), usize::MAX))?
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect())
+}
+
+impl RunStore {
+    /// Opens (or creates) the redb file at `path`.
+    ///
+    /// # Errors
+    /// [`StoreError::File`]: it cannot be opened (missing directory, locked by another process).
+    pub fn open(path: &Path) -> Result<Self, DurableError> {
+        let db = RedbDb::open(path)?;
+        Ok(Self {
+            at: StoreAt::File(path.to_path_buf()),
+            backend: Backend::Redb {
+                runs: db.store("runs"),
+                results: db.store("results"),
+                results_deferred: db.store("results").with_commit(Commit::Deferred),
+                intents: db.store("intents"),
+                events: db.log("events").with_commit(Commit::Deferred),
+                effects: db.log("effects"),
+            },
+        })
+    }
+
+    /// Opens the store `at`: [`RunStore::open`] for a file; for an etcd cluster, connects and
+    /// reads once, so that a cluster that does not answer fails here.
+    ///
+    /// # Errors
+    /// As [`RunStore::open`]; for etcd, [`StoreError::Unavailable`]: the cluster did not answer
+    /// within the request timeout.
+    pub fn open_at(at: &StoreAt) -> Result<Self, DurableError> {
+        match at {
+            StoreAt::File(path) => Self::open(path),
+            #[cfg(feature = "etcd")]
+            StoreAt::Etcd(url) => Self::connect(url),
+            #[cfg(not(feature = "etcd"))]
+            StoreAt::Etcd(url) => Err(StoreError::Unavailable {
+                reason: format!("{url}: this quorate was built without the cargo feature `etcd`"),
+            }
+            .into()),
+        }
+    }
+
+    /// Connects to the etcd cluster at `url` (runs under its key prefix: `runs`, `results`,
+    /// `intents` stores, `events` and `effects` logs) and reads once.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]: the cluster did not answer.
+    #[cfg(feature = "etcd")]
+    pub fn connect(url: &EtcdUrl) -> Result<Self, DurableError> {
+        let etcd = quorate_state::Etcd::connect_blocking(url)?;
+        let runs: quorate_state::EtcdStore<RunRecord> = etcd.store("runs");
+        // A lazy connection: this read is what finds an unreachable cluster.
+        block(runs.get("-"))?;
+        Ok(Self {
+            at: StoreAt::Etcd(url.clone()),
+            backend: Backend::Etcd {
+                runs,
+                results: etcd.store("results"),
+                intents: etcd.store("intents"),
+                events: etcd.log("events"),
+                effects: etcd.log("effects"),
+            },
+        })
+    }
+
+    /// Where the runs are kept (as `--store` names it).
+    #[must_use]
+    pub fn at(&self) -> &StoreAt {
+        &self.at
+    }
+
+    /// Every run, oldest first.
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn runs(&self) -> Result<Vec<RunRecord>, DurableError> {
+        let mut runs: Vec<RunRecord> = match &self.backend {
+            Backend::Redb { runs, .. } => runs
+                .scan_now("")?
+                .into_iter()
+                .map(|(_, v)| v.value)
+                .collect(),
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { runs, .. } => scan(runs, "")?.into_iter().map(|(_, v)| v).collect(),
+        };
+        runs.sort_by_key(|r| (r.started_unix_ms, r.run_id.to_string()));
+        Ok(runs)
+    }
+
+    /// The run `id`.
+    ///
+    /// # Errors
+    /// [`DurableError::UnknownRun`], or the read failed.
+    pub fn run(&self, id: &str) -> Result<RunRecord, DurableError> {
+        let found = match &self.backend {
+            Backend::Redb { runs, .. } => runs.get_now(id.trim())?,
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { runs, .. } => block(runs.get(id.trim()))?,
+        };
+        found
+            .map(|v| v.value)
+            .ok_or_else(|| DurableError::UnknownRun {
+                run: id.to_string(),
+                store: self.at.to_string(),
+            })
+    }
+
+    /// Writes `record` durably.
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn put_run(&self, record: &RunRecord) -> Result<(), DurableError> {
+        async fn put<S: Store<RunRecord>>(runs: &S, record: &RunRecord) -> Result<(), StoreError> {
+            let key = record.run_id.to_string();
+            let current = runs.get(&key).await?.map(|v| v.version);
+            // One process runs a run at a time (a redb file is locked to it): nothing else
+            // writes the record.
+            let _ = runs.cas(&key, current, record.clone()).await?;
+            Ok(())
+        }
+        match &self.backend {
+            Backend::Redb { runs, .. } => block(put(runs, record))?,
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { runs, .. } => block(put(runs, record))?,
+        }
+        Ok(())
+    }
+
+    /// The run's log, in order.
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn events(&self, run: RunId) -> Result<Vec<Event>, DurableError> {
+        Ok(match &self.backend {
+            Backend::Redb { events, .. } => events
+                .read_now(run, Seq(0), usize::MAX)?
+                .into_iter()
+                .map(|(_, e)| e)
+                .collect(),
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { events, .. } => read_all(events, run)?,
+        })
+    }
+
+    /// The run's results (and `[data]`) by key.
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn results(&self, run: RunId) -> Result<Vec<(String, serde_json::Value)>, DurableError> {
+        let prefix = format!("{run}/");
+        let found: Vec<(String, serde_json::Value)> = match &self.backend {
+            Backend::Redb { results, .. } => results
+                .scan_now(&prefix)?
+                .into_iter()
+                .map(|(k, v)| (k, v.value))
+                .collect(),
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { results, .. } => scan(results, &prefix)?,
+        };
+        Ok(found
+            .into_iter()
+            .map(|(k, v)| (k[prefix.len()..].to_string(), v))
+            .collect())
+    }
+
+    /// The actions the run's workers sent to tools.
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn intents(&self, run: RunId) -> Result<Vec<ActionIntent>, DurableError> {
+        let prefix = format!("{run}/");
+        Ok(match &self.backend {
+            Backend::Redb { intents, .. } => intents
+                .scan_now(&prefix)?
+                .into_iter()
+                .map(|(_, v)| v.value)
+                .collect(),
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { intents, .. } => scan(intents, &prefix)?
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect(),
+        })
+    }
+
+    /// The effects the run's scripted world committed, in order.
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn effects(&self, run: RunId) -> Result<Vec<CommittedEffect>, DurableError> {
+        Ok(match &self.backend {
+            Backend::Redb { effects, .. } => effects
+                .read_now(run, Seq(0), usize::MAX)?
+                .into_iter()
+                .map(|(_, e)| e)
+                .collect(),
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { effects, .. } => read_all(effects, run)?,
+        })
+    }
+
+    /// Task states of `run` from its log (the last transition of each task).
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn task_states(&self, run: RunId) -> Result<BTreeMap<String, String>, DurableError> {
+        let mut states = BTreeMap::new();
+        for e in self.events(run)? {
+            if let (Some(task), EventKind::Transition { to, .. }) = (&e.task, &e.kind) {
+                states.insert(task.to_string(), to.to_string());
+            }
+        }
+        Ok(states)
+    }
+
+    /// The journal the runtime writes `run` through.
+    #[must_use]
+    pub fn journal(&self, run: RunId) -> Journal {
+        let crash_after = std::env::var(CRASH_AFTER_WRITES)
+            .ok()
+            .and_then(|n| n.parse().ok());
+        Journal {
+            store: self.clone(),
+            run,
+            lock: Mutex::new(()),
+            results: Mutex::new(Vec::new()),
+            writes: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            crash_after,
+        }
+    }
+}
+
+/// [`RunJournal`] and [`ActionJournal`] of one run on a [`RunStore`]. Events, intents and
+/// effects are durable when their call returns; an accepted result is written with the next
+/// events (the supervisor writes the events of an input before it acts on any of them: group
+/// commit, one fsync per input rather than one per result). In a redb file the results and the
+/// events are one commit; on etcd the results are one transaction made before the events' (a
+/// crash between them leaves a result without the events of its completion: the resumed run
+/// sends the task again, and its new result loses to the kept one, first writer wins). A write
+/// that fails ends the process with exit code 8 (the runtime cannot go on without it).
+#[derive(Debug)]
+pub struct Journal {
+    store: RunStore,
+    run: RunId,
+    /// One journal write at a time (their order is the order the runtime acted in).
+    lock: Mutex<()>,
+    /// Accepted results waiting for the next events (key in the store, value).
+    results: Mutex<Vec<(String, serde_json::Value)>>,
+    writes: AtomicU64,
+    commits: AtomicU64,
+    crash_after: Option<u64>,
+}
+
+impl Journal {
+    /// Records written so far (events, results, intents, effects).
+    #[must_use]
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Durable commits made so far: redb commits (one fsync each), or etcd transactions.
+    #[must_use]
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::SeqCst)
+    }
+
+    fn write<F>(&self, count: u64, commits: u64, fut: F)
+    where
+        F: std::future::Future<Output = Result<(), StoreError>> + Send,
+    {
+        let _one = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Err(e) = block(fut) {
+            eprintln!("quorate: the run's store failed: {e}");
+            std::process::exit(i32::from(quorate_coordinator::StopReason::EXIT_RUNTIME));
+        }
+        self.commits.fetch_add(commits, Ordering::SeqCst);
+        let done = self.writes.fetch_add(count, Ordering::SeqCst) + count;
+        if self.crash_after.is_some_and(|n| done >= n) {
+            // Test-only crash point (CRASH_AFTER_WRITES).
+            std::process::abort();
+        }
+    }
+}
+
+/// Transactions of an etcd batch of `n` writes (at most 100 per transaction).
+#[cfg(feature = "etcd")]
+fn batches(n: usize) -> u64 {
+    n.div_ceil(100) as u64
+}
+
+impl RunJournal for Journal {
+    fn events(&self, events: &[Event]) {
+        let results = std::mem::take(
+            &mut *self
+                .results
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let count = (results.len() + events.len()) as u64;
+        let run = self.run;
+        match &self.store.backend {
+            Backend::Redb {
+                events: log,
+                results_deferred: store,
+                ..
+            } => self.write(count, 1, async move {
+                // The results (first writer wins, as in the run's own store) and the events,
+                // queued together as deferred writes, then one durable commit for all of them:
+                // the writer thread commits them in one transaction and one fsync.
+                if !results.is_empty() {
+                    store
+                        .cas_all(results.into_iter().map(|(k, v)| (k, None, v)))
+                        .await?;
+                }
+                log.append_all(run, events).await?;
+                log.flush().await
+            }),
+            #[cfg(feature = "etcd")]
+            Backend::Etcd {
+                events: log,
+                results: store,
+                ..
+            } => {
+                let commits = batches(results.len()) + batches(events.len());
+                self.write(count, commits, async move {
+                    // Results first (first writer wins), then the events: each batch is one
+                    // transaction, committed by the cluster when it answers.
+                    if !results.is_empty() {
+                        store
+                            .cas_all(results.into_iter().map(|(k, v)| (k, None, v)))
+                            .await?;
+                    }
+                    log.append_all(run, events).await.map(|_| ())
+                });
+            }
+        }
+    }
+
+    fn result(&self, key: &str, value: &serde_json::Value) {
+        // Written with the next events: the supervisor calls `events` before it acts on it.
+        self.results
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((format!("{}/{key}", self.run), value.clone()));
+    }
+}
+
+impl ActionJournal for Journal {
+    fn intent(&self, intent: &ActionIntent) {
+        let a = intent.action;
+        let key = format!("{}/{}/{}/{}", self.run, a.task, a.step, a.intent_version);
+        match &self.store.backend {
+            Backend::Redb { intents, .. } => self.write(1, 1, async move {
+                match intents.get(&key).await? {
+                    Some(_) => Ok(()),
+                    None => intents.cas(&key, None, intent.clone()).await.map(|_| ()),
+                }
+            }),
+            // One round trip: a create that finds the intent kept already changes nothing.
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { intents, .. } => self.write(1, 1, async move {
+                intents.cas(&key, None, intent.clone()).await.map(|_| ())
+            }),
+        }
+    }
+
+    fn effect(&self, effect: &CommittedEffect) {
+        let run = self.run;
+        match &self.store.backend {
+            Backend::Redb { effects, .. } => self.write(1, 1, async move {
+                effects.append(run, effect.clone()).await.map(|_| ())
+            }),
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { effects, .. } => self.write(1, 1, async move {
+                effects.append(run, effect.clone()).await.map(|_| ())
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_value_without_a_scheme_is_a_file_and_with_one_an_etcd_url() {
+        assert_eq!(
+            "runs.redb".parse::<StoreAt>().expect("a path"),
+            StoreAt::File(PathBuf::from("runs.redb"))
+        );
+        // A path with a colon is still a path.
+        assert!(matches!("c:runs".parse(), Ok(StoreAt::File(_))));
+        let etcd = "etcd://127.0.0.1:2379/q".parse::<StoreAt>();
+        if cfg!(feature = "etcd") {
+            let at = etcd.expect("an etcd URL");
+            assert!(matches!(at, StoreAt::Etcd(_)));
+            assert_eq!(at.to_string(), "etcd://127.0.0.1:2379/q");
+        } else {
+            assert!(matches!(etcd, Err(StoreAtError::NoEtcd { .. })));
+        }
+        // A bad URL is refused whatever the build, naming what is wrong.
+        for (bad, names) in [
+            ("etcd://127.0.0.1/q", "no :PORT"),
+            ("http://127.0.0.1:2379", "not an etcd URL"),
+        ] {
+            let e = bad.parse::<StoreAt>().expect_err(bad);
+            assert!(matches!(e, StoreAtError::Url { .. }), "{bad}: {e:?}");
+            assert!(e.to_string().contains(names), "{bad}: {e}");
+        }
+    }
+}
