@@ -26,18 +26,21 @@ pub enum Mutant {
     GateSkipsPreconditions = 6,
     /// A peer accepts its worker's reply for a task whose terminal record is settled.
     PeerAcceptsSettled = 7,
+    /// A worker that takes a task over does not import the task's action book from the store.
+    FailoverSkipsImport = 8,
 }
 
 impl Mutant {
     /// The mutants of the star's cores and the store, which the simulator (and for the store's
     /// CAS, the conformance suite) must catch.
-    pub const SIMULATED: [Mutant; 6] = [
+    pub const SIMULATED: [Mutant; 7] = [
         Mutant::NoTerminalGuard,
         Mutant::AcceptStale,
         Mutant::ChargeAfterCall,
         Mutant::CasIgnoresVersion,
         Mutant::IdempotencyPerAttempt,
         Mutant::GateSkipsPreconditions,
+        Mutant::FailoverSkipsImport,
     ];
 
     /// The mutants of peer mode, which the simulator does not run yet: the peer-core tests

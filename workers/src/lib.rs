@@ -56,6 +56,7 @@ mod attempt;
 mod book;
 mod core;
 mod delegate;
+mod failover;
 pub mod edge;
 mod gate;
 mod history;
@@ -79,6 +80,7 @@ pub use agent::{
 pub use book::{ActionBook, BookError, Resolved};
 pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
 pub use delegate::DelegationError;
+pub use failover::{Fenced, StoredBook};
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
 pub use journal::{ActionIntent, ActionJournal};
 pub use progress::{ProgressDetector, ProgressVerdict};
