@@ -32,7 +32,10 @@ fn a_lost_workers_task_moves_to_a_live_worker_with_the_next_attempt() {
     assert_eq!(w, 1, "the next attempt goes to the live worker");
     assert_eq!(second.attempt, first.attempt + 1);
     assert_ne!(second.state_version, first.state_version);
-    assert_eq!(second.payload.budget, first.payload.budget, "the same slice");
+    assert_eq!(
+        second.payload.budget, first.payload.budget,
+        "the same slice"
+    );
     assert_eq!(h.dispatched.len(), 3, "b is not moved");
     assert_eq!(
         h.core.snapshot().budget.granted,
@@ -81,14 +84,24 @@ fn with_every_worker_lost_tasks_wait_for_a_renewal() {
     h.core.handle_worker_lost(6, 0).unwrap();
     h.drain();
     assert_eq!(h.dispatched.len(), 3, "nowhere to go");
-    assert_eq!((h.state(0), h.state(1)), (TaskState::Ready, TaskState::Ready));
+    assert_eq!(
+        (h.state(0), h.state(1)),
+        (TaskState::Ready, TaskState::Ready)
+    );
     // A second loss report changes nothing.
     h.core.handle_worker_lost(7, 0).unwrap();
     h.core.handle_worker_renewed(10, 1).unwrap();
     h.drain();
     assert_eq!(h.dispatched.len(), 5);
-    let attempts: Vec<_> = h.dispatched[3..].iter().map(|(w, e)| (*w, e.attempt)).collect();
-    assert_eq!(attempts, vec![(1, 2), (1, 3)], "a, then b, on the renewed worker");
+    let attempts: Vec<_> = h.dispatched[3..]
+        .iter()
+        .map(|(w, e)| (*w, e.attempt))
+        .collect();
+    assert_eq!(
+        attempts,
+        vec![(1, 2), (1, 3)],
+        "a, then b, on the renewed worker"
+    );
     // Retries after a timeout avoid the lost worker too.
     let timeout = h.config.attempt_timeout_ms;
     h.tick(10 + timeout);

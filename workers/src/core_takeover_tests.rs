@@ -11,8 +11,11 @@ fn two_workers(steps: serde_json::Value) -> (Driver, Driver) {
     let world = World::new();
     let driver = || {
         let mut book = ScriptBook::new(world.clone());
-        book.insert(quorate_protocols::NodeId::new("n").unwrap(), script(steps.clone()))
-            .unwrap();
+        book.insert(
+            quorate_protocols::NodeId::new("n").unwrap(),
+            script(steps.clone()),
+        )
+        .unwrap();
         let agents = AgentRegistry::new().with_fallback(book.factory());
         Driver::with(agents, book.tools().unwrap(), world.clone())
     };
@@ -67,7 +70,11 @@ fn a_takeover_queries_the_lost_workers_call_and_repeats_no_effect() {
     b.core.handle_takeover(b.now, env, book).unwrap();
     drive_with_store(&mut b, &mut stored, false);
     let first = a.world.effects()[0].action;
-    assert_eq!(b.queries, vec![first], "the in-flight call is queried first");
+    assert_eq!(
+        b.queries,
+        vec![first],
+        "the in-flight call is queried first"
+    );
     assert_eq!(
         b.calls.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
         vec![ActionId::new(a.task, 1, 0)],
@@ -75,7 +82,10 @@ fn a_takeover_queries_the_lost_workers_call_and_repeats_no_effect() {
     );
     assert_eq!(b.world.effects().len(), 2, "one effect per action");
     let report = b.last();
-    assert!(matches!(report.outcome, Outcome::Answer { .. }), "{report:?}");
+    assert!(
+        matches!(report.outcome, Outcome::Answer { .. }),
+        "{report:?}"
+    );
     assert_eq!(report.spent.tool_calls, 2, "the slice is not granted twice");
     assert_eq!(b.replies.last().unwrap().attempt, 2);
 }
@@ -108,12 +118,17 @@ fn a_worker_back_after_a_takeover_is_fenced_off_at_its_next_call() {
     assert_eq!(b.world.effects().len(), 2);
     // A comes back and hears its answer: its next call is refused by the store, and the
     // attempt stops (its reply names attempt 1, which the supervisor refuses as late).
-    a.core.handle_tool_answer(a.now, action, call, answer).unwrap();
+    a.core
+        .handle_tool_answer(a.now, action, call, answer)
+        .unwrap();
     drive_with_store(&mut a, &mut stored, false);
     assert!(a.calls.is_empty(), "A made no second call: {:?}", a.calls);
     assert_eq!(a.world.effects().len(), 2, "no duplicate effect");
     let last = a.replies.last().expect("A's final reply");
-    assert_eq!((last.attempt, &last.payload.outcome), (1, &Outcome::Cancelled));
+    assert_eq!(
+        (last.attempt, &last.payload.outcome),
+        (1, &Outcome::Cancelled)
+    );
     assert_eq!(stored.as_ref().unwrap().owner, 2);
     // A fence that names no newer attempt is refused.
     let stale = crate::Fenced {
@@ -130,7 +145,10 @@ fn a_worker_back_after_a_takeover_is_fenced_off_at_its_next_call() {
 #[test]
 fn a_stale_takeover_imports_nothing() {
     let (mut a, _) = two_workers(two_saves());
-    a.assign(3, Driver::assignment(&["db.save"], Budget::new(10, 2, 0, 0)));
+    a.assign(
+        3,
+        Driver::assignment(&["db.save"], Budget::new(10, 2, 0, 0)),
+    );
     let mut env = a.assignment.clone().unwrap();
     env.attempt = 2;
     let mut book = StoredBook::default();

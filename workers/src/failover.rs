@@ -63,7 +63,11 @@ impl StoredBook {
     /// Writes `new` (an attempt's book, [`WorkerCore::stored_book`](crate::WorkerCore::stored_book))
     /// over `stored` if [`check`](Self::check) allows: the spending never goes down (a write
     /// carries the task's total).
-    pub fn write(stored: &mut Option<StoredBook>, task: TaskId, new: StoredBook) -> Result<(), Fenced> {
+    pub fn write(
+        stored: &mut Option<StoredBook>,
+        task: TaskId,
+        new: StoredBook,
+    ) -> Result<(), Fenced> {
         Self::check(stored.as_ref(), task, new.owner)?;
         let spent = stored
             .as_ref()

@@ -10,7 +10,7 @@ use quorate_protocols::wire::Assignment;
 use quorate_protocols::{Envelope, TaskId};
 use quorate_workers::StoredBook;
 
-use super::{Msg, Sim};
+use super::{Msg, Persistence, Sim};
 use crate::fault::Fault;
 use crate::gen::LEASE_MS;
 
@@ -90,13 +90,18 @@ impl Sim {
         }
     }
 
-    /// Hands worker `w` an assignment; a later attempt of a task whose book is in the store
-    /// claims the book (fencing older attempts off) and imports it first.
+    /// Hands worker `w` an assignment. A worker whose own attempt does not own the task's book
+    /// in the store (it never ran the task, a crash lost its memory, or another worker had the
+    /// task since) claims the book for the new attempt (fencing older attempts off) and imports
+    /// it first; one whose attempt owns it goes on with its own book, which it wrote there. Under [`Persistence::Volatile`] no book is in the
+    /// store (the model is a worker whose action records live in memory only).
     pub(super) fn assign(&mut self, w: usize, env: Box<Envelope<Assignment>>) -> bool {
         let now = self.now;
         let task = env.task;
         let mut stored = self.books.remove(&task);
-        let claimed = if stored.is_some() {
+        let mine = self.workers[w].core.attempt_of(task);
+        let takes_over = stored.as_ref().is_some_and(|s| Some(s.owner) != mine);
+        let claimed = if takes_over {
             StoredBook::claim(&mut stored, task, env.attempt).ok()
         } else {
             None
@@ -114,6 +119,9 @@ impl Sim {
     /// Writes worker `w`'s book of `task` to the store before its call; `false` (and the
     /// attempt is stopped) if a newer attempt owns the book.
     pub(super) fn write_book(&mut self, w: usize, task: TaskId) -> bool {
+        if self.opts.persistence == Persistence::Volatile {
+            return true;
+        }
         let Some(book) = self.workers[w].core.stored_book(task) else {
             return true;
         };

@@ -50,6 +50,16 @@ impl WorkerCore {
         self.start(now, envelope.into(), Some(book))
     }
 
+    /// The attempt of `task` this worker is at (running, or the last that ended here), if any.
+    /// A worker whose attempt is not the owner of the task's book in the store
+    /// ([`StoredBook::owner`]) must take the next attempt over with that book
+    /// ([`Self::handle_takeover`]): another worker had the task since. One whose attempt owns it
+    /// has the book in memory already (it wrote it).
+    #[must_use]
+    pub fn attempt_of(&self, task: TaskId) -> Option<u32> {
+        self.latest_attempt(task)
+    }
+
     /// The book of `task`'s running attempt as the store keeps it: the shell writes it with
     /// [`StoredBook::write`] before it carries out the attempt's [`Effect::CallTool`] (the call's
     /// action is `executing` in it, and its reservation is in the spending). `None` if no
