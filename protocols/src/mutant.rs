@@ -29,12 +29,14 @@ pub enum Mutant {
     /// Acceptance takes a verified conclusion at its word: its citations are not resolved
     /// against what the runtime recorded for the attempt.
     AcceptsUncitedConclusion = 8,
+    /// A worker that takes a task over does not import the task's action book from the store.
+    FailoverSkipsImport = 9,
 }
 
 impl Mutant {
     /// The mutants of the star's cores and the store, which the simulator (and for the store's
     /// CAS, the conformance suite) must catch.
-    pub const SIMULATED: [Mutant; 7] = [
+    pub const SIMULATED: [Mutant; 8] = [
         Mutant::NoTerminalGuard,
         Mutant::AcceptStale,
         Mutant::ChargeAfterCall,
@@ -42,6 +44,7 @@ impl Mutant {
         Mutant::IdempotencyPerAttempt,
         Mutant::GateSkipsPreconditions,
         Mutant::AcceptsUncitedConclusion,
+        Mutant::FailoverSkipsImport,
     ];
 
     /// The mutants of peer mode, which the simulator does not run yet: the peer-core tests

@@ -29,11 +29,17 @@ pub enum Fault {
     Approval,
     /// A record that a task's store precondition guards changed in the store mid-run.
     StoreChange,
+    /// A worker's lease expired and it never came back (failover to another worker).
+    WorkerLost,
+    /// A worker was paused past its lease, then came back (failover, then fencing).
+    WorkerPaused,
+    /// The store refused a worker's write of a task's book: a newer attempt owns it.
+    Fenced,
 }
 
 impl Fault {
     /// Every fault, in report order.
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 16] = [
         Fault::Drop,
         Fault::Duplicate,
         Fault::Delay,
@@ -47,6 +53,9 @@ impl Fault {
         Fault::Cancel,
         Fault::Approval,
         Fault::StoreChange,
+        Fault::WorkerLost,
+        Fault::WorkerPaused,
+        Fault::Fenced,
     ];
 
     /// A stable name for reports.
@@ -66,6 +75,9 @@ impl Fault {
             Fault::Cancel => "cancel",
             Fault::Approval => "approval-decision",
             Fault::StoreChange => "guarded-record-changed",
+            Fault::WorkerLost => "worker-lost",
+            Fault::WorkerPaused => "worker-paused-past-lease",
+            Fault::Fenced => "fenced-write",
         }
     }
 

@@ -40,7 +40,15 @@ pub struct FaultPlan {
     /// Time (ms) at which a record that a task's store precondition guards appears in the store
     /// (another writer takes the lock), with the node whose lock it is ([`lock_key`]).
     pub store_change: Option<(u64, usize)>,
+    /// A worker that stops at `.0` (ms): worker `.1` goes silent, its lease expires
+    /// [`LEASE_MS`] later, and it comes back at `.2` (only slow) or never (lost for good).
+    /// Drawn only with two workers or more, from an RNG of its own (the other faults of a seed
+    /// are as they were before failover existed).
+    pub worker_loss: Option<(u64, usize, Option<u64>)>,
 }
+
+/// How long a silent worker keeps its lease in the simulator.
+pub const LEASE_MS: u64 = 300;
 
 /// Everything one schedule runs: generated from its seed alone.
 #[derive(Debug)]
@@ -171,6 +179,7 @@ pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
         coordinator_crashes: [coord1, coord2],
         cancel_at,
         store_change,
+        worker_loss: None,
     };
     Scenario {
         plan,
@@ -240,4 +249,21 @@ fn script(rng: &mut ChaCha8Rng, i: usize, has_inputs: bool) -> (Script, u64) {
         steps.push(Step::LateReply {});
     }
     (Script::new(steps), calls)
+}
+
+/// The worker loss of schedule `seed` ([`FaultPlan::worker_loss`]), with `workers` workers and
+/// faults up to `horizon` ms: in about a third of the schedules with two workers or more, half
+/// of them lost for good, half only paused past their lease.
+#[must_use]
+pub fn worker_loss(seed: u64, workers: usize, horizon: u64) -> Option<(u64, usize, Option<u64>)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6661_696c_6f76_6572);
+    if workers < 2 || !rng.gen_bool(0.35) {
+        return None;
+    }
+    let at = rng.gen_range(0..horizon);
+    let worker = rng.gen_range(0..workers);
+    let back = rng
+        .gen_bool(0.5)
+        .then(|| at + LEASE_MS + rng.gen_range(50..1_500));
+    Some((at, worker, back))
 }

@@ -1,22 +1,9 @@
-//! The worker core: a pure state machine for every task attempt a worker runs.
-//!
-//! No I/O, no clock, no actix. Methods come in three groups, in the order a driver uses them:
-//!
-//! * **handlers** feed one input each: [`WorkerCore::handle_assignment`],
-//!   [`WorkerCore::handle_control`], [`WorkerCore::handle_tool_answer`],
-//!   [`WorkerCore::handle_tool_timeout`], [`WorkerCore::handle_query_answer`],
-//!   [`WorkerCore::handle_query_timeout`], [`WorkerCore::handle_preconditions`]. Time comes in
-//!   as `now` ([`Millis`](quorate_protocols::Millis), the driver's clock; deadlines in effects
-//!   are on the same clock), and the ids the core mints come from the
-//!   [`IdSource`](quorate_protocols::IdSource) it was built with.
-//! * **polls**: after every handler, drain [`WorkerCore::poll_effect`] and carry out each
-//!   [`Effect`] (call a tool with a timeout at `deadline`, query a tool, check a task's store
-//!   preconditions, send a reply).
-//! * **getters** for tests and metrics: [`WorkerCore::action`], [`WorkerCore::counts`].
-//!
-//! A handler's `Err` ([`InputError`]) says the input did not fit (late, stale, duplicate);
-//! the state is then as before, except that a late tool answer is still recorded in the
-//! task's [`ActionBook`] (the effect happened whether or not anyone waits for it).
+//! The worker core: a pure state machine for every task attempt a worker runs (no I/O, no
+//! clock, no actix). Handlers (`handle_*`, with `now`) feed one input each; drain
+//! [`WorkerCore::poll_effect`] after each and carry out every [`Effect`]. A handler's `Err`
+//! ([`InputError`]) says the input did not fit (late, stale, duplicate); the state is then as
+//! before, except that a late tool answer is still recorded in the task's [`ActionBook`].
+//! Failover (taking a task over from a lost worker, fencing) is in `core/takeover.rs`.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -28,6 +15,7 @@ use quorate_protocols::{
 use crate::agent::AgentRegistry;
 use crate::attempt::{Attempt, Deps};
 use crate::book::ActionBook;
+use crate::failover::StoredBook;
 use crate::history::History;
 use crate::tool::{ToolAnswer, ToolRegistry};
 use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
@@ -36,6 +24,7 @@ use quorate_state::ActionRecord;
 mod effect;
 mod input_error;
 mod routing;
+mod takeover;
 
 pub use effect::Effect;
 pub use input_error::InputError;
@@ -226,7 +215,17 @@ impl WorkerCore {
         now: Millis,
         envelope: impl Into<Box<Envelope<Assignment>>>,
     ) -> Result<(), InputError> {
-        let envelope: Box<Envelope<Assignment>> = envelope.into();
+        self.start(now, envelope.into(), None)
+    }
+
+    /// [`Self::handle_assignment`], of a task taken over with the book `takeover` (see
+    /// [`Self::handle_takeover`]).
+    fn start(
+        &mut self,
+        now: Millis,
+        envelope: Box<Envelope<Assignment>>,
+        takeover: Option<StoredBook>,
+    ) -> Result<(), InputError> {
         let task = envelope.task;
         self.history.adopt_run_of(task);
         if let Some(current) = self.latest_attempt(task) {
@@ -245,7 +244,7 @@ impl WorkerCore {
             }
         }
         self.keep_spending_of_replaced(task);
-        let already = self.history.spent(task);
+        let (already, takeover) = takeover::carry(self.history.spent(task), takeover);
         let agent = match self.agents.create(&envelope.payload) {
             Ok(agent) => agent,
             Err(e) => {
@@ -268,6 +267,7 @@ impl WorkerCore {
         }
         // The task's record of actions; a task that never proposes one keeps none.
         let mut book = self.books.remove(&task).unwrap_or_default();
+        book.import(takeover);
         book.forget_ended_without_effect();
         let mut spawn = Vec::new();
         let mut deps = Deps {

@@ -362,6 +362,9 @@ mod attempts;
 #[path = "core_delegation_tests.rs"]
 mod delegation;
 
+#[path = "core_takeover_tests.rs"]
+mod takeover;
+
 #[test]
 fn the_agent_sees_its_tasks_goal_and_the_state_version_it_acts_on() {
     /// Answers with what it was told.

@@ -57,6 +57,7 @@ mod book;
 mod core;
 mod delegate;
 pub mod edge;
+mod failover;
 mod gate;
 mod history;
 mod journal;
@@ -79,6 +80,7 @@ pub use agent::{
 pub use book::{ActionBook, BookError, Resolved};
 pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
 pub use delegate::DelegationError;
+pub use failover::{Fenced, StoredBook};
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
 pub use journal::{ActionIntent, ActionJournal};
 pub use progress::{ProgressDetector, ProgressVerdict};

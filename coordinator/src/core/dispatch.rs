@@ -62,14 +62,13 @@ impl SupervisorCore {
                     }
                 }
             }
-            // A new attempt goes to the worker that had the task, so its record of the task's
-            // actions (idempotency) is at hand.
-            let worker = match self.tasks[i as usize].worker {
-                Some(w) => w as usize,
-                None => {
-                    self.next_worker += 1;
-                    (self.next_worker - 1) % self.workers.len()
-                }
+            // A new attempt goes to the worker that had the task while it is live, so its
+            // record of the task's actions (idempotency) is at hand; else to another live one,
+            // which imports the task's book from the store (see `liveness`). With every
+            // worker lost, the task waits for one to renew.
+            let Some(worker) = self.pick_worker(i) else {
+                self.ready.push_front(i);
+                return;
             };
             let tasks = &self.tasks;
             // The slice as granted: the node's, grown by any top-up.

@@ -13,6 +13,7 @@ mod approval;
 mod config;
 mod dispatch;
 mod effect;
+mod liveness;
 mod phase;
 mod refusal;
 mod replan;
@@ -55,6 +56,8 @@ pub struct SupervisorCore {
     config: SupervisorConfig,
     me: Sender,
     workers: Vec<Sender>,
+    /// Workers whose lease expired (by index): no task goes to them until they renew.
+    lost: Vec<bool>,
     next_worker: usize,
     tasks: Vec<TaskSlot>,
     /// `result/<run>/`: result keys are this plus the node id.
@@ -125,6 +128,7 @@ impl SupervisorCore {
             plan_version: 1,
             config,
             me,
+            lost: vec![false; workers.len()],
             workers,
             next_worker: 0,
             result_prefix: crate::run::result_key(run, ""),

@@ -39,6 +39,14 @@ pub enum InputRefused {
         /// Nodes of the current plan.
         nodes: usize,
     },
+    /// A worker index outside the run's workers (a liveness input).
+    #[error("worker {worker} is not one of the run's {workers} workers")]
+    UnknownWorker {
+        /// The index given.
+        worker: usize,
+        /// Workers of the run.
+        workers: usize,
+    },
     /// An approval decision for a task that is not waiting for one.
     #[error("node {node} is not waiting for approval (it is {state})")]
     NotWaiting {

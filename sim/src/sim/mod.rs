@@ -23,6 +23,7 @@ use crate::check::{Checker, Delivering, Invariant, Violation};
 use crate::fault::{Fault, FaultCounts};
 use crate::gen::{scenario, FaultPlan};
 
+mod failover;
 mod supervisor;
 mod trace;
 mod worker;
@@ -108,6 +109,12 @@ enum Msg {
     Approval(u32, bool),
     /// Another writer takes node `.0`'s lock in the store (see [`crate::gen::lock_key`]).
     StoreChange(usize),
+    /// Worker `.0` goes silent until `.1` (never: lost for good).
+    WorkerSilent(usize, Option<u64>),
+    /// Worker `.0`'s lease expired.
+    LeaseExpired(usize),
+    /// Worker `.0` is back and renews its lease.
+    WorkerBack(usize),
 }
 
 struct WorkerSlot {
@@ -117,6 +124,8 @@ struct WorkerSlot {
     /// Current attempt and its tool-call slice, per task (from delivered assignments).
     current: HashMap<TaskId, (u32, u64)>,
     calls: HashMap<(TaskId, u32), u64>,
+    /// Silent (paused or lost) until then: its messages wait (`u64::MAX`: lost for good).
+    silent_until: u64,
 }
 
 struct OpenCall {
@@ -166,6 +175,10 @@ pub struct Sim {
     /// Seeded from the schedule's seed: every core's id source is forked from it (a restarted
     /// core gets a fresh fork), so a seed fixes every id of the run.
     ids: IdSource,
+    /// The store of record's action books, by task ([`quorate_workers::StoredBook`]).
+    books: HashMap<TaskId, quorate_workers::StoredBook>,
+    /// Workers whose lease expired and was not renewed.
+    lost: Vec<bool>,
 }
 
 impl Sim {
@@ -173,7 +186,10 @@ impl Sim {
     #[must_use]
     pub fn new(seed: u64, opts: Options) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let sc = scenario(&mut rng, opts.liveness.map(|(heal, _)| heal));
+        let mut sc = scenario(&mut rng, opts.liveness.map(|(heal, _)| heal));
+        let horizon = opts.liveness.map_or(4_000, |(heal, _)| heal);
+        sc.faults.worker_loss = crate::gen::worker_loss(seed, sc.config.workers, horizon);
+        let workers_n = sc.config.workers;
         let mut ids = IdSource::seeded(seed);
         let run = ids.run_id();
         let me = Sender {
@@ -194,6 +210,7 @@ impl Sim {
                 down_until: 0,
                 current: HashMap::new(),
                 calls: HashMap::new(),
+                silent_until: 0,
             })
             .collect();
         let core = SupervisorCore::new(
@@ -236,7 +253,10 @@ impl Sim {
             late_answered: std::collections::HashSet::new(),
             guards: HashMap::new(),
             ids,
+            books: HashMap::new(),
+            lost: vec![false; workers_n],
         };
+        sim.schedule_worker_loss();
         let f = sim.faults;
         for (at, w) in f.worker_crashes.into_iter().flatten() {
             sim.schedule(at, Msg::WorkerCrash(w));
@@ -356,6 +376,9 @@ impl Sim {
 
     fn deliver(&mut self, msg: Msg) {
         let now = self.now;
+        let Some(msg) = self.held(msg) else {
+            return;
+        };
         match msg {
             Msg::Report(env) => {
                 if let Some(granted) = self.granted_of(env.task) {
@@ -386,7 +409,7 @@ impl Sim {
                 if !env.payload.preconditions.is_empty() {
                     self.guards.insert(task, env.payload.preconditions.clone());
                 }
-                if self.workers[w].core.handle_assignment(now, *env).is_ok() {
+                if self.assign(w, env) {
                     self.workers[w].current.insert(task, (attempt, slice));
                 }
                 self.drain_worker(w);
@@ -443,6 +466,9 @@ impl Sim {
                 }
             }
             Msg::WorkerCrash(w) => self.crash_worker(w),
+            failover @ (Msg::WorkerSilent(..) | Msg::LeaseExpired(_) | Msg::WorkerBack(_)) => {
+                self.on_failover(failover);
+            }
             Msg::CoordinatorCrash => {
                 if !self.stopped {
                     self.crash_armed = true;

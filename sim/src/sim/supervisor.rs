@@ -121,6 +121,7 @@ impl Sim {
             Ok(core) => {
                 self.core = core;
                 self.core.start_resumed(self.now);
+                self.report_lost_workers();
                 self.drain_supervisor();
             }
             Err(ResumeError::AlreadyStopped { .. }) => self.stopped = true,

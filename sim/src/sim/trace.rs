@@ -126,6 +126,12 @@ fn hash_msg(h: &mut Sha256, msg: &Msg) {
             (11, *n as usize)
         }
         Msg::StoreChange(n) => (12, *n),
+        Msg::WorkerSilent(w, back) => {
+            h.update(back.unwrap_or(u64::MAX).to_le_bytes());
+            (13, *w)
+        }
+        Msg::LeaseExpired(w) => (14, *w),
+        Msg::WorkerBack(w) => (15, *w),
     };
     h.update([tag]);
     h.update((worker as u64).to_le_bytes());
@@ -179,6 +185,10 @@ impl std::fmt::Display for Delivery<'_> {
             Msg::StoreChange(n) => {
                 write!(f, "another writer takes {}", crate::gen::lock_key(*n))
             }
+            Msg::WorkerSilent(w, Some(back)) => write!(f, "worker {w} paused until {back}"),
+            Msg::WorkerSilent(w, None) => write!(f, "worker {w} lost for good"),
+            Msg::LeaseExpired(w) => write!(f, "worker {w}'s lease expires"),
+            Msg::WorkerBack(w) => write!(f, "worker {w} is back and renews its lease"),
         }
     }
 }

@@ -109,6 +109,10 @@ impl Sim {
         else {
             return;
         };
+        // The task's book goes to the store before the call, fenced by the attempt.
+        if !self.write_book(w, task) {
+            return;
+        }
         let tool = tool.as_str();
         let writes = self.workers[w]
             .core
