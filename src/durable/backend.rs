@@ -390,8 +390,10 @@ impl RunStore {
 /// commit, one fsync per input rather than one per result). In a redb file the results and the
 /// events are one commit; on etcd the results are one transaction made before the events' (a
 /// crash between them leaves a result without the events of its completion: the resumed run
-/// sends the task again, and its new result loses to the kept one, first writer wins). A write
-/// that fails ends the process with exit code 8 (the runtime cannot go on without it).
+/// sends the task again, and its new result loses to the kept one, first writer wins). On etcd
+/// a write the cluster left unanswered (a lost member) is made again, safely (module `retry`);
+/// a write that fails for good ends the process with exit code 8 (the runtime cannot go on
+/// without it).
 #[derive(Debug)]
 pub struct Journal {
     store: RunStore,
