@@ -110,3 +110,62 @@ fn same<E: Serialize>(a: &E, b: &E) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+#[path = "../../../shared-state/tests/support/etcd_cluster.rs"]
+mod etcd_cluster;
+
+#[cfg(test)]
+mod tests {
+    use quorate_protocols::IdSource;
+    use quorate_state::Etcd;
+
+    use super::etcd_cluster::EtcdCluster;
+    use super::*;
+
+    fn texts(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// A write whose answer was lost but which committed (made here by appending the same
+    /// entries behind the journal's back), then retried: nothing is added twice; a retry of a
+    /// write that committed only in part appends the rest; entries that are not the journal's
+    /// own fail the write.
+    #[test]
+    fn a_retried_append_after_a_commit_adds_nothing_twice() {
+        let Some(cluster) = EtcdCluster::start_in_memory(1) else {
+            return;
+        };
+        let etcd = Etcd::connect_blocking(&cluster.url("tail")).expect("connects");
+        let log = etcd.log::<String>("events");
+        let run = IdSource::new(7, 0).run_id();
+        let tail = Tail::new();
+        let all = |log: &EtcdLog<String>| -> Vec<String> {
+            super::super::block(log.read(run, Seq(0), usize::MAX))
+                .expect("reads")
+                .into_iter()
+                .map(|(_, e)| e)
+                .collect()
+        };
+        let append =
+            |v: &[&str], retry: bool| super::super::block(tail.append(&log, run, &texts(v), retry));
+        append(&["a", "b"], false).expect("appends");
+        // Committed, answer lost: the retry finds both entries its own.
+        super::super::block(log.append_all(run, &texts(&["c", "d"]))).expect("appends");
+        append(&["c", "d"], true).expect("retried");
+        assert_eq!(all(&log), texts(&["a", "b", "c", "d"]));
+        append(&["e"], false).expect("appends");
+        // Half of it there (an earlier transaction of a long batch): the rest is appended.
+        super::super::block(log.append_all(run, &texts(&["f"]))).expect("appends");
+        append(&["f", "g"], true).expect("retried");
+        assert_eq!(all(&log), texts(&["a", "b", "c", "d", "e", "f", "g"]));
+        // Not committed at all: appended by the retry.
+        append(&["h"], true).expect("retried");
+        assert_eq!(all(&log).len(), 8);
+        // Someone else's entry where the journal's next one goes: the write fails.
+        super::super::block(log.append_all(run, &texts(&["x"]))).expect("appends");
+        let err = append(&["y"], true).expect_err("not this journal's entry");
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+        assert_eq!(all(&log).len(), 9);
+    }
+}
