@@ -16,6 +16,9 @@ use quorate_workers::{ActionIntent, ActionJournal};
 
 use super::{DurableError, RunRecord, CRASH_AFTER_WRITES};
 
+#[cfg(feature = "etcd")]
+mod retry;
+
 /// Where `--store` keeps runs: a redb file (any value without `://`), or an etcd cluster
 /// (`etcd://HOST:PORT[,HOST:PORT...][/PREFIX]`, needs the cargo feature `etcd`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -262,8 +265,11 @@ impl RunStore {
         }
         match &self.backend {
             Backend::Redb { runs, .. } => block(put(runs, record))?,
+            // Read again and written over its current version: a retry cannot undo a newer one.
             #[cfg(feature = "etcd")]
-            Backend::Etcd { runs, .. } => block(put(runs, record))?,
+            Backend::Etcd { runs, .. } => {
+                block(retry::retrying(&AtomicU64::new(0), |_| put(runs, record)))?;
+            }
         }
         Ok(())
     }
@@ -368,6 +374,11 @@ impl RunStore {
             results: Mutex::new(Vec::new()),
             writes: AtomicU64::new(0),
             commits: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+            #[cfg(feature = "etcd")]
+            event_tail: retry::Tail::new(),
+            #[cfg(feature = "etcd")]
+            effect_tail: retry::Tail::new(),
             crash_after,
         }
     }
@@ -379,8 +390,10 @@ impl RunStore {
 /// commit, one fsync per input rather than one per result). In a redb file the results and the
 /// events are one commit; on etcd the results are one transaction made before the events' (a
 /// crash between them leaves a result without the events of its completion: the resumed run
-/// sends the task again, and its new result loses to the kept one, first writer wins). A write
-/// that fails ends the process with exit code 8 (the runtime cannot go on without it).
+/// sends the task again, and its new result loses to the kept one, first writer wins). On etcd
+/// a write the cluster left unanswered (a lost member) is made again, safely (module `retry`);
+/// a write that fails for good ends the process with exit code 8 (the runtime cannot go on
+/// without it).
 #[derive(Debug)]
 pub struct Journal {
     store: RunStore,
@@ -391,6 +404,14 @@ pub struct Journal {
     results: Mutex<Vec<(String, serde_json::Value)>>,
     writes: AtomicU64,
     commits: AtomicU64,
+    /// Writes made again after the store did not answer (etcd: a lost leader).
+    retried: AtomicU64,
+    /// Where this run's next event goes (etcd).
+    #[cfg(feature = "etcd")]
+    event_tail: retry::Tail,
+    /// Where this run's next effect goes (etcd).
+    #[cfg(feature = "etcd")]
+    effect_tail: retry::Tail,
     crash_after: Option<u64>,
 }
 
@@ -399,6 +420,13 @@ impl Journal {
     #[must_use]
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Writes made again after the store did not answer in time (on etcd: a member, usually the
+    /// leader, was lost with the write in flight; the retry cannot apply it twice).
+    #[must_use]
+    pub fn retried(&self) -> u64 {
+        self.retried.load(Ordering::SeqCst)
     }
 
     /// Durable commits made so far: redb commits (one fsync each), or etcd transactions.
@@ -468,16 +496,25 @@ impl RunJournal for Journal {
                 ..
             } => {
                 let commits = batches(results.len()) + batches(events.len());
-                self.write(count, commits, async move {
-                    // Results first (first writer wins), then the events: each batch is one
-                    // transaction, committed by the cluster when it answers.
-                    if !results.is_empty() {
-                        store
-                            .cas_all(results.into_iter().map(|(k, v)| (k, None, v)))
-                            .await?;
-                    }
-                    log.append_all(run, events).await.map(|_| ())
-                });
+                let tail = &self.event_tail;
+                self.write(
+                    count,
+                    commits,
+                    retry::retrying(&self.retried, move |n| {
+                        let results = results.clone();
+                        async move {
+                            // Results first (creates: first writer wins, so a retry writes
+                            // none twice), then the events: each batch is one transaction,
+                            // committed by the cluster when it answers.
+                            if !results.is_empty() {
+                                store
+                                    .cas_all(results.into_iter().map(|(k, v)| (k, None, v)))
+                                    .await?;
+                            }
+                            tail.append(log, run, events, n > 0).await
+                        }
+                    }),
+                );
             }
         }
     }
@@ -502,11 +539,19 @@ impl ActionJournal for Journal {
                     None => intents.cas(&key, None, intent.clone()).await.map(|_| ()),
                 }
             }),
-            // One round trip: a create that finds the intent kept already changes nothing.
+            // One round trip: a create that finds the intent kept already changes nothing (a
+            // retry after a commit finds its own intent: done).
             #[cfg(feature = "etcd")]
-            Backend::Etcd { intents, .. } => self.write(1, 1, async move {
-                intents.cas(&key, None, intent.clone()).await.map(|_| ())
-            }),
+            Backend::Etcd { intents, .. } => {
+                let key = &key;
+                self.write(
+                    1,
+                    1,
+                    retry::retrying(&self.retried, move |_| async move {
+                        intents.cas(key, None, intent.clone()).await.map(|_| ())
+                    }),
+                );
+            }
         }
     }
 
@@ -517,41 +562,20 @@ impl ActionJournal for Journal {
                 effects.append(run, effect.clone()).await.map(|_| ())
             }),
             #[cfg(feature = "etcd")]
-            Backend::Etcd { effects, .. } => self.write(1, 1, async move {
-                effects.append(run, effect.clone()).await.map(|_| ())
-            }),
+            Backend::Etcd { effects, .. } => {
+                let tail = &self.effect_tail;
+                self.write(
+                    1,
+                    1,
+                    retry::retrying(&self.retried, move |n| async move {
+                        tail.append(effects, run, std::slice::from_ref(effect), n > 0)
+                            .await
+                    }),
+                );
+            }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_store_value_without_a_scheme_is_a_file_and_with_one_an_etcd_url() {
-        assert_eq!(
-            "runs.redb".parse::<StoreAt>().expect("a path"),
-            StoreAt::File(PathBuf::from("runs.redb"))
-        );
-        // A path with a colon is still a path.
-        assert!(matches!("c:runs".parse(), Ok(StoreAt::File(_))));
-        let etcd = "etcd://127.0.0.1:2379/q".parse::<StoreAt>();
-        if cfg!(feature = "etcd") {
-            let at = etcd.expect("an etcd URL");
-            assert!(matches!(at, StoreAt::Etcd(_)));
-            assert_eq!(at.to_string(), "etcd://127.0.0.1:2379/q");
-        } else {
-            assert!(matches!(etcd, Err(StoreAtError::NoEtcd { .. })));
-        }
-        // A bad URL is refused whatever the build, naming what is wrong.
-        for (bad, names) in [
-            ("etcd://127.0.0.1/q", "no :PORT"),
-            ("http://127.0.0.1:2379", "not an etcd URL"),
-        ] {
-            let e = bad.parse::<StoreAt>().expect_err(bad);
-            assert!(matches!(e, StoreAtError::Url { .. }), "{bad}: {e:?}");
-            assert!(e.to_string().contains(names), "{bad}: {e}");
-        }
-    }
-}
+mod tests;

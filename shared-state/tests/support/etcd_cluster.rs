@@ -194,6 +194,34 @@ impl EtcdCluster {
         }
     }
 
+    /// The index of the member that is the leader now, as the running members see it (etcd's
+    /// maintenance status through its JSON gateway: a member's `header.member_id` equal to the
+    /// `leader` it reports); `None` while no running member knows a leader that answers.
+    pub(crate) fn leader(&self) -> Option<usize> {
+        let statuses: Vec<(usize, String, String)> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.child.is_some())
+            .filter_map(|(i, m)| {
+                let s = status(m.client)?;
+                let id = s["header"]["member_id"].as_str()?.to_owned();
+                let leader = s["leader"].as_str()?.to_owned();
+                Some((i, id, leader))
+            })
+            .collect();
+        let (_, _, leader) = statuses.first()?;
+        statuses
+            .iter()
+            .find(|(_, id, _)| id == leader)
+            .map(|(i, _, _)| *i)
+    }
+
+    /// Whether member `i` is running (not killed).
+    pub(crate) fn running(&self, i: usize) -> bool {
+        self.members[i].child.is_some()
+    }
+
     /// Starts member `i` again on its data directory (without waiting for its health).
     pub(crate) fn restart(&mut self, i: usize) {
         assert!(self.members[i].child.is_none(), "member {i} is running");
@@ -207,6 +235,23 @@ impl Drop for EtcdCluster {
             self.kill(i);
         }
     }
+}
+
+/// `POST /v3/maintenance/status` on a client port (etcd's JSON gateway): the member's id and its
+/// leader's (decimal strings), or `None` if it does not answer.
+fn status(port: u16) -> Option<serde_json::Value> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    stream
+        .write_all(
+            b"POST /v3/maintenance/status HTTP/1.0\r\nHost: 127.0.0.1\r\n\
+              Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        )
+        .ok()?;
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let body = answer.split_once("\r\n\r\n")?.1;
+    serde_json::from_str(body).ok()
 }
 
 /// `GET /health` on a client port: `{"health":"true"}` once the member serves requests.
