@@ -157,7 +157,7 @@ pub struct TlsFiles {
     pub identity: Option<(PathBuf, PathBuf)>,
 }
 
-/// How a process connects to NATS (see [`crate::secure::connect_with`]).
+/// How a process connects to NATS (see `secure::connect_with`, feature `nats`).
 ///
 /// `Debug` never shows the password.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
