@@ -94,6 +94,20 @@ pub enum Refused {
     Decode(#[from] DecodeError),
 }
 
+impl Refused {
+    /// Whether the message claimed a sender the transport did not authenticate (the subject's
+    /// sender is not one of the run's agents, or the envelope names another sender than the
+    /// subject's): the receiving side counts it as `rejected_unauthorized`, never delivering it
+    /// to a core as that sender.
+    #[must_use]
+    pub fn is_unauthorized(&self) -> bool {
+        matches!(
+            self,
+            Refused::UnknownSender { .. } | Refused::Decode(DecodeError::ForgedSender { .. })
+        )
+    }
+}
+
 /// Checks a message that reached `me`'s inbox of run `run` and decodes its envelope: the subject
 /// names this run and recipient and a sender of `directory`, and the payload decodes under
 /// `limits` with exactly that sender.
@@ -216,10 +230,22 @@ mod tests {
         // The worker's bytes on the supervisor's own subject: the claimed sender is not the
         // one the subject (the server's permissions) vouch for.
         let subject = subject::envelope_subject(e.run, sup.agent, sup.agent);
-        assert!(matches!(
-            take(e.run, sup.agent, &subject, &out.payload),
-            Err(Refused::Decode(DecodeError::ForgedSender { .. }))
-        ));
+        let forged = take(e.run, sup.agent, &subject, &out.payload).expect_err("forged");
+        assert!(
+            matches!(forged, Refused::Decode(DecodeError::ForgedSender { .. })),
+            "{forged:?}"
+        );
+        assert!(forged.is_unauthorized());
+        let unknown = take(
+            e.run,
+            sup.agent,
+            &subject::envelope_subject(e.run, sup.agent, stranger),
+            &out.payload,
+        )
+        .expect_err("unknown");
+        assert!(unknown.is_unauthorized());
+        let wrong_run = take(RunId::from_u128(8), sup.agent, &out.subject, &out.payload);
+        assert!(!wrong_run.expect_err("wrong run").is_unauthorized());
         assert!(matches!(
             take(e.run, sup.agent, "quorate.x", &out.payload),
             Err(Refused::Subject(_))

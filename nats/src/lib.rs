@@ -10,11 +10,15 @@
 //! * [`codec`]: an envelope to a message and back, with the subject's sender checked;
 //! * `transport` (feature `nats`): streams, durable pull consumers with explicit ack, publishing
 //!   in bounded windows of awaited acks, the counts a run's stream carried;
+//! * [`access`]: who may do what (subject permissions per role, the server's `authorization`
+//!   block, [`access::NatsOptions`] with TLS and credentials, passwords redacted in `Debug`);
+//! * `secure` (feature `nats`): connecting with those options, plaintext refused unless allowed;
 //! * `server` (feature `nats`): a `nats-server` on loopback for tests, stopped on drop.
 //!
 //! NATS only moves envelopes; no state lives in it (no KV: its compare-and-set loses updates on
 //! nats-server 2.9).
 
+pub mod access;
 pub mod codec;
 pub mod subject;
 
@@ -22,6 +26,8 @@ pub mod subject;
 /// contexts with other timeouts).
 #[cfg(feature = "nats")]
 pub use async_nats;
+#[cfg(feature = "nats")]
+pub mod secure;
 #[cfg(feature = "nats")]
 pub mod server;
 #[cfg(feature = "nats")]

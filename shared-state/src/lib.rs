@@ -49,7 +49,10 @@ use std::sync::Arc;
 #[cfg(feature = "redb")]
 pub use durable::{Commit, RedbDb, RedbLog, RedbOptions, RedbStore};
 #[cfg(feature = "etcd")]
-pub use etcd::{AtomicOutcome, Etcd, EtcdLog, EtcdOptions, EtcdStore};
+pub use etcd::{
+    grants, AtomicOutcome, Etcd, EtcdAccount, EtcdConnectError, EtcdLog, EtcdOptions, EtcdRole,
+    EtcdSecurity, EtcdStore, EtcdTls, Grant, Secret, SUPERVISOR_STORES, WORKER_READS,
+};
 pub use etcd_url::{EtcdUrl, EtcdUrlError, DEFAULT_ETCD_PREFIX};
 pub use ledger::{
     Account, AccountId, AccountMap, ActionRecord, Begin, BudgetLedger, BudgetLedgerError,

@@ -61,6 +61,14 @@ pub enum StoreError {
         /// What the backend said.
         reason: String,
     },
+    /// The backend refused the caller: its credentials were wrong or missing, or its role may
+    /// not read or write that key (an etcd user without the permission). Nothing was changed;
+    /// retrying with the same credentials cannot help.
+    #[error("store refused the caller: {reason}")]
+    Denied {
+        /// What the backend said.
+        reason: String,
+    },
     /// A stored value could not be decoded as the expected type. Retrying cannot help.
     #[error("value at {key:?} could not be decoded: {reason}")]
     Corrupt {

@@ -66,7 +66,9 @@
 //! # }
 //! ```
 
+mod access;
 mod log;
+mod secure;
 mod store;
 
 use std::fmt;
@@ -74,9 +76,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, KvClient};
+use etcd_client::{AuthClient, Client, ConnectOptions, KvClient};
 
+pub use access::{grants, EtcdAccount, EtcdRole, Grant, SUPERVISOR_STORES, WORKER_READS};
 pub use log::EtcdLog;
+pub use secure::{EtcdConnectError, EtcdSecurity, EtcdTls, Secret};
 pub use store::{AtomicOutcome, EtcdStore};
 
 use crate::{EtcdUrl, StoreError};
@@ -86,6 +90,9 @@ use crate::{EtcdUrl, StoreError};
 const MAX_TXN_OPS: usize = 100;
 /// Most value bytes one transaction carries (etcd's `--max-request-bytes` default is 1.5 MiB).
 const MAX_TXN_BYTES: usize = 1 << 20;
+/// gRPC status codes (fixed by the gRPC specification) of a refused caller.
+const GRPC_PERMISSION_DENIED: i32 = 7;
+const GRPC_UNAUTHENTICATED: i32 = 16;
 /// Keys per page of a scan or a log read.
 const PAGE: i64 = 1000;
 
@@ -123,6 +130,8 @@ pub struct Etcd {
 
 struct Shared {
     kv: KvClient,
+    /// Users, roles and auth (used by [`Etcd::provision`]).
+    auth: AuthClient,
     /// `Some` until drop.
     runtime: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
@@ -169,6 +178,22 @@ impl Etcd {
     /// # Errors
     /// As [`Etcd::connect`].
     pub async fn connect_with(url: &EtcdUrl, options: EtcdOptions) -> Result<Self, StoreError> {
+        let endpoints = url
+            .endpoints()
+            .iter()
+            .map(|e| format!("http://{e}"))
+            .collect();
+        Self::open(url, options, endpoints, ConnectOptions::new()).await
+    }
+
+    /// Starts the connection's runtime and builds the client on it: `endpoints` are full URLs
+    /// (`http://` or `https://`), `connect` carries TLS and credentials if any.
+    async fn open(
+        url: &EtcdUrl,
+        options: EtcdOptions,
+        endpoints: Vec<String>,
+        connect: ConnectOptions,
+    ) -> Result<Self, StoreError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(options.threads.max(1))
             .thread_name("quorate-etcd")
@@ -176,22 +201,26 @@ impl Etcd {
             .build()
             .map_err(|e| unavailable(url, format!("could not start its runtime: {e}")))?;
         let handle = runtime.handle().clone();
-        let endpoints: Vec<String> = url
-            .endpoints()
-            .iter()
-            .map(|e| format!("http://{e}"))
-            .collect();
-        let connect = ConnectOptions::new()
+        let connect = connect
             .with_timeout(options.request_timeout)
             .with_connect_timeout(options.connect_timeout);
-        let client = handle
+        let connected = handle
             .spawn(async move { Client::connect(endpoints, Some(connect)).await })
             .await
-            .map_err(|e| unavailable(url, e))?
-            .map_err(|e| unavailable(url, e))?;
+            .map_err(|e| unavailable(url, e))
+            .and_then(|done| done.map_err(|e| failed(url, e)));
+        let client = match connected {
+            Ok(client) => client,
+            Err(e) => {
+                // Dropping a runtime blocks, which panics inside an async caller.
+                runtime.shutdown_background();
+                return Err(e);
+            }
+        };
         Ok(Self {
             shared: Arc::new(Shared {
                 kv: client.kv_client(),
+                auth: client.auth_client(),
                 runtime: Some(runtime),
                 handle,
                 url: url.clone(),
@@ -279,12 +308,33 @@ impl Etcd {
             .spawn(task)
             .await
             .map_err(|e| self.unavailable(e))?
-            .map_err(|e| self.unavailable(e))
+            .map_err(|e| failed(&self.shared.url, e))
     }
 
     fn unavailable(&self, e: impl fmt::Display) -> StoreError {
         unavailable(&self.shared.url, e)
     }
+}
+
+/// An etcd error as a [`StoreError`]: [`StoreError::Denied`] when etcd refused the caller's
+/// credentials or permissions, [`StoreError::Unavailable`] otherwise.
+fn failed(url: &EtcdUrl, e: etcd_client::Error) -> StoreError {
+    if let etcd_client::Error::GRpcStatus(status) = &e {
+        let code = i32::from(status.code());
+        if code == GRPC_PERMISSION_DENIED
+            || code == GRPC_UNAUTHENTICATED
+            || status.message().contains("authentication failed")
+        {
+            return StoreError::Denied {
+                reason: format!(
+                    "etcd at {}: {}",
+                    url.endpoints().join(","),
+                    status.message()
+                ),
+            };
+        }
+    }
+    unavailable(url, e)
 }
 
 /// `true` if `e` says the request was never sent: the client could not open a TCP connection to

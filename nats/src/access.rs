@@ -1,0 +1,238 @@
+//! Who may do what on NATS: the subject permissions of each agent's user, the nats-server
+//! `authorization` block that grants them, and the connection options a process connects with
+//! ([`NatsOptions`]: TLS, its user, its inbox prefix).
+//!
+//! Permissions hold for every run (the run token is a wildcard), so one set of credentials per
+//! agent serves a deployment; the sender token of a subject is always the agent's own id, so the
+//! sender the server authenticated is the subject's last token (see [`crate::subject`]).
+//!
+//! | role | may publish | may subscribe |
+//! |---|---|---|
+//! | worker `A` (supervisor `P`) | `quorate.*.P.A`; `$JS.API.CONSUMER.INFO.*.to-A`, `$JS.API.CONSUMER.MSG.NEXT.*.to-A`; `$JS.ACK.*.to-A.>` | `_INBOX_A.>` |
+//! | peer `A` | `quorate.*.*.A`; the same three consumer subjects for `to-A` | `_INBOX_A.>` |
+//! | supervisor `P` | `quorate.*.*.P`; `$JS.API.>` (streams and consumers); `$JS.ACK.*.to-P.>` | `_INBOX_P.>` |
+
+use std::fmt;
+use std::path::PathBuf;
+
+use quorate_protocols::AgentId;
+
+use crate::subject::{consumer_name, PREFIX};
+
+/// A secret string (a password): kept out of `Debug` output, which prints `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    #[must_use]
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself: only for handing it to the client or the server's configuration.
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// What an agent's NATS user is for: it decides the user's [`Permissions`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessRole {
+    /// The run's owner: publishes as itself to anyone, creates and deletes streams and
+    /// consumers.
+    Supervisor,
+    /// A star worker: reads its own consumer, replies to its supervisor as itself.
+    Worker {
+        /// The only agent it may send to.
+        supervisor: AgentId,
+    },
+    /// A peer: reads its own consumer, sends to any agent as itself. Streams and consumers are
+    /// made by the run's owner (a [`AccessRole::Supervisor`] user).
+    Peer,
+}
+
+/// The subjects a user may publish and subscribe to (nats-server allow lists).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permissions {
+    /// Subjects it may publish to.
+    pub publish: Vec<String>,
+    /// Subjects it may subscribe to.
+    pub subscribe: Vec<String>,
+}
+
+/// The inbox prefix of `agent`'s connection (`_INBOX_<agent>`): replies to its requests (its
+/// JetStream API calls and publish acks) arrive under it, and no other user may read it.
+#[must_use]
+pub fn inbox_prefix(agent: AgentId) -> String {
+    format!("_INBOX_{agent}")
+}
+
+/// The least-privilege permissions of `agent` in `role` (the table of the module docs).
+#[must_use]
+pub fn permissions(agent: AgentId, role: AccessRole) -> Permissions {
+    let consumer = consumer_name(agent);
+    let own_consumer = [
+        format!("$JS.API.CONSUMER.INFO.*.{consumer}"),
+        format!("$JS.API.CONSUMER.MSG.NEXT.*.{consumer}"),
+        format!("$JS.ACK.*.{consumer}.>"),
+    ];
+    let mut publish = match role {
+        AccessRole::Supervisor => vec![format!("{PREFIX}.*.*.{agent}"), "$JS.API.>".into()],
+        AccessRole::Worker { supervisor } => vec![format!("{PREFIX}.*.{supervisor}.{agent}")],
+        AccessRole::Peer => vec![format!("{PREFIX}.*.*.{agent}")],
+    };
+    publish.extend(own_consumer);
+    Permissions {
+        publish,
+        subscribe: vec![format!("{}.>", inbox_prefix(agent))],
+    }
+}
+
+/// One NATS user: its name and password, the agent it speaks for and that agent's role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatsUser {
+    /// The user name.
+    pub user: String,
+    /// Its password.
+    pub password: Secret,
+    /// The agent the user speaks for.
+    pub agent: AgentId,
+    /// What the agent is.
+    pub role: AccessRole,
+}
+
+/// A nats-server `authorization { users = [...] }` block granting each user its
+/// [`permissions`]. Names and passwords are written as JSON strings (nats-server's config
+/// syntax accepts them), so no character of theirs can change the block's structure.
+#[must_use]
+pub fn authorization(users: &[NatsUser]) -> String {
+    let list = |subjects: &[String]| {
+        let quoted: Vec<String> = subjects.iter().map(|s| quote(s)).collect();
+        quoted.join(", ")
+    };
+    let mut out = String::from("authorization {\n  users = [\n");
+    for u in users {
+        let p = permissions(u.agent, u.role);
+        out.push_str(&format!(
+            "    {{ user: {}, password: {}, permissions: {{ publish: {{ allow: [{}] }}, subscribe: {{ allow: [{}] }} }} }}\n",
+            quote(&u.user),
+            quote(u.password.expose()),
+            list(&p.publish),
+            list(&p.subscribe),
+        ));
+    }
+    out.push_str("  ]\n}\n");
+    out
+}
+
+fn quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The TLS side of a connection: the CA that signed the server's certificate, and the client's
+/// own certificate and key when the server asks for one (`verify: true`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// PEM file of the CA the server's certificate must chain to.
+    pub ca: PathBuf,
+    /// PEM files of the client's certificate and private key, if any.
+    pub identity: Option<(PathBuf, PathBuf)>,
+}
+
+/// How a process connects to NATS (see `secure::connect_with`, feature `nats`).
+///
+/// `Debug` never shows the password.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NatsOptions {
+    /// TLS: required unless [`NatsOptions::allow_plaintext`].
+    pub tls: Option<TlsFiles>,
+    /// The user name and password, if the server has users.
+    pub user: Option<(String, Secret)>,
+    /// The connection's inbox prefix (set it to [`inbox_prefix`] of the agent when its user
+    /// has the [`permissions`] of this module).
+    pub inbox_prefix: Option<String>,
+    /// Development only: allow a connection without TLS (anyone on the path reads and forges
+    /// the traffic). Off by default.
+    pub allow_plaintext: bool,
+}
+
+impl NatsOptions {
+    /// The options for `user` with TLS from `tls`: its name and password and its agent's inbox
+    /// prefix.
+    #[must_use]
+    pub fn for_user(user: &NatsUser, tls: TlsFiles) -> Self {
+        Self {
+            tls: Some(tls),
+            user: Some((user.user.clone(), user.password.clone())),
+            inbox_prefix: Some(inbox_prefix(user.agent)),
+            allow_plaintext: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_never_shows_the_password() {
+        let user = NatsUser {
+            user: "w1".into(),
+            password: Secret::new("hunter2-sekrit"),
+            agent: AgentId::from_u128(2),
+            role: AccessRole::Worker {
+                supervisor: AgentId::from_u128(1),
+            },
+        };
+        let tls = TlsFiles {
+            ca: "ca.pem".into(),
+            identity: None,
+        };
+        let shown = format!("{user:?} {:?}", NatsOptions::for_user(&user, tls));
+        assert!(!shown.contains("hunter2-sekrit"), "{shown}");
+        assert!(
+            shown.contains("<redacted>") && shown.contains("w1"),
+            "{shown}"
+        );
+        // The server's configuration does carry it.
+        assert!(authorization(&[user]).contains("\"hunter2-sekrit\""));
+    }
+
+    #[test]
+    fn a_worker_publishes_only_its_own_replies_to_its_supervisor() {
+        let (p, a) = (AgentId::from_u128(1), AgentId::from_u128(2));
+        let w = permissions(a, AccessRole::Worker { supervisor: p });
+        assert_eq!(w.publish[0], format!("quorate.*.{p}.{a}"));
+        assert!(w.publish.iter().all(|s| !s.starts_with("$JS.API.>")));
+        assert!(w.publish.iter().skip(1).all(|s| s.contains("to-")));
+        assert_eq!(w.subscribe, vec![format!("_INBOX_{a}.>")]);
+        let peer = permissions(a, AccessRole::Peer);
+        assert_eq!(peer.publish[0], format!("quorate.*.*.{a}"));
+        let sup = permissions(p, AccessRole::Supervisor);
+        assert!(sup.publish.contains(&"$JS.API.>".to_string()));
+    }
+
+    #[test]
+    fn quoting_keeps_the_block_intact() {
+        assert_eq!(quote(r#"a"b\c"#), r#""a\"b\\c""#);
+        assert_eq!(quote("x\ny"), r#""x\u000ay""#);
+    }
+}

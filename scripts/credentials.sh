@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Certificates and etcd users for running quorate across processes (docs/distributed.md,
+# "Security: credentials and TLS"). Needs openssl; etcd-users needs etcdctl (Debian: etcd-client).
+#
+#   scripts/credentials.sh certs DIR [CLIENT...]     # DIR/ca.pem, server.pem (127.0.0.1,
+#                                                   # localhost), client-NAME.pem for each CLIENT
+#                                                   # (default: quorate-client); keys *-key.pem
+#   scripts/credentials.sh etcd-users DIR ENDPOINT PREFIX SUPERVISOR [WORKER...]
+#                                                   # as an unauthenticated TLS client of a cluster
+#                                                   # without auth: user root, the supervisor's and
+#                                                   # each worker's role and user (grants as in
+#                                                   # the docs' table), then auth enable. Passwords
+#                                                   # are generated into DIR/passwords (mode 600).
+set -euo pipefail
+
+say() { echo "credentials.sh: $*" >&2; }
+usage() {
+    sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+leaf() { # DIR NAME CN [SAN]
+    local dir="$1" name="$2" cn="$3" san="${4:-}"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=$cn" \
+        -keyout "$dir/$name-key.pem" -out "$dir/$name.csr" 2>/dev/null
+    {
+        [ -n "$san" ] && echo "subjectAltName=$san"
+        echo "extendedKeyUsage=serverAuth,clientAuth"
+        echo "keyUsage=digitalSignature,keyEncipherment"
+    } >"$dir/$name.ext"
+    openssl x509 -req -in "$dir/$name.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca-key.pem" \
+        -CAcreateserial -days 365 -extfile "$dir/$name.ext" -out "$dir/$name.pem" 2>/dev/null
+    rm -f "$dir/$name.csr" "$dir/$name.ext"
+    chmod 600 "$dir/$name-key.pem"
+}
+
+certs() {
+    [ $# -ge 1 ] || usage
+    local dir="$1"
+    shift
+    local clients=("$@")
+    [ ${#clients[@]} -gt 0 ] || clients=(quorate-client)
+    command -v openssl >/dev/null || { say "openssl is not installed"; exit 1; }
+    mkdir -p "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=quorate-ca \
+        -keyout "$dir/ca-key.pem" -out "$dir/ca.pem" 2>/dev/null
+    chmod 600 "$dir/ca-key.pem"
+    leaf "$dir" server "quorate server" "IP:127.0.0.1,DNS:localhost"
+    for c in "${clients[@]}"; do
+        leaf "$dir" "client-$c" "$c"
+    done
+    say "wrote $dir: ca.pem, server.pem, ${clients[*]/#/client-}"
+}
+
+etcd_users() {
+    [ $# -ge 4 ] || usage
+    local dir="$1" endpoint="$2" prefix="$3" sup="$4"
+    shift 4
+    local client
+    client="$(ls "$dir"/client-*-key.pem 2>/dev/null | head -1)"
+    [ -n "$client" ] || { say "no client certificate in $dir (run certs first)"; exit 1; }
+    client="${client%-key.pem}"
+    local e=(etcdctl --endpoints "$endpoint" --cacert "$dir/ca.pem" --cert "$client.pem" --key "$client-key.pem")
+    local pw="$dir/passwords"
+    (umask 077 && : >"$pw")
+    new_user() { # USER ROLE
+        local p
+        p="$(openssl rand -hex 16)"
+        echo "$1 $p" >>"$pw"
+        "${e[@]}" user add "$1:$p" >/dev/null
+        [ -z "$2" ] || "${e[@]}" user grant-role "$1" "$2" >/dev/null
+    }
+    grant() { "${e[@]}" role grant-permission "$1" "$2" --prefix=true "$3" >/dev/null; }
+    new_user root ""
+    "${e[@]}" user grant-role root root >/dev/null
+    local role=quorate-supervisor
+    "${e[@]}" role add "$role" >/dev/null
+    grant "$role" read "/$prefix/"
+    for s in results budget runs intents; do grant "$role" readwrite "/$prefix/kv/$s/"; done
+    grant "$role" readwrite "/$prefix/log/"
+    new_user "$sup" "$role"
+    for w in "$@"; do
+        role="quorate-worker-$w"
+        "${e[@]}" role add "$role" >/dev/null
+        grant "$role" read "/$prefix/kv/results/"
+        grant "$role" readwrite "/$prefix/kv/book/$w/"
+        grant "$role" readwrite "/$prefix/kv/claims/$w/"
+        new_user "$w" "$role"
+    done
+    "${e[@]}" auth enable >/dev/null
+    say "auth enabled on $endpoint; passwords (root, $sup, $*) in $pw"
+}
+
+[ $# -ge 1 ] || usage
+cmd="$1"
+shift
+case "$cmd" in
+certs) certs "$@" ;;
+etcd-users) etcd_users "$@" ;;
+*) usage ;;
+esac

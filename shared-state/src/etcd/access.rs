@@ -1,0 +1,176 @@
+//! Least privilege on etcd: the key ranges each role may read or write ([`grants`], pure), and
+//! [`Etcd::provision`], which creates the roles and users and enables auth.
+//!
+//! Every range is a prefix of the key layout (`/PREFIX/kv/NAME/`, `/PREFIX/log/`):
+//!
+//! | role | read | read and write |
+//! |---|---|---|
+//! | supervisor | everything under `/PREFIX/` | `kv/S/` for each supervisor store `S` (default `results`, `budget`, `runs`, `intents`), `log/` |
+//! | worker `W` | `kv/R/` for each store `R` its tasks read (default `results`) | `kv/book/W/` (its action book), `kv/claims/W/` (its claims) |
+//! | peer `P` | everything under `/PREFIX/kv/` | `kv/book/P/`, `kv/claims/P/`, `kv/results/`, `kv/budget/` (no supervisor: peers commit results and spend budget themselves, by CAS) |
+
+use super::{failed, Etcd, Secret};
+use crate::StoreError;
+
+use etcd_client::Permission;
+
+/// The stores a supervisor writes by default.
+pub const SUPERVISOR_STORES: [&str; 4] = ["results", "budget", "runs", "intents"];
+/// The stores a worker reads by default.
+pub const WORKER_READS: [&str; 1] = ["results"];
+
+/// What an etcd user is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EtcdRole {
+    /// The run's owner.
+    Supervisor,
+    /// Worker `name`: writes only its own book and claims.
+    Worker(String),
+    /// Peer `name`.
+    Peer(String),
+}
+
+impl EtcdRole {
+    /// The etcd role's name: `quorate-supervisor`, `quorate-worker-W`, `quorate-peer-P`.
+    #[must_use]
+    pub fn name(&self) -> String {
+        match self {
+            EtcdRole::Supervisor => "quorate-supervisor".into(),
+            EtcdRole::Worker(w) => format!("quorate-worker-{w}"),
+            EtcdRole::Peer(p) => format!("quorate-peer-{p}"),
+        }
+    }
+}
+
+/// One permission: a key prefix, and whether the role may also write it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The key prefix (ends in `/`).
+    pub prefix: String,
+    /// Read and write (else read only).
+    pub write: bool,
+}
+
+/// The grants of `role` under `root` (`/PREFIX`, [`EtcdUrl::root`](crate::EtcdUrl::root)), with
+/// the default store names (the module's table).
+#[must_use]
+pub fn grants(root: &str, role: &EtcdRole) -> Vec<Grant> {
+    let read = |prefix: String| Grant {
+        prefix,
+        write: false,
+    };
+    let write = |prefix: String| Grant {
+        prefix,
+        write: true,
+    };
+    match role {
+        EtcdRole::Supervisor => {
+            let mut g = vec![read(format!("{root}/"))];
+            g.extend(
+                SUPERVISOR_STORES
+                    .iter()
+                    .map(|s| write(format!("{root}/kv/{s}/"))),
+            );
+            g.push(write(format!("{root}/log/")));
+            g
+        }
+        EtcdRole::Worker(w) => {
+            let mut g: Vec<Grant> = WORKER_READS
+                .iter()
+                .map(|s| read(format!("{root}/kv/{s}/")))
+                .collect();
+            g.push(write(format!("{root}/kv/book/{w}/")));
+            g.push(write(format!("{root}/kv/claims/{w}/")));
+            g
+        }
+        EtcdRole::Peer(p) => vec![
+            read(format!("{root}/kv/")),
+            write(format!("{root}/kv/book/{p}/")),
+            write(format!("{root}/kv/claims/{p}/")),
+            write(format!("{root}/kv/results/")),
+            write(format!("{root}/kv/budget/")),
+        ],
+    }
+}
+
+/// One etcd user to create: its name, password and role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdAccount {
+    /// The user name.
+    pub user: String,
+    /// Its password (`Debug` redacts it).
+    pub password: Secret,
+    /// Its role.
+    pub role: EtcdRole,
+}
+
+impl Etcd {
+    /// Creates the user `root` (with `root_password` and etcd's `root` role), one role per
+    /// account with its [`grants`] under this connection's root, one user per account, and
+    /// enables auth. Run it once, as an unauthenticated client of a cluster that has no auth
+    /// yet (over TLS); afterwards every client needs a user.
+    ///
+    /// # Errors
+    /// [`StoreError::Denied`] or [`StoreError::Unavailable`] as etcd answered (an existing user or
+    /// role is an error: provisioning is not idempotent).
+    pub async fn provision(
+        &self,
+        root_password: &Secret,
+        accounts: &[EtcdAccount],
+    ) -> Result<(), StoreError> {
+        let mut auth = self.shared.auth.clone();
+        let root = self.shared.root.clone();
+        let root_password = root_password.expose().to_string();
+        let accounts = accounts.to_vec();
+        let task = async move {
+            auth.user_add("root", root_password, None).await?;
+            auth.user_grant_role("root", "root").await?;
+            for account in &accounts {
+                let role = account.role.name();
+                auth.role_add(role.clone()).await?;
+                for g in grants(&root, &account.role) {
+                    let perm = if g.write {
+                        Permission::read_write(g.prefix)
+                    } else {
+                        Permission::read(g.prefix)
+                    }
+                    .with_prefix();
+                    auth.role_grant_permission(role.clone(), perm).await?;
+                }
+                auth.user_add(account.user.clone(), account.password.expose(), None)
+                    .await?;
+                auth.user_grant_role(account.user.clone(), role).await?;
+            }
+            auth.auth_enable().await?;
+            Ok::<(), etcd_client::Error>(())
+        };
+        self.shared
+            .handle
+            .spawn(task)
+            .await
+            .map_err(|e| self.unavailable(e))?
+            .map_err(|e| failed(&self.shared.url, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_writes_only_its_own_book_and_claims() {
+        let g = grants("/q", &EtcdRole::Worker("a".into()));
+        let written: Vec<&str> = g
+            .iter()
+            .filter(|g| g.write)
+            .map(|g| g.prefix.as_str())
+            .collect();
+        assert_eq!(written, ["/q/kv/book/a/", "/q/kv/claims/a/"]);
+        assert!(g.iter().all(|g| g.prefix.ends_with('/')));
+        let sup = grants("/q", &EtcdRole::Supervisor);
+        assert!(sup.iter().any(|g| g.write && g.prefix == "/q/kv/results/"));
+        assert!(sup.iter().any(|g| g.write && g.prefix == "/q/log/"));
+        assert!(!sup.iter().any(|g| g.write && g.prefix.contains("/book/")));
+        assert_eq!(EtcdRole::Worker("a".into()).name(), "quorate-worker-a");
+    }
+}
