@@ -416,10 +416,10 @@ impl WorkerActor {
                         async move {
                             let started = Instant::now();
                             let answer = tokio::time::timeout(wait, call).await.ok();
-                            let outcome = if answer.is_some() {
-                                "answered"
-                            } else {
-                                "timed-out"
+                            let outcome = match &answer {
+                                Some(ToolAnswer::Lost { .. }) => "lost",
+                                Some(_) => "answered",
+                                None => "timed-out",
                             };
                             fut_span.record("outcome", outcome);
                             record_call_duration(tool, outcome, started.elapsed());

@@ -23,6 +23,9 @@ pub enum Resolved {
     Failed,
     /// The action had succeeded before: this answer is a second effect.
     DuplicateEffect,
+    /// The answer was lost ([`ToolAnswer::Lost`]): an action that was executing is now
+    /// `outcome-unknown`; one in any other state is left as it was.
+    Unknown,
 }
 
 /// An action event could not be applied.
@@ -118,7 +121,7 @@ impl ActionBook {
 
     /// Applies a tool's answer (to the call, or to a query by id): success moves the action to
     /// `succeeded` (from `executing`, or from `outcome-unknown` as *found committed*), an error to
-    /// `failed`. A second success for an action that already succeeded is a duplicate effect.
+    /// `failed`, a lost answer from `executing` to `outcome-unknown`. A second success for an action that already succeeded is a duplicate effect.
     pub fn resolve(
         &mut self,
         action: ActionId,
@@ -130,6 +133,10 @@ impl ActionBook {
             .ok_or(BookError::UnknownAction { action })?;
         let unknown = record.state == ActionState::OutcomeUnknown;
         let (event, resolved) = match answer {
+            ToolAnswer::Lost { .. } if record.state == ActionState::Executing => {
+                (ActionEvent::TimedOut, Resolved::Unknown)
+            }
+            ToolAnswer::Lost { .. } => return Ok(Resolved::Unknown),
             ToolAnswer::Ok { .. } if record.state == ActionState::Succeeded => {
                 record.successes += 1;
                 return Ok(Resolved::DuplicateEffect);

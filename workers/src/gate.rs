@@ -9,7 +9,9 @@
 //! the id is not bound to other parameters; the id's history allows running it (a succeeded
 //! action is answered from the record, an unknown one is queried first and retried only if the
 //! tool is idempotent); approval; budget (one tool call plus the attempt's remaining tokens and
-//! cost are reserved; settled with the actual cost afterwards, the rest released).
+//! cost are reserved, or what the tool asks for the call through
+//! [`Tool::reservation`](crate::Tool::reservation), e.g. a model call's prompt estimate plus
+//! `max_tokens`; settled with the actual cost afterwards, the rest released).
 
 use quorate_protocols::{ActionId, ActionState, Budget, Capabilities, Component, ParamDigest};
 use quorate_state::{Account, AccountId, LedgerError, ReservationId};
@@ -100,6 +102,22 @@ pub enum GateRejection {
         /// What was free.
         available: u64,
     },
+    /// The tool's own reservation for this call (a model call: prompt estimate plus
+    /// `max_tokens`, and its cost; see [`Tool::reservation`](crate::Tool::reservation)) does
+    /// not fit what is left of the slice. Nothing was sent; the agent may ask for less.
+    #[error(
+        "tool {tool:?} reserves {requested} {component} for this call, but only {available} are left"
+    )]
+    ReservationTooLarge {
+        /// The tool.
+        tool: String,
+        /// The first component that does not fit (tokens or cost).
+        component: Component,
+        /// What the call would reserve in it.
+        requested: u64,
+        /// What is left of the slice in it.
+        available: u64,
+    },
     /// The account refused for another reason (closed, arithmetic).
     #[error("budget account refused: {0}")]
     Ledger(LedgerError),
@@ -125,6 +143,7 @@ impl GateRejection {
             GateRejection::ActionEnded { .. } => "rejected:action-ended",
             GateRejection::InFlight { .. } => "rejected:in-flight",
             GateRejection::BudgetExhausted { .. } => "rejected:budget",
+            GateRejection::ReservationTooLarge { .. } => "rejected:reservation",
             GateRejection::Ledger(_) => "rejected:ledger",
             GateRejection::PreconditionFailed { .. } => "rejected:precondition",
         }
@@ -189,8 +208,9 @@ pub struct GateContext<'a> {
 /// the tool exists; its capability is delegated; the parameters validate; the id is not bound
 /// to other parameters; the id's history allows running it (succeeded: answered from the
 /// record; unknown: queried first, then retried only if the tool is idempotent); approval;
-/// budget (one tool call plus the remaining tokens and cost are reserved, settled with the
-/// actual cost afterwards, the rest released).
+/// budget (one tool call plus the remaining tokens and cost are reserved, or what the tool's
+/// [`reservation`](crate::Tool::reservation) asks for, settled with the actual cost
+/// afterwards, the rest released).
 ///
 /// ```
 /// use quorate_protocols::{ActionId, Budget, Capabilities, TaskId};
@@ -296,7 +316,13 @@ impl Gate {
             Ok(h) => h,
             Err(e) => return reject(GateRejection::Ledger(e)),
         };
-        let amount = Budget::new(0, 1, headroom.tokens, headroom.cost);
+        // Every call, a model call included, is charged one tool call. What else is held
+        // until the answer: the tool's own reservation, or everything left.
+        let own = tool.reservation(&request.params);
+        let amount = match own {
+            Some(b) => Budget::new(0, 1, b.tokens, b.cost),
+            None => Budget::new(0, 1, headroom.tokens, headroom.cost),
+        };
         match ctx.account.reserve(ctx.account_id, amount) {
             Ok(reservation) => GateDecision::Execute {
                 reservation,
@@ -308,10 +334,20 @@ impl Gate {
                 requested,
                 available,
                 ..
-            }) => reject(GateRejection::BudgetExhausted {
-                component,
-                requested,
-                available,
+            }) => reject(match (own, component) {
+                (Some(_), Component::Tokens | Component::Cost) => {
+                    GateRejection::ReservationTooLarge {
+                        tool: request.tool.clone(),
+                        component,
+                        requested,
+                        available,
+                    }
+                }
+                _ => GateRejection::BudgetExhausted {
+                    component,
+                    requested,
+                    available,
+                },
             }),
             Err(e) => reject(GateRejection::Ledger(e)),
         }

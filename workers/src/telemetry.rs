@@ -13,7 +13,7 @@
 //! [`model_call_span`] opens the span with those attributes declared.
 
 /// Histogram: wall time of one tool call, from its start to its answer or timeout, in
-/// seconds; labels `tool` and `outcome` (`answered`, `timed-out`).
+/// seconds; labels `tool` and `outcome` (`answered`, `lost`, `timed-out`).
 pub const CALL_DURATION_SECONDS: &str = "quorate_call_duration_seconds";
 
 /// Histogram (reserved, not recorded yet): wall time of one model call, in seconds; labels

@@ -5,12 +5,18 @@
 //! The runtime, never the agent, calls it: only after the [gate](crate::Gate) said *execute*,
 //! with a per-call timeout applied by the worker actor. A timeout is not an error: the call may
 //! have committed, so the runtime asks [`Tool::query`] by [`ActionId`] before anything else.
+//!
+//! A model call is a tool call like any other: a tool named `model.<name>` with capability
+//! `model.<name>` and [`SideEffect::ReadOnly`], which reserves its tokens through
+//! [`Tool::reservation`], sets its own [`Tool::timeout`], and answers [`ToolAnswer::Lost`] when
+//! its request went out but the answer did not come back (see docs/models.md).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use quorate_protocols::{ActionId, Budget, Capability};
 use serde::{Deserialize, Serialize};
@@ -53,9 +59,14 @@ impl SideEffect {
 pub enum ToolAnswer {
     /// The call succeeded (and, for a write, committed).
     Ok {
-        /// What the tool returned.
+        /// What the tool returned. A model tool returns an object carrying, next to its
+        /// answer, the server's `"usage"` (`{"prompt_tokens": n, "completion_tokens": m}`,
+        /// as an OpenAI-compatible chat completion reports it) and the choice's
+        /// `"finish_reason"` (a string): the trace records both for the call.
         output: serde_json::Value,
         /// What the call cost (tokens, money; steps and tool calls are counted by the runtime).
+        /// A model tool reports the server's usage here (`tokens` = prompt + completion
+        /// tokens): the call is settled with exactly this.
         cost: Budget,
         /// `false` if the call succeeded but changed nothing (no new information).
         changed: bool,
@@ -65,6 +76,15 @@ pub enum ToolAnswer {
         /// A short, stable error class (used for no-progress detection).
         class: String,
         /// What went wrong.
+        message: String,
+    },
+    /// The request went out but its answer was lost (connection reset, the server died): the
+    /// call may or may not have had its effect. The worker treats it exactly like a timeout:
+    /// the action becomes `outcome-unknown`, the tool is queried by id, and a call that
+    /// committed nothing is retried only if the tool may be retried (a read-only tool, such
+    /// as a model, is; the retry is charged again).
+    Lost {
+        /// What happened to the answer.
         message: String,
     },
 }
@@ -99,6 +119,26 @@ pub trait Tool: Send + Sync {
     fn validate(&self, params: &serde_json::Value) -> Result<(), String> {
         let _ = params;
         Ok(())
+    }
+    /// What the gate reserves for a call with `params` before it runs, besides the one tool
+    /// call every call is charged: `None` (the default) reserves all the tokens and cost left
+    /// in the attempt's slice; `Some(b)` reserves `b.tokens` and `b.cost` only (the steps and
+    /// tool calls of `b` are ignored). A model tool returns its prompt estimate plus
+    /// `max_tokens`, and the cost that would bring. A call whose reservation does not fit what
+    /// is left of the slice is refused at the gate
+    /// ([`GateRejection::ReservationTooLarge`](crate::GateRejection::ReservationTooLarge)) and
+    /// never sent. After the answer the reservation is settled with the answer's `cost` (plus
+    /// the tool call) and the rest released; a cost above the reservation ends the attempt as
+    /// over its limit.
+    fn reservation(&self, params: &serde_json::Value) -> Option<Budget> {
+        let _ = params;
+        None
+    }
+    /// How long a call (and a query by id) may take before its outcome is unknown: `None`
+    /// (the default) uses the worker's [`call_timeout`](crate::WorkerConfig::call_timeout),
+    /// which suits instant tools; a model tool returns its own.
+    fn timeout(&self) -> Option<Duration> {
+        None
     }
     /// Runs the call. `action` identifies it; a tool that can should record it, so that
     /// [`Tool::query`] can answer later.
@@ -173,6 +213,12 @@ impl ToolHandle {
     #[must_use]
     pub fn name(&self) -> &str {
         self.0.name()
+    }
+
+    /// The tool's own call timeout (see [`Tool::timeout`]).
+    #[must_use]
+    pub fn timeout(&self) -> Option<Duration> {
+        self.0.timeout()
     }
 
     /// Runs the call (see [`Tool::call`]).

@@ -57,9 +57,7 @@ impl Attempt {
             tool: request.tool.clone(),
             handle,
             params: request.params.clone(),
-            deadline: d
-                .now
-                .saturating_add(quorate_protocols::millis(d.config.call_timeout)),
+            deadline: Self::deadline(d, &request.tool),
             call,
         });
         self.phase = Phase::Calling {
@@ -67,6 +65,17 @@ impl Attempt {
             reservation,
             call,
         };
+    }
+
+    /// When a call (or a query) of `tool` started now times out: after the tool's own
+    /// [`timeout`](crate::Tool::timeout), or the worker's `call_timeout`.
+    pub(super) fn deadline(d: &Deps<'_>, tool: &str) -> quorate_protocols::Millis {
+        let timeout = d
+            .tools
+            .get(tool)
+            .and_then(|t| t.timeout())
+            .unwrap_or(d.config.call_timeout);
+        d.now.saturating_add(quorate_protocols::millis(timeout))
     }
 
     /// The tool `tool` of a call the gate let through is not registered. The gate checks that
@@ -159,9 +168,7 @@ impl Attempt {
                     action: query,
                     tool: request.tool.clone(),
                     handle,
-                    deadline: d
-                        .now
-                        .saturating_add(quorate_protocols::millis(d.config.call_timeout)),
+                    deadline: Self::deadline(d, &request.tool),
                 });
                 self.phase = Phase::Querying {
                     request,

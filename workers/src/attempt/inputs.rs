@@ -1,6 +1,6 @@
 //! The attempt's input handlers: tool answers, timeouts, query answers, controls.
 
-use quorate_protocols::{millis, ActionEvent, ActionId, Budget, ParamDigest, ResultKind};
+use quorate_protocols::{ActionEvent, ActionId, Budget, ParamDigest, ResultKind};
 
 use super::{cost_of, Attempt, Deps, Phase};
 use crate::book::Resolved;
@@ -12,6 +12,9 @@ use quorate_state::{AccountId, ReservationId};
 
 use crate::agent::{Observation, SubtaskResult};
 
+/// The error class a lost answer is known by.
+const LOST: &str = "lost";
+
 impl Attempt {
     pub(crate) fn on_answer(
         &mut self,
@@ -20,6 +23,10 @@ impl Attempt {
         call: u64,
         answer: ToolAnswer,
     ) -> Result<(), InputError> {
+        if let ToolAnswer::Lost { .. } = answer {
+            // The request went out and its answer is lost: exactly a timeout.
+            return self.on_timeout(d, action, call);
+        }
         if self.newer_call_in_flight(action, call) {
             // An earlier call of this action (timed out, then retried) answers late: the retry
             // in flight settles the action, not this answer.
@@ -45,6 +52,7 @@ impl Attempt {
         let (changed, error) = match &answer {
             ToolAnswer::Ok { changed, .. } => (*changed, None),
             ToolAnswer::Err { class, .. } => (false, Some(class.clone())),
+            ToolAnswer::Lost { .. } => (false, Some(LOST.to_owned())),
         };
         self.calls.push(CallEvent::CallAnswered {
             action,
@@ -127,7 +135,7 @@ impl Attempt {
             action,
             tool: request.tool.clone(),
             handle,
-            deadline: d.now.saturating_add(millis(d.config.call_timeout)),
+            deadline: Self::deadline(d, &request.tool),
         });
         self.phase = Phase::Querying {
             request,
@@ -143,6 +151,11 @@ impl Attempt {
         action: ActionId,
         answer: Option<ToolAnswer>,
     ) -> Result<(), InputError> {
+        if let Some(ToolAnswer::Lost { message }) = &answer {
+            // The query's own answer is lost: as if it had not answered in time.
+            tracing::debug!(%action, %message, "query answer lost");
+            return self.on_query_timeout(d, action);
+        }
         match &answer {
             Some(answer) => {
                 d.book.resolve(action, answer)?;

@@ -321,6 +321,19 @@ impl Attempt {
                 }
                 (None, observed)
             }
+            // Never absorbed (the core takes the timeout path); should one come here, the
+            // agent sees it as the error it is.
+            ToolAnswer::Lost { message } => {
+                let class = "lost".to_owned();
+                let observed = ParamDigest::of(&Value::String(message.clone()));
+                self.observation = Some(Observation::ToolError {
+                    action,
+                    tool: tool.clone(),
+                    class: class.clone(),
+                    message,
+                });
+                (Some(class), observed)
+            }
             ToolAnswer::Err { class, message } => {
                 let observed = ParamDigest::of(&Value::String(message.clone()));
                 self.observation = Some(Observation::ToolError {
@@ -460,7 +473,7 @@ fn output_answer(output: Value) -> ToolAnswer {
 fn cost_of(answer: &ToolAnswer) -> Budget {
     match answer {
         ToolAnswer::Ok { cost, .. } => *cost,
-        ToolAnswer::Err { .. } => Budget::ZERO,
+        ToolAnswer::Err { .. } | ToolAnswer::Lost { .. } => Budget::ZERO,
     }
 }
 
