@@ -239,8 +239,9 @@ impl LlmAgent {
             self.last_text = Some(text.clone());
         }
         if !answer.tool_calls.is_empty() && tools_offered {
-            let mut turn = Message::text(Role::Assistant, "");
-            turn.content = answer.content.clone();
+            // Content "" rather than null: some servers (llama-cpp-python) refuse a null.
+            let mut turn =
+                Message::text(Role::Assistant, answer.content.clone().unwrap_or_default());
             turn.tool_calls.clone_from(&answer.tool_calls);
             self.conversation.push(turn);
             self.queue = answer.tool_calls.into_iter().collect();
@@ -314,10 +315,7 @@ impl Agent for LlmAgent {
                         .map(|(i, t)| Quoted::new(format!("evidence[{i}]"), t.clone())),
                 );
                 data.extend(self.config.memory.iter().cloned());
-                let goal = ctx
-                    .goal
-                    .unwrap_or("Answer from the data below.")
-                    .to_owned();
+                let goal = ctx.goal.unwrap_or("Answer from the data below.").to_owned();
                 self.conversation = opening(&goal, &data, self.config.context_tokens);
                 self.model_call()
             }

@@ -171,7 +171,10 @@ fn a_refused_call_is_shown_to_the_model_with_the_reason() {
     let answer = model_output(d.action(), Some("cannot delete"), &[]);
     assert!(matches!(
         d.propose(&mut agent, Some(&answer)),
-        Proposal::Finish { kind: ResultKind::Suggestion, .. }
+        Proposal::Finish {
+            kind: ResultKind::Suggestion,
+            ..
+        }
     ));
 }
 

@@ -25,6 +25,10 @@ impl fmt::Debug for ApiKey {
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// The longest wait between two tries.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(4);
+/// The most requests one call sends (the first and three retries): a server that answers 5xx
+/// to a request it cannot take (llama-cpp-python answers 500 to a malformed one) is not asked
+/// for ever.
+pub const MAX_TRIES: u32 = 4;
 
 /// A chat-completions call failed.
 #[derive(Debug, thiserror::Error)]
@@ -125,9 +129,9 @@ impl Client {
     /// A client for `config`, reading the key from `config.api_key_env` now.
     pub fn new(config: &ModelConfig) -> Result<Self, ClientError> {
         let key = match &config.api_key_env {
-            Some(var) => Some(ApiKey(std::env::var(var).map_err(|_| {
-                ClientError::MissingKey { var: var.clone() }
-            })?)),
+            Some(var) => Some(ApiKey(
+                std::env::var(var).map_err(|_| ClientError::MissingKey { var: var.clone() })?,
+            )),
             None => None,
         };
         let http = reqwest::Client::builder()
@@ -146,10 +150,11 @@ impl Client {
     }
 
     /// Sends `params`, retrying after 429 and 5xx (waiting [`FIRST_BACKOFF`], doubling, or the
-    /// server's `Retry-After` seconds) while the next try can still start within the timeout.
+    /// server's `Retry-After` seconds, at most [`MAX_BACKOFF`]) up to [`MAX_TRIES`] requests,
+    /// while the next try can still start within the timeout.
     pub async fn chat(&self, params: &ChatParams) -> Result<ChatAnswer, ClientError> {
-        let body = serde_json::to_vec(&params.to_request(&self.model))
-            .expect("a request body serializes");
+        let body =
+            serde_json::to_vec(&params.to_request(&self.model)).expect("a request body serializes");
         let started = Instant::now();
         let mut wait = FIRST_BACKOFF;
         let mut tries = 0u32;
@@ -180,7 +185,7 @@ impl Client {
             }
             let retryable = status.as_u16() == 429 || status.is_server_error();
             let pause = retry_after.unwrap_or(wait).min(MAX_BACKOFF);
-            if !retryable || started.elapsed() + pause >= self.timeout {
+            if !retryable || tries >= MAX_TRIES || started.elapsed() + pause >= self.timeout {
                 let text = String::from_utf8_lossy(&bytes);
                 return Err(ClientError::Status {
                     url: self.url.clone(),

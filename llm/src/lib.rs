@@ -40,7 +40,7 @@ mod tool;
 pub use agent::{LlmAgent, LlmAgentConfig};
 pub use chat::{ChatAnswer, ChatParams, Message, Role, ToolCall, ToolChoice, ToolSpec, Usage};
 #[cfg(feature = "http")]
-pub use client::{ApiKey, Client, ClientError, FIRST_BACKOFF, MAX_BACKOFF};
+pub use client::{ApiKey, Client, ClientError, FIRST_BACKOFF, MAX_BACKOFF, MAX_TRIES};
 pub use config::{model_tool_name, ModelConfig, Price};
 pub use fixed::{FixedTool, FixedToolConfig};
 pub use prompt::Quoted;

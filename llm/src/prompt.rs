@@ -83,9 +83,9 @@ pub fn opening(goal: &str, data: &[Quoted], budget: u64) -> Vec<Message> {
             continue;
         }
         if dropped == 0 && left > 16 {
-            // Cut this one to what is left (4 bytes a token, less the frame).
+            // Cut this one to what is left (3 bytes a token, less the frame).
             let frame = text_tokens(&Quoted::new(item.source.clone(), "").block()) + 8;
-            let keep = usize::try_from((left.saturating_sub(frame)) * 4).unwrap_or(usize::MAX);
+            let keep = usize::try_from((left.saturating_sub(frame)) * 3).unwrap_or(usize::MAX);
             let cut = floor_char_boundary(&item.text, keep);
             let text = format!(
                 "{}\n[cut: {cut} of {} bytes]",
@@ -119,7 +119,7 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
 /// `text` cut to about `tokens` tokens, saying so when it is cut.
 #[must_use]
 pub fn fit(text: &str, tokens: u64) -> String {
-    let keep = usize::try_from(tokens.saturating_mul(4)).unwrap_or(usize::MAX);
+    let keep = usize::try_from(tokens.saturating_mul(3)).unwrap_or(usize::MAX);
     if text.len() <= keep {
         return text.to_owned();
     }

@@ -22,8 +22,10 @@ use crate::estimate;
 ///   costing `usage.total_tokens` tokens and their cost at the price; `changed: false`.
 /// * Errors: a 4xx (or a 429/5xx still failing when the call's time is up), no connection, or
 ///   an unreadable reply is an error answer (class `model:http-NNN`, `model:connect`,
-///   `model:bad-reply`): nothing to settle; a connection lost after sending is an outcome
-///   unknown (class `model:lost`).
+///   `model:bad-reply`): nothing to settle; a connection lost after sending is
+///   [`ToolAnswer::Lost`]: the outcome is unknown, and the runtime retries the read-only call
+///   (charging the retry).
+/// * [`Tool::timeout`]: the model's `timeout_ms` (instead of the worker's call timeout).
 #[derive(Clone, Debug)]
 pub struct ModelTool {
     name: Capability,
@@ -109,6 +111,14 @@ impl Tool for ModelTool {
         SideEffect::ReadOnly
     }
 
+    fn reservation(&self, params: &Value) -> Option<Budget> {
+        self.reserve_for(params)
+    }
+
+    fn timeout(&self) -> Option<std::time::Duration> {
+        Some(self.config.timeout())
+    }
+
     fn validate(&self, params: &Value) -> Result<(), String> {
         let params: ChatParams =
             serde_json::from_value(params.clone()).map_err(|e| format!("not a chat call: {e}"))?;
@@ -143,6 +153,9 @@ impl Tool for ModelTool {
                     cost: config.charge(&answer.usage),
                     output: serde_json::to_value(&answer).expect("an answer serializes"),
                     changed: false,
+                },
+                Err(e) if e.outcome_unknown() => ToolAnswer::Lost {
+                    message: e.to_string(),
                 },
                 Err(e) => ToolAnswer::Err {
                     class: e.class(),
