@@ -217,10 +217,13 @@ pub enum EventKind {
         /// Why.
         stop_reason: String,
     },
+    /// A model call's message, options or output (`digest`, `content`), logged once per run,
+    /// right before the first call event that names its digest (boxed: events are small).
+    Blob(Box<quorate_protocols::wire::Blob>),
     /// A step of a tool call's life, as the worker core decided it (the gate refused a call,
     /// the call went to its tool, the tool answered, ...): the trace line is the
     /// [`CallEvent`]'s own (`call-started`, `call-answered`, `outcome-unknown`, `queried`,
-    /// `recovered`, `retried`, `call-rejected`). These come with the reply that followed them
+    /// `recovered`, `retried`, `call-rejected`, `call-aborted`). These come with the reply that followed them
     /// (see [`quorate_protocols::wire::Report::calls`]) and are logged in the order the
     /// worker took them, before that reply's own events. A call's `action` names the task that
     /// made it (a delegated sub-task's id for a sub-task's call). Boxed: every event is as
@@ -267,7 +270,7 @@ impl<'de> Deserialize<'de> for EventKind {
 }
 
 /// Every `kind` name as written in the trace, in [`EventKind::index`] order.
-pub(crate) const KIND_NAMES: [&str; 33] = [
+pub(crate) const KIND_NAMES: [&str; 35] = [
     "run-started",
     "transition",
     "dispatched",
@@ -301,6 +304,8 @@ pub(crate) const KIND_NAMES: [&str; 33] = [
     "retried",
     "top-up-requested",
     "top-up-decided",
+    "call-aborted",
+    "blob",
 ];
 
 impl EventKind {
@@ -388,6 +393,7 @@ impl EventKind {
             EventKind::ResultKept { .. } => 21,
             EventKind::TopUpRequested { .. } => 31,
             EventKind::TopUpDecided { .. } => 32,
+            EventKind::Blob(_) => 34,
             EventKind::Call(call) => match **call {
                 CallEvent::CallRejected { .. } => 6,
                 CallEvent::CallStarted { .. } => 25,
@@ -396,6 +402,7 @@ impl EventKind {
                 CallEvent::Queried { .. } => 28,
                 CallEvent::Recovered { .. } => 29,
                 CallEvent::Retried { .. } => 30,
+                CallEvent::CallAborted { .. } => 33,
             },
         }
     }

@@ -71,12 +71,44 @@ fn every_kind_reads_back_as_written() {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 1, 0),
             tool: "db.save".into(),
             reserved: Budget::new(0, 1, 200, 10),
+            model: None,
+        }),
+        EventKind::of_call(CallEvent::CallStarted {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 3, 0),
+            tool: "model.small".into(),
+            reserved: Budget::new(0, 1, 200, 0),
+            model: Some(Box::new(quorate_protocols::wire::ModelRequest {
+                extends: Some(quorate_protocols::ActionId::new(TaskId::from_u128(9), 1, 0)),
+                messages: vec![quorate_protocols::ParamDigest::of(&serde_json::json!("m"))],
+                options: quorate_protocols::ParamDigest::of(&serde_json::json!({})),
+                blobs: vec![],
+            })),
+        }),
+        EventKind::Blob(Box::new(quorate_protocols::wire::Blob::of(
+            serde_json::json!("m"),
+        ))),
+        EventKind::of_call(CallEvent::CallAborted {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 3, 0),
+            charged: Budget::new(0, 1, 200, 0),
         }),
         EventKind::of_call(CallEvent::CallAnswered {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 1, 0),
             changed: true,
             cost: Budget::new(0, 1, 0, 2),
             error: Some("conflict".into()),
+            model: None,
+        }),
+        EventKind::of_call(CallEvent::CallAnswered {
+            action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 3, 0),
+            changed: false,
+            cost: Budget::new(0, 1, 40, 0),
+            error: None,
+            model: Some(Box::new(quorate_protocols::wire::ModelAnswer::of(
+                &serde_json::json!({"usage": {"prompt_tokens": 31, "completion_tokens": 9},
+                    "finish_reason": "stop"}),
+                250,
+                false,
+            ))),
         }),
         EventKind::of_call(CallEvent::OutcomeUnknown {
             action: quorate_protocols::ActionId::new(TaskId::from_u128(9), 2, 0),

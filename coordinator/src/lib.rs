@@ -26,6 +26,7 @@
 pub mod acceptance;
 mod actor;
 mod assign;
+mod blob;
 pub mod chaos;
 mod core;
 mod event;

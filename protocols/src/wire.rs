@@ -5,6 +5,10 @@
 use crate::{ActionId, Budget, Capabilities, Component, EvidenceRef, NodeId, ParamDigest};
 use serde::{Deserialize, Serialize};
 
+#[path = "wire_model.rs"]
+mod model;
+pub use model::{Blob, ModelAnswer, ModelRequest};
+
 /// The result of one dependency, handed to the task that needs it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskInput {
@@ -249,6 +253,10 @@ pub enum CallEvent {
         tool: String,
         /// The reservation made before it ran (settled with the actual cost afterwards).
         reserved: Budget,
+        /// A model call's request, by digest (a call whose parameters hold a `"messages"`
+        /// array); `None` for other calls.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<Box<ModelRequest>>,
     },
     /// The tool answered the call.
     CallAnswered {
@@ -261,9 +269,23 @@ pub enum CallEvent {
         /// The tool's error class, if it answered with an error.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// A model call's answer: usage, finish reason, latency, the output's digest; `None`
+        /// for other calls (and for a model call answered with an error).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<Box<ModelAnswer>>,
     },
-    /// The call did not answer by its deadline: it may have committed or not (unknown is not
-    /// failed). The tool is queried next.
+    /// The attempt ended (cancelled, or stopped) while the call was in flight: the call was
+    /// aborted (its request dropped), its outcome is unknown, and its whole reservation is
+    /// charged (a model may have generated every token it reserved; no usage comes back).
+    CallAborted {
+        /// The action.
+        action: ActionId,
+        /// What the call was charged: its reservation (one tool call, and the tokens and cost
+        /// reserved for it).
+        charged: Budget,
+    },
+    /// The call did not answer by its deadline, or its answer was lost after the request went
+    /// out: it may have committed or not (unknown is not failed). The tool is queried next.
     OutcomeUnknown {
         /// The action.
         action: ActionId,
@@ -299,6 +321,18 @@ pub enum CallEvent {
         #[serde(default)]
         class: String,
     },
+}
+
+impl CallEvent {
+    /// Takes the content a model call's event carries (see [`Blob`]), leaving the event as
+    /// the trace logs it: digests only.
+    pub fn take_blobs(&mut self) -> Vec<Blob> {
+        match self {
+            CallEvent::CallStarted { model: Some(m), .. } => std::mem::take(&mut m.blobs),
+            CallEvent::CallAnswered { model: Some(m), .. } => std::mem::take(&mut m.blobs),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// Worker -> supervisor: the payload of every reply envelope.

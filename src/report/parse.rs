@@ -403,6 +403,15 @@ impl Builder {
                         format!("recovered ({action})"),
                     );
                 }
+                CallEvent::CallAborted { action, .. } => {
+                    self.on_task(task, |v| v.unknown += 1);
+                    self.mark(
+                        task,
+                        at,
+                        MarkKind::Unknown,
+                        format!("aborted: outcome unknown ({action})"),
+                    );
+                }
                 CallEvent::Retried { action } => {
                     self.mark(task, at, MarkKind::Retried, format!("retried ({action})"));
                 }

@@ -66,6 +66,7 @@ fn trace() -> Vec<Event> {
                 action,
                 tool: "db.read".into(),
                 reserved: Budget::new(0, 1, 200, 10),
+                model: None,
             }),
         ),
         ev(

@@ -2,7 +2,8 @@
 //!
 //! Each handler turns a message into a core input, calls the core, then carries out the
 //! effects: a tool call or query is spawned with `tokio::time::timeout` up to the effect's
-//! deadline, and its result comes back to the actor as a message (no decision is taken while
+//! deadline (at which the tool's future is dropped), a call whose attempt ended is aborted
+//! ([`Effect::AbortCall`]: its task is aborted, which drops the future), and its result comes back to the actor as a message (no decision is taken while
 //! awaiting); a reply is sent to the `Recipient<ReportMsg>` given at construction.
 
 use std::collections::HashMap;
@@ -189,6 +190,9 @@ pub struct WorkerActor {
     journal: Option<Arc<dyn crate::ActionJournal>>,
     /// The core's time: milliseconds since this worker was built (see [`crate::edge`]).
     clock: crate::edge::Clock,
+    /// The calls in flight by tag: the task running each (aborting it drops the tool's
+    /// future) and its span.
+    in_flight: HashMap<u64, (tokio::task::JoinHandle<()>, tracing::Span)>,
 }
 
 impl WorkerActor {
@@ -226,6 +230,7 @@ impl WorkerActor {
             attempts: HashMap::new(),
             journal: None,
             clock: crate::edge::Clock::start(),
+            in_flight: HashMap::new(),
         }
     }
 
@@ -412,7 +417,8 @@ impl WorkerActor {
                     let me = ctx.address();
                     let wait = self.wait_until(deadline);
                     let fut_span = span.clone();
-                    actix::spawn(
+                    let kept_span = span.clone();
+                    let task = actix::spawn(
                         async move {
                             let started = Instant::now();
                             let answer = tokio::time::timeout(wait, call).await.ok();
@@ -431,6 +437,16 @@ impl WorkerActor {
                         }
                         .instrument(span),
                     );
+                    self.in_flight.insert(tag, (task, kept_span));
+                }
+                Effect::AbortCall { call, .. } => {
+                    if let Some((task, span)) = self.in_flight.remove(&call) {
+                        // Dropping the tool's future closes what it had open (a model's HTTP
+                        // request); no answer comes back.
+                        task.abort();
+                        span.record("outcome", "aborted");
+                        metrics::counter!("quorate_worker_calls_aborted_total").increment(1);
+                    }
                 }
                 Effect::QueryTool {
                     action,
@@ -540,6 +556,7 @@ impl Handler<ControlMsg> for WorkerActor {
 impl Handler<CallEnded> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: CallEnded, ctx: &mut Context<Self>) {
+        self.in_flight.remove(&msg.call);
         let now = self.clock.now();
         let result = match msg.answer {
             Some(answer) => self

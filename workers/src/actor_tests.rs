@@ -288,3 +288,93 @@ async fn the_actor_checks_store_preconditions_against_its_store_before_a_write()
         assert_eq!(reasons, want, "{case:?}");
     }
 }
+
+/// A model tool whose call never answers and notes when its future is dropped (as an HTTP
+/// client's request future closes its connection when dropped).
+struct Hanging {
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Sets its flag when dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl crate::Tool for Hanging {
+    fn name(&self) -> &str {
+        "model.small"
+    }
+    fn capability(&self) -> quorate_protocols::Capability {
+        quorate_protocols::Capability::new("model.small").unwrap()
+    }
+    fn side_effect(&self) -> crate::SideEffect {
+        crate::SideEffect::ReadOnly
+    }
+    fn reservation(&self, _: &serde_json::Value) -> Option<Budget> {
+        Some(Budget::new(0, 0, 70, 0))
+    }
+    fn timeout(&self) -> Option<Duration> {
+        Some(Duration::from_secs(60))
+    }
+    fn call(&self, _: ActionId, _: serde_json::Value) -> crate::ToolFuture<crate::ToolAnswer> {
+        let flag = DropFlag(self.dropped.clone());
+        Box::pin(async move {
+            std::future::pending::<()>().await;
+            drop(flag);
+            unreachable!("never answers")
+        })
+    }
+}
+
+#[actix::test]
+async fn a_cancel_drops_the_future_of_the_call_in_flight() {
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tools = crate::ToolRegistry::new();
+    tools
+        .register(Arc::new(Hanging {
+            dropped: dropped.clone(),
+        }))
+        .unwrap();
+    let mut book = ScriptBook::new(World::new());
+    let node = NodeId::new("ask").unwrap();
+    let ask = json!([{ "do": "call", "tool": "model.small", "params": { "messages": [] } }]);
+    book.insert(node.clone(), script(ask)).unwrap();
+    let replies = Arc::new(Mutex::new(Vec::new()));
+    let collector = Collector(replies.clone()).start();
+    let worker = WorkerActor::new(
+        ids().agent_id(),
+        WorkerConfig::default(),
+        AgentRegistry::new().with_fallback(book.factory()),
+        tools,
+        collector.recipient(),
+    )
+    .start();
+    let mut assignment = Driver::assignment(&["model.small"], Budget::new(10, 5, 100, 0));
+    assignment.node = node;
+    let task = ids().task_id();
+    let env = Envelope::new(ids().run_id(), task, supervisor(), assignment, &mut ids());
+    worker.send(AssignMsg(env.clone())).await.unwrap();
+    actix::clock::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !dropped.load(std::sync::atomic::Ordering::SeqCst),
+        "in flight"
+    );
+    worker
+        .send(ControlMsg(env.map(|_| crate::Control::Cancel)))
+        .await
+        .unwrap();
+    let got = wait_for(&replies, 1).await;
+    assert_eq!(got[0].payload.outcome, Outcome::Cancelled);
+    assert_eq!(got[0].payload.spent, Budget::new(1, 1, 70, 0));
+    for _ in 0..100 {
+        if dropped.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        actix::clock::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "aborted");
+}

@@ -266,6 +266,7 @@ fn a_sub_task_request_is_followed_by_quiet_once_the_other_sub_tasks_stop_working
             crate::Effect::Reply(reply) => d.replies.push(*reply),
             crate::Effect::QueryTool { .. } => panic!("no query expected"),
             crate::Effect::CheckPreconditions { .. } => panic!("no preconditions"),
+            crate::Effect::AbortCall { .. } => panic!("nothing is aborted"),
         }
     }
     let (busy, call) = out.expect("busy's call");

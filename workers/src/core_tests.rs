@@ -114,7 +114,7 @@ fn timeout_after_commit_is_queried_and_recovered_with_exactly_one_effect() {
         ["call-started", "outcome-unknown", "queried", "recovered"]
     );
     assert!(matches!(&report.calls[0],
-        CallEvent::CallStarted { action: a, tool, reserved }
+        CallEvent::CallStarted { action: a, tool, reserved, model: None }
         if *a == action && tool == "db.save" && reserved.tool_calls == 1));
     assert_eq!(
         report.calls[2],
@@ -404,6 +404,9 @@ mod control;
 
 #[path = "core_precondition_tests.rs"]
 mod preconditions;
+
+#[path = "core_model_tests.rs"]
+mod model;
 
 /// A call's effect, and the query after its timeout, hand the driver the registered tool
 /// itself: the driver looks nothing up by name, so it has no "no such tool" case to decide

@@ -236,3 +236,73 @@ fn a_restored_action_is_queried_before_it_is_sent_again() {
         }
     );
 }
+
+/// A model tool: reserves `{"tokens": n, "cost": c}` of its parameters.
+struct Model;
+impl Tool for Model {
+    fn name(&self) -> &str {
+        "model.small"
+    }
+    fn capability(&self) -> quorate_protocols::Capability {
+        quorate_protocols::Capability::new("model.small").unwrap()
+    }
+    fn side_effect(&self) -> SideEffect {
+        SideEffect::ReadOnly
+    }
+    fn reservation(&self, params: &serde_json::Value) -> Option<Budget> {
+        let get = |k: &str| params[k].as_u64().unwrap_or(0);
+        Some(Budget::new(0, 0, get("tokens"), get("cost")))
+    }
+    fn call(&self, _: ActionId, _: serde_json::Value) -> ToolFuture<ToolAnswer> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[test]
+fn a_tools_own_reservation_is_held_and_one_that_does_not_fit_is_refused_naming_it() {
+    let mut f = Fixture::new(Budget::new(5, 2, 100, 10));
+    f.tools.register(Arc::new(Model)).unwrap();
+    f.caps = Capabilities::parse(["model.small"]).unwrap();
+    let d = f.check(
+        "model.small",
+        json!({"tokens": 60, "cost": 3}),
+        (false, false),
+    );
+    assert!(matches!(d, GateDecision::Execute { .. }), "{d:?}");
+    // One tool call and what the tool asked for; not everything left.
+    assert_eq!(f.account.reserved_total, Budget::new(0, 1, 60, 3));
+    let d = f.check("model.small", json!({"tokens": 41}), (false, false));
+    assert_eq!(
+        rejected(&d),
+        &GateRejection::ReservationTooLarge {
+            tool: "model.small".into(),
+            component: Component::Tokens,
+            requested: 41,
+            available: 40
+        }
+    );
+    assert_eq!(rejected(&d).class(), "rejected:reservation");
+    let d = f.check("model.small", json!({"cost": 8}), (false, false));
+    assert!(matches!(
+        rejected(&d),
+        GateRejection::ReservationTooLarge {
+            component: Component::Cost,
+            requested: 8,
+            available: 7,
+            ..
+        }
+    ));
+    // Refused: nothing more was reserved.
+    assert_eq!(f.account.reserved_total, Budget::new(0, 1, 60, 3));
+    // Out of tool calls is the slice running out, as for any call.
+    let d = f.check("model.small", json!({"tokens": 1}), (false, false));
+    assert!(matches!(d, GateDecision::Execute { .. }));
+    let d = f.check("model.small", json!({"tokens": 1}), (false, false));
+    assert!(matches!(
+        rejected(&d),
+        GateRejection::BudgetExhausted {
+            component: Component::ToolCalls,
+            ..
+        }
+    ));
+}

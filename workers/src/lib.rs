@@ -22,11 +22,16 @@
 //!   returns a [`GateDecision`]. It never reads evidence text. A write it lets through waits
 //!   for the task's store preconditions ([`Effect::CheckPreconditions`], checked by the shell
 //!   against the run's store); one that no longer holds turns the write into a rejection.
-//! * A call runs in the shell with a per-call timeout. Its [`ToolAnswer`] (or the timeout)
-//!   goes back into the core: success issues a [`Receipt`], an error becomes an
-//!   [`Observation`] for the agent, a timeout makes the outcome unknown and triggers a query
-//!   by id; a committed effect is *recovered*, an absent one is retried (same id, same
-//!   parameters) only for idempotent tools.
+//! * A call runs in the shell with a per-call timeout (the tool's own [`Tool::timeout`], or the
+//!   worker's). Its [`ToolAnswer`] (or the timeout) goes back into the core: success issues a
+//!   [`Receipt`], an error becomes an [`Observation`] for the agent, a timeout or a lost answer
+//!   ([`ToolAnswer::Lost`]) makes the outcome unknown and triggers a query by id; a committed
+//!   effect is *recovered*, an absent one is retried (same id, same parameters) only for
+//!   idempotent tools. A call whose attempt ends while it is in flight is aborted
+//!   ([`Effect::AbortCall`]).
+//! * A model call is such a tool call: a tool `model.<name>`, read-only, which reserves its
+//!   prompt estimate plus `max_tokens` through [`Tool::reservation`] and is settled with the
+//!   usage the server reports (docs/models.md, "Model calls as actions").
 //! * The [`ProgressDetector`] stops an attempt that repeats itself without new information.
 //! * The attempt ends with one [`Report`] whose [`Outcome`] says how; see [`Effect::Reply`].
 //!

@@ -54,6 +54,8 @@ pub(crate) struct Driver {
     pub(crate) store: quorate_state::MemoryStore<serde_json::Value>,
     /// The writes whose preconditions were checked, in order.
     pub(crate) checked: Vec<ActionId>,
+    /// The calls the core aborted (action, call tag), in order.
+    pub(crate) aborted: Vec<(ActionId, u64)>,
 }
 
 impl Driver {
@@ -87,6 +89,7 @@ impl Driver {
             assignment: None,
             store: quorate_state::MemoryStore::new(),
             checked: Vec::new(),
+            aborted: Vec::new(),
         }
     }
 
@@ -193,6 +196,7 @@ impl Driver {
                 let _late = self.core.handle_preconditions(self.now, action, outcome);
             }
             Effect::Reply(reply) => self.replies.push(*reply),
+            Effect::AbortCall { action, call, .. } => self.aborted.push((action, call)),
         }
     }
 

@@ -91,6 +91,8 @@ pub struct SupervisorCore {
     describe_plan: bool,
     /// Where the ids this core mints come from.
     ids: IdSource,
+    /// The model-call content this run logged (each piece once).
+    blobs: crate::blob::BlobLog,
 }
 
 impl SupervisorCore {
@@ -143,6 +145,7 @@ impl SupervisorCore {
             actions: Default::default(),
             awaiting_ack: HashMap::new(),
             describe_plan: false,
+            blobs: crate::blob::BlobLog::default(),
             ids,
         }
     }

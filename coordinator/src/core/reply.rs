@@ -11,7 +11,9 @@ impl super::SupervisorCore {
         calls: Vec<quorate_workers::CallEvent>,
     ) {
         for call in calls {
-            self.record(now, Some(i), crate::EventKind::of_call(call));
+            for kind in self.blobs.events(call) {
+                self.record(now, Some(i), kind);
+            }
         }
     }
 }

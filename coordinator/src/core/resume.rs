@@ -253,6 +253,7 @@ impl SupervisorCore {
                     // right after this event; replaying it too changes nothing).
                     core.settle(i, *spent);
                 }
+                (EventKind::Blob(blob), _) => core.blobs.logged(blob.digest),
                 _ => {}
             }
         }

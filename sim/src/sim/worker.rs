@@ -88,6 +88,9 @@ impl Sim {
                         .handle_preconditions(now, action, outcome);
                 }
                 WorkEffect::Reply(reply) => self.send(Msg::Report(reply)),
+                // The sim's calls run to their end when made (their answers are scheduled): an
+                // aborted call's answer, if any, comes late and only updates the book.
+                WorkEffect::AbortCall { .. } => {}
             }
         }
     }

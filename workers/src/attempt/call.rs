@@ -39,6 +39,13 @@ impl Attempt {
                 action: request.action,
             });
         }
+        let model = if super::transcript::is_model_call(&request.params) {
+            self.transcript()
+                .request(request.action, &request.params)
+                .map(Box::new)
+        } else {
+            None
+        };
         self.calls.push(CallEvent::CallStarted {
             action: request.action,
             tool: request.tool.clone(),
@@ -48,6 +55,7 @@ impl Attempt {
                 .get(&reservation)
                 .copied()
                 .unwrap_or_default(),
+            model,
         });
         *d.calls += 1;
         let call = *d.calls;
@@ -64,6 +72,7 @@ impl Attempt {
             request,
             reservation,
             call,
+            started: d.now,
         };
     }
 

@@ -44,6 +44,7 @@ impl Attempt {
         let Phase::Calling {
             request,
             reservation,
+            started,
             ..
         } = std::mem::replace(&mut self.phase, Phase::Idle)
         else {
@@ -54,11 +55,19 @@ impl Attempt {
             ToolAnswer::Err { class, .. } => (false, Some(class.clone())),
             ToolAnswer::Lost { .. } => (false, Some(LOST.to_owned())),
         };
+        let model = match &answer {
+            ToolAnswer::Ok { output, .. } if super::transcript::is_model_call(&request.params) => {
+                let latency = d.now.saturating_sub(started);
+                Some(Box::new(self.transcript().answer(output, latency)))
+            }
+            _ => None,
+        };
         self.calls.push(CallEvent::CallAnswered {
             action,
             changed,
             cost: Self::charge_of(cost_of(&answer)),
             error,
+            model,
         });
         self.settle(d, Some(reservation), cost_of(&answer));
         self.absorb(d, &request, answer);
@@ -118,6 +127,7 @@ impl Attempt {
             request,
             reservation,
             call,
+            ..
         } = std::mem::replace(&mut self.phase, Phase::Idle)
         else {
             return Err(InputError::NotAwaited { action });
@@ -329,7 +339,7 @@ impl Attempt {
         }
         // The sub-task's call steps go up with this attempt's next reply.
         self.calls.extend(calls);
-        let relay = self.relay.get_or_insert_with(Box::default);
+        let relay = self.relay_mut();
         if relay.out.is_some() {
             relay.waiting.push_back((action, reason));
         } else {
@@ -346,12 +356,12 @@ impl Attempt {
 
     /// A sub-task's request this attempt passed up is out with the supervisor.
     pub(crate) fn relays_request(&self) -> bool {
-        self.relay.as_ref().is_some_and(|r| r.out.is_some())
+        self.relay().is_some_and(|r| r.out.is_some())
     }
 
     /// The sub-task request this attempt passed up and has not yet followed with `Quiet`.
     pub(crate) fn unquiet_request(&self) -> Option<ActionId> {
-        self.relay.as_ref().filter(|r| !r.quiet).and_then(|r| r.out)
+        self.relay().filter(|r| !r.quiet).and_then(|r| r.out)
     }
 
     /// Nothing below this attempt works any more: the supervisor is told, after the request
@@ -360,18 +370,17 @@ impl Attempt {
         let Some(action) = self.unquiet_request() else {
             return;
         };
-        if let Some(relay) = self.relay.as_mut() {
-            relay.quiet = true;
-        }
+        self.relay_mut().quiet = true;
         self.send(d, ResultKind::Suggestion, Outcome::Quiet { action });
     }
 
     /// The supervisor decided about `action`, a sub-task's request this attempt passed up: the
     /// next waiting request, if any, goes up now.
     pub(crate) fn approval_decided(&mut self, d: &mut Deps<'_>, action: ActionId) {
-        let Some(relay) = self.relay.as_mut().filter(|r| r.out == Some(action)) else {
+        if self.relay().and_then(|r| r.out) != Some(action) {
             return;
-        };
+        }
+        let relay = self.relay_mut();
         relay.out = None;
         if let Some((next, reason)) = relay.waiting.pop_front() {
             let _ = self.relay_approval(d, next, reason, Vec::new());

@@ -3,6 +3,7 @@
 
 mod call;
 mod inputs;
+mod transcript;
 
 use std::collections::VecDeque;
 
@@ -50,6 +51,8 @@ enum Phase {
         reservation: ReservationId,
         /// The call's tag (see [`Effect::CallTool`]).
         call: u64,
+        /// When it started (a model call's latency is traced).
+        started: Millis,
     },
     /// The tool is being asked what became of `request.action`.
     Querying {
@@ -99,9 +102,18 @@ pub(crate) struct Attempt {
     calls: Vec<CallEvent>,
     progress: ProgressDetector,
     phase: Phase,
-    /// Sub-tasks' approval requests passed up to the supervisor, one at a time (boxed: few
-    /// attempts have any, and every attempt is moved around whole).
-    relay: Option<Box<Relay>>,
+    /// What few attempts need (boxed, as every attempt is moved around whole): sub-tasks'
+    /// approval requests passed up, and what the trace was sent of model calls.
+    rare: Option<Box<Rare>>,
+}
+
+/// The part of an attempt few attempts use.
+#[derive(Debug, Default)]
+struct Rare {
+    /// Sub-tasks' approval requests passed up to the supervisor, one at a time.
+    relay: Relay,
+    /// What the trace was sent of the attempt's model calls.
+    transcript: transcript::Transcript,
 }
 
 /// The approval request of a sub-task that is out with the supervisor, and the ones waiting
@@ -152,12 +164,27 @@ impl Attempt {
             calls: Vec::new(),
             progress: ProgressDetector::new(config.no_progress_limit),
             phase: Phase::Idle,
-            relay: None,
+            rare: None,
         })
     }
 
     pub(crate) fn number(&self) -> u32 {
         self.envelope.attempt
+    }
+
+    /// The sub-task approval requests this attempt passed up, if it ever did.
+    fn relay(&self) -> Option<&Relay> {
+        self.rare.as_deref().map(|r| &r.relay)
+    }
+
+    /// [`Self::relay`], made if needed.
+    fn relay_mut(&mut self) -> &mut Relay {
+        &mut self.rare.get_or_insert_with(Box::default).relay
+    }
+
+    /// What the trace was sent of the attempt's model calls.
+    fn transcript(&mut self) -> &mut transcript::Transcript {
+        &mut self.rare.get_or_insert_with(Box::default).transcript
     }
 
     pub(crate) fn is_done(&self) -> bool {
@@ -434,6 +461,34 @@ impl Attempt {
         // A write still waiting for its preconditions never ran: nothing of it is charged.
         if let Phase::Checking(write) = &self.phase {
             self.release(write.reservation);
+        }
+        // A call in flight is aborted: its future is dropped, so a request still open (an
+        // HTTP request to a model) is closed. Its outcome is unknown; its reservation stays
+        // open, and closing the account charges it in full (no usage comes back).
+        if let Phase::Calling {
+            request,
+            reservation,
+            call,
+            ..
+        } = &self.phase
+        {
+            let action = request.action;
+            let charged = self
+                .account
+                .reservations
+                .get(reservation)
+                .copied()
+                .unwrap_or_default();
+            let _refused = d
+                .book
+                .apply(action, quorate_protocols::ActionEvent::TimedOut);
+            self.counts.unknown += 1;
+            self.calls.push(CallEvent::CallAborted { action, charged });
+            d.out.push_back(Effect::AbortCall {
+                task: self.envelope.task,
+                action,
+                call: *call,
+            });
         }
         let _unused = self.account.close(self.account_id);
         let cancelled = outcome == Outcome::Cancelled;

@@ -30,6 +30,19 @@ pub enum Effect {
         /// new call, so a late answer of an earlier call is told apart from the retry's.
         call: u64,
     },
+    /// The attempt that made call `call` for `action` ended while it was in flight (it was
+    /// cancelled or stopped): drop the call's future, so a request still open (an HTTP request
+    /// to a model) is aborted; no answer is fed back. The core already counted the call's
+    /// outcome as unknown and charged its reservation. A driver that cannot abort may let the
+    /// call run: its answer, if any, is late and only updates the action's record.
+    AbortCall {
+        /// The task.
+        task: TaskId,
+        /// The action.
+        action: ActionId,
+        /// The call's tag (as in [`Effect::CallTool`]).
+        call: u64,
+    },
     /// Ask `tool` what became of `action`; feed the answer to
     /// [`WorkerCore::handle_query_answer`] or call [`WorkerCore::handle_query_timeout`].
     QueryTool {

@@ -58,6 +58,8 @@ pub struct PeerCore {
     actions: ActionCounts,
     /// `run-started` lists the plan's nodes ([`Self::set_describe_plan`]).
     describe_plan: bool,
+    /// The model-call content this peer logged (each piece once).
+    blobs: crate::blob::BlobLog,
     /// Where the dedupe keys and correlation ids of this peer's envelopes come from.
     ids: quorate_protocols::IdSource,
 }
@@ -112,6 +114,7 @@ impl PeerCore {
             messages: MessageCounts::default(),
             actions: ActionCounts::default(),
             describe_plan: false,
+            blobs: crate::blob::BlobLog::default(),
             ids,
         }
     }

@@ -23,7 +23,9 @@ impl PeerCore {
         self.steps += 1;
         // What the worker did with its calls since its last reply, in its order, then the reply.
         for call in std::mem::take(&mut reply.payload.calls) {
-            self.record(now, Some(i), EventKind::of_call(call));
+            for kind in self.blobs.events(call) {
+                self.record(now, Some(i), kind);
+            }
         }
         self.record(now, Some(i), EventKind::ReplyAccepted);
         let t = &mut self.tasks[i as usize];
