@@ -113,6 +113,7 @@ pub struct Client {
     model: String,
     key: Option<ApiKey>,
     timeout: Duration,
+    temperature: Option<f64>,
 }
 
 impl fmt::Debug for Client {
@@ -146,6 +147,7 @@ impl Client {
             model: config.model.clone(),
             key,
             timeout: config.timeout(),
+            temperature: config.temperature,
         })
     }
 
@@ -153,8 +155,11 @@ impl Client {
     /// server's `Retry-After` seconds, at most [`MAX_BACKOFF`]) up to [`MAX_TRIES`] requests,
     /// while the next try can still start within the timeout.
     pub async fn chat(&self, params: &ChatParams) -> Result<ChatAnswer, ClientError> {
-        let body =
-            serde_json::to_vec(&params.to_request(&self.model)).expect("a request body serializes");
+        let mut request = params.to_request(&self.model);
+        if let Some(t) = self.temperature {
+            request["temperature"] = t.into();
+        }
+        let body = serde_json::to_vec(&request).expect("a request body serializes");
         let started = Instant::now();
         let mut wait = FIRST_BACKOFF;
         let mut tries = 0u32;

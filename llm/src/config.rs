@@ -36,6 +36,10 @@ pub struct ModelConfig {
     /// What a call costs in the budget's `cost` unit, if anything.
     #[serde(default)]
     pub price: Option<Price>,
+    /// The sampling temperature sent with every call (none: the server's default); 0 makes a
+    /// local model's answers repeatable.
+    #[serde(default)]
+    pub temperature: Option<f64>,
 }
 
 fn default_max_tokens() -> u64 {
@@ -61,6 +65,7 @@ impl ModelConfig {
             timeout_ms: default_timeout_ms(),
             context_tokens: default_context_tokens(),
             price: None,
+            temperature: None,
         }
     }
 
