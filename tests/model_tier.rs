@@ -294,7 +294,7 @@ fn the_runtime_overhead_per_model_call_is_measured_against_the_model() {
     let model = relay.model_time();
     let calls = relay.requests() as u32;
     assert_eq!(out.output.report.stop_reason.as_deref(), Some("completed"));
-    assert_eq!(calls, 2);
+    assert!(calls >= 2, "a model call before and after the tool");
     let runtime = wall.saturating_sub(model);
     eprintln!(
         "overhead: {calls} model calls, wall {wall:?}, model {model:?} ({:?} a call), runtime \

@@ -270,7 +270,9 @@ impl LlmAgent {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                Quoted::new(format!("tool:{tool} action {action}"), fit(&data, budget)).block()
+                // The source names the tool, not the action id: a prompt without run-specific
+                // ids gets the same answer from a model at temperature 0 (the id is in `cites`).
+                Quoted::new(format!("tool:{tool}"), fit(&data, budget)).block()
             }
             Some(Observation::ToolError { class, message, .. }) => {
                 format!("the tool failed ({class}): {}", fit(message, budget))
