@@ -102,7 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (agents, tools)
     })?;
     let report = &output.report;
-    println!("stop: {}", report.stop_reason.as_deref().unwrap_or("-"));
+    println!("stop: {}", report.stop_detail.as_deref().unwrap_or("-"));
     println!("answer: {}", output.result("stock").unwrap_or_default());
     println!("spent: {:?}", report.budget.spent);
     Ok(())

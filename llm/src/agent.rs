@@ -1,25 +1,4 @@
-//! [`LlmAgent`]: an [`Agent`] whose policy is a language model, and which still never runs
-//! anything itself.
-//!
-//! `propose` stays synchronous and pure. The model call is a proposal like any other:
-//! `CallTool { tool: "model.<name>", params: ChatParams }`, which the gate checks (capability
-//! `model.<name>`, budget reserved before the call) and the runtime executes and records. The
-//! answer comes back as the next [`Observation`]; the model's tool calls become `CallTool`
-//! proposals of their own, through the same gate, and each observation (an output, a tool
-//! error, or the gate's refusal with its reason) goes back to the model as a `tool` message.
-//!
-//! The loop, one proposal per step:
-//!
-//! 1. the opening prompt ([`crate::prompt::opening`]) → model call;
-//! 2. the model asked for tools (and a tool round is left) → one `CallTool` per tool call, in
-//!    order, then the next model call with the results;
-//! 3. the model answered text → `Finish`.
-//!
-//! **The answer's kind.** The answer is `{ "answer", "model", "cites" }`, where `cites` lists
-//! the tool outputs the runtime recorded in this attempt that the model saw before answering
-//! (action id and tool). With at least one, it finishes as a `verified-conclusion` resting on
-//! them; with none (the model answered from its prompt alone), as a `suggestion`, which a task
-//! accepts only if its acceptance lists `suggestion`. The model's own output is not evidence.
+//! The model agent (documented on [`LlmAgent`]).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -87,7 +66,28 @@ enum Phase {
     Done,
 }
 
-/// The agent (see the [module docs](self)).
+/// [`LlmAgent`]: an [`Agent`] whose policy is a language model, and which still never runs
+/// anything itself.
+///
+/// `propose` stays synchronous and pure. The model call is a proposal like any other:
+/// `CallTool { tool: "model.<name>", params: ChatParams }`, which the gate checks (capability
+/// `model.<name>`, budget reserved before the call) and the runtime executes and records. The
+/// answer comes back as the next [`Observation`]; the model's tool calls become `CallTool`
+/// proposals of their own, through the same gate, and each observation (an output, a tool
+/// error, or the gate's refusal with its reason) goes back to the model as a `tool` message.
+///
+/// The loop, one proposal per step:
+///
+/// 1. the opening prompt ([`crate::prompt::opening`]) → model call;
+/// 2. the model asked for tools (and a tool round is left) → one `CallTool` per tool call, in
+///    order, then the next model call with the results;
+/// 3. the model answered text → `Finish`.
+///
+/// **The answer's kind.** The answer is `{ "answer", "model", "cites" }`, where `cites` lists
+/// the tool outputs the runtime recorded in this attempt that the model saw before answering
+/// (action id and tool). With at least one, it finishes as a `verified-conclusion` resting on
+/// them; with none (the model answered from its prompt alone), as a `suggestion`, which a task
+/// accepts only if its acceptance lists `suggestion`. The model's own output is not evidence.
 pub struct LlmAgent {
     config: LlmAgentConfig,
     phase: Phase,

@@ -7,8 +7,8 @@
 //!
 //! * A plan names a model endpoint ([`ModelConfig`]: base URL, model, the environment variable
 //!   holding the API key, `max_tokens`, timeout, context budget, price). With the cargo feature
-//!   `http`, [`ModelTool`] makes it the read-only tool `model.<name>` (capability
-//!   `model.<name>`), calling it with the OpenAI-compatible [`Client`] (reqwest).
+//!   `http`, `ModelTool` makes it the read-only tool `model.<name>` (capability
+//!   `model.<name>`), calling it with the OpenAI-compatible `Client` (reqwest).
 //! * The task's agent is an [`LlmAgent`]. Its `propose` stays synchronous and pure: it proposes
 //!   the model call as a tool call carrying [`ChatParams`] (messages, tools, `max_tokens`), so
 //!   the gate checks the capability and reserves tokens before anything is sent, and reads the

@@ -257,3 +257,105 @@ impl PlanFile {
         self.all_tasks().any(|t| t.agent == AgentKind::Llm)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = r#"
+[run]
+budget = { steps = 10, tool_calls = 4, tokens = 2000 }
+capabilities = ["model.local", "docs.read"]
+attempt_timeout_ms = 90000
+
+[models.local]
+base_url = "http://127.0.0.1:8077/v1"
+model = "m"
+timeout_ms = 60000
+
+[tools."docs.read"]
+side_effect = "read-only"
+output = "x"
+
+[[tasks]]
+id = "ask"
+agent = "llm"
+MODEL
+capabilities = CAPS
+budget = { steps = 10, tool_calls = 4, tokens = 2000 }
+"#;
+
+    fn compile(model: &str, caps: &str) -> Result<PlanFile, PlanFileError> {
+        let text = PLAN.replace("MODEL", model).replace("CAPS", caps);
+        let file = PlanFile::parse(Path::new("p.toml"), &text)?;
+        file.compile(Path::new("p.toml")).map(|_| file)
+    }
+
+    fn model_error(e: PlanFileError) -> (Option<NodeId>, ModelError) {
+        match e {
+            PlanFileError::Model { task, source, .. } => (task, source),
+            other => panic!("expected a model error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn a_model_task_compiles_into_an_agent_offered_its_tools() {
+        let file = compile("model = \"local\"", r#"["model.local", "docs.read"]"#).unwrap();
+        let agents = file.model_agents();
+        let agent = &agents[&NodeId::new("ask").unwrap()];
+        assert_eq!(agent.model_tool(), "model.local");
+        assert_eq!(agent.max_tokens, 256);
+        assert_eq!(agent.tools.len(), 1);
+        assert_eq!(agent.tools[0].name, "docs.read");
+        assert!(file.uses_models());
+    }
+
+    #[test]
+    fn an_unknown_model_is_refused_naming_the_task_and_the_model() {
+        let e = compile("model = \"gpt\"", r#"["model.local"]"#).unwrap_err();
+        let text = e.to_string();
+        let (task, source) = model_error(e);
+        assert_eq!(task.unwrap().as_str(), "ask");
+        assert_eq!(
+            source,
+            ModelError::UnknownModel {
+                model: "gpt".into(),
+                known: vec!["local".into()],
+            }
+        );
+        assert!(
+            text.contains("task ask: model \"gpt\" has no [models.gpt]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn model_tasks_need_a_model_its_capability_and_a_long_enough_attempt() {
+        let (_, e) = model_error(compile("", r#"["model.local"]"#).unwrap_err());
+        assert_eq!(e, ModelError::NoModel);
+        let (_, e) = model_error(compile("model = \"local\"", r#"["docs.read"]"#).unwrap_err());
+        assert!(matches!(e, ModelError::NoModelCapability { .. }), "{e}");
+        let short = PLAN.replace("attempt_timeout_ms = 90000", "attempt_timeout_ms = 60000");
+        let text = short
+            .replace("MODEL", "model = \"local\"")
+            .replace("CAPS", r#"["model.local"]"#);
+        let file = PlanFile::parse(Path::new("p.toml"), &text).unwrap();
+        let (_, e) = model_error(file.compile(Path::new("p.toml")).unwrap_err());
+        assert!(matches!(e, ModelError::AttemptTimeout { .. }), "{e}");
+        let bad_choice = "model = \"local\"\ntool_choice = \"db.delete\"";
+        let (_, e) = model_error(compile(bad_choice, r#"["model.local"]"#).unwrap_err());
+        assert!(matches!(e, ModelError::BadToolChoice { .. }), "{e}");
+    }
+
+    #[cfg(not(feature = "llm"))]
+    #[test]
+    fn without_the_feature_a_model_plan_is_refused_before_it_runs() {
+        let file = compile("model = \"local\"", r#"["model.local"]"#).unwrap();
+        let e = crate::runner::run_plan_file(Path::new("p.toml"), &file, &Default::default())
+            .unwrap_err();
+        assert!(
+            matches!(e, crate::runner::RunFileError::NoModelClient),
+            "{e}"
+        );
+    }
+}
