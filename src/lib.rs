@@ -13,6 +13,8 @@
 //! * [`workers`]: the `Agent` and `Tool` traits, the execution gate, the worker actor.
 //! * [`coordinator`]: the supervisor core and actor, run reports and traces.
 //! * [`memory`]: memory with provenance on the store.
+//! * [`llm`]: model agents (`LlmAgent`, prompts with quoted data; with the cargo feature `llm`,
+//!   the OpenAI-compatible client and the `model.<name>` tool).
 //! * [`plan_file`] and [`runner`]: `quorate run PLAN.toml`; [`durable`]: the runs kept in a
 //!   store file (`quorate run --store`, `quorate resume`).
 //!
@@ -46,6 +48,7 @@ pub mod stdout;
 pub mod telemetry;
 
 pub use quorate_coordinator as coordinator;
+pub use quorate_llm as llm;
 pub use quorate_memory as memory;
 pub use quorate_protocols as protocols;
 pub use quorate_state as state;

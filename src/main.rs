@@ -383,9 +383,13 @@ fn run_error_code(e: &RunFileError) -> u8 {
         | RunFileError::TopUp(_)
         | RunFileError::UnknownTopUpTask { .. }
         | RunFileError::TwoTopUpAnswers { .. }
+        | RunFileError::NoModelClient
         | RunFileError::Run(RunError::Trace { .. } | RunError::NoPeers | RunError::Config(_)) => {
             EXIT_BAD_INPUT
         }
+        // A missing API key variable or a bad model name: the input.
+        #[cfg(feature = "llm")]
+        RunFileError::ModelTool(_) => EXIT_BAD_INPUT,
         RunFileError::Run(_) => quorate::coordinator::StopReason::EXIT_RUNTIME,
     }
 }

@@ -26,9 +26,11 @@
 //! but cannot work as written (a task that cannot take a step or make a call its script names).
 
 mod limits;
+mod models;
 mod syntax;
 mod warnings;
 
+pub use models::{AgentKind, ModelError};
 pub use warnings::PlanWarning;
 
 use std::io::Read;
@@ -149,6 +151,28 @@ pub struct TaskSection {
     /// What the scripted agent does.
     #[serde(default)]
     pub script: Script,
+    /// Which agent plays the task: `"scripted"` (the default) or `"llm"` (a model agent over
+    /// `model`; see docs/models.md).
+    #[serde(default)]
+    pub agent: AgentKind,
+    /// A model task's model: a `[models.NAME]` section (the task needs capability
+    /// `model.NAME`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The `[tools.NAME]` a model task offers the model (default: every one whose capability
+    /// the task holds).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// `tool_choice` of the model's first call that offers tools: `"auto"` (the default),
+    /// `"none"`, or an offered tool's name (the model must call it).
+    #[serde(default)]
+    pub tool_choice: Option<String>,
+    /// `max_tokens` of the task's model calls (default: the model's; at most the model's).
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// How many of the task's model calls may offer tools (default 1).
+    #[serde(default)]
+    pub tool_rounds: Option<u32>,
 }
 
 fn default_role() -> String {
@@ -181,6 +205,12 @@ pub struct PlanFile {
     /// The plan to switch to when a store precondition fails.
     #[serde(default)]
     pub fallback: Option<FallbackSection>,
+    /// Model endpoints by name (`[models.NAME]`).
+    #[serde(default)]
+    pub models: std::collections::BTreeMap<String, quorate_llm::ModelConfig>,
+    /// Tools with a fixed answer that model tasks can call (`[tools.NAME]`).
+    #[serde(default)]
+    pub tools: std::collections::BTreeMap<String, quorate_llm::FixedToolConfig>,
 }
 
 /// The largest plan file `quorate` reads, in bytes (1 MiB).
@@ -264,6 +294,16 @@ pub enum PlanFileError {
         value: u64,
         /// What it must be (naming any other setting it depends on).
         reason: String,
+    },
+    /// A model task, a `[models.NAME]` or a `[tools.NAME]` section is not valid.
+    #[error("{path}: {}{source}", .task.as_ref().map(|t| format!("task {t}: ")).unwrap_or_default())]
+    Model {
+        /// The file.
+        path: PathBuf,
+        /// The task (`None` for a section's name).
+        task: Option<NodeId>,
+        /// What is wrong.
+        source: ModelError,
     },
     /// A task's script is not valid.
     #[error("{path}: task {task}: {source}")]
@@ -374,6 +414,7 @@ impl PlanFile {
                 source,
             })?;
         }
+        self.check_models(path)?;
         let mut book = ScriptBook::new(World::new());
         for t in self.all_tasks() {
             book.insert(t.id.clone(), t.script.clone())
@@ -383,11 +424,24 @@ impl PlanFile {
                     source,
                 })?;
         }
-        book.tools().map_err(|source| PlanFileError::Script {
+        let scripted = book.tools().map_err(|source| PlanFileError::Script {
             path: path.to_path_buf(),
             task: self.tasks[0].id.clone(),
             source,
         })?;
+        let clash = self.tools.keys().find(|name| {
+            scripted.get(name).is_some()
+                || name
+                    .strip_prefix("model.")
+                    .is_some_and(|m| self.models.contains_key(m))
+        });
+        if let Some(tool) = clash {
+            return Err(PlanFileError::Model {
+                path: path.to_path_buf(),
+                task: None,
+                source: ModelError::ToolClash { tool: tool.clone() },
+            });
+        }
         Ok((plan, book))
     }
 

@@ -195,6 +195,16 @@ pub enum RunFileError {
         /// The task ids of the plan file, sorted.
         tasks: Vec<String>,
     },
+    /// A task uses a model, but this build has no model client (cargo feature `llm`).
+    #[error(
+        "the plan's tasks use a model (agent = \"llm\"), but this quorate was built without \
+         the model client: build with --features llm"
+    )]
+    NoModelClient,
+    /// A `model.NAME` tool could not be built (its API key variable is not set...).
+    #[cfg(feature = "llm")]
+    #[error(transparent)]
+    ModelTool(#[from] quorate_llm::ModelToolError),
     /// A task is given two top-up answers.
     #[error("task {id:?} is given two answers (--grant and --reject, or one of them twice)")]
     TwoTopUpAnswers {
@@ -277,15 +287,64 @@ pub fn run_compiled(
             resume: d.resume.clone(),
         });
     }
+    let models = model_tools(file)?;
+    let model_agents = std::sync::Arc::new(file.model_agents());
     let parts = || {
-        let tools = book.tools().expect("scripts were checked by compile");
-        (AgentRegistry::new().with_fallback(book.factory()), tools)
+        let mut tools = book.tools().expect("scripts were checked by compile");
+        for (name, config) in &file.tools {
+            let name = quorate_protocols::Capability::new(name.clone())
+                .expect("tool names were checked by compile");
+            let tool = quorate_llm::FixedTool::new(name, config, world.clone());
+            tools
+                .register(std::sync::Arc::new(tool))
+                .expect("tool names were checked by compile");
+        }
+        for tool in &models {
+            tools
+                .register(tool.clone())
+                .expect("model names were checked by compile");
+        }
+        let scripts = book.factory();
+        let agents = model_agents.clone();
+        let factory = move |a: &quorate_workers::Assignment| -> Box<dyn quorate_workers::Agent> {
+            match agents.get(&a.node) {
+                Some(config) => Box::new(quorate_llm::LlmAgent::new(config.clone())),
+                None => quorate_workers::AgentFactory::create(&scripts, a),
+            }
+        };
+        (AgentRegistry::new().with_fallback(factory), tools)
     };
     let output = match file.run.topology {
         Topology::Star => run_star(plan, options, parts)?,
         Topology::Peer => run_peer(plan, options, parts)?,
     };
     Ok(FileRun { output, world })
+}
+
+/// The `model.NAME` tools of the file's `[models]` that its tasks use (each reads its API key
+/// variable now).
+#[cfg(feature = "llm")]
+fn model_tools(
+    file: &PlanFile,
+) -> Result<Vec<std::sync::Arc<dyn quorate_workers::Tool>>, RunFileError> {
+    let mut tools: Vec<std::sync::Arc<dyn quorate_workers::Tool>> = Vec::new();
+    for (name, config) in &file.models {
+        let tool = quorate_llm::ModelTool::new(name, config.clone())?;
+        tools.push(std::sync::Arc::new(tool));
+    }
+    Ok(tools)
+}
+
+/// Without the feature `llm` there is no model client: a file whose tasks use a model is
+/// refused before anything runs.
+#[cfg(not(feature = "llm"))]
+fn model_tools(
+    file: &PlanFile,
+) -> Result<Vec<std::sync::Arc<dyn quorate_workers::Tool>>, RunFileError> {
+    if file.uses_models() {
+        return Err(RunFileError::NoModelClient);
+    }
+    Ok(Vec::new())
 }
 
 /// The top-up answers `grants` and `rejects` (`--grant TASK=BUDGET`, `--reject TASK`) for a run
