@@ -40,7 +40,8 @@ impl SupervisorCore {
         let guard = ReplyGuard {
             run: self.run,
             state: slot.state,
-            settled: slot.state.is_terminal(),
+            // A task whose result commit is out takes no more replies.
+            settled: slot.state.is_terminal() || slot.committing,
             attempt: slot.attempt,
             version: Version::new(u64::from(slot.version)),
             assigned: slot.worker.map(|w| self.workers[w as usize].agent),
@@ -72,7 +73,7 @@ impl SupervisorCore {
             Outcome::Answer { value, receipts } => {
                 let node = self.plan.node(i);
                 match acceptance::check(&node.acceptance, reply.result_kind, &value, &receipts) {
-                    Ok(()) => self.complete(now, i, value, reply.evidence),
+                    Ok(()) => self.complete(i, value, reply.evidence),
                     Err(observation) => {
                         self.record(
                             now,

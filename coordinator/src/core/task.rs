@@ -24,6 +24,8 @@ pub(crate) struct TaskSlot {
     pub(crate) allocated: bool,
     /// Waiting for the shell to check store preconditions.
     pub(crate) checking: bool,
+    /// Its accepted result is being committed (running until the commit is answered).
+    pub(crate) committing: bool,
     extra: Option<Box<SlotExtra>>,
 }
 
@@ -55,6 +57,7 @@ impl TaskSlot {
             state: TaskState::Pending,
             allocated: false,
             checking: false,
+            committing: false,
             extra: None,
         }
     }
@@ -155,6 +158,19 @@ impl StateCounts {
     /// Tasks in `state`.
     pub(crate) fn get(&self, state: TaskState) -> usize {
         self.0[state_index(state)]
+    }
+
+    /// How many tasks are in a live (non-terminal) state.
+    pub(crate) fn live(&self) -> usize {
+        [
+            TaskState::Pending,
+            TaskState::Ready,
+            TaskState::Running,
+            TaskState::WaitingApproval,
+        ]
+        .into_iter()
+        .map(|s| self.get(s))
+        .sum()
     }
 
     /// `true` if no task is in a live (non-terminal) state.
