@@ -151,7 +151,7 @@ impl SupervisorActor {
                             CommitOutcome::Committed
                         }
                         Some(stored) => CommitOutcome::Kept {
-                            value: stored.value,
+                            value: stored.value.into(),
                             version: stored.version,
                         },
                     };

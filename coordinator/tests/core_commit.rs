@@ -42,8 +42,10 @@ fn poll(core: &mut SupervisorCore, tickets: &mut Vec<CommitTicket>) -> Vec<Seen>
             SupervisorEffect::Record(r) => {
                 let event = core.event(r);
                 match event.kind {
-                    EventKind::ResultKept { same, result, .. } => Seen::Kept(same, result),
-                    EventKind::ResultCommitted { result } => Seen::Committed(result),
+                    EventKind::ResultKept { same, result, .. } => {
+                        Seen::Kept(same, result.into_value())
+                    }
+                    EventKind::ResultCommitted { result } => Seen::Committed(result.into_value()),
                     kind => Seen::Record(event.task.as_deref().map(str::to_string), {
                         match kind {
                             EventKind::Transition { to, .. } => format!("to {to}"),
@@ -54,7 +56,7 @@ fn poll(core: &mut SupervisorCore, tickets: &mut Vec<CommitTicket>) -> Vec<Seen>
             }
             SupervisorEffect::CommitResult { ticket, key, value } => {
                 tickets.push(ticket);
-                Seen::Commit(key, value)
+                Seen::Commit(key, value.into_value())
             }
             SupervisorEffect::Dispatch { envelope, .. } => Seen::Dispatch(
                 envelope.payload.node.to_string(),
@@ -62,7 +64,7 @@ fn poll(core: &mut SupervisorCore, tickets: &mut Vec<CommitTicket>) -> Vec<Seen>
                     .payload
                     .inputs
                     .iter()
-                    .map(|i| (i.node.to_string(), i.value.clone()))
+                    .map(|i| (i.node.to_string(), i.value.value().clone()))
                     .collect(),
             ),
             SupervisorEffect::Control { .. } => Seen::Control,
@@ -108,7 +110,7 @@ fn a_kept_commit_gives_the_dependents_the_stored_value_and_rewrites_nothing() {
     );
     assert_eq!(h.core.task_state(0), TaskState::Running);
     let kept = CommitOutcome::Kept {
-        value: json!("stored"),
+        value: json!("stored").into(),
         version: Version::new(3),
     };
     h.core
@@ -207,4 +209,60 @@ fn a_cancel_with_only_a_commit_out_finds_nothing_to_cancel() {
         .expect("awaited");
     let after = poll(&mut h.core, &mut Vec::new());
     assert_eq!(after.last(), Some(&Seen::Stop(StopReason::Completed)));
+}
+
+/// A result is shared, not copied: the task's log record and every dependent's input hold
+/// the very value the worker's reply carried.
+#[test]
+fn a_result_is_shared_by_its_record_and_every_dependent() {
+    let mut h = Harness::new(
+        vec![node("a", &[]), node("b", &["a"]), node("c", &["a"])],
+        SupervisorConfig::default(),
+    );
+    let reply = h.answer("a", json!({"rows": [1, 2, 3]}));
+    let quorate_protocols::wire::Outcome::Answer { value: sent, .. } = &reply.payload.outcome
+    else {
+        unreachable!("an answer")
+    };
+    let sent = sent.clone();
+    h.core.handle_report(1, reply).expect("accepted");
+    let mut held = Vec::new();
+    let mut ticket = None;
+    while let Some(e) = h.core.poll_effect() {
+        if let SupervisorEffect::CommitResult {
+            ticket: t, value, ..
+        } = e
+        {
+            held.push(value);
+            ticket = Some(t);
+        }
+    }
+    let ticket = ticket.expect("a's commit");
+    h.core
+        .handle_result_commit(2, ticket, CommitOutcome::Committed)
+        .expect("awaited");
+    while let Some(e) = h.core.poll_effect() {
+        match e {
+            SupervisorEffect::Record(r) => {
+                if let EventKind::ResultCommitted { result } = r.kind {
+                    held.push(result);
+                }
+            }
+            SupervisorEffect::Dispatch { envelope, .. } => {
+                held.extend(envelope.payload.inputs.into_iter().map(|i| i.value));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        held.len(),
+        4,
+        "the commit, the record and b's and c's inputs"
+    );
+    for payload in &held {
+        assert!(
+            quorate_protocols::Payload::ptr_eq(payload, &sent),
+            "{payload:?} was copied"
+        );
+    }
 }

@@ -28,7 +28,7 @@ fn dependencies_gate_dispatch_and_results_flow_downstream() {
         .payload
         .inputs
         .iter()
-        .map(|i| (i.node.to_string(), i.value.clone()))
+        .map(|i| (i.node.to_string(), i.value.value().clone()))
         .collect();
     assert_eq!(
         inputs,
@@ -108,7 +108,7 @@ fn a_suggestion_does_not_complete_a_task() {
             "a",
             ResultKind::Suggestion,
             Outcome::Answer {
-                value: json!("I think it worked"),
+                value: json!("I think it worked").into(),
                 receipts: vec![],
             },
         ),

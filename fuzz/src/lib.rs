@@ -386,7 +386,8 @@ fn forge(
                 1 => serde_json::json!(""),
                 2 => serde_json::json!(v),
                 _ => serde_json::json!(format!("v{v}")),
-            },
+            }
+            .into(),
             receipts: vec![],
         },
         OutcomeOp::ApprovalRequested(s) => Outcome::ApprovalRequested {

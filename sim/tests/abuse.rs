@@ -96,7 +96,7 @@ impl Core {
             ResultKind::VerifiedConclusion,
             Report {
                 outcome: Outcome::Answer {
-                    value: json!("ok"),
+                    value: json!("ok").into(),
                     receipts: vec![],
                 },
                 spent: Budget::steps(1),

@@ -36,8 +36,8 @@ pub enum SupervisorEffect {
         ticket: CommitTicket,
         /// Store key.
         key: String,
-        /// The result.
-        value: serde_json::Value,
+        /// The result (shared with the task, its dependents and the log).
+        value: quorate_protocols::Payload,
     },
     /// Check the store preconditions of node `ticket.node()` and answer with
     /// [`handle_preconditions`](crate::SupervisorCore::handle_preconditions), handing `ticket`
@@ -89,7 +89,7 @@ pub enum CommitOutcome {
     /// The key was taken: the store keeps the value it holds (never overwritten).
     Kept {
         /// The stored value.
-        value: serde_json::Value,
+        value: quorate_protocols::Payload,
         /// Its version.
         version: quorate_protocols::Version,
     },

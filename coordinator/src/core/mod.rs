@@ -178,7 +178,10 @@ impl SupervisorCore {
     /// The result node `i` completed with, as the core holds it (what its dependents get).
     #[must_use]
     pub fn task_result(&self, i: u32) -> Option<&serde_json::Value> {
-        self.tasks.get(i as usize).and_then(|t| t.result.as_ref())
+        self.tasks
+            .get(i as usize)
+            .and_then(|t| t.result.as_ref())
+            .map(quorate_protocols::Payload::value)
     }
 
     /// Effects waiting to be polled.

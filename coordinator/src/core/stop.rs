@@ -14,7 +14,7 @@ impl SupervisorCore {
     pub(super) fn complete(
         &mut self,
         i: u32,
-        value: serde_json::Value,
+        value: quorate_protocols::Payload,
         evidence: Vec<quorate_protocols::EvidenceRef>,
     ) {
         let key = self.result_key(i);

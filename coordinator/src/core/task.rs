@@ -11,7 +11,7 @@ use ahash::AHashMap;
 pub(crate) struct TaskSlot {
     pub(crate) seen: SeenKeys,
     /// The accepted result (its evidence is in `extra`).
-    pub(crate) result: Option<serde_json::Value>,
+    pub(crate) result: Option<quorate_protocols::Payload>,
     pub(crate) granted: Budget,
     pub(crate) spent: Budget,
     /// Bumped on every dispatch; replies must name it.
@@ -72,7 +72,11 @@ impl TaskSlot {
     }
 
     /// Keeps the accepted result and its evidence.
-    pub(crate) fn set_result(&mut self, value: serde_json::Value, evidence: Vec<EvidenceRef>) {
+    pub(crate) fn set_result(
+        &mut self,
+        value: quorate_protocols::Payload,
+        evidence: Vec<EvidenceRef>,
+    ) {
         self.result = Some(value);
         if !evidence.is_empty() || self.extra.is_some() {
             self.extra_mut().evidence = evidence;

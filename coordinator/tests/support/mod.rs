@@ -151,11 +151,11 @@ impl Harness {
                     // Create-only, like the store: a taken key keeps its value.
                     let outcome = match self.results.get(&key) {
                         Some(stored) => CommitOutcome::Kept {
-                            value: stored.clone(),
+                            value: stored.clone().into(),
                             version: Version::new(self.versions[&key]),
                         },
                         None => {
-                            self.store_result(&key, value);
+                            self.store_result(&key, value.into_value());
                             CommitOutcome::Committed
                         }
                     };
@@ -221,7 +221,7 @@ impl Harness {
             node,
             ResultKind::VerifiedConclusion,
             Outcome::Answer {
-                value,
+                value: value.into(),
                 receipts: vec![],
             },
         )

@@ -47,11 +47,11 @@ impl Sim {
             SupEffect::CommitResult { ticket, key, value } => {
                 // The store call the actor's commit makes (create only; a taken key answers
                 // with what it holds), answered at once.
-                let outcome = match self.results.create_now(key.clone(), value) {
+                let outcome = match self.results.create_now(key.clone(), value.into_value()) {
                     CasOutcome::Conflict {
                         current: Some(current),
                     } => CommitOutcome::Kept {
-                        value: current.value,
+                        value: current.value.into(),
                         version: current.version,
                     },
                     _ => CommitOutcome::Committed,
@@ -68,7 +68,7 @@ impl Sim {
                     let node =
                         (0..self.plan.len() as u32).find(|&i| self.core.result_key(i) == key);
                     let held = node.and_then(|i| self.core.task_result(i));
-                    if held.is_some_and(|h| *h != stored) {
+                    if held.is_some_and(|h| stored != *h) {
                         let detail = format!("result {key}: the core kept another value");
                         self.fail(Invariant::ResultLost, detail);
                     }

@@ -267,7 +267,7 @@ impl Attempt {
         let outcome = match report.outcome {
             quorate_protocols::wire::Outcome::Answer { value, receipts } => {
                 self.receipts.extend(receipts);
-                Ok(value)
+                Ok(value.into_value())
             }
             other => Err(other.to_string()),
         };

@@ -240,7 +240,14 @@ impl Attempt {
             match self.agent.propose(&ctx) {
                 Proposal::Finish { kind, value } => {
                     let receipts = self.receipts.clone();
-                    self.finish(d, kind, Outcome::Answer { value, receipts });
+                    self.finish(
+                        d,
+                        kind,
+                        Outcome::Answer {
+                            value: value.into(),
+                            receipts,
+                        },
+                    );
                 }
                 Proposal::Fail { observation } => {
                     self.finish(d, ResultKind::Suggestion, Outcome::Failed { observation });
@@ -448,7 +455,10 @@ impl Attempt {
         if cancelled && self.faults.late_reply {
             let value = self.last_output.clone().unwrap_or_default();
             let receipts = self.receipts.clone();
-            let late = self.report(Outcome::Answer { value, receipts });
+            let late = self.report(Outcome::Answer {
+                value: value.into(),
+                receipts,
+            });
             let late = self
                 .envelope
                 .reply(d.me, ResultKind::VerifiedConclusion, late, d.ids);
