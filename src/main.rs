@@ -483,7 +483,7 @@ fn print_run(run: &FileRun, json: bool, chaos: bool) {
             t.attempts,
             format!("{}/{}", t.spent.steps, t.granted.steps),
             format!("{}/{}", t.spent.tool_calls, t.granted.tool_calls),
-            quorate::report::clip(t.result.as_ref(), RESULT_WIDTH),
+            quorate::report::clip(t.result.as_deref(), RESULT_WIDTH),
         );
     }
     for t in &r.tasks {

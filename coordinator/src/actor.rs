@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::shell::{commit_result, RunClock, Tick, Wakeup};
 use crate::trace::TraceSink;
-use crate::{Event, RunReport, SupervisorCore, SupervisorEffect};
+use crate::{CommitOutcome, Event, RunReport, SupervisorCore, SupervisorEffect};
 
 /// How the supervisor reaches one worker.
 #[derive(Clone, Debug)]
@@ -141,19 +141,22 @@ impl SupervisorActor {
                 }
                 SupervisorEffect::CommitResult { ticket, key, value } => {
                     let durable = self.journal.as_ref().map(|_| (key.clone(), value.clone()));
-                    let kept = commit_result(&self.results, key, value);
-                    if let (Some((journal, _)), Some((key, value)), None) =
-                        (&self.journal, durable, &kept)
-                    {
-                        journal.result(&key, &value);
-                    }
-                    if let Some(stored) = kept {
-                        let now = self.now();
-                        let result =
-                            self.core
-                                .handle_result_kept(now, ticket, stored.value, stored.version);
-                        note(result.err());
-                    }
+                    let outcome = match commit_result(&self.results, key, value) {
+                        None => {
+                            if let (Some((journal, _)), Some((key, value))) =
+                                (&self.journal, durable)
+                            {
+                                journal.result(&key, &value);
+                            }
+                            CommitOutcome::Committed
+                        }
+                        Some(stored) => CommitOutcome::Kept {
+                            value: stored.value.into(),
+                            version: stored.version,
+                        },
+                    };
+                    let now = self.now();
+                    note(self.core.handle_result_commit(now, ticket, outcome).err());
                 }
                 SupervisorEffect::CheckPreconditions { ticket, checks } => {
                     let outcome = quorate_state::check_preconditions(&self.results, &checks);

@@ -5,12 +5,13 @@ use quorate_protocols::wire::{Assignment, TaskInput};
 use quorate_protocols::{EvidenceRef, Plan};
 
 /// The assignment of node `i`: its delegated capabilities (the run's intersected with the
-/// node's), `budget`, the accepted results of its dependencies (`result(d)`) and its evidence text.
+/// node's), `budget`, the accepted results of its dependencies (`result(d)`, shared, not copied)
+/// and its evidence text.
 pub(crate) fn assignment<'a>(
     plan: &Plan,
     i: u32,
     budget: quorate_protocols::Budget,
-    result: impl Fn(u32) -> Option<(&'a serde_json::Value, &'a [EvidenceRef])>,
+    result: impl Fn(u32) -> Option<(&'a quorate_protocols::Payload, &'a [EvidenceRef])>,
     evidence_text: Vec<String>,
 ) -> Assignment {
     let node = plan.node(i);

@@ -154,11 +154,11 @@ pub enum EventKind {
     /// A result was merged into the store.
     ResultCommitted {
         /// The result.
-        result: serde_json::Value,
+        result: quorate_protocols::Payload,
     },
     /// The store already held a result for the task (committed before, e.g. by this run
     /// before a crash): the stored one is kept, never overwritten, and becomes the task's
-    /// result, also for the dependents' assignments not yet sent.
+    /// result, which its dependents get.
     ResultKept {
         /// The stored result's version.
         version: u64,
@@ -166,7 +166,7 @@ pub enum EventKind {
         same: bool,
         /// The stored result, which the task keeps.
         #[serde(default)]
-        result: serde_json::Value,
+        result: quorate_protocols::Payload,
     },
     /// Approval was requested.
     ApprovalRequested {

@@ -55,12 +55,12 @@ fn every_kind_reads_back_as_written() {
         EventKind::RejectedStale,
         EventKind::RejectedUnauthorized,
         EventKind::ResultCommitted {
-            result: serde_json::json!({"rows": 3, "note": "x".repeat(200)}),
+            result: serde_json::json!({"rows": 3, "note": "x".repeat(200)}).into(),
         },
         EventKind::ResultKept {
             version: 12,
             same: false,
-            result: serde_json::json!(7),
+            result: serde_json::json!(7).into(),
         },
         EventKind::of_call(CallEvent::CallRejected {
             tool: "db.delete".into(),
@@ -264,7 +264,7 @@ fn colliding_and_equal_names_read_back_as_written() {
             task: Some(task),
             at_ms: k as u64,
             kind: EventKind::ResultCommitted {
-                result: serde_json::json!(i),
+                result: serde_json::json!(i).into(),
             },
         };
         log.append_now(run, &event);

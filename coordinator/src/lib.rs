@@ -44,9 +44,9 @@ pub mod trace;
 pub mod vote;
 
 pub use crate::core::{
-    ApprovalPolicy, CheckTicket, CommitTicket, ConfigError, InputRefused, MessageCounts,
-    ReplanError, ReplyRefusal, ResumeError, SupervisorConfig, SupervisorCore, SupervisorEffect,
-    TopUp, TopUpError, TopUpPolicy, TopUpRequest,
+    ApprovalPolicy, CheckTicket, CommitOutcome, CommitTicket, ConfigError, InputRefused,
+    MessageCounts, ReplanError, ReplyRefusal, ResumeError, SupervisorConfig, SupervisorCore,
+    SupervisorEffect, TopUp, TopUpError, TopUpPolicy, TopUpRequest,
 };
 pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
 pub use event::{Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl};

@@ -21,7 +21,7 @@ pub struct TaskRow {
     pub spent: Budget,
     /// The accepted result (completed tasks only; `null` otherwise).
     #[serde(default)]
-    pub result: Option<serde_json::Value>,
+    pub result: Option<quorate_protocols::Payload>,
     /// The top-up the task waits for (its slice ran out and its node says
     /// `on_exhausted = "ask"`); left out of the JSON otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,7 +130,7 @@ impl RunReport {
     }
 }
 
-fn row(id: NodeId, t: &TaskSlot, result: Option<serde_json::Value>) -> TaskRow {
+fn row(id: NodeId, t: &TaskSlot, result: Option<quorate_protocols::Payload>) -> TaskRow {
     TaskRow {
         id,
         state: t.state,

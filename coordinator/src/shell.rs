@@ -54,9 +54,9 @@ impl Wakeup {
 pub(crate) fn commit_result(
     store: &MemoryStore<serde_json::Value>,
     key: String,
-    value: serde_json::Value,
+    value: quorate_protocols::Payload,
 ) -> Option<Versioned<serde_json::Value>> {
-    match store.create_now(key, value) {
+    match store.create_now(key, value.into_value()) {
         CasOutcome::Committed(_) => None,
         CasOutcome::Conflict { current } => current,
     }

@@ -97,7 +97,7 @@ fn drive_with_crash(nodes: fn() -> Vec<NodeSpec>, crash_after: Option<usize>) ->
             ResultKind::VerifiedConclusion,
             Report {
                 outcome: Outcome::Answer {
-                    value,
+                    value: value.into(),
                     receipts: vec![],
                 },
                 spent: Budget::steps(1),
@@ -360,7 +360,7 @@ fn a_result_committed_before_a_crash_is_kept_and_passed_on_after_resume() {
                 EventKind::ResultKept {
                     version,
                     same,
-                    result: first.clone()
+                    result: first.clone().into()
                 }
             )]
         );
@@ -420,7 +420,7 @@ fn a_kept_result_replaces_its_record_even_after_a_replan_named_it() {
             EventKind::ResultKept {
                 version: h.versions[&key],
                 same: false,
-                result: json!("before")
+                result: json!("before").into()
             }
         )]
     );

@@ -28,7 +28,7 @@ fn dependencies_gate_dispatch_and_results_flow_downstream() {
         .payload
         .inputs
         .iter()
-        .map(|i| (i.node.to_string(), i.value.clone()))
+        .map(|i| (i.node.to_string(), i.value.value().clone()))
         .collect();
     assert_eq!(
         inputs,
@@ -108,7 +108,7 @@ fn a_suggestion_does_not_complete_a_task() {
             "a",
             ResultKind::Suggestion,
             Outcome::Answer {
-                value: json!("I think it worked"),
+                value: json!("I think it worked").into(),
                 receipts: vec![],
             },
         ),
@@ -303,24 +303,55 @@ fn an_empty_input_fails_the_dependent_and_names_the_input() {
 #[test]
 fn replies_of_a_batch_after_the_run_stopped_are_not_handled() {
     let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
-    let done = h.answer("a", json!(1));
+    // A failure stops the run at once (an answer waits for its result commit first).
+    let failure = Outcome::Failed {
+        observation: "broken".into(),
+    };
+    let done = h.reply("a", ResultKind::Suggestion, failure);
     let mut after = h.answer("a", json!(2));
     after.dedupe = crate::support::ids().dedupe_key();
     let refused = h.core.handle_reports(1, vec![done, after]);
     h.drain();
-    assert_eq!(
-        refused,
-        vec![InputRefused::Stopped {
-            reason: StopReason::Completed
-        }]
-    );
-    assert_eq!(h.state(0), TaskState::Completed);
+    let reason = StopReason::Failed {
+        node: "a".into(),
+        observation: "broken".into(),
+    };
+    assert_eq!(refused, vec![InputRefused::Stopped { reason }]);
+    assert_eq!(h.state(0), TaskState::Failed);
     let m = h.core.snapshot().messages;
     assert_eq!(
         (m.delivered, m.rejected_late),
         (1, 0),
         "the second reply came after the stop"
     );
+}
+
+/// A second answer of the attempt, in the same batch as the accepted one, finds the task's
+/// result commit out: the task takes no more replies (refused as settled, counted late), and
+/// it completes with the first answer once the commit is answered.
+#[test]
+fn a_reply_behind_an_accepted_answer_finds_the_task_settled() {
+    let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
+    let done = h.answer("a", json!(1));
+    let mut after = h.answer("a", json!(2));
+    after.dedupe = crate::support::ids().dedupe_key();
+    let task = after.task;
+    let refused = h.core.handle_reports(1, vec![done, after]);
+    assert_eq!(
+        refused,
+        vec![InputRefused::Reply {
+            task,
+            why: quorate_coordinator::ReplyRefusal::Settled {
+                state: TaskState::Running
+            }
+        }]
+    );
+    h.drain();
+    assert_eq!(h.state(0), TaskState::Completed);
+    assert_eq!(h.results[&h.core.result_key(0)], json!(1));
+    assert_eq!(h.stops, vec![StopReason::Completed]);
+    let m = h.core.snapshot().messages;
+    assert_eq!((m.delivered, m.rejected_late), (2, 1));
 }
 
 /// a fails while b runs: b is cancelled, its worker not yet heard from; and b's slice.

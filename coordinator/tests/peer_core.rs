@@ -397,7 +397,7 @@ fn a_result_found_in_the_store_is_kept_and_logged() {
     let runner = net.executed[0].0;
     net.ok("a");
     let kept = net.events[runner].iter().find_map(|e| match &e.kind {
-        EventKind::ResultKept { same, result, .. } => Some((*same, result.clone())),
+        EventKind::ResultKept { same, result, .. } => Some((*same, result.value().clone())),
         _ => None,
     });
     assert_eq!(kept, Some((false, stored.clone())));

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use arbitrary::Arbitrary;
 use quorate_coordinator::{
-    ApprovalPolicy, EventKind, SupervisorConfig, SupervisorCore, SupervisorEffect,
+    ApprovalPolicy, CommitOutcome, EventKind, SupervisorConfig, SupervisorCore, SupervisorEffect,
 };
 use quorate_protocols::wire::{
     ActionCounts, Assignment, Control, Outcome, ProgressSignature, Report,
@@ -243,7 +243,7 @@ pub fn supervisor_core(input: CoreInput) {
     let mut st = Observed::new(n);
     let mut now = 0u64;
     core.start(now);
-    st.drain(&mut core);
+    st.drain(&mut core, now);
     for op in input.ops.into_iter().take(256) {
         match op {
             Op::Tick(dt) => {
@@ -265,7 +265,7 @@ pub fn supervisor_core(input: CoreInput) {
                 let _refused = core.handle_report(now, env);
             }
         }
-        st.drain(&mut core);
+        st.drain(&mut core, now);
         st.check(&core, n);
     }
 }
@@ -288,7 +288,7 @@ impl Observed {
         }
     }
 
-    fn drain(&mut self, core: &mut SupervisorCore) {
+    fn drain(&mut self, core: &mut SupervisorCore, now: u64) {
         while let Some(e) = core.poll_effect() {
             match e {
                 SupervisorEffect::Dispatch { worker, envelope } => {
@@ -305,9 +305,12 @@ impl Observed {
                     }
                 }
                 SupervisorEffect::Stop(_) => self.stops += 1,
-                SupervisorEffect::Control { .. }
-                | SupervisorEffect::CommitResult { .. }
-                | SupervisorEffect::CheckPreconditions { .. } => {}
+                // Every result commit succeeds, answered at once.
+                SupervisorEffect::CommitResult { ticket, .. } => {
+                    let answered = core.handle_result_commit(now, ticket, CommitOutcome::Committed);
+                    assert!(answered.is_ok(), "a commit the core asked for: {answered:?}");
+                }
+                SupervisorEffect::Control { .. } | SupervisorEffect::CheckPreconditions { .. } => {}
             }
         }
     }
@@ -383,7 +386,8 @@ fn forge(
                 1 => serde_json::json!(""),
                 2 => serde_json::json!(v),
                 _ => serde_json::json!(format!("v{v}")),
-            },
+            }
+            .into(),
             receipts: vec![],
         },
         OutcomeOp::ApprovalRequested(s) => Outcome::ApprovalRequested {

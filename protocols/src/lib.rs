@@ -38,6 +38,7 @@ mod ids;
 mod lifecycle;
 #[cfg(feature = "mutants")]
 pub mod mutant;
+mod payload;
 mod plan;
 mod record;
 mod time;
@@ -54,6 +55,7 @@ pub use ids::{AgentId, CorrelationId, DedupeKey, RecordId, RunId, TaskId};
 pub use lifecycle::{
     ActionEvent, ActionState, ActionTransitionError, TaskEvent, TaskState, TaskTransitionError,
 };
+pub use payload::Payload;
 pub use plan::{
     Acceptance, Check, NodeId, NodeIdError, NodeSpec, OnExhausted, Plan, PlanError, PlanSpec,
     Precondition, MAX_NODE_ID_LEN,

@@ -14,8 +14,8 @@ pub use model::{Blob, ModelAnswer, ModelRequest};
 pub struct TaskInput {
     /// The dependency.
     pub node: NodeId,
-    /// Its accepted result.
-    pub value: serde_json::Value,
+    /// Its accepted result (shared with the task and its other dependents).
+    pub value: crate::Payload,
     /// The evidence it rested on.
     pub evidence: Vec<EvidenceRef>,
 }
@@ -127,8 +127,8 @@ pub enum Outcome {
     /// The agent's answer. The envelope's `result_kind` says what it claims to be; the supervisor
     /// runs the acceptance check on it.
     Answer {
-        /// The answer.
-        value: serde_json::Value,
+        /// The answer (shared, never copied, on its way to the dependents and the log).
+        value: crate::Payload,
         /// Receipts of the effects it relies on.
         receipts: Vec<Receipt>,
     },

@@ -9,7 +9,8 @@
 //! * self-loops, unknown dependencies and capability widening in plans.
 
 use quorate_coordinator::{
-    EventKind, InputRefused, Rejection, SupervisorConfig, SupervisorCore, SupervisorEffect,
+    CommitOutcome::Committed, EventKind, InputRefused, Rejection, SupervisorConfig, SupervisorCore,
+    SupervisorEffect,
 };
 use quorate_protocols::wire::{ActionCounts, Assignment, Outcome, Report};
 use quorate_protocols::{
@@ -79,6 +80,11 @@ impl Core {
             match e {
                 SupervisorEffect::Dispatch { envelope, .. } => self.dispatched.push(*envelope),
                 SupervisorEffect::Record(record) => self.events.push(record.kind),
+                // Every result commit succeeds, answered at once.
+                SupervisorEffect::CommitResult { ticket, .. } => {
+                    let answered = self.core.handle_result_commit(5, ticket, Committed);
+                    assert_eq!(answered, Ok(()), "a commit the core asked for");
+                }
                 _ => {}
             }
         }
@@ -93,7 +99,7 @@ impl Core {
             ResultKind::VerifiedConclusion,
             Report {
                 outcome: Outcome::Answer {
-                    value: json!("ok"),
+                    value: json!("ok").into(),
                     receipts: vec![],
                 },
                 spent: Budget::steps(1),

@@ -468,7 +468,7 @@ impl Builder {
                 });
             }
             EventKind::ResultCommitted { result } | EventKind::ResultKept { result, .. } => {
-                let r = result.clone();
+                let r = result.value().clone();
                 self.on_task(task, |v| v.result = Some(r));
                 self.mark(task, at, MarkKind::Committed, "result committed".into());
             }

@@ -96,7 +96,7 @@ fn trace() -> Vec<Event> {
             Some("fetch"),
             62,
             EventKind::ResultCommitted {
-                result: json!({"note": "<script>alert('x')</script>"}),
+                result: json!({"note": "<script>alert('x')</script>"}).into(),
             },
         ),
         ev(8, Some("fetch"), 62, t(TaskState::Completed)),

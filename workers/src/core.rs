@@ -105,6 +105,9 @@ pub struct WorkerCore {
     /// Tool calls sent (tags them; see [`Effect::CallTool`]).
     calls: u64,
     effects: VecDeque<Effect>,
+    /// Final and approval replies of sub-tasks, waiting to be handed to their parents (never
+    /// effects: they do not leave the worker).
+    routed: VecDeque<Box<Envelope<Report>>>,
     /// Tasks with a sub-task's approval request out with the supervisor (see
     /// [`Outcome::Quiet`](quorate_protocols::wire::Outcome::Quiet)).
     relaying: Vec<TaskId>,
@@ -139,6 +142,7 @@ impl WorkerCore {
             history: History::default(),
             calls: 0,
             effects: VecDeque::new(),
+            routed: VecDeque::new(),
             relaying: Vec::new(),
             store: true,
             ids,
@@ -278,6 +282,8 @@ impl WorkerCore {
             store: self.store,
             book: &mut book,
             out: &mut self.effects,
+            parents: &self.parents,
+            routed: &mut self.routed,
             spawn: &mut spawn,
             calls: &mut self.calls,
             ids: &mut self.ids,
@@ -359,7 +365,12 @@ impl WorkerCore {
             calls: Vec::new(),
         };
         let reply = to.reply(self.me, ResultKind::Suggestion, report, &mut self.ids);
-        self.effects.push_back(Effect::Reply(Box::new(reply)));
+        if self.parents.contains_key(&reply.task) {
+            // A sub-task's: handed to its parent.
+            self.routed.push_back(Box::new(reply));
+        } else {
+            self.effects.push_back(Effect::Reply(Box::new(reply)));
+        }
     }
 
     /// Moves an ended attempt (with no sub-task still running) out of `attempts`.

@@ -110,7 +110,7 @@ pub(crate) fn plan(
             goal: None,
             inputs: vec![TaskInput {
                 node: parent.payload.node.clone(),
-                value: s.input.clone(),
+                value: s.input.clone().into(),
                 evidence: Vec::new(),
             }],
             capabilities: parent.payload.capabilities.delegate(&s.capabilities),

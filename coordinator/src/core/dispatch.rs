@@ -10,7 +10,7 @@ impl SupervisorCore {
     pub(super) fn make_ready(&mut self, now: u64, i: u32) {
         let tasks = &self.tasks;
         let inputs =
-            crate::acceptance::check_inputs(&self.plan, i, |d| tasks[d as usize].result.as_ref());
+            crate::acceptance::check_inputs(&self.plan, i, |d| tasks[d as usize].result.as_deref());
         if let Err(failure) = inputs {
             self.fail(now, i, format!("precondition does not hold: {failure}"));
             return;

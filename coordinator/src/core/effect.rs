@@ -26,16 +26,18 @@ pub enum SupervisorEffect {
         /// The message.
         envelope: Box<Envelope<Control>>,
     },
-    /// Merge an accepted result into the store under `key` (CAS; never overwrite). If the key
-    /// is taken, hand what the store holds back with
-    /// [`handle_result_kept`](crate::SupervisorCore::handle_result_kept) and `ticket`.
+    /// Merge an accepted result into the store under `key` (CAS; never overwrite), and answer
+    /// with [`handle_result_commit`](crate::SupervisorCore::handle_result_commit), handing
+    /// `ticket` back: [`CommitOutcome::Committed`], or [`CommitOutcome::Kept`] with what the
+    /// store holds if the key is taken. The task completes, and its dependents are released,
+    /// only then.
     CommitResult {
         /// Names the task.
         ticket: CommitTicket,
         /// Store key.
         key: String,
-        /// The result.
-        value: serde_json::Value,
+        /// The result (shared with the task, its dependents and the log).
+        value: quorate_protocols::Payload,
     },
     /// Check the store preconditions of node `ticket.node()` and answer with
     /// [`handle_preconditions`](crate::SupervisorCore::handle_preconditions), handing `ticket`
@@ -76,6 +78,21 @@ impl CheckTicket {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CommitTicket {
     pub(super) task: quorate_protocols::TaskId,
+}
+
+/// What became of a [`SupervisorEffect::CommitResult`] (see
+/// [`handle_result_commit`](crate::SupervisorCore::handle_result_commit)).
+#[derive(Clone, Debug, PartialEq)]
+pub enum CommitOutcome {
+    /// The result was written under its key.
+    Committed,
+    /// The key was taken: the store keeps the value it holds (never overwritten).
+    Kept {
+        /// The stored value.
+        value: quorate_protocols::Payload,
+        /// Its version.
+        version: quorate_protocols::Version,
+    },
 }
 
 /// Message counters.

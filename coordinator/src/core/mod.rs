@@ -27,7 +27,7 @@ mod top_up;
 pub(crate) use crate::rules::refuse;
 use crate::rules::{on_timeout, AttemptTimeouts, Expiry, ReplyGuard};
 pub use config::{ApprovalPolicy, ConfigError, SupervisorConfig};
-pub use effect::{CheckTicket, CommitTicket, MessageCounts, SupervisorEffect};
+pub use effect::{CheckTicket, CommitOutcome, CommitTicket, MessageCounts, SupervisorEffect};
 pub use refusal::{InputRefused, ReplyRefusal};
 pub use replan::ReplanError;
 pub use resume::ResumeError;
@@ -78,6 +78,8 @@ pub struct SupervisorCore {
     timeouts: AttemptTimeouts<TaskId>,
     /// Number of tasks in each state (indexed by [`state_index`]).
     counts: StateCounts,
+    /// Running tasks whose result commit is out (decided: nothing left to run in them).
+    committing: usize,
     root: Account,
     granted_total: Budget,
     effects: VecDeque<SupervisorEffect>,
@@ -140,6 +142,7 @@ impl SupervisorCore {
             fallback: None,
             timeouts: AttemptTimeouts::default(),
             counts,
+            committing: 0,
             root,
             granted_total: Budget::ZERO,
             effects: VecDeque::new(),
@@ -182,7 +185,10 @@ impl SupervisorCore {
     /// The result node `i` completed with, as the core holds it (what its dependents get).
     #[must_use]
     pub fn task_result(&self, i: u32) -> Option<&serde_json::Value> {
-        self.tasks.get(i as usize).and_then(|t| t.result.as_ref())
+        self.tasks
+            .get(i as usize)
+            .and_then(|t| t.result.as_ref())
+            .map(quorate_protocols::Payload::value)
     }
 
     /// Effects waiting to be polled.
@@ -414,7 +420,8 @@ impl SupervisorCore {
                 reason: reason.clone(),
             });
         }
-        if self.counts.all_terminal() {
+        // A task whose result commit is out has nothing left to run either.
+        if self.counts.live() == self.committing {
             return Err(InputRefused::NothingToCancel);
         }
         self.record(now, None, EventKind::CancelRequested);
@@ -499,7 +506,7 @@ impl SupervisorCore {
 fn live_attempt(by_id: &TaskIndex, tasks: &[TaskSlot], id: TaskId, attempt: u32) -> Option<u32> {
     let i = by_id.get(&id)?;
     let t = &tasks[i as usize];
-    (t.state == TaskState::Running && t.attempt == attempt).then_some(i)
+    (t.state == TaskState::Running && t.attempt == attempt && !t.committing).then_some(i)
 }
 
 /// The run's root account: the plan's budget, with its coordination reserve held back. Star and

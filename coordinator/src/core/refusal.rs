@@ -90,6 +90,12 @@ pub enum InputRefused {
         /// The task.
         task: TaskId,
     },
+    /// A result-commit answer no commit of the task awaits (answered already, or never asked).
+    #[error("no result commit of task {task} is awaited")]
+    NotCommitting {
+        /// The task.
+        task: TaskId,
+    },
     /// A cancel while a stop is under way: the run stops for its first cause.
     #[error("the run is stopping already ({reason})")]
     AlreadyStopping {

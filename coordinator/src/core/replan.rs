@@ -70,7 +70,12 @@ impl SupervisorCore {
             let id = self.plan.node(i).id.clone();
             let state = self.tasks[i as usize].state;
             if plan.index_of(&id).is_none() && !state.is_terminal() {
-                if matches!(state, TaskState::Running | TaskState::WaitingApproval) {
+                // A task whose result commit is out has no attempt left to stop.
+                let out = matches!(state, TaskState::Running | TaskState::WaitingApproval);
+                if std::mem::take(&mut self.tasks[i as usize].committing) {
+                    // Its answer will find the task gone.
+                    self.committing -= 1;
+                } else if out {
                     self.send_control(now, i, Control::Cancel);
                 }
                 self.end_task(now, i, TaskEvent::Cancelled);

@@ -40,7 +40,8 @@ impl SupervisorCore {
         let guard = ReplyGuard {
             run: self.run,
             state: slot.state,
-            settled: slot.state.is_terminal(),
+            // A task whose result commit is out takes no more replies.
+            settled: slot.state.is_terminal() || slot.committing,
             attempt: slot.attempt,
             version: Version::new(u64::from(slot.version)),
             assigned: slot.worker.map(|w| self.workers[w as usize].agent),
@@ -79,7 +80,7 @@ impl SupervisorCore {
                     self.record(now, Some(i), EventKind::ConclusionDowngraded { reason });
                 }
                 match judged.verdict {
-                    Ok(()) => self.complete(now, i, value, reply.evidence),
+                    Ok(()) => self.complete(i, value, reply.evidence),
                     Err(observation) => {
                         self.record(
                             now,

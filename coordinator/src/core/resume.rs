@@ -265,7 +265,7 @@ impl SupervisorCore {
                     task: core.plan.node(i).id.to_string(),
                     key: key.clone(),
                 })?;
-                core.tasks[i as usize].set_result(value, Vec::new());
+                core.tasks[i as usize].set_result(value.into(), Vec::new());
             }
         }
         for i in 0..core.plan.len() as u32 {

@@ -7,11 +7,14 @@ use crate::event::EventKind;
 use crate::StopReason;
 
 impl SupervisorCore {
+    /// Task `i`'s reply was accepted with `value`: the result is kept and its commit asked
+    /// for ([`SupervisorEffect::CommitResult`]), and the task waits for the answer
+    /// ([`handle_result_commit`](Self::handle_result_commit)) before it is logged completed
+    /// and its dependents are released. Nothing emitted is changed afterwards.
     pub(super) fn complete(
         &mut self,
-        now: u64,
         i: u32,
-        value: serde_json::Value,
+        value: quorate_protocols::Payload,
         evidence: Vec<quorate_protocols::EvidenceRef>,
     ) {
         let key = self.result_key(i);
@@ -22,9 +25,54 @@ impl SupervisorCore {
             key,
             value: value.clone(),
         });
-        let result = value.clone();
-        self.record(now, Some(i), EventKind::ResultCommitted { result });
-        self.tasks[i as usize].set_result(value, evidence);
+        let slot = &mut self.tasks[i as usize];
+        slot.set_result(value, evidence);
+        slot.committing = true;
+        self.committing += 1;
+    }
+
+    /// The shell's answer to a [`SupervisorEffect::CommitResult`] (its `ticket`): the result
+    /// was written ([`CommitOutcome::Committed`], logged `result-committed`), or the key was
+    /// taken (a result committed before, e.g. by this run before a crash between the commit and
+    /// its log entry) and the store's value is kept, never overwritten
+    /// ([`CommitOutcome::Kept`], logged `result-kept`): it becomes the task's result, which its
+    /// dependents get. Only then is the task completed and its dependents released.
+    ///
+    /// A ticket of a task a replan dropped is refused ([`InputRefused::UnknownTask`]), as is
+    /// one no commit awaits ([`InputRefused::NotCommitting`]: answered already).
+    pub fn handle_result_commit(
+        &mut self,
+        now: u64,
+        ticket: CommitTicket,
+        outcome: CommitOutcome,
+    ) -> Result<(), InputRefused> {
+        if self.finished() {
+            return Err(InputRefused::Finished);
+        }
+        let Some(i) = self.by_id.get(&ticket.task) else {
+            return Err(InputRefused::UnknownTask { task: ticket.task });
+        };
+        let slot = &mut self.tasks[i as usize];
+        if !slot.committing {
+            return Err(InputRefused::NotCommitting { task: ticket.task });
+        }
+        slot.committing = false;
+        self.committing -= 1;
+        let kind = match outcome {
+            CommitOutcome::Committed => EventKind::ResultCommitted {
+                result: slot.result.clone().unwrap_or_default(),
+            },
+            CommitOutcome::Kept { value, version } => {
+                let same = slot.result.as_ref() == Some(&value);
+                slot.result = Some(value.clone());
+                EventKind::ResultKept {
+                    version: version.raw(),
+                    same,
+                    result: value,
+                }
+            }
+        };
+        self.record(now, Some(i), kind);
         self.end_task(now, i, TaskEvent::AcceptancePassed);
         for k in 0..self.plan.dependents(i).len() {
             let d = self.plan.dependents(i)[k];
@@ -34,65 +82,7 @@ impl SupervisorCore {
                 self.make_ready(now, d);
             }
         }
-    }
-
-    /// The shell's commit of `ticket`'s result found the key taken (a result committed before,
-    /// e.g. by this run before a crash between the commit and its log entry): the stored value,
-    /// at `version`, is kept (never overwritten) and becomes the task's result. Assignments of
-    /// its dependents already built but still in the queue get it too, so every reader sees the
-    /// store's value. The task's `result-committed` record, still waiting behind the commit
-    /// (by node index, or by name if a replan in between named the waiting records), becomes
-    /// `result-kept` (it was not committed). Call it while the effects that followed the commit
-    /// are still in the queue. A ticket of a task a replan dropped is refused
-    /// ([`InputRefused::UnknownTask`]).
-    pub fn handle_result_kept(
-        &mut self,
-        now: u64,
-        ticket: CommitTicket,
-        stored: serde_json::Value,
-        version: quorate_protocols::Version,
-    ) -> Result<(), InputRefused> {
-        let Some(i) = self.by_id.get(&ticket.task) else {
-            return Err(InputRefused::UnknownTask { task: ticket.task });
-        };
-        let same = self.tasks[i as usize].result.as_ref() == Some(&stored);
-        let kept = EventKind::ResultKept {
-            version: version.raw(),
-            same,
-            result: stored.clone(),
-        };
-        let name = self.plan.node(i).id.as_str();
-        let names_i = |task: &RecordTask| match task {
-            RecordTask::Node(n) => *n == i,
-            RecordTask::Named(n) => **n == *name,
-            RecordTask::None => false,
-        };
-        let waiting = self.effects.iter_mut().find_map(|e| match e {
-            SupervisorEffect::Record(r)
-                if matches!(r.kind, EventKind::ResultCommitted { .. }) && names_i(&r.task) =>
-            {
-                Some(&mut r.kind)
-            }
-            _ => None,
-        });
-        match waiting {
-            Some(kind) => *kind = kept,
-            None => self.record(now, Some(i), kept),
-        }
-        if same {
-            return Ok(());
-        }
-        let id = self.plan.node(i).id.clone();
-        for effect in &mut self.effects {
-            if let SupervisorEffect::Dispatch { envelope, .. } = effect {
-                for input in &mut envelope.payload.inputs {
-                    if input.node == id {
-                        input.value = stored.clone();
-                    }
-                }
-            }
-        }
-        self.tasks[i as usize].result = Some(stored);
+        self.after_input(now);
         Ok(())
     }
 
@@ -214,7 +204,8 @@ impl SupervisorCore {
     fn cancel_live(&mut self, now: u64) {
         for i in 0..self.tasks.len() as u32 {
             let state = self.tasks[i as usize].state;
-            if state.is_terminal() {
+            // A task whose result commit is out ends when it is answered.
+            if state.is_terminal() || self.tasks[i as usize].committing {
                 continue;
             }
             // A task waiting for a top-up has no attempt out (the one that ran out ended).

@@ -11,7 +11,7 @@ use ahash::AHashMap;
 pub(crate) struct TaskSlot {
     pub(crate) seen: SeenKeys,
     /// The accepted result (its evidence is in `extra`).
-    pub(crate) result: Option<serde_json::Value>,
+    pub(crate) result: Option<quorate_protocols::Payload>,
     pub(crate) granted: Budget,
     pub(crate) spent: Budget,
     /// Bumped on every dispatch; replies must name it.
@@ -24,6 +24,8 @@ pub(crate) struct TaskSlot {
     pub(crate) allocated: bool,
     /// Waiting for the shell to check store preconditions.
     pub(crate) checking: bool,
+    /// Its accepted result is being committed (running until the commit is answered).
+    pub(crate) committing: bool,
     extra: Option<Box<SlotExtra>>,
 }
 
@@ -58,6 +60,7 @@ impl TaskSlot {
             state: TaskState::Pending,
             allocated: false,
             checking: false,
+            committing: false,
             extra: None,
         }
     }
@@ -72,7 +75,11 @@ impl TaskSlot {
     }
 
     /// Keeps the accepted result and its evidence.
-    pub(crate) fn set_result(&mut self, value: serde_json::Value, evidence: Vec<EvidenceRef>) {
+    pub(crate) fn set_result(
+        &mut self,
+        value: quorate_protocols::Payload,
+        evidence: Vec<EvidenceRef>,
+    ) {
         self.result = Some(value);
         if !evidence.is_empty() || self.extra.is_some() {
             self.extra_mut().evidence = evidence;
@@ -186,6 +193,19 @@ impl StateCounts {
     /// Tasks in `state`.
     pub(crate) fn get(&self, state: TaskState) -> usize {
         self.0[state_index(state)]
+    }
+
+    /// How many tasks are in a live (non-terminal) state.
+    pub(crate) fn live(&self) -> usize {
+        [
+            TaskState::Pending,
+            TaskState::Ready,
+            TaskState::Running,
+            TaskState::WaitingApproval,
+        ]
+        .into_iter()
+        .map(|s| self.get(s))
+        .sum()
     }
 
     /// `true` if no task is in a live (non-terminal) state.

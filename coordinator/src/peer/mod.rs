@@ -45,7 +45,7 @@ pub struct Terminal {
     /// The settled state: a terminal state, or `waiting-approval` for a task parked for a human.
     pub state: TaskState,
     /// The accepted result (completed tasks only).
-    pub result: Option<serde_json::Value>,
+    pub result: Option<quorate_protocols::Payload>,
     /// The evidence the result rests on.
     pub evidence: Vec<EvidenceRef>,
     /// What this end means for the run (`None` for completed tasks).
@@ -122,7 +122,7 @@ pub enum PeerEffect {
         /// Store key (`result/<run>/<node>`).
         key: String,
         /// The result.
-        value: serde_json::Value,
+        value: quorate_protocols::Payload,
     },
     /// Send this envelope to every other peer.
     Broadcast(Box<Envelope<PeerMsg>>),

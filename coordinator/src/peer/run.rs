@@ -183,7 +183,7 @@ fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSumma
                 .results
                 .get_now(&crate::run::result_key(run, id.as_str()))
                 .filter(|_| state == TaskState::Completed)
-                .map(|v| v.value);
+                .map(|v| v.value.into());
             TaskRow {
                 id,
                 state,

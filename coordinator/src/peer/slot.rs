@@ -28,7 +28,7 @@ pub(crate) struct PeerTask {
     pub(crate) attempt: u32,
     pub(crate) version: u64,
     pub(crate) seen: crate::rules::SeenKeys,
-    pub(crate) result: Option<(serde_json::Value, Vec<EvidenceRef>)>,
+    pub(crate) result: Option<(quorate_protocols::Payload, Vec<EvidenceRef>)>,
     pub(crate) allocated: bool,
     pub(crate) closed: bool,
     pub(crate) granted: Budget,

@@ -204,7 +204,7 @@ impl Net {
                     self.cores[p].handle_commit(0, outcome);
                 }
                 PeerEffect::CommitResult { node, key, value } => {
-                    let stored = match self.results.create_now(key.clone(), value) {
+                    let stored = match self.results.create_now(key.clone(), value.into_value()) {
                         quorate_state::CasOutcome::Committed(_) => None,
                         quorate_state::CasOutcome::Conflict { current } => current,
                     };
@@ -299,7 +299,7 @@ impl Net {
         self.answer(
             node,
             Outcome::Answer {
-                value,
+                value: value.into(),
                 receipts: vec![],
             },
         );
@@ -350,7 +350,7 @@ pub(crate) fn second_answer_after_settled() -> (Net, usize) {
     let mut net = Net::new(2, vec![node("a", &[])], None);
     let runner = net.executed[0].0;
     let answer = |n: u32| Outcome::Answer {
-        value: serde_json::json!({ "n": n }),
+        value: serde_json::json!({ "n": n }).into(),
         receipts: vec![],
     };
     net.tell("a", answer(1));

@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use quorate_coordinator::{
-    Event, EventKind, InputRefused, StopReason, SupervisorConfig, SupervisorCore, SupervisorEffect,
+    CommitOutcome, CommitTicket, Event, EventKind, InputRefused, StopReason, SupervisorConfig,
+    SupervisorCore, SupervisorEffect,
 };
 use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
 use quorate_protocols::{
@@ -57,6 +58,10 @@ pub(crate) struct Harness {
     pub versions: std::collections::HashMap<String, u64>,
     /// What the core refused of the replies [`Harness::send`] fed it, in order.
     pub refusals: Vec<InputRefused>,
+    /// Result commits are carried out but not answered: their answers wait in `held` (for
+    /// [`Harness::answer_commits`]).
+    pub hold_commits: bool,
+    pub held: Vec<(CommitTicket, CommitOutcome)>,
 }
 
 impl Harness {
@@ -85,6 +90,8 @@ impl Harness {
             results: Default::default(),
             versions: Default::default(),
             refusals: Vec::new(),
+            hold_commits: false,
+            held: Vec::new(),
         };
         h.core.start(0);
         h.drain();
@@ -124,6 +131,15 @@ impl Harness {
         self.drain();
     }
 
+    /// Answers the held result commits at `now`, in order.
+    pub(crate) fn answer_commits(&mut self, now: u64) {
+        for (ticket, outcome) in std::mem::take(&mut self.held) {
+            let answered = self.core.handle_result_commit(now, ticket, outcome);
+            self.refusals.extend(answered.err());
+        }
+        self.drain();
+    }
+
     /// Time passes to `now`.
     pub(crate) fn tick(&mut self, now: u64) {
         self.core.handle_tick(now);
@@ -157,18 +173,25 @@ impl Harness {
                 }
                 SupervisorEffect::CommitResult { ticket, key, value } => {
                     // Create-only, like the store: a taken key keeps its value.
-                    if let Some(stored) = self.results.get(&key) {
-                        let version = Version::new(self.versions[&key]);
+                    let outcome = match self.results.get(&key) {
+                        Some(stored) => CommitOutcome::Kept {
+                            value: stored.clone().into(),
+                            version: Version::new(self.versions[&key]),
+                        },
+                        None => {
+                            self.store_result(&key, value.into_value());
+                            CommitOutcome::Committed
+                        }
+                    };
+                    self.commits.push(key);
+                    if self.hold_commits {
+                        self.held.push((ticket, outcome));
+                    } else {
                         // At the time of the input that completed the task.
                         let now = self.log.last().map_or(0, |e| e.at_ms);
-                        let kept =
-                            self.core
-                                .handle_result_kept(now, ticket, stored.clone(), version);
-                        self.refusals.extend(kept.err());
-                    } else {
-                        self.store_result(&key, value);
+                        let answered = self.core.handle_result_commit(now, ticket, outcome);
+                        self.refusals.extend(answered.err());
                     }
-                    self.commits.push(key);
                 }
                 SupervisorEffect::Record(record) => {
                     let ev = self.core.event(record);
@@ -226,7 +249,7 @@ impl Harness {
             node,
             ResultKind::VerifiedConclusion,
             Outcome::Answer {
-                value,
+                value: value.into(),
                 receipts: vec![],
             },
         )

@@ -2,7 +2,8 @@
 //! short), and rebuilding the core from its log after a crash.
 
 use quorate_coordinator::{
-    ApprovalPolicy, EventKind, ResumeError, SupervisorCore, SupervisorEffect as SupEffect,
+    ApprovalPolicy, CommitOutcome, EventKind, ResumeError, SupervisorCore,
+    SupervisorEffect as SupEffect,
 };
 use quorate_state::CasOutcome;
 use rand::Rng;
@@ -12,9 +13,9 @@ use crate::check::Invariant;
 use crate::fault::Fault;
 
 impl Sim {
-    /// Carries out the core's effects one at a time, as the actor does: an effect that hands
-    /// the core an answer at once (a result commit that found its key taken) may change the
-    /// effects still queued behind it. A crash cuts the effects queued when the drain began.
+    /// Carries out the core's effects one at a time, as the actor does: a result commit is
+    /// answered at once, and the effects that answer brings are queued behind the others. A
+    /// crash cuts the effects queued when the drain began.
     pub(super) fn drain_supervisor(&mut self) {
         let crash = std::mem::take(&mut self.crash_armed) && !self.stopped && !self.healed();
         let keep = if crash {
@@ -45,22 +46,29 @@ impl Sim {
             }
             SupEffect::CommitResult { ticket, key, value } => {
                 // The store call the actor's commit makes (create only; a taken key answers
-                // with what it holds).
-                if let CasOutcome::Conflict {
-                    current: Some(current),
-                } = self.results.create_now(key.clone(), value)
-                {
-                    let now = self.now;
-                    let stored = current.value.clone();
-                    // A task a replan dropped is refused: its result is kept in the store only.
-                    let _refused =
-                        self.core
-                            .handle_result_kept(now, ticket, current.value, current.version);
+                // with what it holds), answered at once.
+                let outcome = match self.results.create_now(key.clone(), value.into_value()) {
+                    CasOutcome::Conflict {
+                        current: Some(current),
+                    } => CommitOutcome::Kept {
+                        value: current.value.into(),
+                        version: current.version,
+                    },
+                    _ => CommitOutcome::Committed,
+                };
+                let kept = match &outcome {
+                    CommitOutcome::Kept { value, .. } => Some(value.clone()),
+                    CommitOutcome::Committed => None,
+                };
+                let now = self.now;
+                // A task a replan dropped is refused: its result is kept in the store only.
+                let _refused = self.core.handle_result_commit(now, ticket, outcome);
+                if let Some(stored) = kept {
                     // The store keeps its result; the core must now hold that one too.
                     let node =
                         (0..self.plan.len() as u32).find(|&i| self.core.result_key(i) == key);
                     let held = node.and_then(|i| self.core.task_result(i));
-                    if held.is_some_and(|h| *h != stored) {
+                    if held.is_some_and(|h| stored != *h) {
                         let detail = format!("result {key}: the core kept another value");
                         self.fail(Invariant::ResultLost, detail);
                     }

@@ -23,6 +23,17 @@ use quorate_protocols::wire::{
     ActionCounts, Assignment, CallEvent, Outcome, ProgressSignature, Receipt, Report,
 };
 
+impl Deps<'_> {
+    /// Sends `reply`: out of the worker, or to the parent's attempt if it is a sub-task's.
+    fn reply(&mut self, reply: Envelope<Report>) {
+        if self.parents.contains_key(&reply.task) {
+            self.routed.push_back(Box::new(reply));
+        } else {
+            self.out.push_back(Effect::Reply(Box::new(reply)));
+        }
+    }
+}
+
 /// What an attempt needs from the core for one input.
 pub(crate) struct Deps<'a> {
     pub(crate) now: Millis,
@@ -33,6 +44,11 @@ pub(crate) struct Deps<'a> {
     pub(crate) store: bool,
     pub(crate) book: &'a mut ActionBook,
     pub(crate) out: &'a mut VecDeque<Effect>,
+    /// Delegated sub-task -> the task that delegated it: a sub-task's reply goes to `routed`,
+    /// never out of the worker.
+    pub(crate) parents: &'a ahash::AHashMap<quorate_protocols::TaskId, quorate_protocols::TaskId>,
+    /// Replies of sub-tasks, for the core to hand to their parents, in order.
+    pub(crate) routed: &'a mut VecDeque<Box<Envelope<Report>>>,
     /// Sub-task assignments to start (the core runs them as attempts of their own).
     pub(crate) spawn: &'a mut Vec<Envelope<Assignment>>,
     /// The worker's call counter: tags are unique across attempts, so a late answer of an
@@ -255,7 +271,10 @@ impl Attempt {
                     evidence,
                 } => {
                     let receipts = self.receipts.clone();
-                    let outcome = Outcome::Answer { value, receipts };
+                    let outcome = Outcome::Answer {
+                        value: value.into(),
+                        receipts,
+                    };
                     self.finish_citing(d, kind, outcome, evidence);
                 }
                 Proposal::Fail { observation } => {
@@ -441,9 +460,8 @@ impl Attempt {
     /// A non-final reply (an approval request).
     fn send(&mut self, d: &mut Deps<'_>, kind: ResultKind, outcome: Outcome) {
         let report = self.report(outcome);
-        d.out.push_back(Effect::Reply(Box::new(
-            self.envelope.reply(d.me, kind, report, d.ids),
-        )));
+        let reply = self.envelope.reply(d.me, kind, report, d.ids);
+        d.reply(reply);
     }
 
     /// The final reply: closes the account (open reservations are charged in full: an unknown
@@ -515,17 +533,20 @@ impl Attempt {
         let mut reply = self.envelope.reply(d.me, kind, report, d.ids);
         reply.evidence = evidence;
         if self.faults.duplicate_reply {
-            d.out.push_back(Effect::Reply(Box::new(reply.clone())));
+            d.reply(reply.clone());
         }
-        d.out.push_back(Effect::Reply(Box::new(reply)));
+        d.reply(reply);
         if cancelled && self.faults.late_reply {
             let value = self.last_output.clone().unwrap_or_default();
             let receipts = self.receipts.clone();
-            let late = self.report(Outcome::Answer { value, receipts });
+            let late = self.report(Outcome::Answer {
+                value: value.into(),
+                receipts,
+            });
             let late = self
                 .envelope
                 .reply(d.me, ResultKind::VerifiedConclusion, late, d.ids);
-            d.out.push_back(Effect::Reply(Box::new(late)));
+            d.reply(late);
         }
         self.phase = Phase::Done;
     }

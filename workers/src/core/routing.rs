@@ -3,7 +3,7 @@
 
 use quorate_protocols::{Budget, Envelope, Millis, TaskId};
 
-use super::{Effect, InputError, WorkerCore};
+use super::{InputError, WorkerCore};
 use crate::attempt::{Attempt, Deps};
 use quorate_protocols::wire::{Assignment, Outcome};
 
@@ -37,18 +37,11 @@ impl WorkerCore {
                     Err((e, child)) => self.fail_assignment(&child, e.to_string()),
                 }
             }
-            // Route sub-task replies to their parents instead of out of the worker.
-            let Some(pos) = self
-                .effects
-                .iter()
-                .position(|e| matches!(e, Effect::Reply(r) if self.parents.contains_key(&r.task)))
-            else {
+            // Sub-task replies go to their parents (they never leave the worker).
+            let Some(mut reply) = self.routed.pop_front() else {
                 if spawn.is_empty() {
                     break;
                 }
-                continue;
-            };
-            let Some(Effect::Reply(mut reply)) = self.effects.remove(pos) else {
                 continue;
             };
             let child = reply.task;
@@ -145,6 +138,8 @@ impl WorkerCore {
             store: self.store,
             book: self.books.entry(task).or_default(),
             out: &mut self.effects,
+            parents: &self.parents,
+            routed: &mut self.routed,
             spawn,
             calls: &mut self.calls,
             ids: &mut self.ids,

@@ -162,7 +162,10 @@ impl PeerCore {
 
     /// The accepted result of node `i`, as known here.
     pub fn result(&self, i: u32) -> Option<&serde_json::Value> {
-        self.tasks[i as usize].result.as_ref().map(|(v, _)| v)
+        self.tasks[i as usize]
+            .result
+            .as_ref()
+            .map(|(v, _)| v.value())
     }
 
     /// `true` if this peer won node `i`'s claim.
@@ -440,7 +443,7 @@ impl PeerCore {
     fn make_ready(&mut self, now: u64, i: u32) {
         let tasks = &self.tasks;
         let inputs = crate::acceptance::check_inputs(&self.plan, i, |d| {
-            tasks[d as usize].result.as_ref().map(|(v, _)| v)
+            tasks[d as usize].result.as_ref().map(|(v, _)| v.value())
         });
         if let Err(failure) = inputs {
             self.fail(i, format!("precondition does not hold: {failure}"));

@@ -113,13 +113,14 @@ impl PeerCore {
             return;
         };
         let same = t.result.as_ref().is_some_and(|(v, _)| *v == stored.value);
+        let stored_value = quorate_protocols::Payload::from(stored.value);
         if let Some((value, _)) = &mut t.result {
-            value.clone_from(&stored.value);
+            *value = stored_value.clone();
         }
         let kind = EventKind::ResultKept {
             version: stored.version.raw(),
             same,
-            result: stored.value,
+            result: stored_value,
         };
         self.record(now, Some(node), kind);
     }

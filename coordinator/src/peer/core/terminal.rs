@@ -144,7 +144,7 @@ impl PeerCore {
             self.transition(now, i, TaskEvent::Settled(record.state));
         }
         if record.state == TaskState::Completed {
-            let value = record.result.clone().unwrap_or(serde_json::Value::Null);
+            let value = record.result.clone().unwrap_or_default();
             if record.by == self.index {
                 let result = value.clone();
                 self.record(now, Some(i), EventKind::ResultCommitted { result });
