@@ -69,7 +69,10 @@ pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<F
         None => quorate_workers::edge::random_ids().run_id(),
     };
     if remote.workers == 0 {
-        return Err(fail("--remote-workers must be at least 1".into(), EXIT_BAD_INPUT));
+        return Err(fail(
+            "--remote-workers must be at least 1".into(),
+            EXIT_BAD_INPUT,
+        ));
     }
     let file = PlanFile::load(plan).map_err(|e| fail(e.to_string(), EXIT_BAD_INPUT))?;
     for w in file.warnings() {

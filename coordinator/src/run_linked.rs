@@ -67,7 +67,9 @@ pub fn run_star_linked(
             core.set_fallback_plan(fallback);
         }
         let (done, wait) = oneshot::channel();
-        ctx.run(SupervisorActor::new(core, links, results2, log2, sink, done));
+        ctx.run(SupervisorActor::new(
+            core, links, results2, log2, sink, done,
+        ));
         (wait.await.ok(), span)
     });
     drop(system);

@@ -133,9 +133,9 @@ impl ProcessError {
             ProcessError::NotEnoughWorkers { .. } | ProcessError::NotWelcomed { .. } => {
                 EXIT_NO_COUNTERPART
             }
-            ProcessError::Transport(_) | ProcessError::Subject { .. } | ProcessError::Runtime(_) => {
-                quorate_coordinator::StopReason::EXIT_RUNTIME
-            }
+            ProcessError::Transport(_)
+            | ProcessError::Subject { .. }
+            | ProcessError::Runtime(_) => quorate_coordinator::StopReason::EXIT_RUNTIME,
         }
     }
 }
@@ -189,7 +189,8 @@ mod tests {
 
     #[test]
     fn a_control_and_an_assignment_are_told_apart() {
-        let cancel: ToWorker = serde_json::from_value(serde_json::to_value(Control::Cancel).unwrap()).unwrap();
+        let cancel: ToWorker =
+            serde_json::from_value(serde_json::to_value(Control::Cancel).unwrap()).unwrap();
         assert!(matches!(cancel, ToWorker::Control(Control::Cancel)));
     }
 }

@@ -100,7 +100,11 @@ async fn gather(
         // Anything that is not a registration is ignored (a worker repeats its own).
         if let Ok(r) = serde_json::from_slice::<Registration>(&message.payload) {
             if !workers.contains(&r.worker) {
-                eprintln!("quorate: worker {} registered ({}/{wanted})", r.worker, workers.len() + 1);
+                eprintln!(
+                    "quorate: worker {} registered ({}/{wanted})",
+                    r.worker,
+                    workers.len() + 1
+                );
                 workers.push(r.worker);
             }
         }
@@ -119,7 +123,9 @@ pub fn run_remote(
     args: &RunArgs,
     remote: &RemoteArgs,
 ) -> Result<RemoteRun, ProcessError> {
-    let (plan, book) = file.compile(path).map_err(crate::runner::RunFileError::from)?;
+    let (plan, book) = file
+        .compile(path)
+        .map_err(crate::runner::RunFileError::from)?;
     args.approve.check(&[(path, file)])?;
     let rt = nats_runtime()?;
     let client = rt.block_on(connect(&remote.nats))?;
@@ -180,7 +186,7 @@ pub fn run_remote(
     // The replies' reader: each reply goes to the supervisor actor, and is acked once the actor
     // handled it (accepted or refused).
     let (to_actor, actor) = tokio::sync::oneshot::channel::<Recipient<ReportBatch>>();
-    let reader = rt.spawn(read_replies(inbox, actor));
+    let mut reader = rt.spawn(read_replies(inbox, actor));
     let mut supervisor = file.supervisor_config(args.approve.clone().into());
     supervisor.cancel_after_steps = args.cancel_after_steps;
     supervisor.top_ups = args.top_ups.clone();
@@ -220,8 +226,14 @@ pub fn run_remote(
             .collect()
     });
     drop(out);
-    reader.abort();
     let counts = rt.block_on(async {
+        // The reader acks its last reply and ends once it sees the supervisor actor gone.
+        if tokio::time::timeout(Duration::from_secs(2), &mut reader)
+            .await
+            .is_err()
+        {
+            reader.abort();
+        }
         publisher.finish().await?;
         let subject = end_subject(remote.run);
         client
@@ -250,8 +262,8 @@ async fn read_replies(
     actor: tokio::sync::oneshot::Receiver<Recipient<ReportBatch>>,
 ) {
     let Ok(actor) = actor.await else { return };
-    loop {
-        let delivery = match inbox.next(Duration::from_millis(500)).await {
+    while actor.connected() {
+        let delivery = match inbox.next(Duration::from_millis(100)).await {
             Ok(Some(d)) => d,
             Ok(None) => continue,
             Err(e) => {
@@ -262,11 +274,10 @@ async fn read_replies(
         };
         let (envelope, acker) = delivery.split();
         match envelope {
+            // Acked whether the actor took it or had stopped already (the run is over: nobody
+            // would take it later either).
             Ok(envelope) => {
-                if actor.send(ReportBatch(vec![Box::new(envelope)])).await.is_err() {
-                    // The run stopped: the reply stays for nobody.
-                    return;
-                }
+                let _ = actor.send(ReportBatch(vec![Box::new(envelope)])).await;
             }
             Err(refused) => eprintln!("quorate: a message refused by the transport: {refused}"),
         }

@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use quorate_nats::codec::{outgoing, Directory, Outgoing};
 use quorate_nats::transport::{Inbox, Publisher};
 use quorate_protocols::{AgentId, Limits, Role, RunId, Sender};
-use quorate_workers::{AgentRegistry, AssignMsg, ControlMsg, ReportMsg, Replies, WorkerActor};
+use quorate_workers::{AgentRegistry, AssignMsg, ControlMsg, Replies, ReportMsg, WorkerActor};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{
@@ -147,9 +147,14 @@ pub fn run_worker(args: &WorkerArgs) -> Result<WorkerExit, ProcessError> {
             out,
         }
         .start();
-        let worker =
-            WorkerActor::with_replies(me, config, agents, tools, Replies::Each(replies.recipient()))
-                .start();
+        let worker = WorkerActor::with_replies(
+            me,
+            config,
+            agents,
+            tools,
+            Replies::Each(replies.recipient()),
+        )
+        .start();
         let _ = to_reader.send(worker);
         // The reader runs on the NATS runtime; this only waits for it.
         reader.await.ok().flatten()
