@@ -244,7 +244,17 @@ pub fn run_remote(
             .flush()
             .await
             .map_err(|e| subject_err("flush")(e.to_string()))?;
-        Ok::<_, ProcessError>(stream.counts().await?)
+        // The server removes acked messages from a work-queue stream shortly after the ack:
+        // with nothing pending, a message still held is read again, for up to half a second.
+        let mut counts = stream.counts().await?;
+        for _ in 0..10 {
+            if counts.held == 0 || counts.ack_pending > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            counts = stream.counts().await?;
+        }
+        Ok::<_, ProcessError>(counts)
     })?;
     let output = output.map_err(crate::runner::RunFileError::from)?;
     Ok(RemoteRun {
