@@ -9,6 +9,7 @@ use quorate::runner::{FileRun, RunArgs};
 
 /// `quorate worker`'s flags.
 #[derive(clap::Args, Debug)]
+#[cfg_attr(not(feature = "nats"), allow(dead_code))]
 pub(crate) struct WorkerCli {
     /// The NATS JetStream server (nats://HOST:PORT).
     #[arg(long, value_name = "URL")]
@@ -28,6 +29,7 @@ pub(crate) struct WorkerCli {
 }
 
 /// `quorate run`'s flags for a supervisor process.
+#[cfg_attr(not(feature = "nats"), allow(dead_code))]
 pub(crate) struct Remote {
     pub(crate) nats: String,
     pub(crate) workers: usize,

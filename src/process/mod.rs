@@ -167,6 +167,16 @@ async fn connect(url: &str) -> Result<quorate_nats::async_nats::Client, ProcessE
         })
 }
 
+/// Parses a run or agent id given on the command line (a uuid; its hyphenated form is what the
+/// subjects carry).
+///
+/// # Errors
+/// A message naming the text when it is not a uuid.
+pub fn parse_id<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.trim().to_string()))
+        .map_err(|_| format!("{text:?} is not a uuid (e.g. 0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a6b)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,14 +203,4 @@ mod tests {
             serde_json::from_value(serde_json::to_value(Control::Cancel).unwrap()).unwrap();
         assert!(matches!(cancel, ToWorker::Control(Control::Cancel)));
     }
-}
-
-/// Parses a run or agent id given on the command line (a uuid; its hyphenated form is what the
-/// subjects carry).
-///
-/// # Errors
-/// A message naming the text when it is not a uuid.
-pub fn parse_id<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
-    serde_json::from_value(serde_json::Value::String(text.trim().to_string()))
-        .map_err(|_| format!("{text:?} is not a uuid (e.g. 0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a6b)"))
 }
