@@ -39,6 +39,8 @@ pub mod durable;
 #[cfg(feature = "cli")]
 pub mod experiment;
 pub mod plan_file;
+#[cfg(feature = "nats")]
+pub mod process;
 #[cfg(feature = "cli")]
 pub mod report;
 pub mod runner;

@@ -83,7 +83,29 @@ enum Command {
         /// topology only).
         #[arg(long, value_name = "STORE")]
         store: Option<quorate::durable::StoreAt>,
+        /// Run only the supervisor here and reach its workers over the NATS JetStream server
+        /// at URL (nats://HOST:PORT); needs --remote-workers. Built with the feature `nats`.
+        #[arg(long, value_name = "URL", requires = "remote_workers")]
+        nats: Option<String>,
+        /// With --nats: wait for N `quorate worker` processes to register, then run the plan
+        /// on them (the plan's `workers` is ignored).
+        #[arg(long, value_name = "N", requires = "nats")]
+        remote_workers: Option<usize>,
+        /// With --nats: the run's id (a uuid, the one the workers are given); random if absent
+        /// (printed on stderr).
+        #[arg(long, value_name = "RUN", requires = "nats")]
+        run: Option<String>,
+        /// With --nats: how long to wait for the workers to register (exit 9 when fewer did).
+        #[arg(long, value_name = "MS", default_value_t = 60_000)]
+        wait_ms: u64,
     },
+    /// Run a worker process for a supervisor started with `quorate run PLAN --nats URL
+    /// --remote-workers N`: register, work on the tasks it is assigned with the plan file's
+    /// agents and tools, exit 0 when the supervisor announces the end of the run.
+    ///
+    /// Exit codes: 0 the run ended, 2 bad input (plan file, id, unreachable server), 8 the
+    /// transport failed mid-run, 9 not welcomed by a supervisor within --wait-ms.
+    Worker(remote::WorkerCli),
     /// List the runs kept in a store file: id, plan, status, started, tasks by state.
     Runs {
         /// The store: a redb file, or etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
@@ -207,6 +229,7 @@ enum BenchCommand {
 }
 
 mod kept;
+mod remote;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -242,6 +265,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             }
         }
         Command::Runs { store, json } => kept::runs(&store, json),
+        Command::Worker(cli) => remote::worker(&cli),
         Command::Show {
             run_id,
             store,
@@ -329,6 +353,10 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             metrics_hold_ms,
             otlp_endpoint: _,
             store,
+            nats,
+            remote_workers,
+            run,
+            wait_ms,
         } => {
             if let Some(addr) = metrics_addr {
                 if let Err(e) = quorate::telemetry::serve_metrics(addr) {
@@ -354,6 +382,22 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                     std::thread::sleep(std::time::Duration::from_millis(ms));
                 }
             };
+            if let (Some(nats), Some(workers)) = (nats, remote_workers) {
+                let remote = remote::Remote {
+                    nats,
+                    workers,
+                    run,
+                    wait_ms,
+                };
+                return match remote::supervise(&plan, &args, remote) {
+                    Ok(run) => {
+                        print_run(&run, json, false);
+                        hold();
+                        ExitCode::from(run.output.report.stop_exit_code())
+                    }
+                    Err(code) => code,
+                };
+            }
             if let Some(store) = store {
                 return kept::run(&plan, &store, args, json, &hold);
             }

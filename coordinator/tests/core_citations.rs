@@ -27,7 +27,7 @@ fn claimed(
         ResultKind::VerifiedConclusion,
         Report {
             outcome: Outcome::Answer {
-                value: json!("done"),
+                value: json!("done").into(),
                 receipts: vec![],
             },
             spent: Budget::steps(1),
@@ -160,7 +160,7 @@ fn a_peer_refuses_an_uncited_conclusion_as_the_star_does() {
         ResultKind::VerifiedConclusion,
         Report {
             outcome: Outcome::Answer {
-                value: json!("done"),
+                value: json!("done").into(),
                 receipts: vec![],
             },
             spent: Budget::steps(1),

@@ -48,7 +48,7 @@ fn a_lost_workers_task_moves_to_a_live_worker_with_the_next_attempt() {
         quorate_protocols::ResultKind::VerifiedConclusion,
         quorate_protocols::wire::Report {
             outcome: quorate_protocols::wire::Outcome::Answer {
-                value: json!("late"),
+                value: json!("late").into(),
                 receipts: vec![],
             },
             spent: quorate_protocols::Budget::steps(1),

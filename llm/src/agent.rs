@@ -312,7 +312,7 @@ impl Agent for LlmAgent {
                     .inputs
                     .iter()
                     .map(|i| {
-                        let text = match &i.value {
+                        let text = match &*i.value {
                             Value::String(s) => s.clone(),
                             other => other.to_string(),
                         };

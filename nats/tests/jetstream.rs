@@ -113,7 +113,7 @@ async fn a_redelivered_reply_is_refused_by_the_supervisor_core_as_a_duplicate() 
         ResultKind::VerifiedConclusion,
         Report {
             outcome: Outcome::Answer {
-                value: serde_json::json!(42),
+                value: serde_json::json!(42).into(),
                 receipts: vec![],
             },
             spent: Budget::steps(1),

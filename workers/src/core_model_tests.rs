@@ -157,7 +157,7 @@ fn a_model_call_reserves_its_own_tokens_and_is_settled_with_the_reported_usage()
     assign(&mut d, 1000);
     d.drive();
     let report = d.last();
-    assert!(matches!(&report.outcome, Outcome::Answer { value, .. } if value == "hi"));
+    assert!(matches!(&report.outcome, Outcome::Answer { value, .. } if **value == "hi"));
     // Reserved: one tool call, the prompt estimate plus max_tokens (not the 1000 left).
     let reserved = Budget::new(0, 1, ASK.len() as u64 / 4 + 64, 0);
     let CallEvent::CallStarted {
@@ -251,7 +251,7 @@ fn a_lost_answer_makes_the_outcome_unknown_and_the_read_only_call_is_retried_and
     assert_eq!(report.actions.unknown, 1);
     // Two tool calls charged; the tokens the server reported for the answer that came back.
     assert_eq!(report.spent, Budget::new(2, 2, 40, 0));
-    assert!(matches!(&report.outcome, Outcome::Answer { value, .. } if value == "hi"));
+    assert!(matches!(&report.outcome, Outcome::Answer { value, .. } if **value == "hi"));
 }
 
 #[test]

@@ -1,0 +1,89 @@
+//! Running a plan's supervisor against workers it reaches through links made by the caller
+//! (another process's workers over a network transport): the same supervisor core and actor as
+//! [`run_star`](crate::run_star), with the workers' ids and links given instead of started here.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use quorate_protocols::{Plan, RunId, Sender};
+use quorate_state::{MemoryStore, PackedLog};
+use quorate_workers::ReportBatch;
+use tokio::sync::oneshot;
+
+use crate::run::{end_run_span, finish_trace, open_trace, run_span, write_data};
+use crate::{RunError, RunOptions, RunOutput, SupervisorActor, SupervisorCore, WorkerLink};
+
+/// Who takes part in a linked run: its id, the supervisor and the workers (in the order of the
+/// links [`run_star_linked`]'s `link` returns).
+#[derive(Clone, Debug)]
+pub struct Participants {
+    /// The run.
+    pub run: RunId,
+    /// The supervisor (role `Supervisor`).
+    pub me: Sender,
+    /// The workers (role `Worker`), in link order.
+    pub workers: Vec<Sender>,
+}
+
+/// Runs `plan`'s supervisor on a fresh actix system, its workers reached through the links
+/// `link` makes (called once, inside the system, with the recipient the workers' replies must
+/// be delivered to). Blocks until the run stops. `options.supervisor.workers` is set to the
+/// number of workers given; `options.worker`, `chaos`, `worker_threads` and `durable` are not
+/// used (the workers run elsewhere, with their own settings).
+pub fn run_star_linked(
+    plan: Plan,
+    mut options: RunOptions,
+    who: Participants,
+    link: impl FnOnce(Recipient<ReportBatch>) -> Vec<WorkerLink>,
+) -> Result<RunOutput, RunError> {
+    options.supervisor.workers = who.workers.len();
+    options.supervisor.validate()?;
+    let (writer, sink) = open_trace(options.trace.as_deref())?;
+    let log = Arc::new(PackedLog::new());
+    let results = Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len()));
+    write_data(&results, &options.data);
+    let traced = options.trace.is_some();
+    let system = System::new();
+    let (log2, results2) = (log.clone(), results.clone());
+    let tasks = plan.len();
+    let report = system.block_on(async move {
+        let mut ids = quorate_workers::edge::random_ids();
+        let span = run_span(who.run, "star", tasks);
+        let ctx = Context::<SupervisorActor>::new();
+        let links = link(ctx.address().recipient());
+        let mut core = SupervisorCore::new(
+            who.run,
+            plan,
+            options.supervisor.clone(),
+            who.me,
+            who.workers,
+            ids.fork(),
+        );
+        core.set_describe_plan(traced);
+        for (node, texts) in options.evidence_text {
+            core.set_evidence_text(node, texts);
+        }
+        if let Some(fallback) = options.fallback {
+            core.set_fallback_plan(fallback);
+        }
+        let (done, wait) = oneshot::channel();
+        ctx.run(SupervisorActor::new(
+            core, links, results2, log2, sink, done,
+        ));
+        (wait.await.ok(), span)
+    });
+    drop(system);
+    let (report, span) = report;
+    let report = report.ok_or(RunError::NoReport)?;
+    end_run_span(span, &report);
+    crate::run_metrics::publish_report(&report);
+    crate::run_metrics::publish_conflicts("results", results.conflicts());
+    let trace_lines = finish_trace(writer, options.trace.as_deref())?;
+    Ok(RunOutput {
+        report,
+        chaos: crate::chaos::ChaosCounts::default(),
+        trace_lines,
+        log,
+        results,
+    })
+}

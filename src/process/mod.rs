@@ -1,0 +1,206 @@
+//! The process split over NATS JetStream (feature `nats`): a supervisor process
+//! (`quorate run PLAN --nats URL --remote-workers N`) and worker processes
+//! (`quorate worker --nats URL --run RUN --plan PLAN`), each an unchanged core driven by a
+//! shell that moves its envelopes over the run's stream (docs/distributed.md, "Processes").
+//!
+//! Besides the run's stream (`quorate.<run>.<to>.<from>`, see [`quorate_nats::subject`]), three
+//! plain NATS subjects (not JetStream: they are outside the stream's `quorate.<run>.>`) carry
+//! the run's setup and end:
+//!
+//! * `quorate.register.<run>`: a worker announces itself ([`Registration`]), again every
+//!   second until it is welcomed;
+//! * `quorate.welcome.<run>.<worker>`: once `N` distinct workers registered, the supervisor
+//!   creates the stream and every consumer, then welcomes each of them ([`Welcome`]: the
+//!   supervisor's id), after which the worker binds to its consumer;
+//! * `quorate.end.<run>`: the supervisor's run stopped; workers exit 0.
+
+mod supervisor;
+mod worker;
+
+use std::time::Duration;
+
+use quorate_nats::transport::TransportError;
+use quorate_protocols::wire::{Assignment, Control};
+use quorate_protocols::{AgentId, RunId};
+use serde::{Deserialize, Serialize};
+
+pub use supervisor::{run_remote, RemoteArgs, RemoteRun};
+pub use worker::{run_worker, WorkerArgs, WorkerExit};
+
+/// Exit code of a process whose counterpart did not show up in time: a supervisor that did not
+/// see `N` workers register, a worker that was not welcomed.
+pub const EXIT_NO_COUNTERPART: u8 = 9;
+
+/// A worker's announcement on `quorate.register.<run>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    /// The worker's agent id (its consumer is `to-<worker>`).
+    pub worker: AgentId,
+}
+
+/// The supervisor's answer on `quorate.welcome.<run>.<worker>`: the stream and the worker's
+/// consumer exist.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The supervisor's agent id (the worker's replies go to it).
+    pub supervisor: AgentId,
+}
+
+/// The subject workers of run `run` register on.
+#[must_use]
+pub fn register_subject(run: RunId) -> String {
+    format!("quorate.register.{run}")
+}
+
+/// The subject worker `worker` of run `run` is welcomed on.
+#[must_use]
+pub fn welcome_subject(run: RunId, worker: AgentId) -> String {
+    format!("quorate.welcome.{run}.{worker}")
+}
+
+/// The subject the end of run `run` is announced on.
+#[must_use]
+pub fn end_subject(run: RunId) -> String {
+    format!("quorate.end.{run}")
+}
+
+/// What reaches a worker's consumer: an assignment or a control message (told apart by shape:
+/// a control message is one of [`Control`]'s variants, an assignment a record of many fields).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToWorker {
+    /// Cancel, approve or reject.
+    Control(Control),
+    /// Work on a task.
+    Assignment(Box<Assignment>),
+}
+
+/// A process of the split could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// The plan file could not be loaded or run.
+    #[error(transparent)]
+    Plan(#[from] crate::runner::RunFileError),
+    /// The NATS server could not be reached at the start.
+    #[error("connecting to NATS at {url}: {message}")]
+    Connect {
+        /// The `--nats` address.
+        url: String,
+        /// The client's error.
+        message: String,
+    },
+    /// The JetStream side failed (stream, consumer, publish, ack).
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// A plain NATS subscribe, publish or flush on `subject` failed.
+    #[error("NATS subject {subject}: {message}")]
+    Subject {
+        /// The subject.
+        subject: String,
+        /// The client's error.
+        message: String,
+    },
+    /// The supervisor waited `waited` for `wanted` workers and saw only `registered`.
+    #[error("{registered} of {wanted} workers registered within {waited:?} (start them with `quorate worker --nats URL --run RUN --plan PLAN`)")]
+    NotEnoughWorkers {
+        /// Workers that registered.
+        registered: usize,
+        /// `--remote-workers`.
+        wanted: usize,
+        /// `--wait-ms`.
+        waited: Duration,
+    },
+    /// The worker was not welcomed by a supervisor of its run within `waited`.
+    #[error("no supervisor of run {run} welcomed this worker within {waited:?} (is `quorate run --nats ... --run {run}` running, and waiting for more workers?)")]
+    NotWelcomed {
+        /// The run.
+        run: RunId,
+        /// `--wait-ms`.
+        waited: Duration,
+    },
+    /// The tokio runtime that carries the NATS client could not start.
+    #[error("tokio runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl ProcessError {
+    /// The exit code: 2 bad input or an unreachable server, 9 no counterpart in time, 8
+    /// anything failing mid-run.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ProcessError::Plan(_) | ProcessError::Connect { .. } => 2,
+            ProcessError::NotEnoughWorkers { .. } | ProcessError::NotWelcomed { .. } => {
+                EXIT_NO_COUNTERPART
+            }
+            ProcessError::Transport(_)
+            | ProcessError::Subject { .. }
+            | ProcessError::Runtime(_) => quorate_coordinator::StopReason::EXIT_RUNTIME,
+        }
+    }
+}
+
+fn subject_err(subject: &str) -> impl Fn(String) -> ProcessError + '_ {
+    move |message| ProcessError::Subject {
+        subject: subject.to_string(),
+        message,
+    }
+}
+
+/// The runtime the NATS client lives on (2 threads, apart from the actix system's).
+fn nats_runtime() -> Result<tokio::runtime::Runtime, ProcessError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("quorate-nats")
+        .enable_all()
+        .build()
+        .map_err(ProcessError::Runtime)
+}
+
+/// Connects to `url`.
+async fn connect(url: &str) -> Result<quorate_nats::async_nats::Client, ProcessError> {
+    quorate_nats::async_nats::connect(url)
+        .await
+        .map_err(|e| ProcessError::Connect {
+            url: url.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Parses a run or agent id given on the command line (a uuid; its hyphenated form is what the
+/// subjects carry).
+///
+/// # Errors
+/// A message naming the text when it is not a uuid.
+pub fn parse_id<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.trim().to_string()))
+        .map_err(|_| format!("{text:?} is not a uuid (e.g. 0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a6b)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorate_protocols::IdSource;
+
+    #[test]
+    fn setup_subjects_stay_outside_the_runs_stream() {
+        let mut ids = IdSource::seeded(1);
+        let (run, worker) = (ids.run_id(), ids.agent_id());
+        for subject in [
+            register_subject(run),
+            welcome_subject(run, worker),
+            end_subject(run),
+        ] {
+            // The stream takes `quorate.<run>.>`: the second token must not be the run.
+            assert_ne!(subject.split('.').nth(1), Some(run.to_string().as_str()));
+            assert!(quorate_nats::subject::parse(&subject).is_err(), "{subject}");
+        }
+    }
+
+    #[test]
+    fn a_control_and_an_assignment_are_told_apart() {
+        let cancel: ToWorker =
+            serde_json::from_value(serde_json::to_value(Control::Cancel).unwrap()).unwrap();
+        assert!(matches!(cancel, ToWorker::Control(Control::Cancel)));
+    }
+}
