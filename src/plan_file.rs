@@ -26,10 +26,12 @@
 //! but cannot work as written (a task that cannot take a step or make a call its script names).
 
 mod limits;
+mod memory;
 mod models;
 mod syntax;
 mod warnings;
 
+pub use memory::{MemoryEntry, MemorySection};
 pub use models::{AgentKind, ModelError};
 pub use warnings::PlanWarning;
 
@@ -173,6 +175,9 @@ pub struct TaskSection {
     /// How many of the task's model calls may offer tools (default 1).
     #[serde(default)]
     pub tool_rounds: Option<u32>,
+    /// A model task's memory scope: its `[[memory.records]]` go in its prompt (docs/models.md).
+    #[serde(default)]
+    pub memory_scope: Option<String>,
 }
 
 fn default_role() -> String {
@@ -211,6 +216,9 @@ pub struct PlanFile {
     /// Tools with a fixed answer that model tasks can call (`[tools.NAME]`).
     #[serde(default)]
     pub tools: std::collections::BTreeMap<String, quorate_llm::FixedToolConfig>,
+    /// Memory records for model tasks (`[[memory.records]]`).
+    #[serde(default)]
+    pub memory: MemorySection,
 }
 
 /// The largest plan file `quorate` reads, in bytes (1 MiB).

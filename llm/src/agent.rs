@@ -9,6 +9,9 @@ use serde_json::{json, Value};
 use crate::chat::{ChatAnswer, ChatParams, Message, Role, ToolCall, ToolChoice, ToolSpec};
 use crate::prompt::{fit, opening, Quoted};
 
+/// The instruction of a task without a goal.
+pub const DEFAULT_GOAL: &str = "Answer from the data below.";
+
 /// What an [`LlmAgent`] is given.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LlmAgentConfig {
@@ -326,7 +329,7 @@ impl Agent for LlmAgent {
                         .map(|(i, t)| Quoted::new(format!("evidence[{i}]"), t.clone())),
                 );
                 data.extend(self.config.memory.iter().cloned());
-                let goal = ctx.goal.unwrap_or("Answer from the data below.").to_owned();
+                let goal = ctx.goal.unwrap_or(DEFAULT_GOAL).to_owned();
                 self.conversation = opening(&goal, &data, self.config.context_tokens);
                 self.model_call()
             }

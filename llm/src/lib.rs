@@ -37,7 +37,7 @@ pub mod prompt;
 #[cfg(feature = "http")]
 mod tool;
 
-pub use agent::{LlmAgent, LlmAgentConfig};
+pub use agent::{LlmAgent, LlmAgentConfig, DEFAULT_GOAL};
 pub use chat::{ChatAnswer, ChatParams, Message, Role, ToolCall, ToolChoice, ToolSpec, Usage};
 #[cfg(feature = "http")]
 pub use client::{ApiKey, Client, ClientError, FIRST_BACKOFF, MAX_BACKOFF, MAX_TRIES};

@@ -1,5 +1,6 @@
 //! Model agents in plan files: the `[models.NAME]` and `[tools.NAME]` sections, the task
-//! fields `agent = "llm"`, `model`, `tools`, `tool_choice`, `max_tokens` and `tool_rounds`,
+//! fields `agent = "llm"`, `model`, `tools`, `tool_choice`, `max_tokens`, `tool_rounds` and
+//! `memory_scope` (the memory itself is in [`super::memory`]),
 //! their checks, and what a run builds from them (the agents' configurations, the fixed tools,
 //! and with the cargo feature `llm` the `model.NAME` tools).
 
@@ -95,6 +96,22 @@ pub enum ModelError {
         /// The name.
         tool: String,
     },
+    /// `memory_scope` names a scope no `[[memory.records]]` entry has.
+    #[error("memory_scope {scope:?} has no [[memory.records]] entry (scopes: {})", known.join(", "))]
+    UnknownMemoryScope {
+        /// The name given.
+        scope: String,
+        /// The scopes there are, sorted.
+        known: Vec<String>,
+    },
+    /// A `[[memory.records]]` entry was refused by the memory's write path.
+    #[error("[[memory.records]] entry {index} (counting from 0): {source}")]
+    MemoryRecord {
+        /// Its index in the file.
+        index: usize,
+        /// Why the memory refused it.
+        source: quorate_memory::WriteError,
+    },
     /// A `[models.NAME]` or `[tools.NAME]` name is not a valid capability.
     #[error("{section} name {name:?}: {source}")]
     BadName {
@@ -139,6 +156,9 @@ impl PlanFile {
                 )
             })?;
         }
+        self.memory
+            .view()
+            .map_err(|(index, source)| err(None, ModelError::MemoryRecord { index, source }))?;
         for t in self.all_tasks() {
             self.check_task(t).map_err(|e| err(Some(&t.id), e))?;
         }
@@ -153,6 +173,7 @@ impl PlanFile {
                 ("tool_choice", t.tool_choice.is_some()),
                 ("max_tokens", t.max_tokens.is_some()),
                 ("tool_rounds", t.tool_rounds.is_some()),
+                ("memory_scope", t.memory_scope.is_some()),
             ];
             return match misplaced.into_iter().find(|(_, set)| *set) {
                 Some((field, _)) => Err(ModelError::MixedAgent { field }),
@@ -238,6 +259,22 @@ impl PlanFile {
             }
         };
         agent.tool_rounds = t.tool_rounds.unwrap_or(1);
+        if let Some(scope) = &t.memory_scope {
+            let scopes = self.memory.scopes();
+            if !scopes.contains(scope.as_str()) {
+                return Err(ModelError::UnknownMemoryScope {
+                    scope: scope.clone(),
+                    known: scopes.into_iter().map(str::to_owned).collect(),
+                });
+            }
+            let view = self
+                .memory
+                .view()
+                .map_err(|(index, source)| ModelError::MemoryRecord { index, source })?;
+            // The query is the goal the agent is given (its default when the task has none).
+            let goal = t.goal.as_deref().unwrap_or(quorate_llm::DEFAULT_GOAL);
+            agent.memory = super::memory::recall(&view, scope, &t.id, goal, agent.context_tokens);
+        }
         Ok(agent)
     }
 
