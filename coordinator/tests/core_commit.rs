@@ -103,6 +103,9 @@ fn a_kept_commit_gives_the_dependents_the_stored_value_and_rewrites_nothing() {
     assert_eq!(
         before,
         vec![
+            // The harness's answer reports the call its conclusion cites (see
+            // `support::Harness::answer`), logged before the reply.
+            record("a", "call-answered"),
             record("a", "reply-accepted"),
             Seen::Commit(key.clone(), json!("mine")),
         ],
