@@ -12,36 +12,14 @@
 //! | peer `A` | `quorate.*.*.A`; the same three consumer subjects for `to-A` | `_INBOX_A.>` |
 //! | supervisor `P` | `quorate.*.*.P`; `$JS.API.>` (streams and consumers); `$JS.ACK.*.to-P.>` | `_INBOX_P.>` |
 
-use std::fmt;
 use std::path::PathBuf;
 
 use quorate_protocols::AgentId;
 
 use crate::subject::{consumer_name, PREFIX};
 
-/// A secret string (a password): kept out of `Debug` output, which prints `<redacted>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    #[must_use]
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself: only for handing it to the client or the server's configuration.
-    #[must_use]
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
+/// A secret string (a password): `Debug` prints `<redacted>` (one type for every crate).
+pub use quorate_protocols::Secret;
 
 /// What an agent's NATS user is for: it decides the user's [`Permissions`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -41,6 +41,7 @@ pub mod mutant;
 mod payload;
 mod plan;
 mod record;
+mod secret;
 mod time;
 mod version;
 pub mod wire;
@@ -63,5 +64,6 @@ pub use plan::{
 pub use record::{
     AccessRule, EvidenceStatus, MemoryKind, ProvenanceRecord, Source, Timestamp, Validity,
 };
+pub use secret::Secret;
 pub use time::{millis, Millis};
 pub use version::Version;

@@ -2,7 +2,6 @@
 //! connection is refused before any I/O when it would be plaintext and plaintext is not
 //! explicitly allowed.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
@@ -10,29 +9,8 @@ use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 use super::{Etcd, EtcdOptions};
 use crate::{EtcdUrl, StoreError};
 
-/// A secret string (a password): `Debug` prints `<redacted>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    #[must_use]
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself: only for handing it to the client.
-    #[must_use]
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
+/// A secret string (a password): `Debug` prints `<redacted>` (one type for every crate).
+pub use quorate_protocols::Secret;
 
 /// The TLS side of an etcd connection: PEM files of the CA the members' certificates chain to,
 /// and of the client's own certificate and key (required by members started with
