@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::store::send;
-use super::{key_text, prefix_end, Etcd, MAX_TXN_BYTES, MAX_TXN_OPS, PAGE};
+use super::{key_text, prefix_end, Etcd, MAX_TXN_BYTES, MAX_TXN_OPS};
 use crate::codec::{decode, encode};
 use crate::{RunLog, Seq, StoreError};
 
@@ -222,40 +222,15 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> RunLog<E> for EtcdLog<E> {
     }
 
     async fn read(&self, run: RunId, from: Seq, limit: usize) -> Result<Vec<(Seq, E)>, StoreError> {
-        let end = prefix_end(&self.run_prefix(run));
-        let mut start = self.entry_key(run, from.0).into_bytes();
-        let mut out = Vec::new();
-        let mut at_revision = 0;
-        while out.len() < limit {
-            let page = PAGE.min(i64::try_from(limit - out.len()).unwrap_or(PAGE));
-            let mut options = GetOptions::new().with_range(end.clone()).with_limit(page);
-            if at_revision > 0 {
-                options = options.with_revision(at_revision);
-            }
-            let from_key = start.clone();
-            let response = self
-                .etcd
-                .call(move |mut kv| {
-                    let (from_key, options) = (from_key.clone(), options.clone());
-                    async move { kv.get(from_key, Some(options)).await }
-                })
-                .await?;
-            if at_revision == 0 {
-                at_revision = response
-                    .header()
-                    .map_or(0, etcd_client::ResponseHeader::revision);
-            }
-            for kv in response.kvs() {
-                let seq = self.seq_of(run, kv)?;
-                out.push((Seq(seq), decode(key_text(kv)?, kv.value())?));
-            }
-            match response.kvs().last() {
-                Some(last) if response.more() => {
-                    start = last.key().to_vec();
-                    start.push(0);
-                }
-                _ => break,
-            }
+        let start = self.entry_key(run, from.0).into_bytes();
+        let kvs = self
+            .etcd
+            .range(start, prefix_end(&self.run_prefix(run)), limit)
+            .await?;
+        let mut out = Vec::with_capacity(kvs.len());
+        for kv in &kvs {
+            let seq = self.seq_of(run, kv)?;
+            out.push((Seq(seq), decode(key_text(kv)?, kv.value())?));
         }
         Ok(out)
     }

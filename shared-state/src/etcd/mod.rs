@@ -76,7 +76,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{AuthClient, Client, ConnectOptions, KvClient};
+use etcd_client::{AuthClient, Client, ConnectOptions, GetOptions, KvClient};
 
 pub use access::{grants, EtcdAccount, EtcdRole, Grant, SUPERVISOR_STORES, WORKER_READS};
 pub use log::EtcdLog;
@@ -313,6 +313,51 @@ impl Etcd {
 
     fn unavailable(&self, e: impl fmt::Display) -> StoreError {
         unavailable(&self.shared.url, e)
+    }
+
+    /// The keys from `start` up to (not including) `end`, at most `limit` of them, as of one
+    /// revision (the first page's, so later pages see the same snapshot), read
+    /// [`PAGE`] keys at a time.
+    async fn range(
+        &self,
+        mut start: Vec<u8>,
+        end: Vec<u8>,
+        limit: usize,
+    ) -> Result<Vec<etcd_client::KeyValue>, StoreError> {
+        let mut out = Vec::new();
+        let mut at_revision = 0;
+        while out.len() < limit {
+            let page = PAGE.min(i64::try_from(limit - out.len()).unwrap_or(PAGE));
+            let mut options = GetOptions::new().with_range(end.clone()).with_limit(page);
+            if at_revision > 0 {
+                options = options.with_revision(at_revision);
+            }
+            let from = start.clone();
+            let mut response = self
+                .call(move |mut kv| {
+                    let (from, options) = (from.clone(), options.clone());
+                    async move { kv.get(from, Some(options)).await }
+                })
+                .await?;
+            if at_revision == 0 {
+                at_revision = response
+                    .header()
+                    .map_or(0, etcd_client::ResponseHeader::revision);
+            }
+            let more = response.more();
+            let kvs = response.take_kvs();
+            let next = kvs.last().filter(|_| more).map(|last| {
+                let mut key = last.key().to_vec();
+                key.push(0);
+                key
+            });
+            out.extend(kvs);
+            match next {
+                Some(key) => start = key,
+                None => break,
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -5,12 +5,12 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
+use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse, TxnResponse};
 use quorate_protocols::Version;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{key_text, prefix_end, revision, version, Etcd, MAX_TXN_BYTES, MAX_TXN_OPS, PAGE};
+use super::{key_text, prefix_end, revision, version, Etcd, MAX_TXN_BYTES, MAX_TXN_OPS};
 use crate::codec::{decode, encode};
 use crate::{CasOutcome, DeleteOutcome, Store, StoreError, Versioned};
 
@@ -314,37 +314,7 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> Store<V> for EtcdStore<V> {
     async fn scan(&self, prefix: &str) -> Result<Vec<(String, Versioned<V>)>, StoreError> {
         let full = self.full(prefix);
         let end = prefix_end(&full);
-        let mut out = Vec::new();
-        let mut start = full.into_bytes();
-        let mut at_revision = 0;
-        loop {
-            let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
-            if at_revision > 0 {
-                options = options.with_revision(at_revision);
-            }
-            let from = start.clone();
-            let response = self
-                .etcd
-                .call(move |mut kv| {
-                    let (from, options) = (from.clone(), options.clone());
-                    async move { kv.get(from, Some(options)).await }
-                })
-                .await?;
-            if at_revision == 0 {
-                at_revision = response
-                    .header()
-                    .map_or(0, etcd_client::ResponseHeader::revision);
-            }
-            for kv in response.kvs() {
-                out.push(self.entry(kv)?);
-            }
-            match response.kvs().last() {
-                Some(last) if response.more() => {
-                    start = last.key().to_vec();
-                    start.push(0);
-                }
-                _ => return Ok(out),
-            }
-        }
+        let kvs = self.etcd.range(full.into_bytes(), end, usize::MAX).await?;
+        kvs.iter().map(|kv| self.entry(kv)).collect()
     }
 }
