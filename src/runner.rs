@@ -222,6 +222,31 @@ pub struct FileRun {
     pub world: World,
 }
 
+/// The run's options as the plan file and the command line give them (no durable store, no
+/// shared store): what an in-process run and a supervisor process over NATS both start from.
+pub(crate) fn run_options(file: &PlanFile, args: &RunArgs) -> RunOptions {
+    let mut supervisor = file.supervisor_config(args.approve.clone().into());
+    supervisor.cancel_after_steps = args.cancel_after_steps;
+    supervisor.top_ups = args.top_ups.clone();
+    RunOptions {
+        supervisor,
+        worker: file.worker_config(),
+        chaos: args.chaos,
+        seed: args.seed,
+        trace: args.trace.clone(),
+        evidence_text: file.evidence_text(),
+        data: file
+            .data
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        fallback: file.fallback_spec(),
+        worker_threads: args.worker_threads,
+        durable: None,
+        store: None,
+    }
+}
+
 /// Loads, checks and runs `path`.
 pub fn run_file(path: &Path, args: &RunArgs) -> Result<FileRun, RunFileError> {
     let file = PlanFile::load(path)?;
@@ -254,26 +279,7 @@ pub fn run_compiled(
         }
         .into());
     }
-    let mut supervisor = file.supervisor_config(args.approve.clone().into());
-    supervisor.cancel_after_steps = args.cancel_after_steps;
-    supervisor.top_ups = args.top_ups.clone();
-    let options = RunOptions {
-        supervisor,
-        worker: file.worker_config(),
-        chaos: args.chaos,
-        seed: args.seed,
-        trace: args.trace.clone(),
-        evidence_text: file.evidence_text(),
-        data: file
-            .data
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        fallback: file.fallback_spec(),
-        worker_threads: args.worker_threads,
-        durable: None,
-        store: None,
-    };
+    let options = run_options(file, args);
     let world = book.world().clone();
     let mut options = options;
     if let Some(d) = &args.durable {

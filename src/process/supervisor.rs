@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures_util::StreamExt;
-use quorate_coordinator::{run_star_linked, Participants, RunOptions, WorkerLink};
+use quorate_coordinator::{run_star_linked, Participants, WorkerLink};
 use quorate_nats::codec::{outgoing, Directory, Outgoing};
 use quorate_nats::transport::{Inbox, Publisher, RunCounts, RunStream, Settings};
 use quorate_protocols::wire::Report;
@@ -187,22 +187,9 @@ pub fn run_remote(
     // handled it (accepted or refused).
     let (to_actor, actor) = tokio::sync::oneshot::channel::<Recipient<ReportBatch>>();
     let mut reader = rt.spawn(read_replies(inbox, actor));
-    let mut supervisor = file.supervisor_config(args.approve.clone().into());
-    supervisor.cancel_after_steps = args.cancel_after_steps;
-    supervisor.top_ups = args.top_ups.clone();
-    let options = RunOptions {
-        supervisor,
-        worker: file.worker_config(),
-        trace: args.trace.clone(),
-        evidence_text: file.evidence_text(),
-        data: file
-            .data
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        fallback: file.fallback_spec(),
-        ..RunOptions::default()
-    };
+    // The linked run uses the supervisor's side of these (chaos, worker threads and the
+    // workers' settings belong to the worker processes; see `run_star_linked`).
+    let options = crate::runner::run_options(file, args);
     let who = Participants {
         run: remote.run,
         me,
