@@ -1,4 +1,4 @@
-//! `quorate run --store STORE`, `runs`, `resume` and `show`: star runs kept in one redb file
+//! `quorate run --store STORE`, `runs`, `resume` and `show`: runs (star or peer) kept in one redb file
 //! (docs/durable.md, "Durable runs") or, with the cargo feature `etcd`, on an etcd cluster
 //! (`--store etcd://HOST:PORT/PREFIX`, docs/distributed.md).
 //!
@@ -10,8 +10,6 @@
 //! by the etcd cluster).
 
 mod backend;
-
-use std::path::PathBuf;
 
 use quorate_coordinator::{Event, EventKind};
 use quorate_protocols::RunId;
@@ -115,14 +113,6 @@ pub enum DurableError {
         run: String,
         /// The store (its file, or its etcd URL).
         store: String,
-    },
-    /// `--store` was given with a peer plan.
-    #[error(
-        "{path}: durable runs (--store) are star-only for now; this plan has topology = \"peer\""
-    )]
-    PeerPlan {
-        /// The plan file.
-        path: PathBuf,
     },
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use quorate::durable::{
     resume_events, unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore, StoreAt, TopUpGiven,
 };
-use quorate::plan_file::{PlanFile, Topology};
+use quorate::plan_file::PlanFile;
 use quorate::runner::{
     check_top_ups, run_compiled, top_up_policy, Approve, DurableArgs, FileRun, Grant, RunArgs,
     RunFileError,
@@ -66,12 +66,6 @@ pub(crate) fn run(
         Ok(found) => found,
         Err(e) => return fail(e, EXIT_BAD_INPUT),
     };
-    if file.run.topology == Topology::Peer {
-        let e = DurableError::PeerPlan {
-            path: plan.to_path_buf(),
-        };
-        return fail(e, EXIT_BAD_INPUT);
-    }
     if let Err(e) = args.approve.check(&[(plan, &file)]) {
         return fail(e, EXIT_BAD_INPUT);
     }

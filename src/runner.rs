@@ -177,7 +177,7 @@ pub enum RunFileError {
     /// The runtime failed.
     #[error(transparent)]
     Run(#[from] RunError),
-    /// The store file (`--store`) could not be used, or was given with a peer plan.
+    /// The store file (`--store`) could not be used.
     #[error(transparent)]
     Durable(#[from] crate::durable::DurableError),
     /// `--grant` asks more than the run has left.
@@ -273,12 +273,6 @@ pub fn run_compiled(
     args: &RunArgs,
 ) -> Result<FileRun, RunFileError> {
     args.approve.check(&[(path, file)])?;
-    if args.durable.is_some() && file.run.topology == Topology::Peer {
-        return Err(crate::durable::DurableError::PeerPlan {
-            path: path.to_path_buf(),
-        }
-        .into());
-    }
     let options = run_options(file, args);
     let world = book.world().clone();
     let mut options = options;

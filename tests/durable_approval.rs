@@ -115,21 +115,6 @@ fn an_approval_stop_is_kept_and_resumed_once() {
 }
 
 #[test]
-fn a_peer_plan_is_refused_with_a_store() {
-    let text = std::fs::read_to_string(plan("approval_required.toml"))
-        .expect("plan")
-        .replace("[run]\n", "[run]\ntopology = \"peer\"\n");
-    let peer = temp_path("peer.toml");
-    std::fs::write(&peer, text).expect("written");
-    let store = temp_path("peer.redb");
-    let out = quorate(&["run", arg(&peer), "--store", arg(&store)]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("star-only"));
-    assert!(!store.exists(), "nothing is created for a refused run");
-    let _ = std::fs::remove_dir_all(peer.parent().expect("a temp dir"));
-}
-
-#[test]
 fn an_unknown_run_is_bad_input() {
     let store = temp_path("empty.redb");
     for cmd in ["show", "resume"] {

@@ -155,23 +155,51 @@ fn a_peer_trace_names_each_event_s_writer_and_a_task_ends_once_per_peer() {
 }
 
 /// `precondition_replan.toml` in peer mode with two peers; `channel` adds `config/channel` to
-/// its `[data]`.
-fn precondition_plan(tag: &str, channel: bool) -> PathBuf {
+/// its `[data]`, `fallback` keeps its `[fallback]`.
+fn precondition_plan(tag: &str, channel: bool, fallback: bool) -> PathBuf {
     let peer = ("[run]\n", "[run]\ntopology = \"peer\"\n");
     let data = ("[data]\n", "[data]\n\"config/channel\" = \"mail\"\n");
-    let edits: &[(&str, &str)] = if channel { &[peer, data] } else { &[peer] };
-    variant("precondition_replan.toml", tag, edits)
+    let (with, without) = ([peer, data], [peer]);
+    let edits: &[(&str, &str)] = if channel { &with } else { &without };
+    let path = variant("precondition_replan.toml", tag, edits);
+    if !fallback {
+        let text = std::fs::read_to_string(&path).expect("written");
+        let cut = text.rfind("[fallback]").expect("the plan has a fallback");
+        std::fs::write(&path, &text[..cut]).expect("written");
+    }
+    path
 }
 
 #[test]
 fn peer_mode_writes_data_and_checks_store_preconditions() {
     // The key is in [data]: publish's precondition holds and it runs.
-    let run = run_file(&precondition_plan("held", true), &RunArgs::default()).expect("runs");
+    let run = run_file(&precondition_plan("held", true, true), &RunArgs::default()).expect("runs");
     let r = &run.output.report;
     assert_eq!(r.stop_reason.as_deref(), Some("completed"), "{r:#?}");
+    assert_eq!(r.plan_version, 1);
     assert_eq!(run.world.effects_of("mail.send"), 1);
-    // It is not: publish fails on the observation and never runs (peer mode has no fallback).
-    let run = run_file(&precondition_plan("missing", false), &RunArgs::default()).expect("runs");
+    // It is not: the peers switch to the fallback, as the star does (tests/replan.rs).
+    let run = run_file(
+        &precondition_plan("missing", false, true),
+        &RunArgs::default(),
+    )
+    .expect("runs");
+    assert_outcome(
+        &run,
+        "completed",
+        &[
+            ("load", TaskState::Completed),
+            ("draft", TaskState::Completed),
+        ],
+    );
+    assert_eq!(run.output.report.plan_version, 2);
+    assert_eq!(run.world.effects_of("mail.send"), 0, "publish never ran");
+    // No fallback: publish fails on the observation and never runs.
+    let run = run_file(
+        &precondition_plan("alone", false, false),
+        &RunArgs::default(),
+    )
+    .expect("runs");
     let r = &run.output.report;
     assert_outcome(
         &run,
@@ -187,7 +215,7 @@ fn peer_mode_writes_data_and_checks_store_preconditions() {
             .is_some_and(|d| d.contains("config/channel")),
         "{r:#?}"
     );
-    assert_eq!(r.plan_version, 1, "no fallback in peer mode");
+    assert_eq!(r.plan_version, 1);
     assert_eq!(run.world.effects_of("mail.send"), 0, "publish never ran");
 }
 

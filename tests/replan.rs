@@ -8,7 +8,31 @@ use quorate::runner::RunArgs;
 use support::{event_json, events, run_with, CHAOS};
 
 fn check(args: &RunArgs) {
-    let run = run_with("precondition_replan.toml", args);
+    check_run(&run_with("precondition_replan.toml", args));
+}
+
+/// The same run in peer mode: the peers agree on the plan version by CAS, with the same
+/// outcome as the supervisor's.
+fn check_peer(args: &RunArgs) {
+    let path = support::peer_variant("precondition_replan.toml");
+    let run = quorate::runner::run_file(&path, args).expect("runs in peer mode");
+    check_run(&run);
+    // Every peer switched once; one wrote the plan version.
+    let replans: Vec<serde_json::Value> = events(&run)
+        .iter()
+        .map(event_json)
+        .filter(|e| e["kind"] == "replanned")
+        .collect();
+    assert_eq!(
+        replans.len(),
+        2,
+        "each of the two peers switched once: {replans:?}"
+    );
+    assert!(replans.iter().all(|e| e["plan_version"] == 2));
+}
+
+#[track_caller]
+fn check_run(run: &quorate::runner::FileRun) {
     let r = &run.output.report;
     assert_eq!(r.stop_reason.as_deref(), Some("completed"), "{r:?}");
     assert_eq!(r.plan_version, 2);
@@ -41,6 +65,13 @@ fn check(args: &RunArgs) {
 #[test]
 fn precondition_failure_replans_and_keeps_completed_work() {
     check(&RunArgs::default());
+}
+
+#[test]
+fn precondition_failure_replans_in_peer_mode_with_and_without_chaos() {
+    for args in support::with_and_without_chaos() {
+        check_peer(&args);
+    }
 }
 
 #[test]

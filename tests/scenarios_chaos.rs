@@ -376,8 +376,9 @@ fn every_scenario_holds_without_chaos() {
 }
 
 /// Peer mode keeps the same invariants: every scenario ends with the same stop reason, task
-/// states and checks when peers run it instead of a supervisor. Left out: the replan scenario
-/// (peers do not switch to a fallback plan), and the two that cancel after K steps: each peer
+/// states and checks when peers run it instead of a supervisor (the replan scenario, which has
+/// its own file, runs in peer mode there: `tests/replan.rs`). Left out: the two that cancel
+/// after K steps: each peer
 /// counts its own steps, so where the cancel lands depends on how the peers' messages
 /// interleave (another peer may start the next task before the cancel reaches it); and the
 /// budget that asks (no supervisor keeps a peer run's top-up request: the task stops at its

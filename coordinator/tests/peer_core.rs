@@ -369,7 +369,7 @@ fn a_terminal_record_that_vanished_is_committed_again_or_its_task_given_up() {
     assert_eq!(net.vanish, 0);
     net.deliver_all();
     assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
-    assert!(net.states.get_now("state/0").is_some());
+    assert!(net.states.get_now("state/a").is_some());
     // Every time: the peer that ran `a` stops committing and gives it up as failed (before,
     // it stayed committing and never finished).
     let mut net = faulty_store(0, SHARED_CAS_TRIES);

@@ -12,18 +12,31 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use quorate_protocols::mutant::{self, Mutant};
 
+/// The scenario that must catch `m`.
+fn scenario(m: Mutant) -> fn() {
+    match m {
+        Mutant::PeerAcceptsSettled => || {
+            let (net, runner) = peer_net::second_answer_after_settled();
+            assert_eq!(net.cores[runner].messages().rejected_late, 1);
+        },
+        Mutant::PeerIgnoresPlanVersion => || {
+            peer_net::switch_to_fallback();
+        },
+        other => panic!("no peer scenario for {other:?}"),
+    }
+}
+
 #[test]
 fn every_peer_mutant_is_caught() {
-    // Sanity: with no mutant active, the scenario passes.
-    mutant::set(Mutant::None);
-    let (net, runner) = peer_net::second_answer_after_settled();
-    assert_eq!(net.cores[runner].messages().rejected_late, 1);
     for m in Mutant::PEER {
+        // Sanity: with no mutant active, the scenario passes.
+        mutant::set(Mutant::None);
+        scenario(m)();
         mutant::set(m);
-        let outcome = catch_unwind(AssertUnwindSafe(peer_net::second_answer_after_settled));
+        let outcome = catch_unwind(AssertUnwindSafe(scenario(m)));
         mutant::set(Mutant::None);
         let caught = match outcome {
-            Ok(_) => None,
+            Ok(()) => None,
             Err(panic) => panic
                 .downcast_ref::<String>()
                 .cloned()
@@ -33,6 +46,9 @@ fn every_peer_mutant_is_caught() {
         let how = caught.unwrap_or_else(|| panic!("{m:?} survived"));
         match m {
             Mutant::PeerAcceptsSettled => assert!(how.contains("accepted a reply"), "{how}"),
+            Mutant::PeerIgnoresPlanVersion => {
+                assert!(how.contains("gives draft the stored id"), "{how}");
+            }
             other => panic!("no peer scenario for {other:?}"),
         }
     }

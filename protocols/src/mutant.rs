@@ -31,6 +31,9 @@ pub enum Mutant {
     AcceptsUncitedConclusion = 8,
     /// A worker that takes a task over does not import the task's action book from the store.
     FailoverSkipsImport = 9,
+    /// A peer that proposed a new plan version switches to its own proposal (its own ids for
+    /// the new tasks) instead of the version the store holds.
+    PeerIgnoresPlanVersion = 10,
 }
 
 impl Mutant {
@@ -49,7 +52,7 @@ impl Mutant {
 
     /// The mutants of peer mode, which the simulator does not run yet: the peer-core tests
     /// (`coordinator/tests/peer_mutants.rs`) must catch them.
-    pub const PEER: [Mutant; 1] = [Mutant::PeerAcceptsSettled];
+    pub const PEER: [Mutant; 2] = [Mutant::PeerAcceptsSettled, Mutant::PeerIgnoresPlanVersion];
 }
 
 static ACTIVE: AtomicU8 = AtomicU8::new(Mutant::None as u8);

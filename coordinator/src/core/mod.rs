@@ -29,6 +29,7 @@ use crate::rules::{on_timeout, AttemptTimeouts, Expiry, ReplyGuard};
 pub use config::{ApprovalPolicy, ConfigError, SupervisorConfig};
 pub use effect::{CheckTicket, CommitOutcome, CommitTicket, MessageCounts, SupervisorEffect};
 pub use refusal::{InputRefused, ReplyRefusal};
+pub(crate) use replan::check_new_version;
 pub use replan::ReplanError;
 pub use resume::ResumeError;
 use task::StateCounts;

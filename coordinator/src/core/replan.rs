@@ -58,6 +58,45 @@ pub(super) struct Retired {
     pub(super) charged: Budget,
 }
 
+/// What a new plan version `spec` must satisfy against the current plan `old`, whose node `i`
+/// is in state `state(i)` (see the module docs): it is valid, does not widen the run's
+/// capabilities or budget, and keeps the dependencies of completed tasks. Both topologies
+/// check a fallback with it.
+pub(crate) fn check_new_version(
+    old: &quorate_protocols::Plan,
+    state: impl Fn(u32) -> TaskState,
+    spec: PlanSpec,
+) -> Result<quorate_protocols::Plan, ReplanError> {
+    let old_spec = old.spec();
+    let missing = old_spec.capabilities.missing(&spec.capabilities);
+    if !missing.is_empty() {
+        return Err(ReplanError::WidensCapabilities { missing });
+    }
+    if let Some(component) = spec.budget.first_excess(&old_spec.budget) {
+        return Err(ReplanError::WidensBudget {
+            component,
+            old: old_spec.budget.get(component),
+            new: spec.budget.get(component),
+        });
+    }
+    let plan = spec.validate()?;
+    // Completed tasks must keep their meaning: same dependencies.
+    for i in 0..old.len() as u32 {
+        if state(i) != TaskState::Completed {
+            continue;
+        }
+        let node = old.node(i);
+        if let Some(j) = plan.index_of(&node.id) {
+            if plan.node(j).deps != node.deps {
+                return Err(ReplanError::CompletedTaskChanged {
+                    node: node.id.clone(),
+                });
+            }
+        }
+    }
+    Ok(plan)
+}
+
 impl SupervisorCore {
     /// Replaces the plan with `spec` as a new version (see the module docs).
     pub fn handle_replan(&mut self, now: u64, spec: PlanSpec) -> Result<(), ReplanError> {
@@ -111,34 +150,7 @@ impl SupervisorCore {
         &self,
         spec: PlanSpec,
     ) -> Result<quorate_protocols::Plan, ReplanError> {
-        let old = self.plan.spec();
-        let missing = old.capabilities.missing(&spec.capabilities);
-        if !missing.is_empty() {
-            return Err(ReplanError::WidensCapabilities { missing });
-        }
-        if let Some(component) = spec.budget.first_excess(&old.budget) {
-            return Err(ReplanError::WidensBudget {
-                component,
-                old: old.budget.get(component),
-                new: spec.budget.get(component),
-            });
-        }
-        let plan = spec.validate()?;
-        // Completed tasks must keep their meaning: same dependencies.
-        for (i, slot) in self.tasks.iter().enumerate() {
-            if slot.state != TaskState::Completed {
-                continue;
-            }
-            let node = self.plan.node(i as u32);
-            if let Some(j) = plan.index_of(&node.id) {
-                if plan.node(j).deps != node.deps {
-                    return Err(ReplanError::CompletedTaskChanged {
-                        node: node.id.clone(),
-                    });
-                }
-            }
-        }
-        Ok(plan)
+        check_new_version(&self.plan, |i| self.tasks[i as usize].state, spec)
     }
 
     /// The structural half of a replan, shared with resume: `plan` becomes the next version;

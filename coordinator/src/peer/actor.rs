@@ -11,7 +11,10 @@ use quorate_state::{Account, AccountId, MemoryStore, PackedLog};
 use quorate_workers::{AssignMsg, ControlMsg, ReportMsg};
 use tokio::sync::oneshot;
 
-use super::{commit_terminal, update_root_once, PeerCore, PeerEffect, PeerMsg, Terminal};
+use super::{
+    commit_terminal, propose_plan, update_root_once, PeerCore, PeerEffect, PeerMsg, PlanVersion,
+    Terminal,
+};
 use crate::shell::{commit_result, RunClock, Tick, Wakeup};
 use crate::trace::TraceSink;
 use crate::{Event, MessageCounts, StopReason};
@@ -36,6 +39,9 @@ pub struct PeerStores {
     pub states: Arc<MemoryStore<Terminal>>,
     /// `budget/<run>/root` -> the run's root account.
     pub budget: Arc<MemoryStore<Account>>,
+    /// `plan/<run>` -> the plan version the run switched to (written once; absent: the run's
+    /// first plan).
+    pub plans: Arc<MemoryStore<PlanVersion>>,
     /// `result/<run>/<node>` -> accepted results.
     pub results: Arc<MemoryStore<serde_json::Value>>,
     /// The run log.
@@ -51,6 +57,7 @@ impl PeerStores {
             claims: Arc::new(MemoryStore::new()),
             states: Arc::new(MemoryStore::new()),
             budget: Arc::new(MemoryStore::new()),
+            plans: Arc::new(MemoryStore::new()),
             results: Arc::new(MemoryStore::new()),
             log: Arc::new(PackedLog::new()),
             seq: Arc::new(AtomicU64::new(0)),
@@ -65,6 +72,11 @@ impl PeerStores {
     /// Key of node `node`'s terminal record.
     pub fn state_key(run: RunId, node: &str) -> String {
         format!("state/{run}/{node}")
+    }
+
+    /// Key of the run's plan version.
+    pub fn plan_key(run: RunId) -> String {
+        format!("plan/{run}")
     }
 
     /// Key of the run's root account.
@@ -85,8 +97,10 @@ pub(crate) struct PeerSummary {
     pub(crate) reason: StopReason,
     pub(crate) messages: MessageCounts,
     pub(crate) actions: quorate_protocols::wire::ActionCounts,
-    /// `(attempts, granted, spent)` per node this peer ran.
+    /// `(attempts, granted, spent)` per node of `plan` this peer ran.
     pub(crate) executions: Vec<Option<(u32, Budget, Budget)>>,
+    /// The plan this peer ended on, and its version.
+    pub(crate) plan: (quorate_protocols::Plan, u32),
 }
 
 /// One peer.
@@ -103,6 +117,9 @@ pub struct PeerActor {
     clock: RunClock,
     timer: Wakeup,
     done: Option<oneshot::Sender<PeerSummary>>,
+    /// A durable run's journal, the events not yet given to it, and whether a kept record
+    /// (a result, a terminal record, the plan version) waits for them.
+    journal: Option<(Arc<dyn crate::RunJournal>, Vec<Event>, bool)>,
 }
 
 impl std::fmt::Debug for PeerActor {
@@ -139,6 +156,34 @@ impl PeerActor {
             clock: RunClock::since(started),
             timer: Wakeup::default(),
             done: Some(done),
+            journal: None,
+        }
+    }
+
+    /// Keeps this peer's events, and the records it wins on the shared stores, in `journal`
+    /// before it acts on them (a durable run: see [`crate::RunJournal`]).
+    pub(crate) fn with_journal(mut self, journal: Arc<dyn crate::RunJournal>) -> Self {
+        self.journal = Some((journal, Vec::new(), false));
+        self
+    }
+
+    /// Writes the events collected since the last call, and the records waiting for them.
+    fn sync_journal(&mut self) {
+        if let Some((journal, pending, kept)) = &mut self.journal {
+            if !pending.is_empty() || *kept {
+                journal.events(pending);
+                pending.clear();
+                *kept = false;
+            }
+        }
+    }
+
+    /// Keeps `value` under `key` with the next events (durable before this peer acts on it).
+    fn keep(&mut self, key: &str, value: impl serde::Serialize) {
+        if let Some((journal, _, kept)) = &mut self.journal {
+            let value = serde_json::to_value(value).expect("records serialize");
+            journal.result(key, &value);
+            *kept = true;
         }
     }
 
@@ -189,18 +234,45 @@ impl PeerActor {
                     let outcome = quorate_state::check_preconditions(&self.stores.results, &checks);
                     self.core.handle_preconditions(now, node, outcome);
                 }
-                PeerEffect::Execute(envelope) => self.assign.do_send(AssignMsg(*envelope)),
-                PeerEffect::Control(envelope) => self.control.do_send(ControlMsg(envelope)),
+                PeerEffect::Execute(envelope) => {
+                    self.sync_journal();
+                    self.assign.do_send(AssignMsg(*envelope));
+                }
+                PeerEffect::Control(envelope) => {
+                    self.sync_journal();
+                    self.control.do_send(ControlMsg(envelope));
+                }
                 PeerEffect::CommitTerminal(record) => {
                     let key = PeerStores::state_key(run, &self.node_id(record.node));
                     let outcome = commit_terminal(&self.stores.states, &key, record);
+                    if let super::TerminalCommit::Won { record, version } = &outcome {
+                        self.keep(&key, super::resume::KeptTerminal::of(record, *version));
+                    }
                     self.core.handle_commit(now, outcome);
                 }
                 PeerEffect::CommitResult { node, key, value } => {
-                    let stored = commit_result(&self.stores.results, key, value);
+                    let kept = self.journal.as_ref().map(|_| value.clone());
+                    let stored = commit_result(&self.stores.results, key.clone(), value);
+                    if let (None, Some(value)) = (&stored, kept) {
+                        self.keep(&key, value.value());
+                    }
                     self.core.handle_result_commit(now, node, stored);
                 }
+                PeerEffect::ProposePlan(record) => {
+                    let key = PeerStores::plan_key(run);
+                    let stored = propose_plan(&self.stores.plans, &key, record.clone());
+                    if stored.as_ref() == Some(&record) {
+                        self.keep(&key, &record);
+                    }
+                    self.core.handle_plan_version(now, stored);
+                }
+                PeerEffect::ReadPlan => {
+                    let key = PeerStores::plan_key(run);
+                    let stored = self.stores.plans.get_now(&key).map(|v| v.value);
+                    self.core.handle_plan_version(now, stored);
+                }
                 PeerEffect::Broadcast(envelope) => {
+                    self.sync_journal();
                     for other in &self.others {
                         other.do_send(PeerMsgEnvelope((*envelope).clone()));
                     }
@@ -209,11 +281,15 @@ impl PeerActor {
                     self.tally.observe(&event.kind);
                     event.seq = self.stores.seq.fetch_add(1, Ordering::Relaxed);
                     self.stores.log.append_now(event.run_id, &event);
+                    if let Some((_, pending, _)) = &mut self.journal {
+                        pending.push(event.clone());
+                    }
                     if let Some(trace) = &self.trace {
                         trace.send(event);
                     }
                 }
                 PeerEffect::Done(reason) => {
+                    self.sync_journal();
                     tracing::info!(run = %run, peer = self.core.index(), %reason, "peer done");
                     self.trace = None;
                     self.tally.publish();
@@ -224,6 +300,7 @@ impl PeerActor {
                             messages: self.core.messages(),
                             actions: self.core.actions(),
                             executions: (0..n).map(|i| self.core.execution(i)).collect(),
+                            plan: (self.core.plan().clone(), self.core.plan_version()),
                         });
                     }
                     ctx.stop();
@@ -231,6 +308,7 @@ impl PeerActor {
                 }
             }
         }
+        self.sync_journal();
         self.timer.arm(ctx, self.clock, self.core.poll_timeout());
     }
 }

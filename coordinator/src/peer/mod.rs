@@ -16,6 +16,11 @@
 //! again or to give the change up ([`SharedStoreError`]). In a trace, each event names the peer
 //! that wrote it (`peer`).
 //!
+//! A failed store precondition switches the run to its fallback plan (`[fallback]`) as in star
+//! mode, once: peers agree on the plan version by CAS on `plan/<run>` (written once, from
+//! absent, with the new plan's task ids: the first peer to write it wins, the others read it
+//! and follow; see [`PlanVersion`]).
+//!
 //! * [`PeerCore`]: the pure decision logic of one peer (no clock, no I/O).
 //! * [`PeerActor`]: its actix shell (stores, worker, links to the other peers).
 //! * [`run_peer`]: runs a plan in peer mode and builds the same [`RunReport`](crate::RunReport)
@@ -23,6 +28,7 @@
 
 mod actor;
 mod core;
+pub mod resume;
 mod run;
 mod slot;
 
@@ -51,6 +57,20 @@ pub struct Terminal {
     /// What this end means for the run (`None` for completed tasks).
     pub cause: Option<StopReason>,
     /// The peer that committed it.
+    pub by: usize,
+}
+
+/// A plan version the peers switched to: what `plan/<run>` holds (written once, from absent,
+/// by the first peer whose store precondition failed; the run's first version is the key's
+/// absence).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanVersion {
+    /// The version (2: a run switches to its fallback at most once).
+    pub version: u32,
+    /// The task id of each node of the new plan, in its order: carried-over tasks keep theirs,
+    /// new ones get ids the writer drew.
+    pub tasks: Vec<TaskId>,
+    /// The peer that wrote it.
     pub by: usize,
 }
 
@@ -124,6 +144,12 @@ pub enum PeerEffect {
         /// The result.
         value: quorate_protocols::Payload,
     },
+    /// CAS `plan/<run>` from absent to this new plan version; feed what the key holds
+    /// afterwards (this record, or the one another peer wrote first) to
+    /// [`PeerCore::handle_plan_version`].
+    ProposePlan(PlanVersion),
+    /// Read `plan/<run>` and feed what it holds to [`PeerCore::handle_plan_version`].
+    ReadPlan,
     /// Send this envelope to every other peer.
     Broadcast(Box<Envelope<PeerMsg>>),
     /// Append to the run log and the trace.
@@ -220,6 +246,19 @@ pub fn update_root_once<T>(
     }
 }
 
+/// Carries out a [`PeerEffect::ProposePlan`]: CASes `record` under `key` from absent and
+/// returns what the key holds afterwards (`None` only if it was taken yet reads empty).
+pub fn propose_plan(
+    store: &MemoryStore<PlanVersion>,
+    key: &str,
+    record: PlanVersion,
+) -> Option<PlanVersion> {
+    match store.cas_now(key, None, record.clone()) {
+        CasOutcome::Committed(_) => Some(record),
+        CasOutcome::Conflict { current } => current.map(|c| c.value),
+    }
+}
+
 /// Carries out a [`PeerEffect::CommitTerminal`]: CASes `record` under `key` from absent.
 pub fn commit_terminal(
     store: &MemoryStore<Terminal>,
@@ -234,7 +273,12 @@ pub fn commit_terminal(
         CasOutcome::Conflict {
             current: Some(current),
         } => TerminalCommit::Taken {
-            record: current.value,
+            // The node as this peer numbers it (a peer on another plan version may number
+            // the same task otherwise).
+            record: Terminal {
+                node: record.node,
+                ..current.value
+            },
             version: current.version.raw(),
         },
         CasOutcome::Conflict { current: None } => TerminalCommit::Vanished { record },

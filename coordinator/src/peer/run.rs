@@ -10,6 +10,7 @@ use quorate_workers::{AgentRegistry, ReportMsg, ToolRegistry, WorkerActor};
 use tokio::sync::oneshot;
 
 use super::actor::{PeerActor, PeerMsgEnvelope, PeerStores, PeerSummary};
+use super::resume::rebuild;
 use super::PeerCore;
 use crate::chaos::Chaos;
 use crate::run::{finish_trace, open_trace};
@@ -26,9 +27,9 @@ use crate::{
 ///
 /// Store preconditions (`key-exists`, `key-absent`, `key-at-version`) are checked by every peer
 /// against the shared result store when a task is about to become ready, and `options.data` is
-/// written there first, as in star mode. Not in peer mode (yet): `options.fallback` is never
-/// switched to (a failed store precondition fails its task), and `options.worker_threads` is
-/// ignored. A run that asks for a fallback logs a warning.
+/// written there first, as in star mode. A failed one switches the run to `options.fallback`
+/// (once), the peers agreeing on the plan version by CAS on `plan/<run>`. Not in peer mode
+/// (yet): `options.worker_threads` is ignored.
 pub fn run_peer(
     plan: Plan,
     options: RunOptions,
@@ -37,9 +38,6 @@ pub fn run_peer(
     let count = options.supervisor.workers;
     if count == 0 {
         return Err(RunError::NoPeers);
-    }
-    if options.fallback.is_some() {
-        tracing::warn!("peer mode does not switch to a fallback plan; a failed store precondition fails its task");
     }
     let (writer, sink) = open_trace(options.trace.as_deref())?;
     let stores = PeerStores::new();
@@ -50,10 +48,27 @@ pub fn run_peer(
     // The run's ids are random (the shell seeds them from the operating system); each peer's
     // core draws from a source forked from this one.
     let mut ids = quorate_workers::edge::random_ids();
-    let run = ids.run_id();
-    let task_ids: Vec<TaskId> = (0..plan.len()).map(|_| ids.task_id()).collect();
-    PeerCore::open_root(&plan, &stores.budget, &PeerStores::budget_key(run));
-    let traced = options.trace.is_some();
+    let durable = options.durable.clone();
+    let run = durable.as_ref().map_or_else(|| ids.run_id(), |d| d.run);
+    // A resumed run: rebuilt from its log and kept records, which fill the shared stores.
+    let resumed = match durable.as_ref().and_then(|d| d.resume.as_ref()) {
+        Some(from) => {
+            let fallback = options.fallback.clone();
+            let rebuilt = rebuild(run, plan.clone(), fallback, count, from, || ids.task_id())?;
+            stores.restore(run, &rebuilt, &from.results);
+            Some(rebuilt)
+        }
+        None => {
+            PeerCore::open_root(&plan, &stores.budget, &PeerStores::budget_key(run));
+            None
+        }
+    };
+    let task_ids: Vec<TaskId> = match &resumed {
+        Some(r) => r.tasks.clone(),
+        None => (0..plan.len()).map(|_| ids.task_id()).collect(),
+    };
+    // A traced or kept run lists its plan's nodes in run-started (what a report page draws).
+    let traced = options.trace.is_some() || durable.is_some();
     let run_span = crate::run::run_span(run, "peer", plan.len());
     let system = System::new();
     let run_span2 = run_span.clone();
@@ -94,25 +109,48 @@ pub fn run_peer(
             let worker =
                 WorkerActor::new(worker_id, options.worker.clone(), agents, tools, reports)
                     .with_store(stores2.results.clone())
-                    .with_run_span(run_span2.clone())
-                    .start();
+                    .with_run_span(run_span2.clone());
+            let worker = match &durable {
+                Some(d) => worker.with_journal(d.actions.clone(), &d.restored_actions),
+                None => worker,
+            }
+            .start();
             let worker_sender = Sender {
                 agent: worker_id,
                 role: Role::Worker,
             };
-            let mut core = PeerCore::new(
-                run,
-                plan2.clone(),
-                options.supervisor.clone(),
-                i,
-                peers.clone(),
-                worker_sender,
-                ids2.clone(),
-                ids.fork(),
-            );
+            let config = options.supervisor.clone();
+            let mut core = match &resumed {
+                Some(from) => PeerCore::resume(
+                    run,
+                    from,
+                    config,
+                    i,
+                    peers.clone(),
+                    worker_sender,
+                    ids.fork(),
+                ),
+                None => PeerCore::new(
+                    run,
+                    plan2.clone(),
+                    config,
+                    i,
+                    peers.clone(),
+                    worker_sender,
+                    ids2.clone(),
+                    ids.fork(),
+                ),
+            };
             core.set_describe_plan(traced);
-            for (node, texts) in &options.evidence_text {
-                core.set_evidence_text(*node, texts.clone());
+            if core.plan_version() == 1 {
+                // (A run that switched already has no fallback left, and its plan numbers
+                // the nodes otherwise.)
+                if let Some(fallback) = &options.fallback {
+                    core.set_fallback_plan(fallback.clone());
+                }
+                for (node, texts) in &options.evidence_text {
+                    core.set_evidence_text(*node, texts.clone());
+                }
             }
             let (done, wait) = oneshot::channel();
             waits.push(wait);
@@ -126,7 +164,10 @@ pub fn run_peer(
                 started,
                 done,
             );
-            ctx.run(actor);
+            ctx.run(match &durable {
+                Some(d) => actor.with_journal(d.journal.clone()),
+                None => actor,
+            });
         }
         drop(sink);
         let mut out = Vec::with_capacity(count);
@@ -141,7 +182,7 @@ pub fn run_peer(
     let chaos = chaos
         .map(|c| ChaosLink::<ReportMsg>::counts(&c))
         .unwrap_or_default();
-    let report = build_report(&plan, run, &stores, &summaries);
+    let report = build_report(run, &stores, &summaries);
     crate::run::end_run_span(run_span, &report);
     crate::run_metrics::publish_report(&report);
     for (store, conflicts) in [
@@ -161,11 +202,12 @@ pub fn run_peer(
     })
 }
 
-/// The star's report shape, from the committed records, the shared root account and every
-/// peer's counters (summed).
-fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSummary]) -> RunReport {
+/// The star's report shape, from the committed records of the plan the peers ended on, the
+/// shared root account and every peer's counters (summed).
+fn build_report(run: RunId, stores: &PeerStores, peers: &[PeerSummary]) -> RunReport {
     let reason: Option<StopReason> = peers.first().map(|p| p.reason.clone());
     debug_assert!(peers.iter().all(|p| Some(&p.reason) == reason.as_ref()));
+    let (plan, plan_version) = &peers.first().expect("at least one peer").plan;
     let mut granted_total = Budget::ZERO;
     let tasks = (0..plan.len() as u32)
         .map(|i| {
@@ -210,7 +252,7 @@ fn build_report(plan: &Plan, run: RunId, stores: &PeerStores, peers: &[PeerSumma
         run_id: run,
         stop_reason: reason.as_ref().map(|s| s.name().to_string()),
         stop_detail: reason.as_ref().map(ToString::to_string),
-        plan_version: 1,
+        plan_version: *plan_version,
         tasks,
         budget: BudgetRow {
             limit: root.limit,

@@ -53,6 +53,15 @@ impl<K: Copy> AttemptTimeouts<K> {
         }
     }
 
+    /// Renames every armed task by `rename`, dropping those it maps to `None` (a replan
+    /// renumbers tasks and drops some).
+    pub(crate) fn rename(&mut self, rename: impl Fn(K) -> Option<K>) {
+        self.queue = std::mem::take(&mut self.queue)
+            .into_iter()
+            .filter_map(|(at, task, attempt)| rename(task).map(|t| (at, t, attempt)))
+            .collect();
+    }
+
     /// The earliest deadline armed.
     pub(crate) fn next(&self) -> Option<u64> {
         self.queue.front().map(|&(at, _, _)| at)

@@ -5,7 +5,8 @@
 use std::collections::VecDeque;
 
 use quorate_coordinator::peer::{
-    commit_terminal, update_root_once, PeerEffect, PeerMsg, RootUpdate, Terminal, TerminalCommit,
+    commit_terminal, propose_plan, update_root_once, PeerEffect, PeerMsg, PlanVersion, RootUpdate,
+    Terminal, TerminalCommit,
 };
 use quorate_coordinator::trace::check_terminal_is_final;
 use quorate_coordinator::{Event, PeerCore, StopReason, SupervisorConfig};
@@ -27,6 +28,8 @@ pub(crate) struct Net {
     pub claims: MemoryStore<usize>,
     pub states: MemoryStore<Terminal>,
     pub budget: MemoryStore<Account>,
+    /// `plan/<run>`: the plan version the run switched to.
+    pub plans: MemoryStore<PlanVersion>,
     /// Results and data: what store preconditions check.
     pub results: MemoryStore<serde_json::Value>,
     /// Broadcasts in flight: (to, envelope).
@@ -126,6 +129,7 @@ impl Net {
             claims: MemoryStore::new(),
             states: MemoryStore::new(),
             budget,
+            plans: MemoryStore::new(),
             results,
             inbox: VecDeque::new(),
             sent: vec![],
@@ -138,6 +142,25 @@ impl Net {
             vanish: 0,
             events: vec![Vec::new(); n],
         }
+    }
+
+    /// As [`Net::with_results`], with `fallback` as every peer's fallback plan.
+    pub(crate) fn with_fallback(
+        n: usize,
+        nodes: Vec<NodeSpec>,
+        fallback: Vec<NodeSpec>,
+        results: MemoryStore<serde_json::Value>,
+    ) -> Self {
+        let mut net = Self::build_unstarted(n, nodes, None, results, SupervisorConfig::default());
+        for core in &mut net.cores {
+            core.set_fallback_plan(spec_of(fallback.clone()));
+        }
+        net.started()
+    }
+
+    /// The name of node `node` of the plan peer `p` runs.
+    fn name(&self, p: usize, node: u32) -> String {
+        self.cores[p].plan().node(node).id.to_string()
     }
 
     /// As [`Net::with_config`], not started yet (see [`Net::start`]).
@@ -159,7 +182,7 @@ impl Net {
                 PeerEffect::TryClaim { node } => {
                     let won = self
                         .claims
-                        .cas_now(&format!("claim/{node}"), None, p)
+                        .cas_now(&format!("claim/{}", self.name(p, node)), None, p)
                         .is_committed();
                     self.cores[p].handle_claim_result(0, node, won);
                 }
@@ -193,7 +216,7 @@ impl Net {
                 }
                 PeerEffect::Control(env) => self.controls.push((p, env.task, env.payload)),
                 PeerEffect::CommitTerminal(record) => {
-                    let key = format!("state/{}", record.node);
+                    let key = format!("state/{}", self.name(p, record.node));
                     let outcome = if self.vanish > 0 {
                         // The key reads as taken, yet holds nothing, `vanish` times in a row.
                         self.vanish -= 1;
@@ -210,6 +233,14 @@ impl Net {
                     };
                     self.committed.push((p, key));
                     self.cores[p].handle_result_commit(0, node, stored);
+                }
+                PeerEffect::ProposePlan(record) => {
+                    let stored = propose_plan(&self.plans, "plan", record);
+                    self.cores[p].handle_plan_version(0, stored);
+                }
+                PeerEffect::ReadPlan => {
+                    let stored = self.plans.get_now("plan").map(|v| v.value);
+                    self.cores[p].handle_plan_version(0, stored);
                 }
                 PeerEffect::Broadcast(env) => {
                     self.sent.push((*env).clone());
@@ -358,4 +389,46 @@ pub(crate) fn second_answer_after_settled() -> (Net, usize) {
     assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
     net.answer("a", answer(2));
     (net, runner)
+}
+
+/// `load`, then `publish`, which needs `config/channel` (absent from the store).
+pub(crate) fn replan_first_plan() -> Vec<NodeSpec> {
+    vec![
+        node("load", &[]),
+        needs_key("publish", &["load"], "config/channel"),
+    ]
+}
+
+/// The fallback of [`replan_first_plan`]: `load` carried over, `draft` instead of `publish`.
+pub(crate) fn replan_fallback() -> Vec<NodeSpec> {
+    vec![node("load", &[]), node("draft", &["load"])]
+}
+
+/// Three peers run [`replan_first_plan`]; `publish`'s precondition fails on every peer, each
+/// proposes version 2 of `plan/<run>`, one proposal is written and every peer switches to it:
+/// all give `draft` the stored id, it runs once, and every peer ends completed.
+pub(crate) fn switch_to_fallback() -> Net {
+    let mut net = Net::with_fallback(
+        3,
+        replan_first_plan(),
+        replan_fallback(),
+        MemoryStore::new(),
+    );
+    assert_eq!(net.running_nodes(), ["load"]);
+    net.ok("load");
+    net.deliver_all();
+    let stored = net.plans.get_now("plan").expect("a plan version").value;
+    assert_eq!(stored.version, 2);
+    assert_eq!(net.running_nodes(), ["draft"]);
+    for (p, core) in net.cores.iter().enumerate() {
+        assert_eq!(
+            core.task_id(1),
+            stored.tasks[1],
+            "peer {p} gives draft the stored id"
+        );
+    }
+    net.ok("draft");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 3]);
+    net
 }

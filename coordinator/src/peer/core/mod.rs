@@ -23,6 +23,8 @@ use quorate_protocols::{
 };
 use quorate_state::MemoryStore;
 
+mod replan;
+mod resume;
 mod store;
 mod terminal;
 mod worker;
@@ -62,6 +64,10 @@ pub struct PeerCore {
     blobs: crate::blob::BlobLog,
     /// Where the dedupe keys and correlation ids of this peer's envelopes come from.
     ids: quorate_protocols::IdSource,
+    /// The fallback plan and the agreement on the plan version.
+    replan: replan::PeerReplan,
+    /// A resumed run's core, not started yet: the events its run replayed.
+    resumed: Option<u64>,
 }
 
 impl PeerCore {
@@ -116,6 +122,8 @@ impl PeerCore {
             describe_plan: false,
             blobs: crate::blob::BlobLog::default(),
             ids,
+            replan: replan::PeerReplan::default(),
+            resumed: None,
         }
     }
 
@@ -168,6 +176,11 @@ impl PeerCore {
             .map(|(v, _)| v.value())
     }
 
+    /// The run-wide task id of node `i` (all peers give a task the same one).
+    pub fn task_id(&self, i: u32) -> TaskId {
+        self.tasks[i as usize].id
+    }
+
     /// `true` if this peer won node `i`'s claim.
     pub fn claimed(&self, i: u32) -> bool {
         self.tasks[i as usize].mine
@@ -194,6 +207,10 @@ impl PeerCore {
 
     /// The next effect to carry out, in order.
     pub fn poll_effect(&mut self) -> Option<PeerEffect> {
+        if self.effects.is_empty() {
+            // A switch of plan version renumbers the tasks: it waits for the effects before it.
+            self.switch_if_pending();
+        }
         quorate_state::pop_rewinding(&mut self.effects)
     }
 
@@ -212,8 +229,13 @@ impl PeerCore {
 
     // ----- handlers -----
 
-    /// Starts this peer: tasks without dependencies become ready and it tries to claim one.
+    /// Starts this peer: tasks without dependencies become ready and it tries to claim one. A
+    /// core built by [`resume`](Self::resume) continues its run instead (module `resume`).
     pub fn start(&mut self, now: u64) {
+        if let Some(replayed) = self.resumed.take() {
+            self.start_resumed(now, replayed);
+            return;
+        }
         let tasks = self.plan.len();
         self.record(
             now,
@@ -263,8 +285,8 @@ impl PeerCore {
     }
 
     /// The shell checked node `node`'s store preconditions: `Ok`, or the first failing
-    /// check, which fails the task (peer mode has no fallback plan); an answer for a task
-    /// that ended meanwhile changes nothing. Every peer checks
+    /// check, which switches the run to its fallback plan if it has one (module `replan`),
+    /// else fails the task; an answer for a task that ended meanwhile changes nothing. Every peer checks
     /// for itself; if peers disagree (the store changed between their checks), the first
     /// terminal record committed decides, as for any other race between peers.
     pub fn handle_preconditions(
@@ -296,7 +318,7 @@ impl PeerCore {
                         observation: observation.to_string(),
                     },
                 );
-                self.fail(node, format!("precondition: {observation}"));
+                self.precondition_failed(now, node, observation.to_string());
             }
         }
         self.after_input(now);
@@ -490,6 +512,9 @@ impl PeerCore {
         if self.done.is_some() || !self.tasks.iter().all(PeerTask::settled) {
             return;
         }
+        if !self.plan_confirmed() {
+            return;
+        }
         let reason = self
             .tasks
             .iter()
@@ -525,11 +550,30 @@ impl PeerCore {
             seq: 0,
             run_id: self.run,
             peer: Some(self.index),
-            task: task.map(|i| self.plan.node(i).id.shared()),
+            task: task.map(|i| self.task_name(i)),
             at_ms: now,
             kind,
         };
         self.effects.push_back(PeerEffect::Record(event));
+    }
+
+    /// The name of task `i`: a node of the plan, or (from `plan.len()` on) a task a switch of
+    /// plan version dropped.
+    fn task_name(&self, i: u32) -> std::sync::Arc<str> {
+        let n = self.plan.len() as u32;
+        match i.checked_sub(n) {
+            None => self.plan.node(i).id.shared(),
+            Some(k) => self.replan.retired[k as usize].0.clone(),
+        }
+    }
+
+    /// Task `i`'s slot, numbered as [`task_name`](Self::task_name) numbers it.
+    fn slot_mut(&mut self, i: u32) -> Option<&mut PeerTask> {
+        let n = self.tasks.len();
+        match (i as usize).checked_sub(n) {
+            None => self.tasks.get_mut(i as usize),
+            Some(k) => self.replan.retired.get_mut(k).map(|(_, t)| t),
+        }
     }
 
     fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {

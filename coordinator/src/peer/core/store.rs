@@ -72,7 +72,7 @@ impl PeerCore {
     /// whose slice then stays charged in full: the run goes on.
     pub fn handle_slice_closed(&mut self, now: u64, node: u32, outcome: RootUpdate) {
         let i = node;
-        let Some(t) = self.tasks.get_mut(i as usize) else {
+        let Some(t) = self.slot_mut(i) else {
             return;
         };
         let detail = match outcome {
@@ -125,8 +125,11 @@ impl PeerCore {
         self.record(now, Some(node), kind);
     }
 
+    /// Returns task `i`'s slice (a task of the plan, or one a switch dropped), once.
     pub(super) fn close_slice(&mut self, now: u64, i: u32) {
-        let t = &mut self.tasks[i as usize];
+        let Some(t) = self.slot_mut(i) else {
+            return;
+        };
         if t.allocated && !t.closed {
             t.closed = true;
             // A task that never reported is charged its whole slice: its calls may have spent it.

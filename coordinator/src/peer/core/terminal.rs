@@ -95,6 +95,12 @@ impl PeerCore {
     /// A broadcast from another peer.
     pub fn handle_broadcast(&mut self, now: u64, env: Envelope<PeerMsg>) {
         self.messages.delivered += 1;
+        self.take_broadcast(now, env);
+    }
+
+    /// Judges and applies a broadcast (counted as delivered already). The record names its
+    /// task by id: the sender may number the plan's nodes otherwise (another plan version).
+    pub(super) fn take_broadcast(&mut self, now: u64, env: Envelope<PeerMsg>) {
         if env.run != self.run
             || env.sender.role != Role::Peer
             || env.sender == self.peers[self.index]
@@ -108,13 +114,24 @@ impl PeerCore {
             self.reject(now, task, Rejection::Duplicate);
             return;
         }
-        self.seen.insert(env.dedupe);
-        let PeerMsg::Terminal { record, version } = env.payload;
-        let i = record.node;
-        if self.tasks.get(i as usize).map(|t| t.id) != Some(env.task) {
-            self.reject(now, None, Rejection::Unauthorized);
+        let Some(&i) = self.by_id.get(&env.task) else {
+            if self.replan.can_switch() {
+                // Maybe a task of a plan version this peer has not switched to yet.
+                self.keep_for_switch(env);
+            } else if self.replan.retired(env.task) {
+                self.reject(now, None, Rejection::Late);
+            } else {
+                self.reject(now, None, Rejection::Unauthorized);
+            }
+            self.after_input(now);
             return;
-        }
+        };
+        self.seen.insert(env.dedupe);
+        let PeerMsg::Terminal {
+            mut record,
+            version,
+        } = env.payload;
+        record.node = i;
         if let Some((known, _)) = &self.tasks[i as usize].terminal {
             if known.state != record.state {
                 self.reject(now, Some(i), Rejection::Late);

@@ -13,7 +13,13 @@ impl PeerCore {
     /// A reply from this peer's own worker.
     pub fn handle_worker_reply(&mut self, now: u64, mut reply: Envelope<Report>) {
         let Some(&i) = self.by_id.get(&reply.task) else {
-            self.reject(now, None, Rejection::Unauthorized);
+            // A task a switch of plan version dropped answers late.
+            let reason = if self.replan.retired(reply.task) {
+                Rejection::Late
+            } else {
+                Rejection::Unauthorized
+            };
+            self.reject(now, None, reason);
             return;
         };
         if let Err(reason) = judge_reply(self.run, self.worker, &self.tasks[i as usize], &reply) {

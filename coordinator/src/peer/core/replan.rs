@@ -1,0 +1,344 @@
+//! `[fallback]` in peer mode: a failed store precondition switches the run to its fallback
+//! plan, once, as in star mode (`coordinator/src/core/replan.rs`: the same checks, completed
+//! tasks carried over, dropped tasks cancelled).
+//!
+//! What the peer adds is agreement on the plan version. The peer whose check failed proposes
+//! version 2 by CAS on `plan/<run>` from absent ([`PeerEffect::ProposePlan`]), with the task
+//! ids of the new plan (carried-over tasks keep theirs, new ones get ids it draws); the first
+//! proposal written wins, and every peer, the losers included, switches to what the key holds
+//! ([`PeerCore::handle_plan_version`]). A peer whose own check passed learns of the switch by
+//! reading the key ([`PeerEffect::ReadPlan`]) when another peer's broadcast names a task it
+//! does not know (kept until the read is answered, then handled again), and before it calls
+//! itself done.
+//!
+//! The switch is carried out once the effects queued before it are (in
+//! [`PeerCore::poll_effect`], when the queue is empty): their answers name tasks by the old
+//! plan's node indices, which the switch renumbers.
+
+use std::sync::Arc;
+
+use quorate_protocols::wire::Control;
+use quorate_protocols::{Envelope, PlanSpec, TaskEvent, TaskState};
+
+use super::PeerCore;
+use crate::core::check_new_version;
+use crate::event::{EventKind, Rejection};
+use crate::peer::slot::PeerTask;
+use crate::peer::{PeerEffect, PeerMsg, PlanVersion};
+
+/// One peer's side of the plan version: the fallback, and what it asked of `plan/<run>`.
+#[derive(Debug)]
+pub(super) struct PeerReplan {
+    /// The plan to switch to when a store precondition fails (taken when used or refused).
+    pub(super) fallback: Option<PlanSpec>,
+    /// The plan version this peer runs.
+    pub(super) version: u32,
+    /// A proposal or read of `plan/<run>` is out.
+    asking: bool,
+    /// The node whose failed precondition asked for the switch, with the failure.
+    cause: Option<(u32, String)>,
+    /// This peer's own proposal (the store's record may be another peer's).
+    proposed: Option<PlanVersion>,
+    /// The version to switch to once the effects queued before it are carried out, and when
+    /// it was read.
+    pending: Option<(u64, PlanVersion)>,
+    /// `plan/<run>` was read as not switched after every task settled here.
+    confirmed: bool,
+    /// Broadcasts naming tasks this peer does not know (maybe of a plan it has not switched to).
+    stash: Vec<Envelope<PeerMsg>>,
+    /// Tasks the switch dropped: their names and slots (a slice still to return, late replies).
+    /// Effects name them by `plan.len() + k`.
+    pub(super) retired: Vec<(Arc<str>, PeerTask)>,
+}
+
+impl Default for PeerReplan {
+    fn default() -> Self {
+        Self {
+            fallback: None,
+            version: 1,
+            asking: false,
+            cause: None,
+            proposed: None,
+            pending: None,
+            confirmed: false,
+            stash: Vec::new(),
+            retired: Vec::new(),
+        }
+    }
+}
+
+impl PeerReplan {
+    /// This peer may still switch plans (it has a fallback it did not use or refuse).
+    pub(super) fn can_switch(&self) -> bool {
+        self.fallback.is_some()
+    }
+
+    /// `true` if `task` is a task a switch dropped.
+    pub(super) fn retired(&self, task: quorate_protocols::TaskId) -> bool {
+        self.retired.iter().any(|(_, t)| t.id == task)
+    }
+}
+
+impl PeerCore {
+    /// A plan to switch to (once) when a store precondition fails; every peer of the run must
+    /// get the same one.
+    pub fn set_fallback_plan(&mut self, spec: PlanSpec) {
+        self.replan.fallback = Some(spec);
+    }
+
+    /// The plan version this peer runs (1, then 2 after a switch to the fallback).
+    pub fn plan_version(&self) -> u32 {
+        self.replan.version
+    }
+
+    /// What `plan/<run>` holds, after this peer's [`PeerEffect::ProposePlan`] or
+    /// [`PeerEffect::ReadPlan`]: a newer version is switched to (see the module docs); `None`
+    /// (the run kept its first plan) lets a peer whose tasks all settled finish, and a
+    /// broadcast kept for an unknown task is then refused as unauthorized.
+    pub fn handle_plan_version(&mut self, now: u64, stored: Option<PlanVersion>) {
+        self.replan.asking = false;
+        #[cfg(feature = "mutants")]
+        let stored = match (&self.replan.proposed, stored) {
+            (Some(own), Some(_))
+                if quorate_protocols::mutant::is(
+                    quorate_protocols::mutant::Mutant::PeerIgnoresPlanVersion,
+                ) =>
+            {
+                Some(own.clone())
+            }
+            (_, stored) => stored,
+        };
+        match stored {
+            Some(record)
+                if record.version > self.replan.version
+                    && self.replan.can_switch()
+                    && self.replan.pending.is_none() =>
+            {
+                self.replan.pending = Some((now, record));
+            }
+            Some(_) => {}
+            None if self.replan.cause.is_some() => {
+                // This peer's proposal found the key taken but empty: propose again.
+                self.propose_switch(now);
+            }
+            None => {
+                self.replan.confirmed = true;
+                for env in std::mem::take(&mut self.replan.stash) {
+                    let task = self.by_id.get(&env.task).copied();
+                    self.reject(now, task, Rejection::Unauthorized);
+                }
+            }
+        }
+        self.after_input(now);
+    }
+
+    /// Node `node`'s store precondition failed (`observation`): switch to the fallback if there
+    /// is one, else (or if the fallback is refused) the task fails.
+    pub(super) fn precondition_failed(&mut self, now: u64, node: u32, observation: String) {
+        if self.replan.cause.is_some() || self.replan.pending.is_some() {
+            // A switch is under way: the node is checked again under the new plan.
+            return;
+        }
+        let Some(spec) = self.replan.fallback.clone() else {
+            self.fail(node, format!("precondition: {observation}"));
+            return;
+        };
+        let tasks = &self.tasks;
+        match check_new_version(&self.plan, |i| tasks[i as usize].state, spec) {
+            Ok(_) => {
+                self.replan.cause = Some((node, observation));
+                self.propose_switch(now);
+            }
+            Err(e) => {
+                self.replan.fallback = None;
+                self.fail(
+                    node,
+                    format!("precondition: {observation}; replan refused: {e}"),
+                );
+            }
+        }
+    }
+
+    /// Proposes the fallback as the next plan version (ids for its new tasks drawn here).
+    fn propose_switch(&mut self, _now: u64) {
+        let Some(spec) = self.replan.fallback.as_ref() else {
+            return;
+        };
+        let tasks = spec
+            .nodes
+            .iter()
+            .map(|n| match self.plan.index_of(&n.id) {
+                Some(i) => self.tasks[i as usize].id,
+                None => self.ids.task_id(),
+            })
+            .collect();
+        self.replan.asking = true;
+        let proposal = PlanVersion {
+            version: self.replan.version + 1,
+            tasks,
+            by: self.index,
+        };
+        self.replan.proposed = Some(proposal.clone());
+        self.effects.push_back(PeerEffect::ProposePlan(proposal));
+    }
+
+    /// Asks `plan/<run>` whether the run switched (once at a time).
+    pub(super) fn read_plan(&mut self) {
+        if !self.replan.asking && self.replan.pending.is_none() {
+            self.replan.asking = true;
+            self.effects.push_back(PeerEffect::ReadPlan);
+        }
+    }
+
+    /// A broadcast names a task this peer does not know: kept until `plan/<run>` says whether
+    /// the run switched to a plan that has it.
+    pub(super) fn keep_for_switch(&mut self, env: Envelope<PeerMsg>) {
+        self.replan.stash.push(env);
+        self.read_plan();
+    }
+
+    /// Whether every task settled here may end the run: a peer that could still switch asks
+    /// `plan/<run>` first (another peer may have switched while its own check passed).
+    pub(super) fn plan_confirmed(&mut self) -> bool {
+        if !self.replan.can_switch() || self.replan.confirmed {
+            return true;
+        }
+        self.read_plan();
+        false
+    }
+
+    /// Carries out a pending switch, once every effect queued before it was taken.
+    pub(super) fn switch_if_pending(&mut self) {
+        if self.done.is_some() {
+            return;
+        }
+        if let Some((now, record)) = self.replan.pending.take() {
+            self.switch(now, record);
+        }
+    }
+
+    fn switch(&mut self, now: u64, record: PlanVersion) {
+        let Some(spec) = self.replan.fallback.take() else {
+            return;
+        };
+        let cause = self.replan.cause.take();
+        let tasks = &self.tasks;
+        let plan = match check_new_version(&self.plan, |i| tasks[i as usize].state, spec) {
+            Ok(plan) if plan.len() == record.tasks.len() => plan,
+            refused => {
+                // Another peer switched to a plan this peer cannot take (its view of the
+                // completed tasks differs, or the record does not fit the fallback).
+                let why = match refused {
+                    Err(e) => e.to_string(),
+                    Ok(plan) => format!(
+                        "plan/{} lists {} tasks; the fallback has {}",
+                        self.run,
+                        record.tasks.len(),
+                        plan.len()
+                    ),
+                };
+                if let Some((node, observation)) = cause {
+                    let detail = format!("precondition: {observation}; replan refused: {why}");
+                    self.fail(node, detail);
+                }
+                self.after_input(now);
+                return;
+            }
+        };
+        // Tasks the new plan drops: cancelled (their running attempt here told so), their
+        // slice returned below.
+        let dropped: Vec<u32> = (0..self.plan.len() as u32)
+            .filter(|&i| plan.index_of(&self.plan.node(i).id).is_none())
+            .collect();
+        for &i in &dropped {
+            let t = &mut self.tasks[i as usize];
+            if t.worker_live {
+                t.worker_live = false;
+                self.busy &= !t.mine;
+                self.control(i, Control::Cancel);
+            }
+            if !self.tasks[i as usize].settled() && !self.tasks[i as usize].state.is_terminal() {
+                self.transition(now, i, TaskEvent::Cancelled);
+            }
+        }
+        // Slots move over by node id; new nodes get fresh slots with the record's ids.
+        let old_plan = std::mem::replace(&mut self.plan, plan);
+        let mut old: Vec<Option<PeerTask>> = std::mem::take(&mut self.tasks)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut old_text = std::mem::take(&mut self.evidence_text);
+        let n = self.plan.len();
+        let mut renumbered = vec![None; old.len()];
+        for j in 0..n as u32 {
+            let id = &self.plan.node(j).id;
+            let (slot, text) = match old_plan.index_of(id) {
+                Some(i) => {
+                    renumbered[i as usize] = Some(j);
+                    let mut slot = old[i as usize].take().expect("each slot moves once");
+                    if let Some((r, _)) = &mut slot.terminal {
+                        r.node = j;
+                    }
+                    (slot, std::mem::take(&mut old_text[i as usize]))
+                }
+                None => (
+                    PeerTask::new(record.tasks[j as usize], self.plan.deps(j).len()),
+                    Vec::new(),
+                ),
+            };
+            self.tasks.push(slot);
+            self.evidence_text.push(text);
+        }
+        for j in 0..n {
+            let left = self
+                .plan
+                .deps(j as u32)
+                .iter()
+                .filter(|&&d| self.tasks[d as usize].state != TaskState::Completed)
+                .count();
+            let slot = &mut self.tasks[j];
+            slot.deps_left = left;
+            slot.checking = false;
+        }
+        self.by_id = self
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(j, t)| (t.id, j as u32))
+            .collect();
+        self.timeouts.rename(|i| renumbered[i as usize]);
+        for (i, slot) in old.into_iter().enumerate() {
+            if let Some(slot) = slot {
+                let name = old_plan.node(i as u32).id.shared();
+                self.replan.retired.push((name, slot));
+            }
+        }
+        self.replan.version = record.version;
+        let nodes = if self.describe_plan {
+            crate::event::PlanNode::all(&self.plan)
+        } else {
+            Vec::new()
+        };
+        let kind = EventKind::Replanned {
+            plan_version: self.replan.version,
+            tasks: n,
+            nodes,
+        };
+        self.record(now, None, kind);
+        for k in 0..self.replan.retired.len() {
+            self.close_slice(now, (n + k) as u32);
+        }
+        if !self.stopping {
+            for j in 0..n as u32 {
+                let t = &self.tasks[j as usize];
+                if t.state == TaskState::Pending && t.deps_left == 0 && !t.settled() {
+                    self.make_ready(now, j);
+                }
+            }
+        }
+        for env in std::mem::take(&mut self.replan.stash) {
+            self.take_broadcast(now, env);
+        }
+        self.after_input(now);
+    }
+}
