@@ -79,8 +79,8 @@ enum Command {
         otlp_endpoint: Option<String>,
         /// Keep the run in FILE (redb; created if absent), or on the etcd cluster at
         /// etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (a build with the cargo feature `etcd`), so
-        /// that `quorate resume` can continue it after a crash or an approval stop (star
-        /// topology only).
+        /// that `quorate resume` can continue it after a crash, or (star topology) after an
+        /// approval stop.
         #[arg(long, value_name = "STORE")]
         store: Option<quorate::durable::StoreAt>,
         /// Run only the supervisor here and reach its workers over the NATS JetStream server

@@ -47,7 +47,7 @@ fn check_run(run: &quorate::runner::FileRun) {
     assert_eq!(r.tasks[0].attempts, 1, "load is carried over, not re-run");
     assert_eq!(run.world.effects_of("mail.send"), 0, "publish never ran");
     assert_eq!(run.world.effects_of("docs.write"), 1);
-    let kinds: Vec<String> = events(&run)
+    let kinds: Vec<String> = events(run)
         .iter()
         .map(|e| event_json(e)["kind"].as_str().unwrap().to_string())
         .collect();
