@@ -307,3 +307,144 @@ impl super::PeerStores {
             .store(from.seq, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Event;
+    use quorate_protocols::{NodeSpec, PlanSpec};
+
+    fn plan() -> Plan {
+        PlanSpec {
+            budget: Budget::steps(20),
+            nodes: vec![
+                NodeSpec::named("a").with_budget(Budget::steps(4)),
+                NodeSpec::named("b").with_budget(Budget::steps(4)),
+            ],
+            ..PlanSpec::default()
+        }
+        .validate()
+        .expect("plan")
+    }
+
+    fn event(seq: u64, peer: usize, task: &str, kind: EventKind) -> Event {
+        Event {
+            seq,
+            run_id: RunId::from_u128(1),
+            peer: Some(peer),
+            task: Some(task.into()),
+            at_ms: 0,
+            kind,
+        }
+    }
+
+    fn dispatched(seq: u64, peer: usize, task: &str, id: u128) -> Event {
+        let kind = EventKind::Dispatched {
+            attempt: 1,
+            worker: peer,
+            task_id: TaskId::from_u128(id),
+            granted: Budget::steps(4),
+        };
+        event(seq, peer, task, kind)
+    }
+
+    fn fresh() -> impl FnMut() -> TaskId {
+        let mut next = 100;
+        move || {
+            next += 1;
+            TaskId::from_u128(next)
+        }
+    }
+
+    #[test]
+    fn the_log_gives_ids_slices_views_and_the_attempt_in_flight() {
+        let record = Terminal {
+            node: 0,
+            state: quorate_protocols::TaskState::Completed,
+            result: Some(serde_json::json!(1).into()),
+            evidence: Vec::new(),
+            cause: None,
+            by: 0,
+        };
+        let kept = KeptTerminal { record, version: 9 };
+        let from = ResumeFrom {
+            events: vec![
+                dispatched(0, 0, "a", 7),
+                event(
+                    1,
+                    0,
+                    "a",
+                    EventKind::TaskClosed {
+                        spent: Budget::steps(1),
+                    },
+                ),
+                dispatched(2, 1, "b", 8),
+            ],
+            results: vec![(
+                format!("state/{}/a", RunId::from_u128(1)),
+                serde_json::to_value(kept).expect("serializes"),
+            )],
+        };
+        let r = rebuild(RunId::from_u128(1), plan(), None, 2, &from, fresh()).expect("rebuilt");
+        assert_eq!(r.tasks, [TaskId::from_u128(7), TaskId::from_u128(8)]);
+        assert_eq!(r.seq, 3);
+        let (a, version) = r.terminals[0].as_ref().expect("a's record");
+        assert_eq!((a.node, *version), (0, 1), "renumbered from 9");
+        assert!(r.terminals[1].is_none());
+        let b = r.attempts[1].expect("b is in flight");
+        assert_eq!((b.peer, b.attempt, b.closed), (1, 1, None));
+        assert_eq!(r.attempts[0].and_then(|a| a.closed), Some(Budget::steps(1)));
+        // a's slice was returned (1 spent); b's is still out.
+        assert_eq!(r.root.children.len(), 1);
+    }
+
+    #[test]
+    fn a_log_that_does_not_fit_the_run_is_refused_with_a_typed_error() {
+        let run = RunId::from_u128(1);
+        let unknown_peer = ResumeFrom {
+            events: vec![dispatched(0, 3, "a", 7)],
+            results: Vec::new(),
+        };
+        let err = rebuild(run, plan(), None, 2, &unknown_peer, fresh()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ResumeError::UnknownWorker {
+                    worker: 3,
+                    workers: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let other_run = rebuild(RunId::from_u128(2), plan(), None, 2, &unknown_peer, fresh());
+        assert!(matches!(other_run, Err(ResumeError::WrongRun { .. })));
+        let switched = ResumeFrom {
+            events: Vec::new(),
+            results: vec![(
+                format!("plan/{run}"),
+                serde_json::to_value(PlanVersion {
+                    version: 2,
+                    tasks: vec![TaskId::from_u128(1)],
+                    by: 0,
+                })
+                .expect("serializes"),
+            )],
+        };
+        let err = rebuild(run, plan(), None, 2, &switched, fresh()).unwrap_err();
+        assert!(matches!(err, ResumeError::Replanned { .. }), "{err}");
+        let fallback = plan().spec().clone();
+        let err = rebuild(run, plan(), Some(fallback), 2, &switched, fresh()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ResumeError::FallbackMismatch {
+                    logged: 1,
+                    given: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}

@@ -122,7 +122,9 @@ impl PeerCore {
                 self.propose_switch(now);
             }
             None => {
-                self.replan.confirmed = true;
+                // What lets this peer finish is a read made once every task settled here; an
+                // earlier one (for a broadcast) does not: the run may still switch after it.
+                self.replan.confirmed = self.tasks.iter().all(PeerTask::settled);
                 for env in std::mem::take(&mut self.replan.stash) {
                     let task = self.by_id.get(&env.task).copied();
                     self.reject(now, task, Rejection::Unauthorized);
