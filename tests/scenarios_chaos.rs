@@ -378,11 +378,11 @@ fn every_scenario_holds_without_chaos() {
 /// Peer mode keeps the same invariants: every scenario ends with the same stop reason, task
 /// states and checks when peers run it instead of a supervisor (the replan scenario, which has
 /// its own file, runs in peer mode there: `tests/replan.rs`). Left out: the two that cancel
-/// after K steps: each peer
-/// counts its own steps, so where the cancel lands depends on how the peers' messages
-/// interleave (another peer may start the next task before the cancel reaches it); and the
-/// budget that asks (no supervisor keeps a peer run's top-up request: the task stops at its
-/// limit, as `quorate check` warns).
+/// after K steps: each peer counts its own steps, so where the cancel lands depends on how the
+/// peers' messages interleave (another peer may start the next task before the cancel reaches
+/// it); and the budget that asks (no supervisor keeps a peer run's top-up request: the task
+/// stops at its limit, as `quorate check` warns). `tests/scenarios_peer.rs` pins what peers do
+/// with each.
 #[test]
 fn every_scenario_holds_in_peer_mode() {
     let left_out = [
