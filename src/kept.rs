@@ -7,7 +7,11 @@ use std::process::ExitCode;
 use quorate::durable::{
     resume_events, unix_ms, ApprovalGiven, DurableError, RunRecord, RunStore, StoreAt, TopUpGiven,
 };
-use quorate::plan_file::PlanFile;
+use quorate::plan_file::{PlanFile, Topology};
+
+/// Why a peer run that stopped waiting for an approval does not resume.
+const PEER_PARKED: &str = "a peer run cannot take an approval after it stopped (the parked \
+     task's terminal record is final in peer mode): run the plan again with --approve";
 use quorate::runner::{
     check_top_ups, run_compiled, top_up_policy, Approve, DurableArgs, FileRun, Grant, RunArgs,
     RunFileError,
@@ -117,6 +121,9 @@ fn go(
     let path = PathBuf::from(&record.plan_path);
     let compiled = PlanFile::parse(&path, &record.plan_text)
         .and_then(|file| file.compile(&path).map(|c| (file, c)));
+    let peer = compiled
+        .as_ref()
+        .is_ok_and(|(file, _)| file.run.topology == Topology::Peer);
     let result = compiled
         .map_err(RunFileError::from)
         .and_then(|(file, compiled)| {
@@ -125,7 +132,7 @@ fn go(
         });
     match result {
         Ok(run) => {
-            let code = finish(kept, record, &run, json, args.chaos.is_some());
+            let code = finish(kept, record, &run, json, args.chaos.is_some(), peer);
             after_report();
             code
         }
@@ -139,6 +146,7 @@ fn finish(
     run: &FileRun,
     json: bool,
     chaos: bool,
+    peer: bool,
 ) -> ExitCode {
     let code = run.output.report.stop_exit_code();
     record.report = Some(report_json(run));
@@ -147,7 +155,9 @@ fn finish(
         return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME);
     }
     print_run(run, json, chaos);
-    if record.stop_reason() == Some("waiting-approval") {
+    if record.stop_reason() == Some("waiting-approval") && peer {
+        eprintln!("quorate: run {} is kept; {PEER_PARKED}", record.run_id);
+    } else if record.stop_reason() == Some("waiting-approval") {
         let asking = run.output.report.tasks.iter().any(|t| t.top_up.is_some());
         eprintln!(
             "quorate: run {} is kept; continue it with: quorate resume {} --store {} {}",
@@ -204,6 +214,13 @@ pub(crate) fn resume(
         Ok(file) => file,
         Err(e) => return fail(e, EXIT_BAD_INPUT),
     };
+    if file.run.topology == Topology::Peer && record.stop_reason() == Some("waiting-approval") {
+        eprintln!(
+            "quorate: run {} stopped waiting-approval; {PEER_PARKED}",
+            record.run_id
+        );
+        return ExitCode::from(record.exit_code.unwrap_or(7));
+    }
     if let Err(e) = approve.check(&[(&path, &file)]) {
         return fail(e, EXIT_BAD_INPUT);
     }

@@ -3,7 +3,7 @@
 //! `QUORATE_CRASH_AFTER_WRITES=N`), at points spread over the whole run, and `quorate resume`
 //! continues it: every point ends as the uncrashed run did (completed on the fallback plan the
 //! peers switched to), with every effect once, no more granted than the limit, and no task that
-//! completed before the crash run again.
+//! completed before the crash run again. A peer run parked for an approval is not resumed.
 
 mod support;
 
@@ -248,4 +248,38 @@ fn a_peer_run_aborted_at_any_point_resumes_to_the_uncrashed_outcome() {
     );
     assert!(resumed > finished, "most points abort the run");
     assert!(stages.len() >= 3, "aborts at different stages: {stages:?}");
+}
+
+/// A kept peer run that stopped waiting for an approval says it cannot take one, and `resume`
+/// refuses it with the run's exit code (7), changing nothing: the parked task's terminal record
+/// is final in peer mode.
+#[test]
+fn a_peer_run_parked_for_an_approval_is_not_resumed() {
+    let text = std::fs::read_to_string(support::plan("approval_required.toml"))
+        .expect("plan")
+        .replace("[run]\n", "[run]\ntopology = \"peer\"\n");
+    let plan = temp_path("peer_approval.toml");
+    std::fs::write(&plan, text).expect("written");
+    let store = temp_path("peer_approval.redb");
+    let out = quorate(&["run", arg(&plan), "--store", arg(&store)], None);
+    assert_eq!(out.status.code(), Some(7));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("peer run cannot take an approval"),
+        "{stderr}"
+    );
+    let before = read(&store);
+    assert_eq!(before.reason, "waiting-approval");
+    let run = before.run.to_string();
+    let out = quorate(
+        &["resume", &run, "--store", arg(&store), "--approve", "all"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(7));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("stopped waiting-approval"), "{stderr}");
+    let after = read(&store);
+    assert_eq!(after.writes, before.writes, "nothing written");
+    assert!(after.effects.is_empty(), "nothing refunded");
+    clean(&[&plan, &store]);
 }
