@@ -388,6 +388,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                     workers,
                     run,
                     wait_ms,
+                    store,
                 };
                 return match remote::supervise(&plan, &args, remote) {
                     Ok(run) => {

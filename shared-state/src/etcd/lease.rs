@@ -119,7 +119,9 @@ impl Etcd {
                     .await
             })
             .await?;
-        let revision = now.header().map_or(0, etcd_client::ResponseHeader::revision);
+        let revision = now
+            .header()
+            .map_or(0, etcd_client::ResponseHeader::revision);
         let mut keys = Vec::with_capacity(now.kvs().len());
         for kv in now.kvs() {
             keys.push(below(key_text(kv)?, &full));
