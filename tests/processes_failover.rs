@@ -38,6 +38,30 @@ fn quorate() -> Command {
     c
 }
 
+/// A process this test started: killed (SIGKILL, which ends a stopped process too) if the
+/// test ends without waiting for it, so a failing test leaves nothing behind.
+struct Running(Option<Child>);
+
+impl Running {
+    fn child(&self) -> &Child {
+        self.0.as_ref().expect("running")
+    }
+
+    /// The child, to wait for (no longer killed on drop).
+    fn take(mut self) -> Child {
+        self.0.take().expect("running")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// The services and the three workers' ids of one run.
 struct Setup {
     _cluster: EtcdCluster,
@@ -76,8 +100,8 @@ impl Setup {
         })
     }
 
-    fn worker(&self, id: &str) -> Child {
-        quorate()
+    fn worker(&self, id: &str) -> Running {
+        let child = quorate()
             .args([
                 "worker", "--nats", &self.nats, "--run", &self.run, "--plan", PLAN,
             ])
@@ -86,11 +110,12 @@ impl Setup {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("worker starts")
+            .expect("worker starts");
+        Running(Some(child))
     }
 
-    fn supervisor(&self) -> Child {
-        quorate()
+    fn supervisor(&self) -> Running {
+        let child = quorate()
             .args(["run", PLAN, "--json", "--nats", &self.nats])
             .args([
                 "--remote-workers",
@@ -104,7 +129,8 @@ impl Setup {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("supervisor starts")
+            .expect("supervisor starts");
+        Running(Some(child))
     }
 
     /// Every effect of the run in etcd, by key.
@@ -180,7 +206,8 @@ impl Setup {
 }
 
 /// Waits for `child` at most `limit`; its output (killed and failed if it did not exit).
-fn finish(mut child: Child, limit: Duration) -> Output {
+fn finish(running: Running, limit: Duration) -> Output {
+    let mut child = running.take();
     let started = Instant::now();
     while child.try_wait().expect("try_wait").is_none() {
         if started.elapsed() > limit {
@@ -201,9 +228,9 @@ fn report(out: &Output) -> serde_json::Value {
     report
 }
 
-fn signal(child: &Child, name: &str) {
+fn signal(running: &Running, name: &str) {
     let status = Command::new("kill")
-        .args([format!("-{name}"), child.id().to_string()])
+        .args([format!("-{name}"), running.child().id().to_string()])
         .status()
         .expect("kill runs");
     assert!(status.success());
@@ -221,7 +248,7 @@ fn three_worker_processes_on_etcd_commit_every_effect_once() {
     let Some(s) = Setup::start("0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a01") else {
         return;
     };
-    let workers: Vec<Child> = s.ids.iter().map(|id| s.worker(id)).collect();
+    let workers: Vec<Running> = s.ids.iter().map(|id| s.worker(id)).collect();
     let report = report(&finish(s.supervisor(), Duration::from_secs(60)));
     assert_eq!(attempts(&report, "ship"), 1);
     let mut fenced = 0;
@@ -248,7 +275,7 @@ fn a_worker_killed_after_its_effect_committed_is_taken_over_with_one_effect() {
     let Some(s) = Setup::start("0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a02") else {
         return;
     };
-    let mut workers: Vec<Option<Child>> = s.ids.iter().map(|id| Some(s.worker(id))).collect();
+    let mut workers: Vec<Option<Running>> = s.ids.iter().map(|id| Some(s.worker(id))).collect();
     let supervisor = s.supervisor();
     let reserved = s.wait_for_effect("db.reserve");
     let lost = s
@@ -256,7 +283,7 @@ fn a_worker_killed_after_its_effect_committed_is_taken_over_with_one_effect() {
         .iter()
         .position(|id| *id == reserved.by.to_string())
         .expect("a worker of the run committed it");
-    let mut victim = workers[lost].take().expect("running");
+    let mut victim = workers[lost].take().expect("running").take();
     victim.kill().expect("SIGKILL");
     let killed = Instant::now();
     let _ = victim.wait();
@@ -294,7 +321,7 @@ fn a_worker_paused_past_its_lease_is_fenced_and_its_late_replies_refused() {
     let Some(s) = Setup::start("0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a03") else {
         return;
     };
-    let workers: Vec<Child> = s.ids.iter().map(|id| s.worker(id)).collect();
+    let workers: Vec<Running> = s.ids.iter().map(|id| s.worker(id)).collect();
     let supervisor = s.supervisor();
     let reserved = s.wait_for_effect("db.reserve");
     let paused = s
