@@ -363,3 +363,39 @@ fn a_worker_paused_past_its_lease_is_fenced_and_its_late_replies_refused() {
     }
     s.assert_exactly_once();
 }
+
+#[test]
+fn a_store_that_is_not_etcd_or_a_zero_lease_is_bad_input() {
+    let run = "0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a04";
+    let worker = |extra: &[&str]| {
+        quorate()
+            .args(["worker", "--nats", "nats://127.0.0.1:1", "--run", run])
+            .args(["--plan", PLAN])
+            .args(extra)
+            .output()
+            .expect("worker runs")
+    };
+    let file = worker(&["--store", "runs.redb"]);
+    assert_eq!(file.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&file.stderr);
+    assert!(stderr.contains("must be an etcd cluster"), "{stderr}");
+    let zero = worker(&["--store", "etcd://127.0.0.1:1", "--lease-ms", "0"]);
+    assert_eq!(zero.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&zero.stderr);
+    assert!(stderr.contains("--lease-ms"), "{stderr}");
+    let supervisor = quorate()
+        .args([
+            "run",
+            PLAN,
+            "--nats",
+            "nats://127.0.0.1:1",
+            "--remote-workers",
+            "1",
+        ])
+        .args(["--store", "runs.redb"])
+        .output()
+        .expect("supervisor runs");
+    assert_eq!(supervisor.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&supervisor.stderr);
+    assert!(stderr.contains("must be an etcd cluster"), "{stderr}");
+}
