@@ -16,6 +16,8 @@ use quorate_protocols::RunId;
 use quorate_state::StoreError;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "etcd")]
+pub use backend::connect_etcd;
 pub use backend::{Journal, RunStore, StoreAt, StoreAtError};
 
 /// Test-only: after this many durable journal writes (events, results, intents, effects) the

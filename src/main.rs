@@ -80,7 +80,9 @@ enum Command {
         /// Keep the run in FILE (redb; created if absent), or on the etcd cluster at
         /// etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (a build with the cargo feature `etcd`), so
         /// that `quorate resume` can continue it after a crash, or (star topology) after an
-        /// approval stop.
+        /// approval stop. With --nats: the etcd cluster the worker processes share (their
+        /// `--store`), whose leases tell the supervisor which workers are live (worker failover;
+        /// a build with the features `etcd` and `nats`).
         #[arg(long, value_name = "STORE")]
         store: Option<quorate::durable::StoreAt>,
         /// Run only the supervisor here and reach its workers over the NATS JetStream server
@@ -388,6 +390,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                     workers,
                     run,
                     wait_ms,
+                    store,
                 };
                 return match remote::supervise(&plan, &args, remote) {
                     Ok(run) => {

@@ -26,6 +26,15 @@ pub(crate) struct WorkerCli {
     /// How long to wait for the supervisor's welcome (exit 9 after).
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
     wait_ms: u64,
+    /// The store of record, etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (a build with the cargo
+    /// features `etcd` and `nats`): the scripted tools' effects and the tasks' action books
+    /// live there, and the worker holds a lease, so another worker can take its tasks over.
+    #[arg(long, value_name = "STORE")]
+    store: Option<quorate::durable::StoreAt>,
+    /// With --store: the worker's lease time to live (etcd counts whole seconds: rounded up).
+    /// A worker silent this long is taken for lost and its tasks go to other workers.
+    #[arg(long, value_name = "MS", default_value_t = 3_000)]
+    lease_ms: u64,
 }
 
 /// `quorate run`'s flags for a supervisor process.
@@ -35,6 +44,25 @@ pub(crate) struct Remote {
     pub(crate) workers: usize,
     pub(crate) run: Option<String>,
     pub(crate) wait_ms: u64,
+    /// `--store`: the store of record whose leases tell which workers are live.
+    pub(crate) store: Option<quorate::durable::StoreAt>,
+}
+
+/// The etcd URL of a `--store` given with --nats (a redb file is refused: worker processes
+/// share the store of record over the network).
+#[cfg(feature = "nats")]
+fn etcd_store(
+    store: Option<&quorate::durable::StoreAt>,
+) -> Result<Option<quorate::state::EtcdUrl>, String> {
+    match store {
+        None => Ok(None),
+        Some(quorate::durable::StoreAt::Etcd(url)) => Ok(Some(url.clone())),
+        Some(quorate::durable::StoreAt::File(path)) => Err(format!(
+            "--store {}: with --nats (or for a worker) the store must be an etcd cluster, \
+             etcd://HOST:PORT[,HOST:PORT...][/PREFIX]",
+            path.display()
+        )),
+    }
 }
 
 const EXIT_BAD_INPUT: u8 = 2;
@@ -76,6 +104,7 @@ pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<F
             EXIT_BAD_INPUT,
         ));
     }
+    let store = etcd_store(remote.store.as_ref()).map_err(|e| fail(e, EXIT_BAD_INPUT))?;
     let file = PlanFile::load(plan).map_err(|e| fail(e.to_string(), EXIT_BAD_INPUT))?;
     for w in file.warnings() {
         eprintln!("quorate: warning: {}: {w}", plan.display());
@@ -85,6 +114,7 @@ pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<F
         workers: remote.workers,
         run,
         wait: std::time::Duration::from_millis(remote.wait_ms),
+        store,
     };
     match run_remote(plan, &file, args, &remote) {
         Ok(done) => {
@@ -115,18 +145,27 @@ pub(crate) fn worker(cli: &WorkerCli) -> ExitCode {
         Ok(id) => id,
         Err(e) => return fail(format!("--id: {e}"), EXIT_BAD_INPUT),
     };
+    let store = match etcd_store(cli.store.as_ref()) {
+        Ok(store) => store,
+        Err(e) => return fail(e, EXIT_BAD_INPUT),
+    };
+    if cli.lease_ms == 0 {
+        return fail("--lease-ms must be at least 1".into(), EXIT_BAD_INPUT);
+    }
     let args = WorkerArgs {
         nats: cli.nats.clone(),
         run,
         id,
         plan: cli.plan.clone(),
         wait: std::time::Duration::from_millis(cli.wait_ms),
+        store,
+        lease: std::time::Duration::from_millis(cli.lease_ms),
     };
     match run_worker(&args) {
         Ok(exit) => {
             eprintln!(
-                "quorate: worker {}: run ended; {} envelopes handled, {} effects committed here",
-                exit.id, exit.received, exit.effects
+                "quorate: worker {}: run ended; {} envelopes handled, {} effects committed here, fenced off {} times",
+                exit.id, exit.received, exit.effects, exit.fenced
             );
             ExitCode::SUCCESS
         }

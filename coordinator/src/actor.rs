@@ -39,6 +39,19 @@ pub struct Decide {
     pub approved: bool,
 }
 
+/// Worker `worker`'s lease changed (from the shell that watches the workers' leases in the
+/// store of record): `live: false` when it expired ([`SupervisorCore::handle_worker_lost`]),
+/// `true` when the worker holds one again ([`SupervisorCore::handle_worker_renewed`]). The
+/// core decides what follows.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+#[rtype(result = "()")]
+pub struct WorkerLiveness {
+    /// The worker's index (its link's).
+    pub worker: usize,
+    /// Whether it holds a lease now.
+    pub live: bool,
+}
+
 /// The supervisor actor.
 pub struct SupervisorActor {
     core: SupervisorCore,
@@ -281,6 +294,20 @@ impl Handler<Decide> for SupervisorActor {
     fn handle(&mut self, msg: Decide, ctx: &mut Self::Context) {
         let now = self.now();
         note(self.core.handle_approval(now, msg.node, msg.approved).err());
+        self.drive(ctx);
+    }
+}
+
+impl Handler<WorkerLiveness> for SupervisorActor {
+    type Result = ();
+    fn handle(&mut self, msg: WorkerLiveness, ctx: &mut Self::Context) {
+        let now = self.now();
+        let result = if msg.live {
+            self.core.handle_worker_renewed(now, msg.worker)
+        } else {
+            self.core.handle_worker_lost(now, msg.worker)
+        };
+        note(result.err());
         self.drive(ctx);
     }
 }

@@ -49,12 +49,12 @@ pub use crate::core::{
     MessageCounts, ReplanError, ReplyRefusal, ResumeError, SupervisorConfig, SupervisorCore,
     SupervisorEffect, TopUp, TopUpError, TopUpPolicy, TopUpRequest,
 };
-pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink};
+pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink, WorkerLiveness};
 pub use event::{Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl};
 pub use journal::{ResumeFrom, RunJournal};
 pub use link::ChaosLink;
 pub use peer::{run_peer, PeerCore, PeerEffect, PeerMsg};
 pub use report::{BudgetRow, RunReport, TaskRow};
 pub use run::{result_key, run_star, Durable, RunError, RunOptions, RunOutput};
-pub use run_linked::{run_star_linked, Participants};
+pub use run_linked::{run_star_linked, run_star_linked_to, LinkedInputs, Participants};
 pub use stop::StopReason;

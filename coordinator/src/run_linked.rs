@@ -11,7 +11,9 @@ use quorate_workers::ReportBatch;
 use tokio::sync::oneshot;
 
 use crate::run::{end_run_span, finish_trace, open_trace, run_span, write_data};
-use crate::{RunError, RunOptions, RunOutput, SupervisorActor, SupervisorCore, WorkerLink};
+use crate::{
+    RunError, RunOptions, RunOutput, SupervisorActor, SupervisorCore, WorkerLink, WorkerLiveness,
+};
 
 /// Who takes part in a linked run: its id, the supervisor and the workers (in the order of the
 /// links [`run_star_linked`]'s `link` returns).
@@ -32,9 +34,29 @@ pub struct Participants {
 /// used (the workers run elsewhere, with their own settings).
 pub fn run_star_linked(
     plan: Plan,
-    mut options: RunOptions,
+    options: RunOptions,
     who: Participants,
     link: impl FnOnce(Recipient<ReportBatch>) -> Vec<WorkerLink>,
+) -> Result<RunOutput, RunError> {
+    run_star_linked_to(plan, options, who, |to| link(to.replies))
+}
+
+/// Where a linked run's shell delivers what comes from outside the supervisor process.
+#[derive(Clone, Debug)]
+pub struct LinkedInputs {
+    /// The workers' replies.
+    pub replies: Recipient<ReportBatch>,
+    /// The workers' leases expiring and coming back (see [`WorkerLiveness`]).
+    pub liveness: Recipient<WorkerLiveness>,
+}
+
+/// [`run_star_linked`], with `link` also given where the workers' liveness goes (a shell that
+/// watches the workers' leases in the store of record sends [`WorkerLiveness`] there).
+pub fn run_star_linked_to(
+    plan: Plan,
+    mut options: RunOptions,
+    who: Participants,
+    link: impl FnOnce(LinkedInputs) -> Vec<WorkerLink>,
 ) -> Result<RunOutput, RunError> {
     options.supervisor.workers = who.workers.len();
     options.supervisor.validate()?;
@@ -50,7 +72,10 @@ pub fn run_star_linked(
         let mut ids = quorate_workers::edge::random_ids();
         let span = run_span(who.run, "star", tasks);
         let ctx = Context::<SupervisorActor>::new();
-        let links = link(ctx.address().recipient());
+        let links = link(LinkedInputs {
+            replies: ctx.address().recipient(),
+            liveness: ctx.address().recipient(),
+        });
         let mut core = SupervisorCore::new(
             who.run,
             plan,

@@ -83,6 +83,17 @@ impl std::fmt::Display for StoreAt {
     }
 }
 
+/// Connects to the etcd cluster at `url`: the one way quorate's processes connect to etcd (the
+/// kept runs' store, and the worker processes' shared world, action books and leases). The
+/// connection is lazy: an unreachable cluster shows at the first request.
+///
+/// # Errors
+/// [`StoreError::Unavailable`]: the client could not be built.
+#[cfg(feature = "etcd")]
+pub fn connect_etcd(url: &EtcdUrl) -> Result<quorate_state::Etcd, DurableError> {
+    Ok(quorate_state::Etcd::connect_blocking(url)?)
+}
+
 /// The handles of one backend.
 #[derive(Clone, Debug)]
 enum Backend {
@@ -192,7 +203,7 @@ impl RunStore {
     /// [`StoreError::Unavailable`]: the cluster did not answer.
     #[cfg(feature = "etcd")]
     pub fn connect(url: &EtcdUrl) -> Result<Self, DurableError> {
-        let etcd = quorate_state::Etcd::connect_blocking(url)?;
+        let etcd = connect_etcd(url)?;
         let runs: quorate_state::EtcdStore<RunRecord> = etcd.store("runs");
         // A lazy connection: this read is what finds an unreachable cluster.
         block(runs.get("-"))?;

@@ -14,6 +14,9 @@
 //!   supervisor's id), after which the worker binds to its consumer;
 //! * `quorate.end.<run>`: the supervisor's run stopped; workers exit 0.
 
+#[cfg(feature = "etcd")]
+pub mod failover;
+mod lease;
 mod supervisor;
 mod worker;
 
@@ -24,6 +27,7 @@ use quorate_protocols::wire::{Assignment, Control};
 use quorate_protocols::{AgentId, RunId};
 use serde::{Deserialize, Serialize};
 
+pub use lease::lease_name;
 pub use supervisor::{run_remote, RemoteArgs, RemoteRun};
 pub use worker::{run_worker, WorkerArgs, WorkerExit};
 
@@ -121,11 +125,20 @@ pub enum ProcessError {
     /// The tokio runtime that carries the NATS client could not start.
     #[error("tokio runtime: {0}")]
     Runtime(std::io::Error),
+    /// The store of record (`--store etcd://...`) could not be used for the workers' world,
+    /// books or leases.
+    #[error("the store at {url}: {message}")]
+    Store {
+        /// The `--store` address.
+        url: String,
+        /// What failed.
+        message: String,
+    },
 }
 
 impl ProcessError {
-    /// The exit code: 2 bad input or an unreachable server, 9 no counterpart in time, 8
-    /// anything failing mid-run.
+    /// The exit code: 2 bad input or an unreachable NATS server, 9 no counterpart in time, 8
+    /// an unusable store of record or anything failing mid-run.
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -135,7 +148,8 @@ impl ProcessError {
             }
             ProcessError::Transport(_)
             | ProcessError::Subject { .. }
-            | ProcessError::Runtime(_) => quorate_coordinator::StopReason::EXIT_RUNTIME,
+            | ProcessError::Runtime(_)
+            | ProcessError::Store { .. } => quorate_coordinator::StopReason::EXIT_RUNTIME,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures_util::StreamExt;
-use quorate_coordinator::{run_star_linked, Participants, WorkerLink};
+use quorate_coordinator::{run_star_linked_to, Participants, WorkerLink};
 use quorate_nats::codec::{outgoing, Directory, Outgoing};
 use quorate_nats::transport::{Inbox, Publisher, RunCounts, RunStream, Settings};
 use quorate_protocols::wire::Report;
@@ -33,6 +33,9 @@ pub struct RemoteArgs {
     pub run: RunId,
     /// How long to wait for them.
     pub wait: Duration,
+    /// The store of record whose leases tell which workers are live (`--store etcd://...`);
+    /// without one a lost worker is not noticed (its tasks wait for their timeouts).
+    pub store: Option<quorate_state::EtcdUrl>,
 }
 
 /// A finished supervisor process's run.
@@ -142,6 +145,8 @@ pub fn run_remote(
         remote.run, remote.workers, remote.nats
     );
     let workers = rt.block_on(gather(&client, remote.run, remote.workers, remote.wait))?;
+    // Failover: the workers' leases, watched from here on (see `lease.rs`).
+    let mut leases = super::lease::watch(&rt, remote.store.as_ref(), remote.run, &workers)?;
     let senders: Vec<Sender> = workers
         .iter()
         .map(|&agent| Sender {
@@ -195,8 +200,9 @@ pub fn run_remote(
         me,
         workers: senders,
     };
-    let output = run_star_linked(plan, options, who, |replies| {
-        let _ = to_actor.send(replies);
+    let output = run_star_linked_to(plan, options, who, |inputs| {
+        let _ = to_actor.send(inputs.replies);
+        leases.deliver_to(inputs.liveness);
         workers
             .iter()
             .map(|&to| {
@@ -213,6 +219,7 @@ pub fn run_remote(
             .collect()
     });
     drop(out);
+    leases.stop();
     let counts = rt.block_on(async {
         // The reader acks its last reply and ends once it sees the supervisor actor gone.
         if tokio::time::timeout(Duration::from_secs(2), &mut reader)

@@ -32,6 +32,11 @@ pub struct WorkerArgs {
     pub plan: PathBuf,
     /// How long to wait for the supervisor's welcome.
     pub wait: Duration,
+    /// The store of record (`--store etcd://...`): the scripted world and the tasks' action
+    /// books live there, and the worker holds a lease (failover; see `lease.rs`).
+    pub store: Option<quorate_state::EtcdUrl>,
+    /// The lease's time to live (`--lease-ms`).
+    pub lease: Duration,
 }
 
 /// What a worker process did.
@@ -43,6 +48,8 @@ pub struct WorkerExit {
     pub received: u64,
     /// Effects its scripted tools committed (this process's world).
     pub effects: usize,
+    /// Writes of its action books the store refused: a newer attempt had taken the task over.
+    pub fenced: u64,
 }
 
 /// Publishes the worker core's replies to the supervisor.
@@ -112,6 +119,15 @@ pub fn run_worker(args: &WorkerArgs) -> Result<WorkerExit, ProcessError> {
         let _in_runtime = rt.enter();
         quorate_nats::async_nats::jetstream::new(client.clone())
     };
+    let attached = super::lease::attach(
+        &rt,
+        args.store.as_ref(),
+        args.run,
+        me,
+        book.world(),
+        args.lease,
+    )?;
+    let books = attached.books();
     eprintln!("quorate: worker {me}: registering for run {}", args.run);
     let (supervisor, inbox, mut end) = rt.block_on(async {
         let end_subject = end_subject(args.run);
@@ -147,14 +163,17 @@ pub fn run_worker(args: &WorkerArgs) -> Result<WorkerExit, ProcessError> {
             out,
         }
         .start();
-        let worker = WorkerActor::with_replies(
+        let mut worker = WorkerActor::with_replies(
             me,
             config,
             agents,
             tools,
             Replies::Each(replies.recipient()),
-        )
-        .start();
+        );
+        if let Some(books) = books {
+            worker = worker.with_books(books);
+        }
+        let worker = worker.start();
         let _ = to_reader.send(worker);
         // The reader runs on the NATS runtime; this only waits for it.
         reader.await.ok().flatten()
@@ -162,10 +181,13 @@ pub fn run_worker(args: &WorkerArgs) -> Result<WorkerExit, ProcessError> {
     drop(system);
     let received = received.unwrap_or(Ok(0))?;
     rt.block_on(publisher.finish())?;
+    let fenced = attached.fenced();
+    attached.release(&rt);
     Ok(WorkerExit {
         id: me,
         received,
         effects: book.world().effects().len(),
+        fenced,
     })
 }
 

@@ -188,6 +188,8 @@ pub struct WorkerActor {
     attempts: HashMap<TaskId, AttemptSpan>,
     /// A durable run's journal: every action is written to it before its tool is called.
     journal: Option<Arc<dyn crate::ActionJournal>>,
+    /// The store of record of the tasks' books (see [`WorkerActor::with_books`]).
+    books: Option<Arc<dyn crate::BookStore>>,
     /// The core's time: milliseconds since this worker was built (see [`crate::edge`]).
     clock: crate::edge::Clock,
     /// The calls in flight by tag: the task running each (aborting it drops the tool's
@@ -229,6 +231,7 @@ impl WorkerActor {
             run_span: tracing::Span::none(),
             attempts: HashMap::new(),
             journal: None,
+            books: None,
             clock: crate::edge::Clock::start(),
             in_flight: HashMap::new(),
         }
@@ -261,7 +264,10 @@ impl WorkerActor {
                 envelope.payload.node.clone(),
             )
         });
-        let result = self.core.handle_assignment(now, envelope);
+        let result = match self.takeover_book(&envelope) {
+            Some(book) => self.core.handle_takeover(now, envelope, book),
+            None => self.core.handle_assignment(now, envelope),
+        };
         let span = match (&result, traced) {
             (Ok(()), Some((run, task, attempt, node))) => {
                 let span = tracing::info_span!(
@@ -396,14 +402,17 @@ impl WorkerActor {
         while let Some(effect) = self.core.poll_effect() {
             match effect {
                 Effect::CallTool {
+                    task,
                     action,
                     tool,
                     handle,
                     params,
                     deadline,
                     call: tag,
-                    ..
                 } => {
+                    if !self.book_written(task, &tool) {
+                        continue;
+                    }
                     metrics::counter!("quorate_worker_tool_calls_total").increment(1);
                     let span = self.call_span(CallKind::Call, action, &tool);
                     if let Some(journal) = &self.journal {
@@ -579,6 +588,9 @@ impl Handler<QueryEnded> for WorkerActor {
         self.fed(result, ctx);
     }
 }
+
+#[path = "actor_failover.rs"]
+mod failover;
 
 #[cfg(test)]
 #[path = "actor_tests.rs"]

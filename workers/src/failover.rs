@@ -90,6 +90,58 @@ impl StoredBook {
     }
 }
 
+/// Where a worker process keeps its tasks' books: the store of record every worker of the run
+/// shares (an etcd cluster; see docs/distributed.md). The worker actor
+/// ([`WorkerActor::with_books`](crate::WorkerActor::with_books)) writes a task's book through
+/// it before each side-effecting call, and claims it when it takes a task over.
+///
+/// The calls block until the store answered: an implementation that cannot reach its store must
+/// not return (it ends the process, as [`crate::ActionJournal`] does; the worker's lease then
+/// lapses and another worker takes its tasks over).
+pub trait BookStore: Send + Sync + std::fmt::Debug {
+    /// One compare-and-set of `task`'s book: reads it (`None`: no book yet), runs `change` on
+    /// it, and writes the result back if `change` returned `Ok` and the book changed. When
+    /// another writer came between the read and the write, it reads again and runs `change`
+    /// again. Returns what the last run of `change` returned.
+    fn update(
+        &self,
+        task: TaskId,
+        change: &mut dyn FnMut(&mut Option<StoredBook>) -> Result<(), Fenced>,
+    ) -> Result<(), Fenced>;
+}
+
+/// A [`BookStore`] in memory, for workers of one process (and tests): the same checks, no
+/// store of record.
+#[derive(Debug, Default)]
+pub struct MemoryBooks {
+    books: std::sync::Mutex<BTreeMap<TaskId, StoredBook>>,
+}
+
+impl MemoryBooks {
+    /// The book kept for `task`, if any.
+    #[must_use]
+    pub fn get(&self, task: TaskId) -> Option<StoredBook> {
+        let books = self.books.lock().unwrap_or_else(|e| e.into_inner());
+        books.get(&task).cloned()
+    }
+}
+
+impl BookStore for MemoryBooks {
+    fn update(
+        &self,
+        task: TaskId,
+        change: &mut dyn FnMut(&mut Option<StoredBook>) -> Result<(), Fenced>,
+    ) -> Result<(), Fenced> {
+        let mut books = self.books.lock().unwrap_or_else(|e| e.into_inner());
+        let mut book = books.get(&task).cloned();
+        change(&mut book)?;
+        if let Some(book) = book {
+            books.insert(task, book);
+        }
+        Ok(())
+    }
+}
+
 /// Component-wise maximum.
 fn max(a: &Budget, b: &Budget) -> Budget {
     Budget::new(

@@ -80,7 +80,7 @@ pub use agent::{
 pub use book::{ActionBook, BookError, Resolved};
 pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
 pub use delegate::DelegationError;
-pub use failover::{Fenced, StoredBook};
+pub use failover::{BookStore, Fenced, MemoryBooks, StoredBook};
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
 pub use journal::{ActionIntent, ActionJournal};
 pub use progress::{ProgressDetector, ProgressVerdict};

@@ -67,6 +67,7 @@
 //! ```
 
 mod access;
+mod lease;
 mod log;
 mod secure;
 mod store;
@@ -79,6 +80,7 @@ use std::time::Duration;
 use etcd_client::{AuthClient, Client, ConnectOptions, GetOptions, KvClient};
 
 pub use access::{grants, EtcdAccount, EtcdRole, Grant, SUPERVISOR_STORES, WORKER_READS};
+pub use lease::KeyChange;
 pub use log::EtcdLog;
 pub use secure::{EtcdConnectError, EtcdSecurity, EtcdTls, Secret};
 pub use store::{AtomicOutcome, EtcdStore};
@@ -132,6 +134,10 @@ struct Shared {
     kv: KvClient,
     /// Users, roles and auth (used by [`Etcd::provision`]).
     auth: AuthClient,
+    /// Leases (used by [`Etcd::put_leased`] and [`Etcd::keep_alive`]).
+    lease: etcd_client::LeaseClient,
+    /// Watches (used by [`Etcd::watch_keys`]).
+    watch: etcd_client::WatchClient,
     /// `Some` until drop.
     runtime: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
@@ -221,6 +227,8 @@ impl Etcd {
             shared: Arc::new(Shared {
                 kv: client.kv_client(),
                 auth: client.auth_client(),
+                lease: client.lease_client(),
+                watch: client.watch_client(),
                 runtime: Some(runtime),
                 handle,
                 url: url.clone(),

@@ -68,7 +68,7 @@ mod agent;
 mod world;
 
 pub use agent::{ScriptBook, ScriptedAgent};
-pub use world::{CommittedEffect, PlannedCall, ScriptedTool, World};
+pub use world::{CommittedEffect, EffectStore, PlannedCall, ScriptedTool, World};
 
 use quorate_protocols::{Budget, Capability, CapabilityError, ResultKind};
 use serde::{Deserialize, Serialize};

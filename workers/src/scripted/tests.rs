@@ -225,3 +225,54 @@ fn a_latency_delays_the_answer_of_the_first_call_but_not_its_effect() {
         assert!(poll_once(tool.call(a, json!({}))).is_some());
     });
 }
+
+/// An [`EffectStore`] in memory: what two processes' worlds would share.
+#[derive(Debug, Default)]
+struct SharedEffects(std::sync::Mutex<Vec<CommittedEffect>>);
+
+impl EffectStore for SharedEffects {
+    fn create(&self, effect: &CommittedEffect) -> bool {
+        let mut effects = self.0.lock().unwrap();
+        if effects.iter().any(|e| e.action == effect.action) {
+            return false;
+        }
+        effects.push(effect.clone());
+        true
+    }
+    fn again(&self, effect: &CommittedEffect) {
+        self.0.lock().unwrap().push(effect.clone());
+    }
+    fn find(&self, action: &ActionId) -> Option<CommittedEffect> {
+        let effects = self.0.lock().unwrap();
+        effects.iter().find(|e| e.action == *action).cloned()
+    }
+}
+
+#[test]
+fn worlds_sharing_a_store_commit_an_action_once_and_see_each_others_effects() {
+    let store = std::sync::Arc::new(SharedEffects::default());
+    let (here, there) = (World::new(), World::new());
+    here.set_store(store.clone());
+    there.set_store(store.clone());
+    let cap = quorate_protocols::Capability::new("db.save").unwrap();
+    let tool = |world: &World, side| ScriptedTool::new(cap.clone(), side, world.clone());
+    let a = ActionId::new(TaskId::from_u128(1), 0, 0);
+    here.plan(a, CallOutcome::TimeoutAfterCommit, json!("v"), Budget::ZERO);
+    let idempotent = SideEffect::IdempotentWrite;
+    assert_eq!(poll_once(tool(&here, idempotent).call(a, json!({}))), None);
+    // The other process never called it, and finds it by id in the store.
+    let found = poll_once(tool(&there, idempotent).query(a)).unwrap();
+    assert!(matches!(found, Some(ToolAnswer::Ok { output, .. }) if output == json!("v")));
+    // A call of the same action there commits nothing more.
+    let again = poll_once(tool(&there, idempotent).call(a, json!({}))).unwrap();
+    assert!(matches!(again, ToolAnswer::Ok { changed: false, .. }));
+    assert_eq!((here.effects().len(), there.effects().len()), (1, 0));
+    assert_eq!(store.0.lock().unwrap().len(), 1);
+    // A non-idempotent tool called twice (the gate must prevent it) leaves both in the store.
+    let b = ActionId::new(TaskId::from_u128(1), 1, 0);
+    let loud = SideEffect::NonIdempotentWrite;
+    let _first = poll_once(tool(&here, loud).call(b, json!({})));
+    let _second = poll_once(tool(&there, loud).call(b, json!({})));
+    let stored = store.0.lock().unwrap();
+    assert_eq!(stored.iter().filter(|e| e.action == b).count(), 2);
+}

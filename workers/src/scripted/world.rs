@@ -44,12 +44,34 @@ pub struct PlannedCall {
     pub latency: Duration,
 }
 
+/// Where a world's committed effects live when several processes share it: the store of record
+/// (an etcd cluster, for worker processes; see docs/distributed.md). An action commits at most
+/// once across every process that uses the store, and a query by action id finds what any of
+/// them committed, so a worker that takes a task over from a lost one learns what it did.
+///
+/// The calls block until the store answered: an implementation that cannot reach its store must
+/// not return (it ends the process, as [`crate::ActionJournal`] does), since a tool that acts on
+/// an effect it could not record would break exactly-once.
+pub trait EffectStore: Send + Sync + std::fmt::Debug {
+    /// Commits `effect` under its action unless an effect is committed under that action
+    /// already (by any process): `true` if this call committed it.
+    fn create(&self, effect: &CommittedEffect) -> bool;
+    /// Commits `effect` once more under its action (a non-idempotent tool called again: a
+    /// duplicate effect, kept beside the first so a check counts it).
+    fn again(&self, effect: &CommittedEffect);
+    /// The effect committed under `action`, by any process, if any.
+    fn find(&self, action: &ActionId) -> Option<CommittedEffect>;
+}
+
 #[derive(Debug, Default)]
 struct State {
     planned: HashMap<ActionId, Planned>,
+    /// The effects committed by this process's tools.
     effects: Vec<CommittedEffect>,
     /// A durable run's journal: each effect is written to it as it commits.
     journal: Option<std::sync::Arc<dyn crate::ActionJournal>>,
+    /// The store of record the effects are committed to, if the world is shared by processes.
+    store: Option<Arc<dyn EffectStore>>,
 }
 
 /// Shared, in-memory world: what scripted agents planned for each action and what scripted
@@ -106,7 +128,14 @@ impl World {
         state.journal = Some(journal);
     }
 
-    /// Every committed effect, in commit order.
+    /// Shares this world with other processes through `store`: from now on an effect commits
+    /// in the store (at most once per action across the processes; see [`EffectStore`]) and a
+    /// query reads the store. [`World::effects`] still lists what this process committed.
+    pub fn set_store(&self, store: Arc<dyn EffectStore>) {
+        self.lock().store = Some(store);
+    }
+
+    /// Every effect committed by this process, in commit order.
     #[must_use]
     pub fn effects(&self) -> Vec<CommittedEffect> {
         self.lock().effects.clone()
@@ -169,22 +198,28 @@ impl ScriptedTool {
             (CallOutcome::Ok, Duration::ZERO)
         };
         let (output, cost) = (plan.call.output.clone(), plan.call.cost);
-        let committed_before = state.effects.iter().any(|e| e.action == action);
-        let commit = match outcome {
-            CallOutcome::Ok | CallOutcome::TimeoutAfterCommit => match self.side_effect {
-                SideEffect::ReadOnly => false,
-                SideEffect::IdempotentWrite => !committed_before,
-                SideEffect::NonIdempotentWrite => true,
-            },
-            _ => false,
+        let writes = matches!(outcome, CallOutcome::Ok | CallOutcome::TimeoutAfterCommit)
+            && self.side_effect.writes();
+        let effect = CommittedEffect {
+            action,
+            tool: self.name.to_string(),
+            params,
+            output: output.clone(),
+        };
+        let idempotent = self.side_effect == SideEffect::IdempotentWrite;
+        let commit = match &state.store {
+            _ if !writes => false,
+            // The store of record decides: one effect per action across every process.
+            Some(store) => {
+                let first = store.create(&effect);
+                if !first && !idempotent {
+                    store.again(&effect);
+                }
+                first || !idempotent
+            }
+            None => !idempotent || !state.effects.iter().any(|e| e.action == action),
         };
         if commit {
-            let effect = CommittedEffect {
-                action,
-                tool: self.name.to_string(),
-                params,
-                output: output.clone(),
-            };
             if let Some(journal) = &state.journal {
                 journal.effect(&effect);
             }
@@ -240,15 +275,15 @@ impl Tool for ScriptedTool {
 
     fn query(&self, action: ActionId) -> ToolFuture<Option<ToolAnswer>> {
         let state = self.world.lock();
-        let found = state
-            .effects
-            .iter()
-            .find(|e| e.action == action)
-            .map(|e| ToolAnswer::Ok {
-                output: e.output.clone(),
-                cost: Budget::ZERO,
-                changed: true,
-            });
+        let found = match &state.store {
+            Some(store) => store.find(&action),
+            None => state.effects.iter().find(|e| e.action == action).cloned(),
+        };
+        let found = found.map(|e| ToolAnswer::Ok {
+            output: e.output,
+            cost: Budget::ZERO,
+            changed: true,
+        });
         Box::pin(std::future::ready(found))
     }
 }
