@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use quorate_coordinator::{Event, SupervisorConfig, SupervisorCore};
 use quorate_protocols::wire::{Assignment, Control, Report};
 use quorate_protocols::{
-    ActionId, AgentId, Envelope, IdSource, Plan, Role, RunId, Sender, TaskId, TaskState,
+    ActionId, AgentId, Envelope, IdSource, NodeId, Plan, Role, RunId, Sender, TaskId, TaskState,
 };
 use quorate_state::MemoryStore;
 use quorate_workers::{ScriptBook, ToolAnswer, WorkerCore, World};
@@ -147,6 +147,8 @@ pub struct Sim {
     queue: BTreeMap<(u64, u64), Msg>,
     run: RunId,
     plan: Plan,
+    /// The `[fallback]` plan the supervisor switches to when a store precondition fails.
+    fallback: Option<quorate_protocols::PlanSpec>,
     config: SupervisorConfig,
     me: Sender,
     senders: Vec<Sender>,
@@ -213,7 +215,7 @@ impl Sim {
                 silent_until: 0,
             })
             .collect();
-        let core = SupervisorCore::new(
+        let mut core = SupervisorCore::new(
             run,
             sc.plan.clone(),
             sc.config.clone(),
@@ -221,6 +223,14 @@ impl Sim {
             senders.clone(),
             ids.fork(),
         );
+        if let Some(fallback) = &sc.fallback {
+            core.set_fallback_plan(fallback.clone());
+        }
+        let fallback_plan = sc.fallback.as_ref().map(|f| {
+            f.clone()
+                .validate()
+                .expect("generated fallback plans are valid")
+        });
         let mut sim = Self {
             seed,
             rng,
@@ -229,8 +239,9 @@ impl Sim {
             seq: 0,
             queue: BTreeMap::new(),
             run,
-            checker: Checker::new(&sc.plan),
+            checker: Checker::new(&sc.plan, fallback_plan.as_ref()),
             plan: sc.plan,
+            fallback: sc.fallback,
             config: sc.config,
             me,
             senders,
@@ -490,7 +501,15 @@ impl Sim {
                     self.drain_supervisor();
                 }
             }
-            Msg::Approval(node, approved) => {
+            Msg::Approval(shadow, approved) => {
+                // The approval names the node by its shadow index, which a replan keeps.
+                let name = &self.checker.node_names[shadow as usize];
+                let node = NodeId::new(name.as_str())
+                    .ok()
+                    .and_then(|id| self.core.plan().index_of(&id));
+                let Some(node) = node else {
+                    return;
+                };
                 if !self.stopped && self.core.task_state(node) == TaskState::WaitingApproval {
                     self.counts.bump(Fault::Approval);
                     let decided = self.core.handle_approval(self.now, node, approved);
@@ -502,9 +521,15 @@ impl Sim {
     }
 
     fn granted_of(&self, task: TaskId) -> Option<quorate_protocols::Budget> {
-        (0..self.plan.len() as u32)
-            .find(|&i| self.core.task_id(i) == task)
-            .map(|i| self.checker.granted[i as usize])
+        self.checker.granted_of(task)
+    }
+
+    /// The shadow index of node `i` of the supervisor's current plan.
+    fn shadow(&self, i: u32) -> usize {
+        let name = self.core.plan().node(i).id.as_str();
+        self.checker
+            .index_of(name)
+            .expect("every node of a plan has a shadow")
     }
 
     fn after_step(&mut self) {
@@ -538,15 +563,18 @@ impl Sim {
             return;
         }
         let (stopped_at, reason) = &stops[0];
-        let states = self.checker.state.clone();
+        // The tasks of the plan the run ended on (a replan cancels the ones it drops).
+        let states: Vec<TaskState> = (0..self.core.plan().len() as u32)
+            .map(|i| self.checker.state[self.shadow(i)])
+            .collect();
         if reason == "completed" && states.iter().any(|s| *s != TaskState::Completed) {
             self.fail(
                 Invariant::StopReason,
                 format!("stopped `completed` with tasks {states:?}"),
             );
         }
-        for i in 0..self.plan.len() as u32 {
-            if self.checker.confirmed[i as usize] {
+        for i in 0..self.core.plan().len() as u32 {
+            if self.checker.confirmed[self.shadow(i)] {
                 let key = self.core.result_key(i);
                 if self.results.get_now(&key).is_none() {
                     self.fail(Invariant::ResultLost, format!("result {key} is missing"));
