@@ -176,7 +176,10 @@ impl Checker {
                 self.state[i] = *to;
                 if *to == TaskState::Completed {
                     self.confirmed[i] = true;
-                    if !self.recorded[i] && !self.may_rest_on_inputs[i] {
+                    // Judged by the writer that ran the task (in peer mode, the other peers
+                    // only adopt its terminal record).
+                    let ran_here = self.attempt[i] > 0;
+                    if ran_here && !self.recorded[i] && !self.may_rest_on_inputs[i] {
                         self.fail(
                             Invariant::UnrecordedConclusion,
                             now,
