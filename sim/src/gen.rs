@@ -64,8 +64,8 @@ pub struct Scenario {
     /// Faults.
     pub faults: FaultPlan,
     /// The `[fallback]` plan the supervisor switches to (once) when a store precondition fails:
-    /// drawn for about half of the schedules whose store change takes a guarded node's lock
-    /// ([`fallback_plan`]).
+    /// drawn for 60 % of the schedules whose store change takes a guarded node's lock
+    /// (`fallback_plan`).
     pub fallback: Option<PlanSpec>,
 }
 

@@ -14,7 +14,7 @@
 //!
 //! What the peer core does not have yet (branch peer-core adds them) is not drawn in peer
 //! schedules: a peer crash that resumes from the log (the coordinator crashes of the fault plan
-//! are not scheduled: [`Sim::crash_peer`] is the hook), a `[fallback]` replan (a failed
+//! are not scheduled in peer mode: the hook is in `Sim::new`), a `[fallback]` replan (a failed
 //! precondition fails its task), a user's cancel, a human's approval decision, and worker
 //! loss by lease (the peer and its worker are one process).
 //!
@@ -161,13 +161,6 @@ impl Sim {
         let now = self.now;
         self.peers().cores[q].handle_broadcast(now, *env);
         self.drain_peer(q);
-    }
-
-    /// The hook for a peer crash that resumes from the run log and the shared stores: the
-    /// peer core cannot resume yet (branch peer-core adds it), so peer schedules draw none.
-    #[allow(dead_code)]
-    pub(super) fn crash_peer(&mut self, _p: usize) {
-        unimplemented!("the peer core has no resume yet")
     }
 
     /// Carries out peer `p`'s effects: store calls are answered at once, envelopes go to the
