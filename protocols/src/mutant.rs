@@ -47,8 +47,8 @@ impl Mutant {
         Mutant::FailoverSkipsImport,
     ];
 
-    /// The mutants of peer mode, which the simulator does not run yet: the peer-core tests
-    /// (`coordinator/tests/peer_mutants.rs`) must catch them.
+    /// The mutants of peer mode: the simulator's peer schedules (`sim/tests/mutants.rs`) and
+    /// the peer-core tests (`coordinator/tests/peer_mutants.rs`) must both catch them.
     pub const PEER: [Mutant; 1] = [Mutant::PeerAcceptsSettled];
 }
 
