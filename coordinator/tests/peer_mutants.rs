@@ -1,5 +1,6 @@
-//! Peer mode's seeded mutants (`Mutant::PEER`) must be caught by the peer-core tests: the
-//! simulator, which catches the others (`sim/tests/mutants.rs`), does not run peer mode yet.
+//! Peer mode's seeded mutants (`Mutant::PEER`) must be caught by the peer-core tests, with a
+//! hand-made scenario each (the simulator hunts them in its peer schedules too:
+//! `sim/tests/mutants.rs`).
 //! One test in its own binary: the mutant switch is process-wide.
 //!
 //! Run with `cargo test -p quorate-coordinator --features mutants --test peer_mutants`.

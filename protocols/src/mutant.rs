@@ -50,9 +50,14 @@ impl Mutant {
         Mutant::FailoverSkipsImport,
     ];
 
-    /// The mutants of peer mode, which the simulator does not run yet: the peer-core tests
-    /// (`coordinator/tests/peer_mutants.rs`) must catch them.
+    /// The mutants of peer mode: the peer-core tests (`coordinator/tests/peer_mutants.rs`) must
+    /// catch them all.
     pub const PEER: [Mutant; 2] = [Mutant::PeerAcceptsSettled, Mutant::PeerIgnoresPlanVersion];
+
+    /// The mutants of peer mode that the simulator's peer schedules (`sim/tests/mutants.rs`)
+    /// must catch too. `PeerIgnoresPlanVersion` is not among them: peer schedules draw no
+    /// fallback plan yet.
+    pub const PEER_SIMULATED: [Mutant; 1] = [Mutant::PeerAcceptsSettled];
 }
 
 static ACTIVE: AtomicU8 = AtomicU8::new(Mutant::None as u8);

@@ -26,6 +26,8 @@ pub struct Campaign {
 pub struct CampaignReport {
     /// Schedules run.
     pub schedules: u64,
+    /// Of them, schedules that ran in peer mode.
+    pub peer_schedules: u64,
     /// Wall-clock time.
     pub elapsed: Duration,
     /// Per fault: schedules that exercised it at least once.
@@ -91,6 +93,7 @@ pub fn run_campaign(c: &Campaign) -> CampaignReport {
     for seed in c.start..c.start.saturating_add(c.schedules) {
         let out = crate::run_schedule(seed, c.opts);
         r.schedules += 1;
+        r.peer_schedules += u64::from(out.peer);
         r.steps += out.steps;
         r.slice_reused += u64::from(out.slice_reused);
         r.schedules_with.add_presence(&out.faults);
@@ -128,8 +131,10 @@ impl fmt::Display for CampaignReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} schedules in {:.2?} ({:.0}/s), {} steps, {} violating",
+            "{} schedules ({} star, {} peer) in {:.2?} ({:.0}/s), {} steps, {} violating",
             self.schedules,
+            self.schedules - self.peer_schedules,
+            self.peer_schedules,
             self.elapsed,
             self.rate(),
             self.steps,

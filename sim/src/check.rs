@@ -72,7 +72,8 @@ pub(crate) struct Delivering {
     pub(crate) version: Version,
 }
 
-/// Shadow state built from the supervisor's events only.
+/// Shadow state built from the supervisor's events only (in peer mode: from one peer's events).
+/// It is indexed by node name over the plan and its fallback, so a replan keeps it.
 #[derive(Debug)]
 pub(crate) struct Checker {
     names: HashMap<String, usize>,
@@ -94,16 +95,33 @@ pub(crate) struct Checker {
     /// The task's current attempt logged a call output (`call-answered` without an error,
     /// `recovered`, `answered-from-record`): something recorded its answer may cite.
     recorded: Vec<bool>,
+    /// Node names, by shadow index.
+    pub(crate) node_names: Vec<String>,
     pub(crate) violation: Option<Violation>,
 }
 
 impl Checker {
-    pub(crate) fn new(plan: &Plan) -> Self {
-        let n = plan.len();
+    /// A checker over the nodes of `plan` and, after them, those of its `fallback` plan that
+    /// `plan` does not have: a replan keeps a node's shadow state by its name.
+    pub(crate) fn new(plan: &Plan, fallback: Option<&Plan>) -> Self {
+        let mut nodes: Vec<(String, bool)> = Vec::new();
+        let mut names = HashMap::new();
+        for p in std::iter::once(plan).chain(fallback) {
+            for i in 0..p.len() as u32 {
+                let name = p.node(i).id.to_string();
+                if names.contains_key(&name) {
+                    continue;
+                }
+                let suggestion = quorate_protocols::ResultKind::Suggestion;
+                let rests =
+                    !p.deps(i).is_empty() || p.node(i).acceptance.kinds.contains(&suggestion);
+                names.insert(name.clone(), nodes.len());
+                nodes.push((name, rests));
+            }
+        }
+        let n = nodes.len();
         Self {
-            names: (0..n)
-                .map(|i| (plan.node(i as u32).id.to_string(), i))
-                .collect(),
+            names,
             state: vec![TaskState::Pending; n],
             version: vec![0; n],
             attempt: vec![0; n],
@@ -114,15 +132,22 @@ impl Checker {
             stops: Vec::new(),
             approvals_requested: Vec::new(),
             previous: vec![TaskState::Pending; n],
-            may_rest_on_inputs: (0..n as u32)
-                .map(|i| {
-                    let suggestion = quorate_protocols::ResultKind::Suggestion;
-                    !plan.deps(i).is_empty() || plan.node(i).acceptance.kinds.contains(&suggestion)
-                })
-                .collect(),
+            may_rest_on_inputs: nodes.iter().map(|(_, rests)| *rests).collect(),
+            node_names: nodes.into_iter().map(|(name, _)| name).collect(),
             recorded: vec![false; n],
             violation: None,
         }
+    }
+
+    /// The shadow index of node `name`.
+    pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
+        self.names.get(name).copied()
+    }
+
+    /// The granted slice of the task with id `task`, as its last dispatch recorded.
+    pub(crate) fn granted_of(&self, task: TaskId) -> Option<Budget> {
+        let i = self.task_id.iter().position(|t| *t == Some(task))?;
+        Some(self.granted[i])
     }
 
     pub(crate) fn fail(&mut self, invariant: Invariant, at_ms: u64, detail: String) {
@@ -151,7 +176,10 @@ impl Checker {
                 self.state[i] = *to;
                 if *to == TaskState::Completed {
                     self.confirmed[i] = true;
-                    if !self.recorded[i] && !self.may_rest_on_inputs[i] {
+                    // Judged by the writer that ran the task (in peer mode, the other peers
+                    // only adopt its terminal record).
+                    let ran_here = self.attempt[i] > 0;
+                    if ran_here && !self.recorded[i] && !self.may_rest_on_inputs[i] {
                         self.fail(
                             Invariant::UnrecordedConclusion,
                             now,
@@ -220,7 +248,10 @@ impl Checker {
     /// still completed, and the run's budget bounds hold.
     pub(crate) fn on_snapshot(&mut self, now: u64, report: &RunReport) {
         let mut used = report.budget.reserve;
-        for (i, row) in report.tasks.iter().enumerate() {
+        for row in &report.tasks {
+            let Some(i) = self.index_of(row.id.as_str()) else {
+                continue;
+            };
             if self.state[i].is_terminal() && row.state != self.state[i] {
                 self.fail(
                     Invariant::TerminalChanged,

@@ -35,11 +35,13 @@ pub enum Fault {
     WorkerPaused,
     /// The store refused a worker's write of a task's book: a newer attempt owns it.
     Fenced,
+    /// A store precondition failed and the supervisor switched to the `[fallback]` plan.
+    Replan,
 }
 
 impl Fault {
     /// Every fault, in report order.
-    pub const ALL: [Fault; 16] = [
+    pub const ALL: [Fault; 17] = [
         Fault::Drop,
         Fault::Duplicate,
         Fault::Delay,
@@ -56,6 +58,7 @@ impl Fault {
         Fault::WorkerLost,
         Fault::WorkerPaused,
         Fault::Fenced,
+        Fault::Replan,
     ];
 
     /// A stable name for reports.
@@ -78,6 +81,7 @@ impl Fault {
             Fault::WorkerLost => "worker-lost",
             Fault::WorkerPaused => "worker-paused-past-lease",
             Fault::Fenced => "fenced-write",
+            Fault::Replan => "replan-to-fallback",
         }
     }
 

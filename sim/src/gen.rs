@@ -63,6 +63,10 @@ pub struct Scenario {
     pub config: SupervisorConfig,
     /// Faults.
     pub faults: FaultPlan,
+    /// The `[fallback]` plan the supervisor switches to (once) when a store precondition fails:
+    /// drawn for 60 % of the schedules whose store change takes a guarded node's lock
+    /// (`fallback_plan`).
+    pub fallback: Option<PlanSpec>,
 }
 
 /// Draws a scenario. `liveness_heal` (ms) confines every fault to before that time.
@@ -128,7 +132,13 @@ pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
         let latest = liveness_heal.unwrap_or(300).min(300);
         (guards.gen_range(0..latest), node)
     });
-    let plan = spec.validate().expect("generated plans are valid");
+    let plan = spec.clone().validate().expect("generated plans are valid");
+    // The fallback plan, from a stream of its own as well (the draws above stay as they were).
+    let mut alt = ChaCha8Rng::from_seed(rng.get_seed());
+    alt.set_stream(2);
+    let fallback = store_change
+        .filter(|_| alt.gen_bool(0.6))
+        .map(|(_, g)| fallback_plan(&mut alt, &spec, g, &mut book));
     let approvals = match (liveness_heal.is_some(), rng.gen_range(0..4)) {
         (_, 0) => ApprovalPolicy::All,
         (_, 1) => ApprovalPolicy::None,
@@ -187,7 +197,46 @@ pub fn scenario(rng: &mut ChaCha8Rng, liveness_heal: Option<u64>) -> Scenario {
         world,
         config,
         faults,
+        fallback,
     }
+}
+
+/// The `[fallback]` plan of a scenario whose guarded node `g` may find its lock taken: `g` is
+/// replaced by `n{g}b`, with `g`'s dependencies and budget, no store precondition and a script
+/// of its own, and `g`'s dependents wait for `n{g}b` instead. Every other node, the run's
+/// budget and its capabilities stay as they were, so the supervisor accepts the switch (a
+/// completed node keeps its dependencies: `g`'s dependents cannot have completed before `g`).
+fn fallback_plan(
+    rng: &mut ChaCha8Rng,
+    spec: &PlanSpec,
+    g: usize,
+    book: &mut ScriptBook,
+) -> PlanSpec {
+    let old = NodeId::new(format!("n{g}")).expect("valid id");
+    let alt = NodeId::new(format!("n{g}b")).expect("valid id");
+    let mut spec = spec.clone();
+    let guarded = &mut spec.nodes[g];
+    let has_inputs = !guarded.deps.is_empty();
+    let (script, calls) = script(rng, 100 + g, has_inputs);
+    guarded.id = alt.clone();
+    guarded.preconditions.clear();
+    guarded.acceptance = quorate_protocols::Acceptance::default();
+    if rests_on_nothing(calls, has_inputs) {
+        guarded
+            .acceptance
+            .kinds
+            .push(quorate_protocols::ResultKind::Suggestion);
+    }
+    for node in &mut spec.nodes {
+        for dep in &mut node.deps {
+            if *dep == old {
+                *dep = alt.clone();
+            }
+        }
+    }
+    book.insert(alt, script)
+        .expect("generated scripts are valid");
+    spec
 }
 
 /// The store key whose absence node `i`'s precondition asks for, when it has one.

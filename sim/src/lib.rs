@@ -8,10 +8,14 @@
 //!
 //! * [`gen`] draws a schedule from a seed: a plan DAG of 2-8 tasks, a script per task (ok calls,
 //!   errors, timeouts before and after commit, approvals, answers, duplicate and late replies),
-//!   supervisor settings, and the fault plan.
+//!   supervisor settings, the fault plan, and sometimes a `[fallback]` plan that a failed store
+//!   precondition switches to.
 //! * [`Sim`] runs it: drops, duplicates, delays and reorders envelopes, crashes workers
 //!   mid-task, crashes the coordinator mid-step and resumes it from its log and result store,
-//!   cancels, and answers approvals — and checks the invariants ([`check`]) after every step.
+//!   replans, cancels, and answers approvals — and checks the invariants ([`check`]) after every
+//!   step. In peer mode ([`Topology`]; a quarter of the seeds by default) peer cores
+//!   ([`PeerCore`](quorate_coordinator::PeerCore)) claim the tasks by CAS over shared stores
+//!   instead, each with its own worker, and every peer's view is checked.
 //! * [`campaign`] runs many seeds and reports faults exercised, violations and throughput.
 //!
 //! The same seed always gives the same trace, ids included: [`Outcome::trace_hash`] hashes
@@ -29,7 +33,7 @@ mod sim;
 pub use campaign::{hunt, known_bug, run_campaign, Campaign, CampaignReport, KNOWN_BUGS};
 pub use check::{Invariant, Violation};
 pub use fault::{Fault, FaultCounts};
-pub use sim::{Options, Outcome, Persistence, Sim};
+pub use sim::{Options, Outcome, Persistence, Sim, Topology};
 
 /// Runs schedule `seed` with `opts`; a panic inside a core is reported as a violation.
 #[must_use]
@@ -55,6 +59,7 @@ pub fn run_schedule(seed: u64, opts: Options) -> Outcome {
             stop: None,
             tasks: 0,
             slice_reused: false,
+            peer: opts.topology.is_peer(seed),
         }
     })
 }

@@ -1,7 +1,8 @@
 //! `quorate-sim`: runs a campaign of seeded schedules and prints what it found.
 //!
 //! ```text
-//! quorate-sim [--schedules N] [--start SEED] [--liveness] [--volatile-books] [--seed SEED] [--trace]
+//! quorate-sim [--schedules N] [--start SEED] [--liveness] [--volatile-books] [--topology star|peer|both]
+//!             [--seed SEED] [--trace]
 //! ```
 //!
 //! `QUORATE_SIM_SCHEDULES` sets the default of `--schedules` (10 000). `--seed S` runs one
@@ -10,7 +11,7 @@
 //! if any invariant broke, 2 for a bad argument.
 
 use clap::Parser;
-use quorate_sim::{run_campaign, run_schedule, Campaign, Options, Persistence};
+use quorate_sim::{run_campaign, run_schedule, Campaign, Options, Persistence, Topology};
 
 /// Seeded schedules over the real supervisor, worker and store cores with network, crash and
 /// tool faults; the invariants are checked after every step.
@@ -38,6 +39,19 @@ struct Args {
     /// JSON lines). The same seed prints the same bytes; the trace hash covers these lines
     #[arg(long, requires = "seed")]
     trace: bool,
+    /// Which topology the schedules run: `star` (the supervisor core dispatches), `peer` (peer
+    /// cores claim tasks by CAS over shared stores, each with its own worker), or `both` (each
+    /// seed draws its own: one schedule in four in peer mode)
+    #[arg(long, value_enum, default_value_t = TopologyArg::Both)]
+    topology: TopologyArg,
+}
+
+/// `--topology`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum TopologyArg {
+    Star,
+    Peer,
+    Both,
 }
 
 fn main() {
@@ -56,14 +70,20 @@ fn main() {
         opts.persistence = Persistence::Volatile;
     }
     opts.trace = args.trace;
+    opts.topology = match args.topology {
+        TopologyArg::Star => Topology::Star,
+        TopologyArg::Peer => Topology::Peer,
+        TopologyArg::Both => Topology::Both,
+    };
     if let Some(seed) = args.seed {
         let out = run_schedule(seed, opts);
         if let Some(trace) = &out.trace {
             print!("{trace}");
         }
         let hash: String = out.trace_hash.iter().map(|b| format!("{b:02x}")).collect();
+        let topology = if out.peer { "peer" } else { "star" };
         println!(
-            "seed {seed}: {} tasks, {} steps, stop {:?}, trace {hash}",
+            "seed {seed}: {topology}, {} tasks, {} steps, stop {:?}, trace {hash}",
             out.tasks, out.steps, out.stop
         );
         for f in quorate_sim::Fault::ALL {

@@ -1,5 +1,6 @@
 //! The CI tier: at least 10 000 seeded schedules in safety mode and 10 000 in liveness mode,
-//! every fault exercised, no violation that a known (reported) bug does not explain.
+//! in both topologies (a quarter of the seeds in peer mode), every fault exercised, no
+//! violation that a known (reported) bug does not explain.
 //!
 //! `QUORATE_SIM_SCHEDULES=1000000 cargo test -p quorate-sim --release --test ci_tier` runs more.
 
@@ -39,6 +40,9 @@ fn safety_tier() {
         "every schedule reached a stop: {report}"
     );
     assert_eq!(report.unexpected, 0, "{report}");
+    // Both topologies ran (one schedule in four in peer mode).
+    assert!(report.peer_schedules * 6 > report.schedules, "{report}");
+    assert!(report.peer_schedules * 3 < report.schedules, "{report}");
     // All attempts of a task share its one slice (a new attempt starts with what earlier
     // attempts on the worker spent): no task makes more tool calls than its slice holds.
     assert_eq!(report.slice_reused, 0, "{report}");
@@ -58,6 +62,7 @@ fn liveness_tier() {
         ..Options::default()
     });
     assert_eq!(report.unexpected, 0, "{report}");
+    assert!(report.peer_schedules > 0, "{report}");
     for fault in [
         Fault::Drop,
         Fault::Duplicate,

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use quorate_sim::{run_schedule, Options};
+use quorate_sim::{run_schedule, Options, Topology};
 
 #[test]
 fn same_seed_same_trace() {
@@ -103,4 +103,75 @@ fn the_binary_prints_the_same_bytes_twice() {
         "the summary follows the trace"
     );
     assert_ne!(run("6"), text.as_bytes(), "seed 6 printed seed 5's trace");
+}
+
+/// Peer schedules: the same seed gives the same trace bytes (every peer's events with their
+/// `peer` field, the broadcasts between peers with their ids), through the library and the
+/// binary; another seed gives another trace.
+#[test]
+fn peer_schedules_give_the_same_trace_bytes() {
+    let opts = Options {
+        trace: true,
+        topology: Topology::Peer,
+        ..Options::default()
+    };
+    let mut broadcasts = 0;
+    for seed in [0, 3, 17, 99] {
+        let (a, b) = (run_schedule(seed, opts), run_schedule(seed, opts));
+        assert!(
+            a.peer && a.violation.is_none(),
+            "seed {seed}: {:?}",
+            a.violation
+        );
+        assert_eq!(a.trace, b.trace, "seed {seed}");
+        assert_eq!(a.trace_hash, b.trace_hash, "seed {seed}");
+        let text = a.trace.expect("kept");
+        assert!(
+            text.contains("\"peer\":0") && text.contains("\"peer\":1"),
+            "{text}"
+        );
+        broadcasts += text.matches(" broadcast -> peer ").count();
+    }
+    assert!(
+        broadcasts > 0,
+        "no broadcast between peers in four schedules"
+    );
+    let other = run_schedule(4, opts);
+    assert_ne!(other.trace_hash, run_schedule(3, opts).trace_hash);
+    let run = |seed: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_quorate-sim"))
+            .args(["--seed", seed, "--trace", "--topology", "peer"])
+            .output()
+            .expect("quorate-sim runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let printed = run("7");
+    assert_eq!(
+        printed,
+        run("7"),
+        "two runs of peer seed 7 printed different bytes"
+    );
+    let text = String::from_utf8(printed).expect("utf-8");
+    assert!(
+        text.lines().any(|l| l.starts_with("seed 7: peer, ")),
+        "{text}"
+    );
+}
+
+#[test]
+fn both_topologies_are_drawn_by_default() {
+    let peer = (0..400)
+        .filter(|&seed| Topology::Both.is_peer(seed))
+        .count();
+    assert!(
+        (60..140).contains(&peer),
+        "{peer} of 400 seeds in peer mode"
+    );
+    let out = run_schedule(0, Options::default());
+    assert_eq!(out.peer, Topology::Both.is_peer(0));
 }

@@ -1,7 +1,7 @@
 //! Every seeded mutant of the star's cores and the store must be caught: by the simulator's
 //! invariants, or (for the store's CAS) by the conformance suite and the linearizability check.
-//! (Peer mode's mutants, `Mutant::PEER`, are caught by `coordinator/tests/peer_mutants.rs`: the
-//! simulator does not run peer mode yet.)
+//! Peer mode's mutants (`Mutant::PEER_SIMULATED`) must be caught by the simulator's peer schedules too
+//! (`coordinator/tests/peer_mutants.rs` catches them with a hand-made scenario).
 //!
 //! Run with `cargo test -p quorate-sim --features mutants --release --test mutants`.
 #![cfg(feature = "mutants")]
@@ -9,7 +9,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use quorate_protocols::mutant::{self, Mutant};
-use quorate_sim::{hunt, Options};
+use quorate_sim::{hunt, Options, Topology};
 use quorate_state::linearizability::{check_histories, stress};
 use quorate_state::{conformance, MemoryLog, MemoryStore};
 
@@ -43,11 +43,25 @@ fn every_mutant_is_caught() {
         hunt(Options::default(), 2_000).is_none(),
         "clean build must pass"
     );
-    for m in Mutant::SIMULATED {
+    let star = Options {
+        topology: Topology::Star,
+        ..Options::default()
+    };
+    let peer = Options {
+        topology: Topology::Peer,
+        ..Options::default()
+    };
+    let all: Vec<Mutant> = Mutant::SIMULATED.into_iter().chain(Mutant::PEER_SIMULATED).collect();
+    for &m in &all {
         mutant::set(m);
+        let opts = if Mutant::PEER_SIMULATED.contains(&m) {
+            peer
+        } else {
+            star
+        };
         let (ok, how) = match m {
             Mutant::CasIgnoresVersion => store_caught(),
-            _ => match hunt(Options::default(), BUDGET) {
+            _ => match hunt(opts, BUDGET) {
                 Some((n, out)) => (
                     true,
                     format!(
@@ -65,9 +79,9 @@ fn every_mutant_is_caught() {
     }
     let summary = format!(
         "mutants caught {caught}/{}\n{}",
-        Mutant::SIMULATED.len(),
+        all.len(),
         lines.join("\n")
     );
     println!("{summary}");
-    assert_eq!(caught as usize, Mutant::SIMULATED.len(), "{summary}");
+    assert_eq!(caught as usize, all.len(), "{summary}");
 }

@@ -104,6 +104,13 @@ impl Sim {
         let claimed = if takes_over {
             StoredBook::claim(&mut stored, task, env.attempt).ok()
         } else {
+            if stored.is_none() && self.opts.persistence == Persistence::DurableBook {
+                // No attempt wrote the book yet: this one claims it all the same (an empty
+                // book), so an older attempt that had not called anything yet (its worker
+                // paused past its lease while the task waited for a human, say) is fenced
+                // off at its first write instead of calling what this attempt will call.
+                let _fresh = StoredBook::claim(&mut stored, task, env.attempt);
+            }
             None
         };
         if let Some(book) = stored {

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use quorate_coordinator::{Event, SupervisorConfig, SupervisorCore};
 use quorate_protocols::wire::{Assignment, Control, Report};
 use quorate_protocols::{
-    ActionId, AgentId, Envelope, IdSource, Plan, Role, RunId, Sender, TaskId, TaskState,
+    ActionId, AgentId, Envelope, IdSource, NodeId, Plan, Role, RunId, Sender, TaskId, TaskState,
 };
 use quorate_state::MemoryStore;
 use quorate_workers::{ScriptBook, ToolAnswer, WorkerCore, World};
@@ -19,79 +19,20 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
-use crate::check::{Checker, Delivering, Invariant, Violation};
+use crate::check::{Checker, Delivering, Invariant};
 use crate::fault::{Fault, FaultCounts};
 use crate::gen::{scenario, FaultPlan};
 
 mod failover;
+mod options;
+mod peer;
 mod supervisor;
 mod trace;
 mod worker;
 
+pub use options::{Options, Outcome, Persistence, Topology};
 use trace::Trace;
 use worker::worker_core;
-
-/// How a crashed worker comes back.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Persistence {
-    /// The worker's action records (and attempt state) are durable, as with an
-    /// `IdempotencyRegistry` in the store: a crash loses in-flight calls, queries and messages;
-    /// their outcomes become unknown.
-    #[default]
-    DurableBook,
-    /// The worker restarts empty: its in-memory `ActionBook` is lost.
-    Volatile,
-}
-
-/// Settings of a schedule besides its seed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// Liveness mode: faults stop at `heal_ms`; every task must be terminal by
-    /// `heal_ms + delta_ms`.
-    pub liveness: Option<(u64, u64)>,
-    /// Worker persistence model.
-    pub persistence: Persistence,
-    /// Deliveries after which the run counts as not terminating.
-    pub step_bound: u64,
-    /// Keep the trace's text ([`Outcome::trace`]): every delivery, tick and event, one line
-    /// each, with their ids. The trace hash is taken either way.
-    pub trace: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            liveness: None,
-            persistence: Persistence::DurableBook,
-            step_bound: 50_000,
-            trace: false,
-        }
-    }
-}
-
-/// What one schedule did.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// The seed.
-    pub seed: u64,
-    /// The first broken invariant, if any.
-    pub violation: Option<Violation>,
-    /// Faults that happened.
-    pub faults: FaultCounts,
-    /// SHA-256 of the trace: every delivery, tick and event line, ids included.
-    pub trace_hash: [u8; 32],
-    /// The trace's text, one line per delivery, tick and event, when [`Options::trace`] asked
-    /// for it: the same seed gives the same bytes.
-    pub trace: Option<String>,
-    /// Deliveries and ticks handled.
-    pub steps: u64,
-    /// The stop reason, if the run stopped.
-    pub stop: Option<String>,
-    /// Tasks in the plan.
-    pub tasks: usize,
-    /// Some task's attempts together made more tool calls than the task's slice.
-    pub slice_reused: bool,
-}
 
 #[derive(Clone, Debug)]
 enum Msg {
@@ -115,6 +56,8 @@ enum Msg {
     LeaseExpired(usize),
     /// Worker `.0` is back and renews its lease.
     WorkerBack(usize),
+    /// Peer mode: a terminal record's broadcast to peer `.0`.
+    Broadcast(usize, Box<Envelope<quorate_coordinator::PeerMsg>>),
 }
 
 struct WorkerSlot {
@@ -147,6 +90,8 @@ pub struct Sim {
     queue: BTreeMap<(u64, u64), Msg>,
     run: RunId,
     plan: Plan,
+    /// The `[fallback]` plan the supervisor switches to when a store precondition fails.
+    fallback: Option<quorate_protocols::PlanSpec>,
     config: SupervisorConfig,
     me: Sender,
     senders: Vec<Sender>,
@@ -179,6 +124,8 @@ pub struct Sim {
     books: HashMap<TaskId, quorate_workers::StoredBook>,
     /// Workers whose lease expired and was not renewed.
     lost: Vec<bool>,
+    /// Peer mode: the peers (`None`: the supervisor core runs the schedule).
+    peer: Option<Box<peer::PeerSide>>,
 }
 
 impl Sim {
@@ -188,7 +135,15 @@ impl Sim {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut sc = scenario(&mut rng, opts.liveness.map(|(heal, _)| heal));
         let horizon = opts.liveness.map_or(4_000, |(heal, _)| heal);
-        sc.faults.worker_loss = crate::gen::worker_loss(seed, sc.config.workers, horizon);
+        let peer_mode = opts.topology.is_peer(seed);
+        if peer_mode {
+            // Two to four peers, each with its own worker; what the peer core cannot do yet
+            // is not drawn (see `peer.rs`).
+            sc.config.workers += 1;
+            sc.fallback = None;
+        } else {
+            sc.faults.worker_loss = crate::gen::worker_loss(seed, sc.config.workers, horizon);
+        }
         let workers_n = sc.config.workers;
         let mut ids = IdSource::seeded(seed);
         let run = ids.run_id();
@@ -213,7 +168,7 @@ impl Sim {
                 silent_until: 0,
             })
             .collect();
-        let core = SupervisorCore::new(
+        let mut core = SupervisorCore::new(
             run,
             sc.plan.clone(),
             sc.config.clone(),
@@ -221,7 +176,21 @@ impl Sim {
             senders.clone(),
             ids.fork(),
         );
+        if let Some(fallback) = &sc.fallback {
+            core.set_fallback_plan(fallback.clone());
+        }
+        let fallback_plan = sc.fallback.as_ref().map(|f| {
+            f.clone()
+                .validate()
+                .expect("generated fallback plans are valid")
+        });
+        let peer = peer_mode.then(|| {
+            Box::new(peer::PeerSide::new(
+                run, &sc.plan, &sc.config, &senders, &mut ids,
+            ))
+        });
         let mut sim = Self {
+            peer,
             seed,
             rng,
             opts,
@@ -229,8 +198,9 @@ impl Sim {
             seq: 0,
             queue: BTreeMap::new(),
             run,
-            checker: Checker::new(&sc.plan),
+            checker: Checker::new(&sc.plan, fallback_plan.as_ref()),
             plan: sc.plan,
+            fallback: sc.fallback,
             config: sc.config,
             me,
             senders,
@@ -261,10 +231,15 @@ impl Sim {
         for (at, w) in f.worker_crashes.into_iter().flatten() {
             sim.schedule(at, Msg::WorkerCrash(w));
         }
-        for at in f.coordinator_crashes.into_iter().flatten() {
+        // The peer core cannot resume or be cancelled yet: peer schedules draw neither. Hook
+        // for peer resume (branch peer-core): schedule the crashes in peer mode too, and on
+        // `Msg::CoordinatorCrash` rebuild one peer's core from its own events (each carries
+        // its `peer`) and the shared stores, as `resume` in supervisor.rs does for the star.
+        let star = sim.peer.is_none();
+        for at in f.coordinator_crashes.into_iter().flatten().filter(|_| star) {
             sim.schedule(at, Msg::CoordinatorCrash);
         }
-        if let Some(at) = f.cancel_at {
+        if let Some(at) = f.cancel_at.filter(|_| star) {
             sim.schedule(at, Msg::Cancel);
         }
         if let Some((at, node)) = f.store_change {
@@ -275,8 +250,12 @@ impl Sim {
 
     /// Runs the schedule to its end and checks the end-of-run invariants.
     pub fn run(mut self) -> Outcome {
-        self.core.start(0);
-        self.drain_supervisor();
+        if self.peer.is_some() {
+            self.start_peers();
+        } else {
+            self.core.start(0);
+            self.drain_supervisor();
+        }
         while self.checker.violation.is_none() {
             self.steps += 1;
             if self.steps > self.opts.step_bound {
@@ -287,10 +266,10 @@ impl Sim {
                 break;
             }
             let next = self.queue.keys().next().map(|&(t, _)| t);
-            let tick = if self.stopped {
-                None
-            } else {
-                self.core.poll_timeout()
+            let tick = match &self.peer {
+                _ if self.stopped => None,
+                Some(side) => side.poll_timeout(),
+                None => self.core.poll_timeout(),
             };
             match (next, tick) {
                 (None, None) => {
@@ -348,6 +327,9 @@ impl Sim {
         let f = self.faults;
         if self.rng.gen_bool(f.drop) {
             self.counts.bump(Fault::Drop);
+            if matches!(msg, Msg::Broadcast(..)) {
+                self.redeliver(msg);
+            }
             return;
         }
         let mut extra = 0;
@@ -368,6 +350,10 @@ impl Sim {
     }
 
     fn tick(&mut self, at: u64) {
+        if self.peer.is_some() {
+            self.tick_peers(at);
+            return;
+        }
         self.now = self.now.max(at);
         self.trace.note(at, format_args!("supervisor tick"));
         self.core.handle_tick(self.now);
@@ -380,6 +366,8 @@ impl Sim {
             return;
         };
         match msg {
+            Msg::Report(env) if self.peer.is_some() => self.peer_reply(env),
+            Msg::Broadcast(q, env) => self.peer_broadcast(q, env),
             Msg::Report(env) => {
                 if let Some(granted) = self.granted_of(env.task) {
                     if !env.payload.spent.fits_within(&granted) {
@@ -490,7 +478,15 @@ impl Sim {
                     self.drain_supervisor();
                 }
             }
-            Msg::Approval(node, approved) => {
+            Msg::Approval(shadow, approved) => {
+                // The approval names the node by its shadow index, which a replan keeps.
+                let name = &self.checker.node_names[shadow as usize];
+                let node = NodeId::new(name.as_str())
+                    .ok()
+                    .and_then(|id| self.core.plan().index_of(&id));
+                let Some(node) = node else {
+                    return;
+                };
                 if !self.stopped && self.core.task_state(node) == TaskState::WaitingApproval {
                     self.counts.bump(Fault::Approval);
                     let decided = self.core.handle_approval(self.now, node, approved);
@@ -502,20 +498,38 @@ impl Sim {
     }
 
     fn granted_of(&self, task: TaskId) -> Option<quorate_protocols::Budget> {
-        (0..self.plan.len() as u32)
-            .find(|&i| self.core.task_id(i) == task)
-            .map(|i| self.checker.granted[i as usize])
+        self.checker.granted_of(task)
+    }
+
+    /// The shadow index of node `i` of the supervisor's current plan.
+    fn shadow(&self, i: u32) -> usize {
+        let name = self.core.plan().node(i).id.as_str();
+        self.checker
+            .index_of(name)
+            .expect("every node of a plan has a shadow")
     }
 
     fn after_step(&mut self) {
+        if self.peer.is_some() {
+            self.peer_after_step();
+            return;
+        }
         let report = self.core.snapshot();
         self.checker.on_snapshot(self.now, &report);
     }
 
     fn finish(mut self) -> Outcome {
         if self.checker.violation.is_none() {
-            self.end_checks();
+            if self.peer.is_some() {
+                self.peer_end_checks();
+            } else {
+                self.end_checks();
+            }
         }
+        let stop = match self.peer {
+            Some(_) => self.peer_stop(),
+            None => self.checker.stops.first().map(|(_, r)| r.clone()),
+        };
         let (trace_hash, trace) = self.trace.finish();
         Outcome {
             seed: self.seed,
@@ -524,9 +538,10 @@ impl Sim {
             trace_hash,
             trace,
             steps: self.steps,
-            stop: self.checker.stops.first().map(|(_, r)| r.clone()),
+            stop,
             tasks: self.plan.len(),
             slice_reused: self.slice_reused,
+            peer: self.peer.is_some(),
         }
     }
 
@@ -538,15 +553,18 @@ impl Sim {
             return;
         }
         let (stopped_at, reason) = &stops[0];
-        let states = self.checker.state.clone();
+        // The tasks of the plan the run ended on (a replan cancels the ones it drops).
+        let states: Vec<TaskState> = (0..self.core.plan().len() as u32)
+            .map(|i| self.checker.state[self.shadow(i)])
+            .collect();
         if reason == "completed" && states.iter().any(|s| *s != TaskState::Completed) {
             self.fail(
                 Invariant::StopReason,
                 format!("stopped `completed` with tasks {states:?}"),
             );
         }
-        for i in 0..self.plan.len() as u32 {
-            if self.checker.confirmed[i as usize] {
+        for i in 0..self.core.plan().len() as u32 {
+            if self.checker.confirmed[self.shadow(i)] {
                 let key = self.core.result_key(i);
                 if self.results.get_now(&key).is_none() {
                     self.fail(Invariant::ResultLost, format!("result {key} is missing"));

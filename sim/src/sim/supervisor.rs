@@ -65,8 +65,8 @@ impl Sim {
                 let _refused = self.core.handle_result_commit(now, ticket, outcome);
                 if let Some(stored) = kept {
                     // The store keeps its result; the core must now hold that one too.
-                    let node =
-                        (0..self.plan.len() as u32).find(|&i| self.core.result_key(i) == key);
+                    let node = (0..self.core.plan().len() as u32)
+                        .find(|&i| self.core.result_key(i) == key);
                     let held = node.and_then(|i| self.core.task_result(i));
                     if held.is_some_and(|h| stored != *h) {
                         let detail = format!("result {key}: the core kept another value");
@@ -97,6 +97,9 @@ impl Sim {
                         self.schedule(at, Msg::Approval(node as u32, approved));
                     }
                 }
+                if matches!(event.kind, EventKind::Replanned { .. }) {
+                    self.counts.bump(Fault::Replan);
+                }
                 if matches!(event.kind, EventKind::RunStopped { .. }) {
                     self.stopped = true;
                 }
@@ -115,16 +118,22 @@ impl Sim {
             format_args!("coordinator crash, resume from {events} events"),
         );
         let results = &self.results;
-        let resumed = SupervisorCore::resume(
+        // A fresh core on the first plan, given the same fallback: replaying a `replanned`
+        // event switches to it, as the shell's resume does.
+        let mut core = SupervisorCore::new(
             self.run,
             self.plan.clone(),
             self.config.clone(),
             self.me,
             self.senders.clone(),
             self.ids.fork(),
-            &self.log,
-            |key| results.get_now(key).map(|v| v.value),
         );
+        if let Some(fallback) = &self.fallback {
+            core.set_fallback_plan(fallback.clone());
+        }
+        let resumed = core
+            .replay(&self.log, |key| results.get_now(key).map(|v| v.value))
+            .map(|()| core);
         match resumed {
             Ok(core) => {
                 self.core = core;

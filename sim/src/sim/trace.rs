@@ -132,6 +132,12 @@ fn hash_msg(h: &mut Sha256, msg: &Msg) {
         }
         Msg::LeaseExpired(w) => (14, *w),
         Msg::WorkerBack(w) => (15, *w),
+        Msg::Broadcast(q, e) => {
+            hash_envelope(h, e);
+            let quorate_coordinator::PeerMsg::Terminal { record, version } = &e.payload;
+            h.update(format!("{} {:?} {version}", record.node, record.state).as_bytes());
+            (16, *q)
+        }
     };
     h.update([tag]);
     h.update((worker as u64).to_le_bytes());
@@ -189,6 +195,17 @@ impl std::fmt::Display for Delivery<'_> {
             Msg::WorkerSilent(w, None) => write!(f, "worker {w} lost for good"),
             Msg::LeaseExpired(w) => write!(f, "worker {w}'s lease expires"),
             Msg::WorkerBack(w) => write!(f, "worker {w} is back and renews its lease"),
+            Msg::Broadcast(q, e) => {
+                let quorate_coordinator::PeerMsg::Terminal { record, version } = &e.payload;
+                write!(
+                    f,
+                    "broadcast -> peer {q} node={} state={} version={version} by={} {}",
+                    record.node,
+                    record.state,
+                    record.by,
+                    Ids(e)
+                )
+            }
         }
     }
 }

@@ -1,0 +1,348 @@
+//! Peer mode in a schedule: `n` [`PeerCore`]s (one per worker, each running its own worker)
+//! over the shared stores (claims, terminal records, the root budget account, results), their
+//! broadcasts on the faulty network, and the invariants checked per peer.
+//!
+//! Each peer has its own [`Checker`] fed with the events it writes (every event names its peer),
+//! so "no transition after a terminal state", "no reply accepted for a terminal task", "no
+//! stale reply accepted" and "no conclusion resting on nothing recorded" hold per peer. The
+//! worker side (tool calls, the world's effects per action, crashes, slices per attempt,
+//! guarded writes) is the star's, so those checks are the same. At the end every peer must be
+//! done with one stop reason, all peers the same; every task must have the same state in every
+//! peer's view; a completed task's result must be in the result store, and every peer must hold
+//! that stored value. After every step the shared root account keeps its invariant (reserve +
+//! outstanding slices <= limit).
+//!
+//! What the peer core does not have yet (branch peer-core adds them) is not drawn in peer
+//! schedules: a peer crash that resumes from the log (the coordinator crashes of the fault plan
+//! are not scheduled in peer mode: the hook is in `Sim::new`), a `[fallback]` replan (a failed
+//! precondition fails its task), a user's cancel, a human's approval decision, and worker
+//! loss by lease (the peer and its worker are one process).
+//!
+//! The peers' transport delivers at least once (as NATS JetStream does): a broadcast the
+//! network drops comes again 500-1 500 ms later. The peer core learns another peer's terminal
+//! record from its broadcast, or from the store only when it commits one of its own for that
+//! task, so a broadcast lost for good can leave a peer waiting.
+
+use quorate_coordinator::peer::{commit_terminal, update_root_once, PeerMsg, RootUpdate};
+use quorate_coordinator::peer::{PeerEffect, Terminal};
+use quorate_coordinator::{PeerCore, StopReason, SupervisorConfig};
+use quorate_protocols::wire::Report;
+use quorate_protocols::{AgentId, Envelope, IdSource, Plan, Role, RunId, Sender, TaskState};
+use quorate_state::{Account, AccountId, CasOutcome, MemoryStore};
+use rand::Rng;
+
+use super::{Msg, Sim};
+use crate::check::{Checker, Delivering, Invariant};
+
+/// The root budget account's key in the simulated budget store.
+const ROOT: &str = "budget/root";
+
+/// The peers of a peer-mode schedule and their shared stores.
+pub(super) struct PeerSide {
+    cores: Vec<PeerCore>,
+    claims: MemoryStore<usize>,
+    states: MemoryStore<Terminal>,
+    budget: MemoryStore<Account>,
+    /// One shadow per peer, fed with the events that peer writes.
+    checkers: Vec<Checker>,
+    done: Vec<Option<StopReason>>,
+    /// The run log's sequence, shared by every peer of the run.
+    seq: u64,
+}
+
+impl PeerSide {
+    /// `workers.len()` peers over `plan`; peer `p` runs worker `workers[p]`.
+    pub(super) fn new(
+        run: RunId,
+        plan: &Plan,
+        config: &SupervisorConfig,
+        workers: &[Sender],
+        ids: &mut IdSource,
+    ) -> Self {
+        let n = workers.len();
+        let peers: Vec<Sender> = (0..n)
+            .map(|p| Sender {
+                agent: AgentId::from_u128(10 + p as u128),
+                role: Role::Peer,
+            })
+            .collect();
+        let tasks: Vec<_> = (0..plan.len()).map(|_| ids.task_id()).collect();
+        let budget = MemoryStore::new();
+        PeerCore::open_root(plan, &budget, ROOT);
+        let cores = (0..n)
+            .map(|p| {
+                PeerCore::new(
+                    run,
+                    plan.clone(),
+                    config.clone(),
+                    p,
+                    peers.clone(),
+                    workers[p],
+                    tasks.clone(),
+                    ids.fork(),
+                )
+            })
+            .collect();
+        Self {
+            cores,
+            claims: MemoryStore::new(),
+            states: MemoryStore::new(),
+            budget,
+            checkers: (0..n).map(|_| Checker::new(plan, None)).collect(),
+            done: vec![None; n],
+            seq: 0,
+        }
+    }
+
+    /// The earliest wake-up of any peer.
+    pub(super) fn poll_timeout(&self) -> Option<u64> {
+        self.cores.iter().filter_map(PeerCore::poll_timeout).min()
+    }
+}
+
+impl Sim {
+    fn peers(&mut self) -> &mut PeerSide {
+        self.peer.as_deref_mut().expect("a peer-mode schedule")
+    }
+
+    /// Starts every peer, in index order.
+    pub(super) fn start_peers(&mut self) {
+        for p in 0..self.peers().cores.len() {
+            self.peers().cores[p].start(0);
+            self.drain_peer(p);
+        }
+    }
+
+    /// Time `at` reaches every peer that has something to do by then.
+    pub(super) fn tick_peers(&mut self, at: u64) {
+        self.now = self.now.max(at);
+        for p in 0..self.peers().cores.len() {
+            if self.peers().cores[p]
+                .poll_timeout()
+                .is_some_and(|t| t <= at)
+            {
+                self.trace.note(at, format_args!("peer {p} tick"));
+                let now = self.now;
+                self.peers().cores[p].handle_tick(now);
+                self.drain_peer(p);
+            }
+        }
+    }
+
+    /// A reply of worker `w` reaches its own peer `w`.
+    pub(super) fn peer_reply(&mut self, env: Box<Envelope<Report>>) {
+        let Some(p) = self.senders.iter().position(|s| *s == env.sender) else {
+            return;
+        };
+        let now = self.now;
+        let side = self.peers();
+        if let Some(granted) = side.checkers[p].granted_of(env.task) {
+            if !env.payload.spent.fits_within(&granted) {
+                let detail = format!(
+                    "a worker reported spending {} of a {granted} slice",
+                    env.payload.spent
+                );
+                self.fail(Invariant::Budget, detail);
+            }
+        }
+        let side = self.peers();
+        side.checkers[p].delivering = Some(Delivering {
+            task: env.task,
+            attempt: env.attempt,
+            version: env.state_version,
+        });
+        side.cores[p].handle_worker_reply(now, *env);
+        self.drain_peer(p);
+        self.peers().checkers[p].delivering = None;
+    }
+
+    /// Another peer's broadcast reaches peer `q`.
+    pub(super) fn peer_broadcast(&mut self, q: usize, env: Box<Envelope<PeerMsg>>) {
+        let now = self.now;
+        self.peers().cores[q].handle_broadcast(now, *env);
+        self.drain_peer(q);
+    }
+
+    /// Carries out peer `p`'s effects: store calls are answered at once, envelopes go to the
+    /// network.
+    fn drain_peer(&mut self, p: usize) {
+        while let Some(effect) = self.peers().cores[p].poll_effect() {
+            self.carry_out_peer(p, effect);
+        }
+    }
+
+    fn carry_out_peer(&mut self, p: usize, effect: PeerEffect) {
+        let now = self.now;
+        match effect {
+            PeerEffect::TryClaim { node } => {
+                let side = self.peers();
+                let key = format!("claim/{node}");
+                let won = side.claims.cas_now(&key, None, p).is_committed();
+                side.cores[p].handle_claim_result(now, node, won);
+            }
+            PeerEffect::Allocate { node, task, slice } => {
+                let side = self.peers();
+                let outcome = update_root_once(&side.budget, ROOT, |acc| {
+                    acc.allocate(AccountId::Root, AccountId::Task(task), slice)
+                });
+                side.cores[p].handle_allocation(now, node, outcome);
+            }
+            PeerEffect::CloseSlice { node, task, spent } => {
+                let side = self.peers();
+                let mut twice = false;
+                let outcome = update_root_once(&side.budget, ROOT, |acc| {
+                    acc.child_closed(AccountId::Task(task), spent)
+                        .map(|closed| twice = !closed)
+                });
+                side.cores[p].handle_slice_closed(now, node, outcome.clone());
+                if twice && outcome == RootUpdate::Done {
+                    let detail = format!("peer {p} returned node {node}'s slice twice");
+                    self.fail(Invariant::Budget, detail);
+                }
+            }
+            PeerEffect::CheckPreconditions { node, checks } => {
+                let outcome = quorate_state::check_preconditions(&self.results, &checks);
+                self.peers().cores[p].handle_preconditions(now, node, outcome);
+            }
+            PeerEffect::Execute(env) => self.send(Msg::Assign(p, env)),
+            PeerEffect::Control(env) => self.send(Msg::Control(p, Box::new(env))),
+            PeerEffect::CommitTerminal(record) => {
+                let side = self.peers();
+                let key = format!("state/{}", record.node);
+                let outcome = commit_terminal(&side.states, &key, record);
+                side.cores[p].handle_commit(now, outcome);
+            }
+            PeerEffect::CommitResult { node, key, value } => {
+                let stored = match self.results.create_now(key.clone(), value.into_value()) {
+                    CasOutcome::Committed(_) => None,
+                    CasOutcome::Conflict { current } => current,
+                };
+                let side = self.peers();
+                side.cores[p].handle_result_commit(now, node, stored.clone());
+                if let Some(stored) = stored {
+                    if side.cores[p].result(node) != Some(&stored.value) {
+                        let detail = format!("result {key}: peer {p} kept another value");
+                        self.fail(Invariant::ResultLost, detail);
+                    }
+                }
+            }
+            PeerEffect::Broadcast(env) => {
+                for q in (0..self.peers().cores.len()).filter(|&q| q != p) {
+                    self.send(Msg::Broadcast(q, env.clone()));
+                }
+            }
+            PeerEffect::Record(mut event) => {
+                let side = self.peers();
+                event.seq = side.seq;
+                side.seq += 1;
+                if event.peer != Some(p) {
+                    let detail = format!("peer {p} wrote an event naming {:?}", event.peer);
+                    self.fail(Invariant::StopReason, detail);
+                }
+                self.trace.event(now, &event);
+                let side = self.peer.as_deref_mut().expect("peer mode");
+                side.checkers[p].on_event(now, &event);
+                if let Some(v) = side.checkers[p].violation.take() {
+                    let detail = format!("peer {p}: {}", v.detail);
+                    self.checker.fail(v.invariant, v.at_ms, detail);
+                }
+            }
+            PeerEffect::Done(reason) => {
+                let side = self.peers();
+                if side.done[p].replace(reason).is_some() {
+                    self.fail(Invariant::StopReason, format!("peer {p} was done twice"));
+                }
+                self.stopped = self.peers().done.iter().all(Option::is_some);
+            }
+        }
+    }
+
+    /// After every step: the shared root account holds reserve + outstanding slices <= limit.
+    pub(super) fn peer_after_step(&mut self) {
+        let side = self.peers();
+        let Some(acc) = side.budget.get_now(ROOT) else {
+            self.fail(Invariant::Budget, "the root account vanished".into());
+            return;
+        };
+        if !acc.value.invariant_holds() {
+            let detail = format!("reserve + outstanding slices > limit: {:?}", acc.value);
+            self.fail(Invariant::Budget, detail);
+        }
+    }
+
+    /// At the end: every peer done with one stop reason, all the same; the same state of every
+    /// task in every peer's view; completed results stored, and held by every peer.
+    pub(super) fn peer_end_checks(&mut self) {
+        let side = self.peer.as_deref().expect("peer mode");
+        let n = side.cores.len();
+        let plan = side.cores[0].plan().clone();
+        let mut problems: Vec<(Invariant, String)> = Vec::new();
+        let reasons: Vec<Option<&str>> = side
+            .checkers
+            .iter()
+            .map(|c| match c.stops.as_slice() {
+                [(_, r)] => Some(r.as_str()),
+                _ => None,
+            })
+            .collect();
+        if reasons.iter().any(Option::is_none) || reasons.windows(2).any(|w| w[0] != w[1]) {
+            let stops: Vec<_> = side.checkers.iter().map(|c| &c.stops).collect();
+            problems.push((Invariant::StopReason, format!("per peer: {stops:?}")));
+        }
+        for i in 0..plan.len() {
+            let states: Vec<TaskState> = side.checkers.iter().map(|c| c.state[i]).collect();
+            if states.windows(2).any(|w| w[0] != w[1]) {
+                let detail = format!("task {i} ended {states:?} in the peers' views");
+                problems.push((Invariant::StopReason, detail));
+            }
+            if reasons[0] == Some("completed") && states[0] != TaskState::Completed {
+                let detail = format!("stopped `completed` with task {i} {}", states[0]);
+                problems.push((Invariant::StopReason, detail));
+            }
+            if side.checkers.iter().any(|c| c.confirmed[i]) {
+                let key =
+                    quorate_coordinator::result_key(self.run, plan.node(i as u32).id.as_str());
+                let stored = self.results.get_now(&key).map(|v| v.value);
+                let held = (0..n).find(|&p| side.cores[p].result(i as u32) != stored.as_ref());
+                if stored.is_none() || held.is_some() {
+                    let detail =
+                        format!("result {key}: stored {stored:?}, peer {held:?} holds another");
+                    problems.push((Invariant::ResultLost, detail));
+                }
+            }
+        }
+        if let Some((heal, delta)) = self.opts.liveness {
+            let last = side
+                .checkers
+                .iter()
+                .filter_map(|c| c.stops.first())
+                .map(|(t, _)| *t)
+                .max();
+            let live = side
+                .checkers
+                .iter()
+                .any(|c| c.state.iter().any(|s| !s.is_terminal()));
+            if live || last.is_none_or(|t| t > heal + delta) {
+                let states: Vec<_> = side.checkers.iter().map(|c| &c.state).collect();
+                let detail =
+                    format!("healed at {heal} ms; last stop at {last:?}; states {states:?}");
+                problems.push((Invariant::Liveness, detail));
+            }
+        }
+        for (invariant, detail) in problems {
+            self.fail(invariant, detail);
+        }
+    }
+
+    /// The stop reason every peer reached (the first peer's).
+    pub(super) fn peer_stop(&self) -> Option<String> {
+        let side = self.peer.as_deref()?;
+        side.checkers[0].stops.first().map(|(_, r)| r.clone())
+    }
+
+    /// A dropped broadcast: the transport redelivers it later (at least once).
+    pub(super) fn redeliver(&mut self, msg: Msg) {
+        let again = self.rng.gen_range(500..1_500);
+        self.schedule(self.now + again, msg);
+    }
+}
