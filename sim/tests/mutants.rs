@@ -51,7 +51,10 @@ fn every_mutant_is_caught() {
         topology: Topology::Peer,
         ..Options::default()
     };
-    let all: Vec<Mutant> = Mutant::SIMULATED.into_iter().chain(Mutant::PEER_SIMULATED).collect();
+    let all: Vec<Mutant> = Mutant::SIMULATED
+        .into_iter()
+        .chain(Mutant::PEER_SIMULATED)
+        .collect();
     for &m in &all {
         mutant::set(m);
         let opts = if Mutant::PEER_SIMULATED.contains(&m) {
