@@ -12,15 +12,21 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressDrawTarget;
 use quorate_coordinator::{run_star, ApprovalPolicy, RunOptions, SupervisorConfig};
 use quorate_protocols::{Acceptance, Budget, EvidenceRef, NodeId, NodeSpec, PlanSpec, ResultKind};
 use quorate_workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry, WorkerConfig};
 use serde::Serialize;
 
+mod distributed;
 mod durable;
-pub use durable::{check_store, DurableBench, RawCas};
+#[cfg(feature = "nats")]
+mod nats;
+mod progress;
+pub use distributed::{Carried, DistributedBench, GOAL};
+pub use durable::{check_store, DurableBench, RawCas, CONCURRENT};
 use durable::{raw_cas, run_durable};
+use progress::Progress;
 
 /// What to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +118,11 @@ pub struct DagBench {
     /// process (absent without it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub durable: Option<DurableBench>,
+    /// With `--nats URL` (and an etcd `--store`): the distributed path, supervisor and workers
+    /// exchanging every envelope over NATS JetStream, measured beside the others in the same
+    /// process (absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<DistributedBench>,
 }
 
 impl DagBench {
@@ -125,7 +136,7 @@ impl DagBench {
     ///     layers: 2, width: 3, workers: 1, threads: 0, tasks: 6, elapsed_s: 0.5,
     ///     tasks_per_s: 12.0, tasks_per_s_runs: vec![12.0], baseline_round_trips_per_s_runs: vec![48.0],
     ///     baseline_round_trips_per_s: 48.0, ratio: 0.25, warmup: true, first_run_tasks_per_s: 6.0,
-    ///     peak_rss_bytes_per_task: None, durable: None,
+    ///     peak_rss_bytes_per_task: None, durable: None, distributed: None,
     /// };
     /// let text = b.summary();
     /// assert!(text.starts_with("tasks 6  elapsed 500.000ms  tasks_per_s 12  (2 layers x 3 wide"));
@@ -151,7 +162,8 @@ impl DagBench {
     ///     durable: Some(quorate::bench_dag::DurableBench {
     ///         store: "etcd://127.0.0.1:2379/q".into(), bytes_per_task: None, file_bytes: None,
     ///         raw: Some(quorate::bench_dag::RawCas {
-    ///             sequential_cas_per_s: 400.0, batched_writes_per_s: 20000.0,
+    ///             sequential_cas_per_s: 400.0, concurrent_cas_per_s: 1600.0,
+    ///             batched_writes_per_s: 20000.0,
     ///             tasks_ratio_to_sequential: 0.0075, writes_ratio_to_batched: 0.000975,
     ///         }),
     ///         ..kept.durable.clone().unwrap()
@@ -160,7 +172,8 @@ impl DagBench {
     /// };
     /// let text = etcd.summary();
     /// assert!(text.contains("2.25 commits per task\n"), "no bytes on disk for etcd: {text}");
-    /// assert!(text.contains("raw etcd CAS in the same run: 400 sequential CAS/s, 20000 batched writes/s"));
+    /// assert!(text.contains("raw etcd CAS in the same run: 400 sequential CAS/s, 1600 concurrent CAS/s (16 tasks), 20000 batched writes/s"));
+    /// assert!(!text.contains("distributed"), "no distributed lines without --nats");
     /// ```
     #[must_use]
     pub fn summary(&self) -> String {
@@ -204,9 +217,12 @@ impl DagBench {
         }
         if let Some(r) = self.durable.as_ref().and_then(|d| d.raw.as_ref()) {
             out += &format!(
-                "raw etcd CAS in the same run: {:.0} sequential CAS/s, {:.0} batched writes/s (100 per transaction); durable tasks/s over sequential CAS/s {:.3}, durable writes/s over batched writes/s {:.3}\n",
-                r.sequential_cas_per_s, r.batched_writes_per_s, r.tasks_ratio_to_sequential, r.writes_ratio_to_batched
+                "raw etcd CAS in the same run: {:.0} sequential CAS/s, {:.0} concurrent CAS/s ({CONCURRENT} tasks), {:.0} batched writes/s (100 per transaction); durable tasks/s over sequential CAS/s {:.3}, durable writes/s over batched writes/s {:.3}\n",
+                r.sequential_cas_per_s, r.concurrent_cas_per_s, r.batched_writes_per_s, r.tasks_ratio_to_sequential, r.writes_ratio_to_batched
             );
+        }
+        if let Some(d) = &self.distributed {
+            out += &d.summary();
         }
         out
     }
@@ -331,19 +347,50 @@ pub fn run(args: DagArgs) -> Result<DagBench, String> {
     run_stored(args, None)
 }
 
-/// [`run`], and with `store`, after each measured run the same DAG kept at `store`: in a fresh
-/// redb file (removed and created again for each run; it must not exist before: the bench does
-/// not overwrite a file it did not make; the last durable run's file is left), or on an etcd
-/// cluster (each run under a run id of its own), then the cluster's raw CAS rate.
+/// [`run_distributed`] without NATS.
 pub fn run_stored(
     args: DagArgs,
     store: Option<&crate::durable::StoreAt>,
+) -> Result<DagBench, String> {
+    run_distributed(args, store, None)
+}
+
+/// Refuses `--nats` without an etcd `--store` (the distributed runs are kept on etcd, and
+/// measured against its raw CAS rate), and in a build without the cargo feature `nats`.
+pub fn check_nats(
+    store: Option<&crate::durable::StoreAt>,
+    nats: Option<&str>,
+) -> Result<(), String> {
+    if nats.is_none() {
+        return Ok(());
+    }
+    if !matches!(store, Some(crate::durable::StoreAt::Etcd(_))) {
+        return Err("--nats needs --store etcd://HOST:PORT/PREFIX: the distributed runs are kept on etcd and measured against its raw CAS rate".into());
+    }
+    if cfg!(feature = "nats") {
+        Ok(())
+    } else {
+        Err("--nats needs a quorate built with the cargo feature `nats` (cargo build --features etcd,nats)".into())
+    }
+}
+
+/// [`run`], and with `store`, after each measured run the same DAG kept at `store`: in a fresh
+/// redb file (removed and created again for each run; it must not exist before: the bench does
+/// not overwrite a file it did not make; the last durable run's file is left), or on an etcd
+/// cluster (each run under a run id of its own); with `nats` (an etcd store only, see
+/// [`check_nats`]) then a distributed run, its envelopes over the NATS server at `nats`
+/// ([`DistributedBench`]); on etcd, last, the cluster's raw CAS rate.
+pub fn run_distributed(
+    args: DagArgs,
+    store: Option<&crate::durable::StoreAt>,
+    nats: Option<&str>,
 ) -> Result<DagBench, String> {
     use crate::durable::{RunStore, StoreAt};
     args.check()?;
     if let Some(at) = store {
         check_store(at)?;
     }
+    check_nats(store, nats)?;
     let spec = layered_plan(args.layers, args.width);
     let tasks = spec.nodes.len();
     let plan = spec.validate().map_err(|e| e.to_string())?;
@@ -365,10 +412,15 @@ pub fn run_stored(
     };
     let etcd = matches!(store, Some(StoreAt::Etcd(_)));
     let phases = args.runs
-        * (if args.warmup { 3 } else { 2 } + usize::from(store.is_some()) + usize::from(etcd));
-    // (run, file bytes) of each durable run; the raw CAS rates of each run (etcd).
+        * (if args.warmup { 3 } else { 2 }
+            + usize::from(store.is_some())
+            + usize::from(nats.is_some())
+            + usize::from(etcd));
+    // (run, file bytes) of each durable run; the raw CAS rates of each run (etcd); each
+    // distributed run (NATS).
     let mut durable = Vec::new();
     let mut raw = Vec::new();
+    let mut nats_runs = Vec::new();
     let terminal = std::io::stderr().is_terminal();
     let mut progress = Progress::new(phases as u64, terminal.then(ProgressDrawTarget::stderr));
     for run in 1..=args.runs {
@@ -399,6 +451,11 @@ pub fn run_stored(
             StoreAt::Etcd(_) => None,
         };
         durable.push((done, bytes));
+        if let Some(url) = nats {
+            progress.phase(Instant::now(), format!("run {run}/{of}: distributed"));
+            let kept = RunStore::open_at(at).map_err(|e| format!("{at}: {e}"))?;
+            nats_runs.push(run_nats(plan.clone(), args, &kept, url)?);
+        }
         if etcd {
             progress.phase(Instant::now(), format!("run {run}/{of}: raw etcd CAS"));
             raw.push(raw_cas(at)?);
@@ -418,13 +475,14 @@ pub fn run_stored(
         let m = median_index(&rates).expect("a durable run per run");
         let (run, file_bytes) = &durable[m];
         let writes_per_task = run.writes as f64 / tasks as f64;
-        let raw = median_index(&raw.iter().map(|r| r.0).collect::<Vec<_>>()).map(|r| {
-            let (sequential, batched) = raw[r];
+        let raw = median_index(&raw.iter().map(|r| r.sequential).collect::<Vec<_>>()).map(|r| {
+            let r: durable::RawRates = raw[r];
             RawCas {
-                sequential_cas_per_s: sequential,
-                batched_writes_per_s: batched,
-                tasks_ratio_to_sequential: rates[m] / sequential,
-                writes_ratio_to_batched: rates[m] * writes_per_task / batched,
+                sequential_cas_per_s: r.sequential,
+                concurrent_cas_per_s: r.concurrent,
+                batched_writes_per_s: r.batched,
+                tasks_ratio_to_sequential: rates[m] / r.sequential,
+                writes_ratio_to_batched: rates[m] * writes_per_task / r.batched,
             }
         });
         DurableBench {
@@ -438,6 +496,17 @@ pub fn run_stored(
             tasks_per_s_runs: rates,
             raw,
         }
+    });
+    let distributed = durable.as_ref().and_then(|d| {
+        let raw = d.raw.as_ref()?;
+        distributed::summarize(
+            d.store.clone(),
+            args.workers,
+            tasks,
+            &nats_runs,
+            raw,
+            tasks_per_s,
+        )
     });
     Ok(DagBench {
         layers: args.layers,
@@ -455,61 +524,29 @@ pub fn run_stored(
         first_run_tasks_per_s,
         peak_rss_bytes_per_task,
         durable,
+        distributed,
     })
 }
 
-/// The bench's progress bar: one position per phase (baseline, warm-up, measured run of each
-/// run). It is drawn only once the bench has lasted [`Progress::SHOW_AFTER`] and only on the
-/// target given (`quorate bench dag` gives stderr when it is a terminal, else none: a redirected
-/// stderr gets no bar); from then on it ticks on its own, so a long phase shows its elapsed time.
-struct Progress {
-    bar: ProgressBar,
-    start: Instant,
-    /// Where to draw once shown; `None` once shown, or if never.
-    target: Option<ProgressDrawTarget>,
-    /// A phase has begun (the next phase ends it).
-    begun: bool,
+#[cfg(feature = "nats")]
+fn run_nats(
+    plan: quorate_protocols::Plan,
+    args: DagArgs,
+    kept: &crate::durable::RunStore,
+    url: &str,
+) -> Result<distributed::DistributedRun, String> {
+    nats::run_distributed(plan, args, kept, url)
 }
 
-impl Progress {
-    /// A bench shorter than this shows no bar.
-    const SHOW_AFTER: Duration = Duration::from_secs(1);
-
-    fn new(phases: u64, target: Option<ProgressDrawTarget>) -> Self {
-        let bar = ProgressBar::with_draw_target(Some(phases), ProgressDrawTarget::hidden());
-        if let Ok(style) =
-            ProgressStyle::with_template("bench dag [{bar:30}] {pos}/{len} {msg} {elapsed}")
-        {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        Self {
-            bar,
-            start: Instant::now(),
-            target,
-            begun: false,
-        }
-    }
-
-    /// The previous phase ended and `message` begins, at `now`.
-    fn phase(&mut self, now: Instant, message: String) {
-        if std::mem::replace(&mut self.begun, true) {
-            self.bar.inc(1);
-        }
-        self.bar.set_message(message);
-        if now.saturating_duration_since(self.start) >= Self::SHOW_AFTER {
-            if let Some(target) = self.target.take() {
-                self.bar.set_draw_target(target);
-                // Drawn now (a tick is a no-op once the bar ticks on its own).
-                self.bar.tick();
-                self.bar.enable_steady_tick(Duration::from_millis(200));
-            }
-        }
-    }
-
-    /// The last phase ended: the bar is cleared (the report follows on stdout).
-    fn finish(self) {
-        self.bar.finish_and_clear();
-    }
+/// Refused before: [`check_nats`].
+#[cfg(not(feature = "nats"))]
+fn run_nats(
+    _: quorate_protocols::Plan,
+    _: DagArgs,
+    _: &crate::durable::RunStore,
+    _: &str,
+) -> Result<distributed::DistributedRun, String> {
+    Err("--nats needs a quorate built with the cargo feature `nats`".into())
 }
 
 /// One run of the DAG; its wall time in seconds. A run that does not complete is an error.
@@ -552,84 +589,4 @@ fn run_with(
         ));
     }
     Ok(elapsed)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use indicatif::TermLike;
-
-    use super::*;
-
-    /// A terminal that keeps what is written to it.
-    #[derive(Debug, Default, Clone)]
-    struct Captured(Arc<Mutex<String>>);
-
-    impl Captured {
-        fn text(&self) -> String {
-            self.0.lock().unwrap().clone()
-        }
-    }
-
-    impl TermLike for Captured {
-        fn width(&self) -> u16 {
-            100
-        }
-        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn write_line(&self, s: &str) -> std::io::Result<()> {
-            self.write_str(&format!("{s}\n"))
-        }
-        fn write_str(&self, s: &str) -> std::io::Result<()> {
-            self.0.lock().unwrap().push_str(s);
-            Ok(())
-        }
-        fn clear_line(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn flush(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn the_bar_shows_after_a_second_and_never_without_a_terminal() {
-        let term = Captured::default();
-        let mut p = Progress::new(
-            3,
-            Some(ProgressDrawTarget::term_like(Box::new(term.clone()))),
-        );
-        let start = p.start;
-        p.phase(start, "run 1/1: baseline".into());
-        p.phase(
-            start + Duration::from_millis(900),
-            "run 1/1: warm-up".into(),
-        );
-        assert_eq!(term.text(), "", "nothing drawn within the first second");
-        p.phase(
-            start + Duration::from_millis(1100),
-            "run 1/1: measured".into(),
-        );
-        let shown = term.text();
-        assert!(shown.contains("2/3 run 1/1: measured"), "{shown:?}");
-        p.finish();
-
-        // No target (stderr is not a terminal): nothing is ever drawn.
-        let mut hidden = Progress::new(2, None);
-        let start = hidden.start;
-        hidden.phase(start + Duration::from_secs(5), "run 1/1: baseline".into());
-        assert!(hidden.bar.is_hidden());
-        hidden.finish();
-    }
 }

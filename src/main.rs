@@ -227,6 +227,13 @@ enum BenchCommand {
         /// CAS rate measured in the same run).
         #[arg(long, value_name = "STORE")]
         store: Option<quorate::durable::StoreAt>,
+        /// With --store etcd://...: after each durable run, a distributed run of the same DAG
+        /// kept on that cluster, its supervisor and --workers workers (in this process, each
+        /// with its own connection and consumer) exchanging every envelope over the NATS
+        /// JetStream server at URL (nats://HOST:PORT); its tasks/s beside the cluster's raw
+        /// CAS rate. Built with the features `etcd` and `nats`.
+        #[arg(long, value_name = "URL", requires = "store")]
+        nats: Option<String>,
     },
 }
 
@@ -310,6 +317,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             no_warmup,
             json,
             store,
+            nats,
         }) => {
             let args = quorate::bench_dag::DagArgs {
                 layers,
@@ -319,15 +327,18 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 runs,
                 warmup: !no_warmup,
             };
-            let checked = args.check().and_then(|()| match &store {
-                Some(at) => quorate::bench_dag::check_store(at),
-                None => Ok(()),
-            });
+            let checked = args
+                .check()
+                .and_then(|()| match &store {
+                    Some(at) => quorate::bench_dag::check_store(at),
+                    None => Ok(()),
+                })
+                .and_then(|()| quorate::bench_dag::check_nats(store.as_ref(), nats.as_deref()));
             if let Err(e) = checked {
                 eprintln!("quorate: {e}");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
-            match quorate::bench_dag::run_stored(args, store.as_ref()) {
+            match quorate::bench_dag::run_distributed(args, store.as_ref(), nats.as_deref()) {
                 Ok(b) if json => {
                     quorate::outln!("{}", serde_json::to_string(&b).expect("serializes"));
                     ExitCode::SUCCESS

@@ -30,8 +30,10 @@ pub struct Participants {
 /// Runs `plan`'s supervisor on a fresh actix system, its workers reached through the links
 /// `link` makes (called once, inside the system, with the recipient the workers' replies must
 /// be delivered to). Blocks until the run stops. `options.supervisor.workers` is set to the
-/// number of workers given; `options.worker`, `chaos`, `worker_threads` and `durable` are not
-/// used (the workers run elsewhere, with their own settings).
+/// number of workers given; `options.worker`, `chaos` and `worker_threads` are not used (the
+/// workers run elsewhere, with their own settings). With `options.durable`, the supervisor
+/// writes its events and accepted results through its `journal` before it acts on them, as in
+/// [`run_star`](crate::run_star) (the run's id is `who.run`; `resume` is not used here).
 pub fn run_star_linked(
     plan: Plan,
     options: RunOptions,
@@ -64,7 +66,9 @@ pub fn run_star_linked_to(
     let log = Arc::new(PackedLog::new());
     let results = Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len()));
     write_data(&results, &options.data);
-    let traced = options.trace.is_some();
+    let journal = options.durable.as_ref().map(|d| d.journal.clone());
+    // A traced or kept run lists its plan's nodes in run-started, as in `run_star`.
+    let traced = options.trace.is_some() || journal.is_some();
     let system = System::new();
     let (log2, results2) = (log.clone(), results.clone());
     let tasks = plan.len();
@@ -92,9 +96,11 @@ pub fn run_star_linked_to(
             core.set_fallback_plan(fallback);
         }
         let (done, wait) = oneshot::channel();
-        ctx.run(SupervisorActor::new(
-            core, links, results2, log2, sink, done,
-        ));
+        let actor = SupervisorActor::new(core, links, results2, log2, sink, done);
+        ctx.run(match journal {
+            Some(journal) => actor.with_journal(journal),
+            None => actor,
+        });
         (wait.await.ok(), span)
     });
     drop(system);

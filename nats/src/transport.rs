@@ -23,7 +23,7 @@ use async_nats::jetstream::stream::{self, RetentionPolicy};
 pub use async_nats::jetstream::Context;
 use async_nats::jetstream::{AckKind, Message};
 use async_nats::HeaderMap;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use quorate_protocols::{AgentId, Envelope, Limits, RunId};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
@@ -470,10 +470,17 @@ impl<P: DeserializeOwned> Inbox<P> {
 
     /// The next message, or `None` if none arrives within `wait`.
     pub async fn next(&mut self, wait: Duration) -> Result<Option<Delivery<P>>, TransportError> {
-        let next = match tokio::time::timeout(wait, self.messages.next()).await {
-            Err(_) | Ok(None) => return Ok(None),
-            Ok(Some(next)) => next,
-        };
+        match tokio::time::timeout(wait, self.messages.next()).await {
+            Err(_) | Ok(None) => Ok(None),
+            Ok(Some(next)) => self.delivery(next).map(Some),
+        }
+    }
+
+    /// The message the consumer handed out, decoded and checked.
+    fn delivery(
+        &self,
+        next: Result<Message, impl std::fmt::Display>,
+    ) -> Result<Delivery<P>, TransportError> {
         let message = next.map_err(|e| TransportError::Consumer {
             consumer: self.consumer.clone(),
             message: e.to_string(),
@@ -490,12 +497,44 @@ impl<P: DeserializeOwned> Inbox<P> {
             &message.payload,
             &self.limits,
         );
-        Ok(Some(Delivery {
+        Ok(Delivery {
             envelope,
             delivered,
             stream_sequence,
             consumer: self.consumer.clone(),
             message,
-        }))
+        })
     }
+
+    /// The next message (waiting up to `wait` for it) and, behind it, those that have already
+    /// arrived, at most `max` in all (at least one); empty if none arrives within `wait`. A
+    /// caller that hands them to its core as one input and [acks them together](ack_all) makes
+    /// one durable write and one round of acks for many envelopes where one each would queue.
+    pub async fn next_batch(
+        &mut self,
+        wait: Duration,
+        max: usize,
+    ) -> Result<Vec<Delivery<P>>, TransportError> {
+        let mut batch = Vec::new();
+        let Some(first) = self.next(wait).await? else {
+            return Ok(batch);
+        };
+        batch.push(first);
+        while batch.len() < max.max(1) {
+            // Only what is here already: the stream is polled once, never waited for.
+            match self.messages.next().now_or_never() {
+                Some(Some(next)) => batch.push(self.delivery(next)?),
+                _ => break,
+            }
+        }
+        Ok(batch)
+    }
+}
+
+/// Acks every message of `ackers` (see [`Acker::ack`]) with their round trips to the server
+/// overlapping, and waits until it confirmed all of them; the first error.
+pub async fn ack_all(ackers: Vec<Acker>) -> Result<(), TransportError> {
+    futures_util::future::try_join_all(ackers.into_iter().map(Acker::ack))
+        .await
+        .map(|_| ())
 }

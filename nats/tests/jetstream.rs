@@ -10,7 +10,7 @@ use quorate_coordinator::{
 };
 use quorate_nats::codec::{outgoing, Directory, Refused};
 use quorate_nats::server::NatsServer;
-use quorate_nats::transport::{connect, publish_all, Inbox, RunStream, Settings};
+use quorate_nats::transport::{ack_all, connect, publish_all, Inbox, RunStream, Settings};
 use quorate_protocols::wire::{ActionCounts, Assignment, Outcome, Report};
 use quorate_protocols::{
     AgentId, Budget, DecodeError, Envelope, IdSource, Limits, NodeSpec, PlanSpec, ResultKind, Role,
@@ -276,4 +276,53 @@ async fn an_unacked_message_stops_coming_after_max_deliver() {
     }
     assert_eq!(deliveries, [1, 2]);
     assert_eq!(stream.counts().await.expect("counts").delivered, 2);
+}
+
+/// `next_batch` waits for the first message only, then takes what has already arrived, up to
+/// its maximum; `ack_all` acks a batch together, after which the stream holds nothing.
+#[tokio::test]
+async fn a_batch_takes_what_arrived_up_to_its_maximum_and_is_acked_together() {
+    let Some(server) = NatsServer::start_or_skip() else {
+        return;
+    };
+    let js = connect(&server.url()).await.expect("connect");
+    let run = RunId::from_u128(8);
+    let stream = RunStream::create(&js, run, &[supervisor().agent], Settings::default())
+        .await
+        .expect("stream");
+    let mut inbox: Inbox<String> =
+        Inbox::bind(&js, run, supervisor().agent, directory(), Limits::default())
+            .await
+            .expect("bind");
+    let empty = inbox
+        .next_batch(Duration::from_millis(200), 8)
+        .await
+        .expect("reads");
+    assert!(empty.is_empty(), "nothing published yet");
+    let notes: Vec<_> = (10..15)
+        .map(|i| outgoing(&note(i), supervisor().agent))
+        .collect();
+    publish_all(&js, notes).await.expect("published");
+    // All five have reached the client once the first has and a moment has passed.
+    let mut first = inbox.next_batch(WAIT, 3).await.expect("reads");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut batches = vec![first.len()];
+    let mut rest = inbox.next_batch(WAIT, 8).await.expect("reads");
+    batches.push(rest.len());
+    assert_eq!(batches, [3, 2], "at most 3, then the 2 already there");
+    first.append(&mut rest);
+    let payloads: Vec<String> = first
+        .iter()
+        .map(|d| d.envelope.as_ref().expect("accepted").payload.clone())
+        .collect();
+    assert_eq!(
+        payloads,
+        ["note 10", "note 11", "note 12", "note 13", "note 14"]
+    );
+    let counts = stream.counts().await.expect("counts");
+    assert_eq!((counts.held, counts.ack_pending), (5, 5), "{counts:?}");
+    let ackers = first.into_iter().map(|d| d.split().1).collect();
+    ack_all(ackers).await.expect("acked");
+    let counts = stream.counts().await.expect("counts");
+    assert_eq!(counts.ack_pending, 0, "{counts:?}");
 }

@@ -42,6 +42,8 @@ pub struct DurableBench {
 pub struct RawCas {
     /// Sequential creates, each awaited before the next: CAS per second.
     pub sequential_cas_per_s: f64,
+    /// Creates from [`CONCURRENT`] tasks at once, each awaiting its own in turn: CAS per second.
+    pub concurrent_cas_per_s: f64,
     /// Creates in batches of 100 per transaction (`EtcdStore::cas_all`): writes per second.
     pub batched_writes_per_s: f64,
     /// Durable tasks/s over sequential CAS/s (the goal: at least 0.5).
@@ -98,10 +100,23 @@ pub(super) fn run_durable(
     })
 }
 
-/// The raw CAS rate of the cluster `kept` is on: `(sequential CAS/s, batched writes/s)`.
+/// Tasks that make creates at once in the concurrent raw measure ([`RawCas::concurrent_cas_per_s`]).
+pub const CONCURRENT: usize = 16;
+
+/// One measure of a cluster's raw CAS rate.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RawRates {
+    pub(super) sequential: f64,
+    pub(super) concurrent: f64,
+    pub(super) batched: f64,
+}
+
+/// The raw CAS rate of the cluster at `store`: 300 sequential creates, [`CONCURRENT`] tasks of
+/// 50 creates each, and 20 batches of 100 creates (one transaction each).
 #[cfg(feature = "etcd")]
-pub(super) fn raw_cas(store: &StoreAt) -> Result<(f64, f64), String> {
+pub(super) fn raw_cas(store: &StoreAt) -> Result<RawRates, String> {
     const SEQUENTIAL: usize = 300;
+    const EACH: usize = 50;
     const BATCHES: usize = 20;
     let StoreAt::Etcd(url) = store else {
         return Err("the raw CAS rate is measured on etcd only".into());
@@ -123,6 +138,24 @@ pub(super) fn raw_cas(store: &StoreAt) -> Result<(f64, f64), String> {
         }
         let sequential = SEQUENTIAL as f64 / start.elapsed().as_secs_f64();
         let start = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..CONCURRENT {
+            let raw = raw.clone();
+            tasks.spawn(async move {
+                for i in 0..EACH {
+                    let done = raw.cas(&format!("{id}/c{t}/{i}"), None, i as u64).await;
+                    if !done.map_err(|e| e.to_string())?.is_committed() {
+                        return Err(format!("raw CAS {t}/{i} found its fresh key taken"));
+                    }
+                }
+                Ok::<_, String>(())
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.map_err(|e| e.to_string())??;
+        }
+        let concurrent = (CONCURRENT * EACH) as f64 / start.elapsed().as_secs_f64();
+        let start = Instant::now();
         for b in 0..BATCHES {
             let writes = (0..100).map(|i| (format!("{id}/b{b}/{i}"), None, i));
             let done = raw.cas_all(writes).await.map_err(|e| e.to_string())?;
@@ -131,12 +164,16 @@ pub(super) fn raw_cas(store: &StoreAt) -> Result<(f64, f64), String> {
             }
         }
         let batched = (BATCHES * 100) as f64 / start.elapsed().as_secs_f64();
-        Ok((sequential, batched))
+        Ok(RawRates {
+            sequential,
+            concurrent,
+            batched,
+        })
     })
 }
 
 /// Without the feature there is no etcd store to measure (`StoreAt` refuses etcd URLs).
 #[cfg(not(feature = "etcd"))]
-pub(super) fn raw_cas(_store: &StoreAt) -> Result<(f64, f64), String> {
+pub(super) fn raw_cas(_store: &StoreAt) -> Result<RawRates, String> {
     Err("this quorate was built without the cargo feature `etcd`".into())
 }

@@ -162,7 +162,7 @@ fn subject_err(subject: &str) -> impl Fn(String) -> ProcessError + '_ {
 }
 
 /// The runtime the NATS client lives on (2 threads, apart from the actix system's).
-fn nats_runtime() -> Result<tokio::runtime::Runtime, ProcessError> {
+pub(crate) fn nats_runtime() -> Result<tokio::runtime::Runtime, ProcessError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("quorate-nats")
@@ -172,7 +172,7 @@ fn nats_runtime() -> Result<tokio::runtime::Runtime, ProcessError> {
 }
 
 /// Connects to `url`.
-async fn connect(url: &str) -> Result<quorate_nats::async_nats::Client, ProcessError> {
+pub(crate) async fn connect(url: &str) -> Result<quorate_nats::async_nats::Client, ProcessError> {
     quorate_nats::async_nats::connect(url)
         .await
         .map_err(|e| ProcessError::Connect {
