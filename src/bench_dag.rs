@@ -328,16 +328,18 @@ pub fn median_index(values: &[f64]) -> Option<usize> {
 /// Runs the benchmark: per run, the baseline and then the DAG. Arguments that fail
 /// [`DagArgs::check`] are an error.
 pub fn run(args: DagArgs) -> Result<DagBench, String> {
-    run_stored(args, None)
+    run_stored(args, None, &crate::security::Security::default())
 }
 
 /// [`run`], and with `store`, after each measured run the same DAG kept at `store`: in a fresh
 /// redb file (removed and created again for each run; it must not exist before: the bench does
 /// not overwrite a file it did not make; the last durable run's file is left), or on an etcd
-/// cluster (each run under a run id of its own), then the cluster's raw CAS rate.
+/// cluster (each run under a run id of its own), then the cluster's raw CAS rate; `security` is
+/// how the etcd connections are made.
 pub fn run_stored(
     args: DagArgs,
     store: Option<&crate::durable::StoreAt>,
+    security: &crate::security::Security,
 ) -> Result<DagBench, String> {
     use crate::durable::{RunStore, StoreAt};
     args.check()?;
@@ -388,7 +390,7 @@ pub fn run_stored(
         if let StoreAt::File(path) = at {
             let _ = std::fs::remove_file(path);
         }
-        let kept = RunStore::open_at(at).map_err(|e| format!("{at}: {e}"))?;
+        let kept = RunStore::open_at(at, security).map_err(|e| format!("{at}: {e}"))?;
         let done = run_durable(plan.clone(), args, kept, start)?;
         let bytes = match at {
             StoreAt::File(path) => Some(
@@ -401,7 +403,7 @@ pub fn run_stored(
         durable.push((done, bytes));
         if etcd {
             progress.phase(Instant::now(), format!("run {run}/{of}: raw etcd CAS"));
-            raw.push(raw_cas(at)?);
+            raw.push(raw_cas(at, security)?);
         }
     }
     progress.finish();

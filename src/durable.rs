@@ -18,6 +18,8 @@ use quorate_protocols::RunId;
 use quorate_state::StoreError;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "etcd")]
+pub use backend::connect_etcd;
 pub use backend::{Journal, RunStore, StoreAt, StoreAtError};
 
 /// Test-only: after this many durable journal writes (events, results, intents, effects) the
@@ -116,6 +118,11 @@ pub enum DurableError {
         /// The store (its file, or its etcd URL).
         store: String,
     },
+    /// The etcd connection was refused before a request: plaintext without
+    /// `--allow-plaintext`, an unreadable certificate or key.
+    #[cfg(feature = "etcd")]
+    #[error(transparent)]
+    Connect(quorate_state::EtcdConnectError),
     /// `--store` was given with a peer plan.
     #[error(
         "{path}: durable runs (--store) are star-only for now; this plan has topology = \"peer\""

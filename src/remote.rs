@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use quorate::runner::{FileRun, RunArgs};
+use quorate::security::{Security, SecurityArgs};
 
 /// `quorate worker`'s flags.
 #[derive(clap::Args, Debug)]
@@ -26,6 +27,9 @@ pub(crate) struct WorkerCli {
     /// How long to wait for the supervisor's welcome (exit 9 after).
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
     wait_ms: u64,
+    /// TLS and credentials for NATS.
+    #[command(flatten)]
+    security: SecurityArgs,
 }
 
 /// `quorate run`'s flags for a supervisor process.
@@ -35,6 +39,7 @@ pub(crate) struct Remote {
     pub(crate) workers: usize,
     pub(crate) run: Option<String>,
     pub(crate) wait_ms: u64,
+    pub(crate) security: Security,
 }
 
 const EXIT_BAD_INPUT: u8 = 2;
@@ -85,6 +90,7 @@ pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<F
         workers: remote.workers,
         run,
         wait: std::time::Duration::from_millis(remote.wait_ms),
+        security: remote.security,
     };
     match run_remote(plan, &file, args, &remote) {
         Ok(done) => {
@@ -115,7 +121,12 @@ pub(crate) fn worker(cli: &WorkerCli) -> ExitCode {
         Ok(id) => id,
         Err(e) => return fail(format!("--id: {e}"), EXIT_BAD_INPUT),
     };
+    let security = match cli.security.resolve() {
+        Ok(security) => security,
+        Err(e) => return fail(e.to_string(), EXIT_BAD_INPUT),
+    };
     let args = WorkerArgs {
+        security,
         nats: cli.nats.clone(),
         run,
         id,

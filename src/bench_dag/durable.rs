@@ -100,13 +100,16 @@ pub(super) fn run_durable(
 
 /// The raw CAS rate of the cluster `kept` is on: `(sequential CAS/s, batched writes/s)`.
 #[cfg(feature = "etcd")]
-pub(super) fn raw_cas(store: &StoreAt) -> Result<(f64, f64), String> {
+pub(super) fn raw_cas(
+    store: &StoreAt,
+    security: &crate::security::Security,
+) -> Result<(f64, f64), String> {
     const SEQUENTIAL: usize = 300;
     const BATCHES: usize = 20;
     let StoreAt::Etcd(url) = store else {
         return Err("the raw CAS rate is measured on etcd only".into());
     };
-    let etcd = quorate_state::Etcd::connect_blocking(url).map_err(|e| e.to_string())?;
+    let etcd = crate::durable::connect_etcd(url, security).map_err(|e| e.to_string())?;
     let raw: quorate_state::EtcdStore<u64> = etcd.store("bench-raw");
     let id = quorate_workers::edge::random_ids().run_id();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -137,6 +140,9 @@ pub(super) fn raw_cas(store: &StoreAt) -> Result<(f64, f64), String> {
 
 /// Without the feature there is no etcd store to measure (`StoreAt` refuses etcd URLs).
 #[cfg(not(feature = "etcd"))]
-pub(super) fn raw_cas(_store: &StoreAt) -> Result<(f64, f64), String> {
+pub(super) fn raw_cas(
+    _store: &StoreAt,
+    _security: &crate::security::Security,
+) -> Result<(f64, f64), String> {
     Err("this quorate was built without the cargo feature `etcd`".into())
 }
