@@ -487,3 +487,43 @@ fn with_a_workers_etcd_credentials_results_and_other_books_are_denied() {
         "{stderr}"
     );
 }
+
+/// `scripts/credentials.sh nats-users` writes exactly the `authorization` block of
+/// `quorate_nats::access` (the permissions the processes need, and no more).
+#[test]
+fn the_scripts_nats_users_have_the_librarys_permissions() {
+    use quorate_nats::access::{authorization, AccessRole, NatsUser, Secret};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ids: Vec<String> = AGENTS.iter().map(ToString::to_string).collect();
+    let out = Command::new("bash")
+        .arg("scripts/credentials.sh")
+        .arg("nats-users")
+        .arg(dir.path())
+        .args(&ids)
+        .env("QUORATE_CREDENTIALS_PASSWORD", "same-for-all")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = std::fs::read_to_string(dir.path().join("nats-users.conf")).expect("written");
+    let worker = AccessRole::Worker {
+        supervisor: AGENTS[SUP],
+    };
+    let users: Vec<NatsUser> = AGENTS
+        .iter()
+        .zip([AccessRole::Supervisor, worker, worker])
+        .map(|(&agent, role)| NatsUser {
+            user: agent.to_string(),
+            password: Secret::new("same-for-all"),
+            agent,
+            role,
+        })
+        .collect();
+    assert_eq!(written, authorization(&users));
+    let passwords = std::fs::read_to_string(dir.path().join("nats-passwords")).expect("written");
+    assert_eq!(passwords.lines().count(), 3);
+}
