@@ -204,13 +204,11 @@ impl RunStore {
     }
 
     /// Opens the store `at`: [`RunStore::open`] for a file; for an etcd cluster, connects and
-    /// reads once, so that a cluster that does not answer fails here.
-    ///
     /// reads once, so that a cluster that does not answer fails here. `security` is how the
-    /// etcd connection is made ([`connect_etcd`]); a file ignores it.
+    /// etcd connection is made (`connect_etcd`, feature `etcd`); a file ignores it.
     ///
     /// # Errors
-    /// As [`RunStore::open`]; for etcd, as [`connect_etcd`], and [`StoreError::Unavailable`]:
+    /// As [`RunStore::open`]; for etcd, as `connect_etcd`, and [`StoreError::Unavailable`]:
     /// the cluster did not answer within the request timeout.
     pub fn open_at(at: &StoreAt, security: &Security) -> Result<Self, DurableError> {
         match at {
