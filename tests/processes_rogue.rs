@@ -381,6 +381,20 @@ fn without_credentials_tls_or_its_own_user_a_process_is_refused() {
         "{stderr}"
     );
 
+    // Allowed by the development variable: the client tries, the TLS-only server refuses.
+    let mut allowed = quorate();
+    worker(&mut allowed);
+    let out = allowed
+        .env("QUORATE_ALLOW_PLAINTEXT", "1")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        !stderr.contains("refusing") && stderr.contains("connecting to NATS at"),
+        "{stderr}"
+    );
+
     let mut anonymous = quorate();
     worker(&mut anonymous);
     anonymous.arg("--tls-ca").arg(nats.certs.ca());
