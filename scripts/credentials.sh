@@ -11,11 +11,17 @@
 #                                                   # each worker's role and user (grants as in
 #                                                   # the docs' table), then auth enable. Passwords
 #                                                   # are generated into DIR/passwords (mode 600).
+#   scripts/credentials.sh nats-users DIR SUPERVISOR_ID [WORKER_ID...]
+#                                                   # DIR/nats-users.conf: a nats-server
+#                                                   # authorization block, one user per agent id
+#                                                   # (the user name is the id) with the
+#                                                   # permissions of the docs' table; passwords
+#                                                   # into DIR/nats-passwords (mode 600).
 set -euo pipefail
 
 say() { echo "credentials.sh: $*" >&2; }
 usage() {
-    sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,19p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -91,11 +97,57 @@ etcd_users() {
     say "auth enabled on $endpoint; passwords (root, $sup, $*) in $pw"
 }
 
+# The subject permissions of quorate_nats::access::permissions (tests/processes_rogue.rs checks
+# that this renders the same lists).
+nats_user() { # KIND AGENT SUPERVISOR PASSWORD
+    local kind="$1" a="$2" p="$3" pw="$4" pub sub
+    local own="\"\$JS.API.CONSUMER.INFO.*.to-$a\", \"\$JS.API.CONSUMER.MSG.NEXT.*.to-$a\", \"\$JS.ACK.*.to-$a.>\""
+    if [ "$kind" = supervisor ]; then
+        pub="\"quorate.*.*.$a\", \"\$JS.API.>\", \"quorate.welcome.>\", \"quorate.end.>\", $own"
+        sub="\"_INBOX_$a.>\", \"quorate.register.>\""
+    else
+        pub="\"quorate.*.$p.$a\", \"quorate.register.*.$a\", $own"
+        sub="\"_INBOX_$a.>\", \"quorate.welcome.*.$a\", \"quorate.end.*\""
+    fi
+    echo "    { user: \"$a\", password: \"$pw\", permissions: { publish: { allow: [$pub] }, subscribe: { allow: [$sub] } } }"
+}
+
+nats_users() {
+    [ $# -ge 2 ] || usage
+    local dir="$1" sup="$2"
+    shift 2
+    local uuid='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+    for id in "$sup" "$@"; do
+        [[ "$id" =~ $uuid ]] || { say "$id is not a lowercase uuid (an agent id)"; exit 2; }
+    done
+    mkdir -p "$dir"
+    local pw="$dir/nats-passwords" conf="$dir/nats-users.conf"
+    (umask 077 && : >"$pw" && : >"$conf")
+    password() { if [ -n "${QUORATE_CREDENTIALS_PASSWORD:-}" ]; then echo "$QUORATE_CREDENTIALS_PASSWORD"; else openssl rand -hex 16; fi; }
+    {
+        echo "authorization {"
+        echo "  users = ["
+        local p
+        p="$(password)"
+        echo "$sup $p" >>"$pw"
+        nats_user supervisor "$sup" "$sup" "$p"
+        for w in "$@"; do
+            p="$(password)"
+            echo "$w $p" >>"$pw"
+            nats_user worker "$w" "$sup" "$p"
+        done
+        echo "  ]"
+        echo "}"
+    } >"$conf"
+    say "wrote $conf (include it in the server's config) and $pw"
+}
+
 [ $# -ge 1 ] || usage
 cmd="$1"
 shift
 case "$cmd" in
 certs) certs "$@" ;;
 etcd-users) etcd_users "$@" ;;
+nats-users) nats_users "$@" ;;
 *) usage ;;
 esac

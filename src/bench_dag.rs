@@ -344,15 +344,16 @@ pub fn median_index(values: &[f64]) -> Option<usize> {
 /// Runs the benchmark: per run, the baseline and then the DAG. Arguments that fail
 /// [`DagArgs::check`] are an error.
 pub fn run(args: DagArgs) -> Result<DagBench, String> {
-    run_stored(args, None)
+    run_stored(args, None, &crate::security::Security::default())
 }
 
 /// [`run_distributed`] without NATS.
 pub fn run_stored(
     args: DagArgs,
     store: Option<&crate::durable::StoreAt>,
+    security: &crate::security::Security,
 ) -> Result<DagBench, String> {
-    run_distributed(args, store, None)
+    run_distributed(args, store, None, security)
 }
 
 /// Refuses `--nats` without an etcd `--store` (the distributed runs are kept on etcd, and
@@ -379,11 +380,14 @@ pub fn check_nats(
 /// not overwrite a file it did not make; the last durable run's file is left), or on an etcd
 /// cluster (each run under a run id of its own); with `nats` (an etcd store only, see
 /// [`check_nats`]) then a distributed run, its envelopes over the NATS server at `nats`
-/// ([`DistributedBench`]); on etcd, last, the cluster's raw CAS rate.
+/// ([`DistributedBench`]); on etcd, last, the cluster's raw CAS rate. `security` is how every
+/// etcd and NATS connection is made (the bench's supervisor and workers all connect with the
+/// same credentials: a development server, or a user allowed everything).
 pub fn run_distributed(
     args: DagArgs,
     store: Option<&crate::durable::StoreAt>,
     nats: Option<&str>,
+    security: &crate::security::Security,
 ) -> Result<DagBench, String> {
     use crate::durable::{RunStore, StoreAt};
     args.check()?;
@@ -440,7 +444,7 @@ pub fn run_distributed(
         if let StoreAt::File(path) = at {
             let _ = std::fs::remove_file(path);
         }
-        let kept = RunStore::open_at(at).map_err(|e| format!("{at}: {e}"))?;
+        let kept = RunStore::open_at(at, security).map_err(|e| format!("{at}: {e}"))?;
         let done = run_durable(plan.clone(), args, kept, start)?;
         let bytes = match at {
             StoreAt::File(path) => Some(
@@ -453,12 +457,12 @@ pub fn run_distributed(
         durable.push((done, bytes));
         if let Some(url) = nats {
             progress.phase(Instant::now(), format!("run {run}/{of}: distributed"));
-            let kept = RunStore::open_at(at).map_err(|e| format!("{at}: {e}"))?;
-            nats_runs.push(run_nats(plan.clone(), args, &kept, url)?);
+            let kept = RunStore::open_at(at, security).map_err(|e| format!("{at}: {e}"))?;
+            nats_runs.push(run_nats(plan.clone(), args, &kept, url, security)?);
         }
         if etcd {
             progress.phase(Instant::now(), format!("run {run}/{of}: raw etcd CAS"));
-            raw.push(raw_cas(at)?);
+            raw.push(raw_cas(at, security)?);
         }
     }
     progress.finish();
@@ -534,8 +538,9 @@ fn run_nats(
     args: DagArgs,
     kept: &crate::durable::RunStore,
     url: &str,
+    security: &crate::security::Security,
 ) -> Result<distributed::DistributedRun, String> {
-    nats::run_distributed(plan, args, kept, url)
+    nats::run_distributed(plan, args, kept, url, security)
 }
 
 /// Refused before: [`check_nats`].
@@ -545,6 +550,7 @@ fn run_nats(
     _: DagArgs,
     _: &crate::durable::RunStore,
     _: &str,
+    _: &crate::security::Security,
 ) -> Result<distributed::DistributedRun, String> {
     Err("--nats needs a quorate built with the cargo feature `nats`".into())
 }

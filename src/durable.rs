@@ -116,6 +116,11 @@ pub enum DurableError {
         /// The store (its file, or its etcd URL).
         store: String,
     },
+    /// The etcd connection was refused before a request: plaintext without
+    /// `--allow-plaintext`, an unreadable certificate or key.
+    #[cfg(feature = "etcd")]
+    #[error(transparent)]
+    Connect(quorate_state::EtcdConnectError),
 }
 
 /// Milliseconds since the Unix epoch.

@@ -16,6 +16,7 @@ use quorate::runner::{
     check_top_ups, run_compiled, top_up_policy, Approve, DurableArgs, FileRun, Grant, RunArgs,
     RunFileError,
 };
+use quorate::security::Security;
 use quorate::state::StoreError;
 use quorate_coordinator::ResumeFrom;
 
@@ -56,6 +57,7 @@ fn approve_text(a: &Approve) -> Option<String> {
 pub(crate) fn run(
     plan: &Path,
     store: &StoreAt,
+    security: &Security,
     mut args: RunArgs,
     json: bool,
     after_report: &dyn Fn(),
@@ -73,7 +75,7 @@ pub(crate) fn run(
     if let Err(e) = args.approve.check(&[(plan, &file)]) {
         return fail(e, EXIT_BAD_INPUT);
     }
-    let kept = match RunStore::open_at(store) {
+    let kept = match RunStore::open_at(store, security) {
         Ok(kept) => kept,
         Err(e) => {
             let code = store_code(&e);
@@ -188,11 +190,12 @@ pub(crate) struct Answers {
 pub(crate) fn resume(
     id: &str,
     store: &StoreAt,
+    security: &Security,
     answers: Answers,
     json: bool,
     trace: Option<PathBuf>,
 ) -> ExitCode {
-    let found = RunStore::open_at(store).and_then(|kept| kept.run(id).map(|r| (kept, r)));
+    let found = RunStore::open_at(store, security).and_then(|kept| kept.run(id).map(|r| (kept, r)));
     let (kept, mut record) = match found {
         Ok(found) => found,
         Err(e) => {
@@ -298,8 +301,8 @@ fn tasks_by_state(
 }
 
 /// `quorate runs --store FILE`.
-pub(crate) fn runs(store: &StoreAt, json: bool) -> ExitCode {
-    let listed = RunStore::open_at(store).and_then(|kept| {
+pub(crate) fn runs(store: &StoreAt, security: &Security, json: bool) -> ExitCode {
+    let listed = RunStore::open_at(store, security).and_then(|kept| {
         kept.runs()?
             .into_iter()
             .map(|r| tasks_by_state(&kept, &r).map(|t| (r, t)))
@@ -350,8 +353,8 @@ pub(crate) fn runs(store: &StoreAt, json: bool) -> ExitCode {
 }
 
 /// `quorate show RUN_ID --store FILE`.
-pub(crate) fn show(id: &str, store: &StoreAt, json: bool) -> ExitCode {
-    let found = RunStore::open_at(store).and_then(|kept| {
+pub(crate) fn show(id: &str, store: &StoreAt, security: &Security, json: bool) -> ExitCode {
+    let found = RunStore::open_at(store, security).and_then(|kept| {
         let r = kept.run(id)?;
         let results = kept.results(r.run_id)?;
         let states = kept.task_states(r.run_id)?;
@@ -409,8 +412,8 @@ pub(crate) fn show(id: &str, store: &StoreAt, json: bool) -> ExitCode {
 
 /// `quorate show RUN --store FILE --html PAGE`: the kept run's page, rendered from its log as
 /// `quorate report` renders a trace (`-` writes it to stdout).
-pub(crate) fn show_html(id: &str, store: &StoreAt, page: &Path) -> ExitCode {
-    let events = RunStore::open_at(store).and_then(|kept| {
+pub(crate) fn show_html(id: &str, store: &StoreAt, security: &Security, page: &Path) -> ExitCode {
+    let events = RunStore::open_at(store, security).and_then(|kept| {
         let record = kept.run(id)?;
         kept.events(record.run_id)
     });

@@ -44,6 +44,7 @@ pub mod process;
 #[cfg(feature = "cli")]
 pub mod report;
 pub mod runner;
+pub mod security;
 #[cfg(feature = "cli")]
 pub mod stdout;
 #[cfg(feature = "cli")]

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use quorate::coordinator::chaos::ChaosConfig;
 use quorate::plan_file::{PlanFile, PlanWarning};
 use quorate::runner::{run_compiled, Approve, FileRun, RunArgs, RunFileError};
+use quorate::security::{Security, SecurityArgs};
 use quorate::telemetry::Tracing;
 
 /// The runtime allocates many small, short-lived messages; mimalloc serves them at a fraction of
@@ -100,6 +101,9 @@ enum Command {
         /// With --nats: how long to wait for the workers to register (exit 9 when fewer did).
         #[arg(long, value_name = "MS", default_value_t = 60_000)]
         wait_ms: u64,
+        /// TLS and credentials for NATS and etcd.
+        #[command(flatten)]
+        security: SecurityArgs,
     },
     /// Run a worker process for a supervisor started with `quorate run PLAN --nats URL
     /// --remote-workers N`: register, work on the tasks it is assigned with the plan file's
@@ -116,6 +120,9 @@ enum Command {
         /// Print one JSON array.
         #[arg(long)]
         json: bool,
+        /// TLS and credentials for NATS and etcd.
+        #[command(flatten)]
+        security: SecurityArgs,
     },
     /// Continue a kept run that was interrupted or stopped waiting-approval, from its log.
     ///
@@ -146,6 +153,9 @@ enum Command {
         /// Write this incarnation's decisions as JSON lines to FILE.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// TLS and credentials for NATS and etcd.
+        #[command(flatten)]
+        security: SecurityArgs,
     },
     /// Print the report of a kept run (the JSON of `run --json`) and each task's result, or
     /// write its HTML page (as `quorate report` does for a trace).
@@ -161,6 +171,9 @@ enum Command {
         /// Write the run's self-contained HTML page to FILE (`-`: stdout), from its kept log.
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
+        /// TLS and credentials for NATS and etcd.
+        #[command(flatten)]
+        security: SecurityArgs,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -234,6 +247,9 @@ enum BenchCommand {
         /// CAS rate. Built with the features `etcd` and `nats`.
         #[arg(long, value_name = "URL", requires = "store")]
         nats: Option<String>,
+        /// TLS and credentials for NATS and etcd.
+        #[command(flatten)]
+        security: SecurityArgs,
     },
 }
 
@@ -273,20 +289,26 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 }
             }
         }
-        Command::Runs { store, json } => kept::runs(&store, json),
+        Command::Runs {
+            store,
+            json,
+            security,
+        } => match resolve(&security) {
+            Ok(security) => kept::runs(&store, &security, json),
+            Err(code) => code,
+        },
         Command::Worker(cli) => remote::worker(&cli),
         Command::Show {
             run_id,
             store,
-            html: Some(page),
-            ..
-        } => kept::show_html(&run_id, &store, &page),
-        Command::Show {
-            run_id,
-            store,
             json,
-            html: None,
-        } => kept::show(&run_id, &store, json),
+            html,
+            security,
+        } => match (resolve(&security), html) {
+            (Err(code), _) => code,
+            (Ok(security), Some(page)) => kept::show_html(&run_id, &store, &security, &page),
+            (Ok(security), None) => kept::show(&run_id, &store, &security, json),
+        },
         Command::Resume {
             run_id,
             store,
@@ -295,17 +317,25 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             reject,
             json,
             trace,
-        } => kept::resume(
-            &run_id,
-            &store,
-            kept::Answers {
-                approve,
-                grant,
-                reject,
-            },
-            json,
-            trace,
-        ),
+            security,
+        } => {
+            let security = match resolve(&security) {
+                Ok(security) => security,
+                Err(code) => return code,
+            };
+            kept::resume(
+                &run_id,
+                &store,
+                &security,
+                kept::Answers {
+                    approve,
+                    grant,
+                    reject,
+                },
+                json,
+                trace,
+            )
+        }
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
         Command::Eval(args) => quorate::experiment::eval::run(args),
         Command::Bench(BenchCommand::Dag {
@@ -318,7 +348,12 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             json,
             store,
             nats,
+            security,
         }) => {
+            let security = match resolve(&security) {
+                Ok(security) => security,
+                Err(code) => return code,
+            };
             let args = quorate::bench_dag::DagArgs {
                 layers,
                 width,
@@ -338,7 +373,12 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 eprintln!("quorate: {e}");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
-            match quorate::bench_dag::run_distributed(args, store.as_ref(), nats.as_deref()) {
+            match quorate::bench_dag::run_distributed(
+                args,
+                store.as_ref(),
+                nats.as_deref(),
+                &security,
+            ) {
                 Ok(b) if json => {
                     quorate::outln!("{}", serde_json::to_string(&b).expect("serializes"));
                     ExitCode::SUCCESS
@@ -370,7 +410,12 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             remote_workers,
             run,
             wait_ms,
+            security,
         } => {
+            let security = match resolve(&security) {
+                Ok(security) => security,
+                Err(code) => return code,
+            };
             if let Some(addr) = metrics_addr {
                 if let Err(e) = quorate::telemetry::serve_metrics(addr) {
                     eprintln!("quorate: {e}");
@@ -402,6 +447,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                     run,
                     wait_ms,
                     store,
+                    security,
                 };
                 return match remote::supervise(&plan, &args, remote) {
                     Ok(run) => {
@@ -413,7 +459,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 };
             }
             if let Some(store) = store {
-                return kept::run(&plan, &store, args, json, &hold);
+                return kept::run(&plan, &store, &security, args, json, &hold);
             }
             match run_plan(&plan, &args) {
                 Ok(run) => {
@@ -428,6 +474,15 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             }
         }
     }
+}
+
+/// The connection security the flags give; exit 2 after a message when a password variable is
+/// unset or a file is missing.
+fn resolve(args: &SecurityArgs) -> Result<Security, ExitCode> {
+    args.resolve().map_err(|e| {
+        eprintln!("quorate: {e}");
+        ExitCode::from(EXIT_BAD_INPUT)
+    })
 }
 
 /// Exit code of a run that could not be carried out: bad input (the plan file, the trace path)

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use quorate::runner::{FileRun, RunArgs};
+use quorate::security::{Security, SecurityArgs};
 
 /// `quorate worker`'s flags.
 #[derive(clap::Args, Debug)]
@@ -35,6 +36,9 @@ pub(crate) struct WorkerCli {
     /// A worker silent this long is taken for lost and its tasks go to other workers.
     #[arg(long, value_name = "MS", default_value_t = 3_000)]
     lease_ms: u64,
+    /// TLS and credentials for NATS and etcd.
+    #[command(flatten)]
+    security: SecurityArgs,
 }
 
 /// `quorate run`'s flags for a supervisor process.
@@ -44,6 +48,7 @@ pub(crate) struct Remote {
     pub(crate) workers: usize,
     pub(crate) run: Option<String>,
     pub(crate) wait_ms: u64,
+    pub(crate) security: Security,
     /// `--store`: the store of record whose leases tell which workers are live.
     pub(crate) store: Option<quorate::durable::StoreAt>,
 }
@@ -115,6 +120,7 @@ pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<F
         run,
         wait: std::time::Duration::from_millis(remote.wait_ms),
         store,
+        security: remote.security,
     };
     match run_remote(plan, &file, args, &remote) {
         Ok(done) => {
@@ -152,7 +158,12 @@ pub(crate) fn worker(cli: &WorkerCli) -> ExitCode {
     if cli.lease_ms == 0 {
         return fail("--lease-ms must be at least 1".into(), EXIT_BAD_INPUT);
     }
+    let security = match cli.security.resolve() {
+        Ok(security) => security,
+        Err(e) => return fail(e.to_string(), EXIT_BAD_INPUT),
+    };
     let args = WorkerArgs {
+        security,
         nats: cli.nats.clone(),
         run,
         id,

@@ -11,6 +11,7 @@ mod support;
 
 use etcd_cluster::EtcdCluster;
 use quorate::durable::{RunStore, StoreAt};
+use quorate::security::Security;
 use quorate_nats::server::NatsServer;
 use support::{quorate, stdout_json};
 
@@ -50,6 +51,7 @@ fn the_distributed_runs_complete_over_nats_and_etcd_and_the_stream_carried_exact
         &store,
         "--nats",
         &server.url(),
+        "--allow-plaintext",
         "--json",
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -91,7 +93,11 @@ fn the_distributed_runs_complete_over_nats_and_etcd_and_the_stream_carried_exact
     );
 
     // The median run is kept on etcd: every task completed, its result there.
-    let kept = RunStore::open_at(&store.parse::<StoreAt>().expect("an etcd URL")).expect("opens");
+    let kept = RunStore::open_at(
+        &store.parse::<StoreAt>().expect("an etcd URL"),
+        &Security::plaintext(),
+    )
+    .expect("opens");
     let run = serde_json::from_value(d["run_id"].clone()).expect("a run id");
     let states = kept.task_states(run).expect("states read");
     assert_eq!(states.len() as u64, tasks, "{states:?}");

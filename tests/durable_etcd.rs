@@ -16,6 +16,7 @@ use std::process::Output;
 use etcd_cluster::EtcdCluster;
 use quorate::durable::{RunStore, StoreAt, CRASH_AFTER_WRITES};
 use quorate::protocols::RunId;
+use quorate::security::Security;
 use support::{arg, plan, temp_path};
 
 /// A shipped plan: three tasks in a chain, three effects (`stage`, `transform`, `save`).
@@ -23,7 +24,8 @@ const PLAN: &str = "cancel_mid_run.toml";
 
 fn quorate(args: &[&str], crash_after: Option<u64>) -> Output {
     let mut cmd = support::quorate_command();
-    cmd.args(args);
+    // The member is plain HTTP on loopback: the development flag.
+    cmd.args(args).arg("--allow-plaintext");
     if let Some(n) = crash_after {
         cmd.env(CRASH_AFTER_WRITES, n.to_string());
     }
@@ -43,7 +45,7 @@ struct Kept {
 
 fn read(url: &str) -> Kept {
     let at: StoreAt = url.parse().expect("an etcd URL");
-    let k = RunStore::open_at(&at).expect("the store opens");
+    let k = RunStore::open_at(&at, &Security::plaintext()).expect("the store opens");
     let runs = k.runs().expect("runs read");
     assert_eq!(runs.len(), 1, "one run per prefix");
     let record = &runs[0];
@@ -208,6 +210,7 @@ fn a_run_on_etcd_killed_with_sigkill_resumes_and_show_prints_it() {
         let trace = temp_path("kill.jsonl");
         let mut child = support::quorate_command()
             .args(run_args(arg(&plan), &url, &trace))
+            .arg("--allow-plaintext")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use etcd_cluster::EtcdCluster;
 use quorate::durable::{RunStore, StoreAt};
+use quorate::security::Security;
 use support::{arg, temp_path};
 
 /// Tasks of the generated plan (a chain), each with one tool call.
@@ -72,6 +73,7 @@ fn lose_a_member(victim: Victim) -> Option<Duration> {
     let started = Instant::now();
     let mut child = support::quorate_command()
         .args(["run", arg(&plan), "--store", &url, "--trace", arg(&trace)])
+        .arg("--allow-plaintext")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err).expect("stderr file"))
         .spawn()
@@ -137,7 +139,7 @@ fn lose_a_member(victim: Victim) -> Option<Duration> {
 
     // Everything kept on the surviving members: each task completed, each effect once.
     let at: StoreAt = url.parse().expect("an etcd URL");
-    let kept = RunStore::open_at(&at).expect("the store opens");
+    let kept = RunStore::open_at(&at, &Security::plaintext()).expect("the store opens");
     let runs = kept.runs().expect("runs read");
     assert_eq!(runs.len(), 1);
     let run = runs[0].run_id;
@@ -161,6 +163,7 @@ fn lose_a_member(victim: Victim) -> Option<Duration> {
 
     let out = support::quorate_command()
         .args(["show", &run.to_string(), "--store", &url])
+        .arg("--allow-plaintext")
         .output()
         .expect("show runs");
     assert_eq!(out.status.code(), Some(0));

@@ -23,6 +23,8 @@ fn topology(extra: &[&str]) -> std::process::Output {
         "4",
         "--repeats",
         "2",
+        // The test's server is plain NATS on loopback: the development flag.
+        "--allow-plaintext",
     ];
     args.extend_from_slice(extra);
     quorate(&args)

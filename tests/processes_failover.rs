@@ -35,6 +35,9 @@ const LEASE_MS: &str = "1000";
 fn quorate() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_quorate"));
     c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    // Plain connections to the test's own loopback servers (tests/processes_rogue.rs runs
+    // them with TLS and users).
+    c.env("QUORATE_ALLOW_PLAINTEXT", "1");
     c
 }
 

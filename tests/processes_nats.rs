@@ -28,6 +28,7 @@ fn worker(url: &str, run: &str) -> Child {
             PLAN,
             "--wait-ms",
             "20000",
+            "--allow-plaintext",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -90,7 +91,7 @@ fn a_supervisor_and_three_worker_processes_complete_a_plan_over_nats() {
             "--remote-workers",
             "3",
         ])
-        .args(["--run", run, "--wait-ms", "20000"])
+        .args(["--run", run, "--wait-ms", "20000", "--allow-plaintext"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -153,7 +154,7 @@ fn a_supervisor_without_enough_workers_stops_with_exit_9() {
             "--remote-workers",
             "2",
         ])
-        .args(["--wait-ms", "300"])
+        .args(["--wait-ms", "300", "--allow-plaintext"])
         .output()
         .expect("runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -166,6 +167,7 @@ fn an_unreachable_server_is_bad_input() {
     let out = quorate()
         .args(["worker", "--nats", "nats://127.0.0.1:1", "--run"])
         .args(["0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a6b", "--plan", PLAN])
+        .arg("--allow-plaintext")
         .output()
         .expect("runs");
     assert_eq!(

@@ -8,9 +8,14 @@
 //!
 //! | role | may publish | may subscribe |
 //! |---|---|---|
-//! | worker `A` (supervisor `P`) | `quorate.*.P.A`; `$JS.API.CONSUMER.INFO.*.to-A`, `$JS.API.CONSUMER.MSG.NEXT.*.to-A`; `$JS.ACK.*.to-A.>` | `_INBOX_A.>` |
+//! | worker `A` (supervisor `P`) | `quorate.*.P.A`; `quorate.register.*.A`; `$JS.API.CONSUMER.INFO.*.to-A`, `$JS.API.CONSUMER.MSG.NEXT.*.to-A`; `$JS.ACK.*.to-A.>` | `_INBOX_A.>`; `quorate.welcome.*.A`, `quorate.end.*` |
 //! | peer `A` | `quorate.*.*.A`; the same three consumer subjects for `to-A` | `_INBOX_A.>` |
-//! | supervisor `P` | `quorate.*.*.P`; `$JS.API.>` (streams and consumers); `$JS.ACK.*.to-P.>` | `_INBOX_P.>` |
+//! | supervisor `P` | `quorate.*.*.P`; `$JS.API.>` (streams and consumers); `quorate.welcome.>`, `quorate.end.>`; `$JS.ACK.*.to-P.>` | `_INBOX_P.>`; `quorate.register.>` |
+//!
+//! The `register`, `welcome` and `end` subjects are the process split's plain NATS subjects
+//! (outside every run's stream): a worker registers only as itself (the subject's last token,
+//! which its permissions fix, is the worker the supervisor records), hears only its own welcome
+//! and the end of runs.
 
 use std::path::PathBuf;
 
@@ -62,16 +67,29 @@ pub fn permissions(agent: AgentId, role: AccessRole) -> Permissions {
         format!("$JS.API.CONSUMER.MSG.NEXT.*.{consumer}"),
         format!("$JS.ACK.*.{consumer}.>"),
     ];
+    let mut subscribe = vec![format!("{}.>", inbox_prefix(agent))];
     let mut publish = match role {
-        AccessRole::Supervisor => vec![format!("{PREFIX}.*.*.{agent}"), "$JS.API.>".into()],
-        AccessRole::Worker { supervisor } => vec![format!("{PREFIX}.*.{supervisor}.{agent}")],
+        AccessRole::Supervisor => {
+            subscribe.push(format!("{PREFIX}.register.>"));
+            vec![
+                format!("{PREFIX}.*.*.{agent}"),
+                "$JS.API.>".into(),
+                format!("{PREFIX}.welcome.>"),
+                format!("{PREFIX}.end.>"),
+            ]
+        }
+        AccessRole::Worker { supervisor } => {
+            subscribe.push(format!("{PREFIX}.welcome.*.{agent}"));
+            subscribe.push(format!("{PREFIX}.end.*"));
+            vec![
+                format!("{PREFIX}.*.{supervisor}.{agent}"),
+                format!("{PREFIX}.register.*.{agent}"),
+            ]
+        }
         AccessRole::Peer => vec![format!("{PREFIX}.*.*.{agent}")],
     };
     publish.extend(own_consumer);
-    Permissions {
-        publish,
-        subscribe: vec![format!("{}.>", inbox_prefix(agent))],
-    }
+    Permissions { publish, subscribe }
 }
 
 /// One NATS user: its name and password, the agent it speaks for and that agent's role.
@@ -144,6 +162,10 @@ pub struct NatsOptions {
     pub tls: Option<TlsFiles>,
     /// The user name and password, if the server has users.
     pub user: Option<(String, Secret)>,
+    /// A `.creds` file (user JWT and nkey seed) instead of a user.
+    pub credentials_file: Option<PathBuf>,
+    /// An nkey seed instead of a user.
+    pub nkey: Option<Secret>,
     /// The connection's inbox prefix (set it to [`inbox_prefix`] of the agent when its user
     /// has the [`permissions`] of this module).
     pub inbox_prefix: Option<String>,
@@ -161,7 +183,7 @@ impl NatsOptions {
             tls: Some(tls),
             user: Some((user.user.clone(), user.password.clone())),
             inbox_prefix: Some(inbox_prefix(user.agent)),
-            allow_plaintext: false,
+            ..Self::default()
         }
     }
 }
@@ -200,8 +222,10 @@ mod tests {
         let w = permissions(a, AccessRole::Worker { supervisor: p });
         assert_eq!(w.publish[0], format!("quorate.*.{p}.{a}"));
         assert!(w.publish.iter().all(|s| !s.starts_with("$JS.API.>")));
-        assert!(w.publish.iter().skip(1).all(|s| s.contains("to-")));
-        assert_eq!(w.subscribe, vec![format!("_INBOX_{a}.>")]);
+        assert_eq!(w.publish[1], format!("quorate.register.*.{a}"));
+        assert!(w.publish.iter().skip(2).all(|s| s.contains("to-")));
+        assert_eq!(w.subscribe[0], format!("_INBOX_{a}.>"));
+        assert_eq!(w.subscribe[1], format!("quorate.welcome.*.{a}"));
         let peer = permissions(a, AccessRole::Peer);
         assert_eq!(peer.publish[0], format!("quorate.*.*.{a}"));
         let sup = permissions(p, AccessRole::Supervisor);

@@ -55,6 +55,19 @@ pub async fn connect_with(url: &str, options: &NatsOptions) -> Result<Context, S
     if let Some((user, password)) = &options.user {
         connect = connect.user_and_password(user.clone(), password.expose().to_string());
     }
+    if let Some(seed) = &options.nkey {
+        connect = connect.nkey(seed.expose().to_string());
+    }
+    if let Some(path) = &options.credentials_file {
+        connect =
+            connect
+                .credentials_file(path)
+                .await
+                .map_err(|e| SecureConnectError::Connect {
+                    url: url.to_string(),
+                    message: format!("reading {}: {e}", path.display()),
+                })?;
+    }
     if let Some(prefix) = &options.inbox_prefix {
         connect = connect.custom_inbox_prefix(prefix);
     }

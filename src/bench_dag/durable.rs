@@ -114,14 +114,17 @@ pub(super) struct RawRates {
 /// The raw CAS rate of the cluster at `store`: 300 sequential creates, [`CONCURRENT`] tasks of
 /// 50 creates each, and 20 batches of 100 creates (one transaction each).
 #[cfg(feature = "etcd")]
-pub(super) fn raw_cas(store: &StoreAt) -> Result<RawRates, String> {
+pub(super) fn raw_cas(
+    store: &StoreAt,
+    security: &crate::security::Security,
+) -> Result<RawRates, String> {
     const SEQUENTIAL: usize = 300;
     const EACH: usize = 50;
     const BATCHES: usize = 20;
     let StoreAt::Etcd(url) = store else {
         return Err("the raw CAS rate is measured on etcd only".into());
     };
-    let etcd = quorate_state::Etcd::connect_blocking(url).map_err(|e| e.to_string())?;
+    let etcd = crate::durable::connect_etcd(url, security).map_err(|e| e.to_string())?;
     let raw: quorate_state::EtcdStore<u64> = etcd.store("bench-raw");
     let id = quorate_workers::edge::random_ids().run_id();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -174,6 +177,9 @@ pub(super) fn raw_cas(store: &StoreAt) -> Result<RawRates, String> {
 
 /// Without the feature there is no etcd store to measure (`StoreAt` refuses etcd URLs).
 #[cfg(not(feature = "etcd"))]
-pub(super) fn raw_cas(_store: &StoreAt) -> Result<RawRates, String> {
+pub(super) fn raw_cas(
+    _store: &StoreAt,
+    _security: &crate::security::Security,
+) -> Result<RawRates, String> {
     Err("this quorate was built without the cargo feature `etcd`".into())
 }

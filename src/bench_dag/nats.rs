@@ -109,6 +109,7 @@ pub(super) fn run_distributed(
     args: DagArgs,
     kept: &RunStore,
     url: &str,
+    security: &crate::security::Security,
 ) -> Result<DistributedRun, String> {
     let setup = Instant::now();
     let rt = nats_runtime().map_err(text)?;
@@ -124,7 +125,9 @@ pub(super) fn run_distributed(
             role: Role::Worker,
         })
         .collect();
-    let client = rt.block_on(connect(url)).map_err(text)?;
+    let client = rt
+        .block_on(connect(url, security, me.agent))
+        .map_err(text)?;
     let js = {
         let _in_runtime = rt.enter();
         quorate_nats::async_nats::jetstream::new(client)
@@ -144,7 +147,9 @@ pub(super) fn run_distributed(
             .await?;
             let mut sides = Vec::with_capacity(workers.len());
             for w in &workers {
-                let own: Context = quorate_nats::async_nats::jetstream::new(connect(url).await?);
+                let own: Context = quorate_nats::async_nats::jetstream::new(
+                    connect(url, security, w.agent).await?,
+                );
                 let inbox =
                     Inbox::bind(&own, run, w.agent, Directory::new([me]), Limits::default())
                         .await?;

@@ -15,6 +15,7 @@ use quorate_workers::scripted::CommittedEffect;
 use quorate_workers::{ActionIntent, ActionJournal};
 
 use super::{DurableError, RunRecord, CRASH_AFTER_WRITES};
+use crate::security::Security;
 
 #[cfg(feature = "etcd")]
 mod retry;
@@ -83,17 +84,6 @@ impl std::fmt::Display for StoreAt {
     }
 }
 
-/// Connects to the etcd cluster at `url`: the one way quorate's processes connect to etcd (the
-/// kept runs' store, and the worker processes' shared world, action books and leases). The
-/// connection is lazy: an unreachable cluster shows at the first request.
-///
-/// # Errors
-/// [`StoreError::Unavailable`]: the client could not be built.
-#[cfg(feature = "etcd")]
-pub fn connect_etcd(url: &EtcdUrl) -> Result<quorate_state::Etcd, DurableError> {
-    Ok(quorate_state::Etcd::connect_blocking(url)?)
-}
-
 /// The handles of one backend.
 #[derive(Clone, Debug)]
 enum Backend {
@@ -122,6 +112,43 @@ enum Backend {
 pub struct RunStore {
     at: StoreAt,
     backend: Backend,
+}
+
+/// Connects to the etcd cluster at `url` with `security` (TLS and the etcd user; plaintext only
+/// when allowed): every etcd connection of the `quorate` command is made here (kept runs, and
+/// the worker processes' shared world, action books and leases). Blocks the
+/// calling thread (the client is built on a thread of its own, so this works inside an async
+/// runtime too).
+///
+/// # Errors
+/// [`DurableError::Connect`]: plaintext refused, an unreadable certificate;
+/// [`StoreError::Denied`]: credentials refused; [`StoreError::Unavailable`] otherwise.
+#[cfg(feature = "etcd")]
+pub fn connect_etcd(
+    url: &EtcdUrl,
+    security: &Security,
+) -> Result<quorate_state::Etcd, DurableError> {
+    use quorate_state::{Etcd, EtcdConnectError, EtcdOptions};
+    let security = security.etcd();
+    let connected = std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| {
+                    EtcdConnectError::Store(StoreError::Unavailable {
+                        reason: format!("{url}: {e}"),
+                    })
+                })?
+                .block_on(Etcd::connect_secure(url, EtcdOptions::default(), &security))
+        })
+        .join()
+        .expect("the connecting thread does not panic")
+    });
+    connected.map_err(|e| match e {
+        EtcdConnectError::Store(e) => DurableError::Store(e),
+        e => DurableError::Connect(e),
+    })
 }
 
 /// Runs `fut` to completion on a thread of its own (the runtime's threads are inside actix's
@@ -178,21 +205,27 @@ impl RunStore {
     }
 
     /// Opens the store `at`: [`RunStore::open`] for a file; for an etcd cluster, connects and
-    /// reads once, so that a cluster that does not answer fails here.
+    /// reads once, so that a cluster that does not answer fails here. `security` is how the
+    /// etcd connection is made (`connect_etcd`, feature `etcd`); a file ignores it.
     ///
     /// # Errors
-    /// As [`RunStore::open`]; for etcd, [`StoreError::Unavailable`]: the cluster did not answer
-    /// within the request timeout.
-    pub fn open_at(at: &StoreAt) -> Result<Self, DurableError> {
+    /// As [`RunStore::open`]; for etcd, as `connect_etcd`, and [`StoreError::Unavailable`]:
+    /// the cluster did not answer within the request timeout.
+    pub fn open_at(at: &StoreAt, security: &Security) -> Result<Self, DurableError> {
         match at {
             StoreAt::File(path) => Self::open(path),
             #[cfg(feature = "etcd")]
-            StoreAt::Etcd(url) => Self::connect(url),
+            StoreAt::Etcd(url) => Self::connect(url, security),
             #[cfg(not(feature = "etcd"))]
-            StoreAt::Etcd(url) => Err(StoreError::Unavailable {
-                reason: format!("{url}: this quorate was built without the cargo feature `etcd`"),
+            StoreAt::Etcd(url) => {
+                let _ = security;
+                Err(StoreError::Unavailable {
+                    reason: format!(
+                        "{url}: this quorate was built without the cargo feature `etcd`"
+                    ),
+                }
+                .into())
             }
-            .into()),
         }
     }
 
@@ -200,10 +233,10 @@ impl RunStore {
     /// `intents` stores, `events` and `effects` logs) and reads once.
     ///
     /// # Errors
-    /// [`StoreError::Unavailable`]: the cluster did not answer.
+    /// As [`connect_etcd`]; [`StoreError::Unavailable`]: the cluster did not answer.
     #[cfg(feature = "etcd")]
-    pub fn connect(url: &EtcdUrl) -> Result<Self, DurableError> {
-        let etcd = connect_etcd(url)?;
+    pub fn connect(url: &EtcdUrl, security: &Security) -> Result<Self, DurableError> {
+        let etcd = connect_etcd(url, security)?;
         let runs: quorate_state::EtcdStore<RunRecord> = etcd.store("runs");
         // A lazy connection: this read is what finds an unreachable cluster.
         block(runs.get("-"))?;

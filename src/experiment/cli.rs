@@ -75,6 +75,9 @@ pub enum ExperimentCommand {
         /// The NATS server of `--transport nats`.
         #[arg(long, value_name = "nats://HOST:PORT")]
         nats: Option<String>,
+        /// TLS and credentials for `--transport nats`.
+        #[command(flatten)]
+        security: crate::security::SecurityArgs,
         /// `--json`, `--csv`, `--plot`.
         #[command(flatten)]
         out: Outputs,
@@ -219,11 +222,15 @@ pub fn run(cmd: ExperimentCommand) -> ExitCode {
             repeats,
             transport,
             nats,
+            security,
             out: Outputs { json, csv, plot },
         } => {
             let transport = match (transport, nats) {
                 (TransportKind::InProcess, None) => TopologyTransport::InProcess,
-                (TransportKind::Nats, Some(url)) => TopologyTransport::Nats { url },
+                (TransportKind::Nats, Some(url)) => match security.resolve() {
+                    Ok(security) => TopologyTransport::Nats { url, security },
+                    Err(e) => return bad(e),
+                },
                 (TransportKind::Nats, None) => {
                     return bad("--transport nats needs --nats nats://HOST:PORT")
                 }

@@ -369,9 +369,10 @@ pub async fn exchange(
     match &config.transport {
         TopologyTransport::InProcess => {}
         #[cfg(feature = "nats")]
-        TopologyTransport::Nats { url } => {
+        TopologyTransport::Nats { url, security } => {
             let senders: Vec<Sender> = people.iter().map(|p| p.0).collect();
-            let (opened, route) = super::topology_nats::NatsLink::open(url, run, &senders).await?;
+            let (opened, route) =
+                super::topology_nats::NatsLink::open(url, security, run, &senders).await?;
             transport.nats = Some(route);
             link = Some(opened);
         }

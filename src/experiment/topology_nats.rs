@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use quorate_nats::codec::{outgoing, Directory, Outgoing};
-use quorate_nats::transport::{connect, Context, Inbox, Publisher, RunStream, Settings};
+use quorate_nats::transport::{Context, Inbox, Publisher, RunStream, Settings};
 use quorate_protocols::{AgentId, Envelope, Limits, RunId, Sender};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
@@ -63,13 +63,23 @@ fn nats_err(e: impl std::fmt::Display) -> TopologyError {
 }
 
 impl NatsLink {
-    /// Connects to `url` and makes run `run`'s stream with a consumer for each of `senders`.
+    /// Connects to `url` with `security` (through the processes' one NATS connect, as the
+    /// NATS user's agent or else the first participant) and makes run `run`'s stream with a
+    /// consumer for each of `senders`.
     pub(super) async fn open(
         url: &str,
+        security: &crate::security::Security,
         run: RunId,
         senders: &[Sender],
     ) -> Result<(Self, NatsRoute), TopologyError> {
-        let js = connect(url).await.map_err(nats_err)?;
+        let agent = security
+            .agent()
+            .or_else(|| senders.first().map(|s| s.agent))
+            .ok_or_else(|| nats_err("an exchange without participants"))?;
+        let client = crate::process::connect(url, security, agent)
+            .await
+            .map_err(nats_err)?;
+        let js = quorate_nats::async_nats::jetstream::new(client);
         let agents: Vec<AgentId> = senders.iter().map(|s| s.agent).collect();
         let stream = RunStream::create(&js, run, &agents, Settings::default())
             .await

@@ -36,6 +36,9 @@ pub enum TopologyTransport {
         /// `nats://HOST:PORT`; not written to the output (an address may carry credentials).
         #[serde(skip)]
         url: String,
+        /// TLS and credentials; not written to the output.
+        #[serde(skip)]
+        security: crate::security::Security,
     },
 }
 

@@ -55,6 +55,7 @@ impl LeaseWatch {
 pub(super) fn watch(
     rt: &tokio::runtime::Runtime,
     url: Option<&quorate_state::EtcdUrl>,
+    security: &crate::security::Security,
     run: RunId,
     workers: &[AgentId],
 ) -> Result<LeaseWatch, ProcessError> {
@@ -68,7 +69,7 @@ pub(super) fn watch(
     });
     #[cfg(feature = "etcd")]
     {
-        let etcd = crate::durable::connect_etcd(url).map_err(|e| store_err(url, e))?;
+        let etcd = crate::durable::connect_etcd(url, security).map_err(|e| store_err(url, e))?;
         let prefix = format!("workers/{run}");
         let (present, mut changes) = rt
             .block_on(etcd.watch_keys(&prefix))
@@ -227,6 +228,7 @@ impl Attached {
 pub(super) fn attach(
     rt: &tokio::runtime::Runtime,
     url: Option<&quorate_state::EtcdUrl>,
+    security: &crate::security::Security,
     run: RunId,
     me: AgentId,
     world: &quorate_workers::World,
@@ -242,7 +244,7 @@ pub(super) fn attach(
     });
     #[cfg(feature = "etcd")]
     {
-        let etcd = crate::durable::connect_etcd(url).map_err(|e| store_err(url, e))?;
+        let etcd = crate::durable::connect_etcd(url, security).map_err(|e| store_err(url, e))?;
         let shared = super::failover::Shared::new(&etcd, run, me, rt.handle().clone());
         let held = hold(rt, &etcd, run, me, ttl)?;
         world.set_store(std::sync::Arc::new(shared.clone()));

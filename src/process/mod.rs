@@ -7,8 +7,9 @@
 //! plain NATS subjects (not JetStream: they are outside the stream's `quorate.<run>.>`) carry
 //! the run's setup and end:
 //!
-//! * `quorate.register.<run>`: a worker announces itself ([`Registration`]), again every
-//!   second until it is welcomed;
+//! * `quorate.register.<run>.<worker>`: a worker announces itself ([`Registration`]), again
+//!   every second until it is welcomed; the supervisor takes the worker's id from the subject,
+//!   which the worker's NATS permissions fix to its own (docs/distributed.md, "Security");
 //! * `quorate.welcome.<run>.<worker>`: once `N` distinct workers registered, the supervisor
 //!   creates the stream and every consumer, then welcomes each of them ([`Welcome`]: the
 //!   supervisor's id), after which the worker binds to its consumer;
@@ -22,10 +23,13 @@ mod worker;
 
 use std::time::Duration;
 
+use quorate_nats::secure::SecureConnectError;
 use quorate_nats::transport::TransportError;
 use quorate_protocols::wire::{Assignment, Control};
 use quorate_protocols::{AgentId, RunId};
 use serde::{Deserialize, Serialize};
+
+use crate::security::Security;
 
 pub use lease::lease_name;
 pub use supervisor::{run_remote, RemoteArgs, RemoteRun};
@@ -50,10 +54,23 @@ pub struct Welcome {
     pub supervisor: AgentId,
 }
 
-/// The subject workers of run `run` register on.
+/// The subject worker `worker` of run `run` registers on.
 #[must_use]
-pub fn register_subject(run: RunId) -> String {
-    format!("quorate.register.{run}")
+pub fn register_subject(run: RunId, worker: AgentId) -> String {
+    format!("quorate.register.{run}.{worker}")
+}
+
+/// The subjects of every registration for run `run` (what the supervisor subscribes to).
+#[must_use]
+pub fn registrations_subject(run: RunId) -> String {
+    format!("quorate.register.{run}.*")
+}
+
+/// The worker a registration subject names (its last token), if it is one of run `run`'s.
+#[must_use]
+pub fn registered_worker(run: RunId, subject: &str) -> Option<AgentId> {
+    let rest = subject.strip_prefix(&format!("quorate.register.{run}."))?;
+    parse_id(rest).ok()
 }
 
 /// The subject worker `worker` of run `run` is welcomed on.
@@ -92,6 +109,18 @@ pub enum ProcessError {
         url: String,
         /// The client's error.
         message: String,
+    },
+    /// The connection was refused: plaintext without `--allow-plaintext`, credentials or a
+    /// certificate the server did not accept.
+    #[error(transparent)]
+    Secure(#[from] SecureConnectError),
+    /// `--id` names another agent than the NATS user the process connects as.
+    #[error("--id {id} but --nats-user {user}: a process speaks only as its NATS user's agent")]
+    IdMismatch {
+        /// `--id`.
+        id: AgentId,
+        /// The user's agent id.
+        user: AgentId,
     },
     /// The JetStream side failed (stream, consumer, publish, ack).
     #[error(transparent)]
@@ -142,7 +171,10 @@ impl ProcessError {
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
-            ProcessError::Plan(_) | ProcessError::Connect { .. } => 2,
+            ProcessError::Plan(_)
+            | ProcessError::Connect { .. }
+            | ProcessError::Secure(_)
+            | ProcessError::IdMismatch { .. } => 2,
             ProcessError::NotEnoughWorkers { .. } | ProcessError::NotWelcomed { .. } => {
                 EXIT_NO_COUNTERPART
             }
@@ -171,14 +203,28 @@ pub(crate) fn nats_runtime() -> Result<tokio::runtime::Runtime, ProcessError> {
         .map_err(ProcessError::Runtime)
 }
 
-/// Connects to `url`.
-pub(crate) async fn connect(url: &str) -> Result<quorate_nats::async_nats::Client, ProcessError> {
-    quorate_nats::async_nats::connect(url)
-        .await
-        .map_err(|e| ProcessError::Connect {
-            url: url.to_string(),
-            message: e.to_string(),
-        })
+/// Connects to `url` as agent `agent` with `security` (TLS and credentials; plaintext only when
+/// allowed): every NATS connection of a process is made here.
+pub(crate) async fn connect(
+    url: &str,
+    security: &Security,
+    agent: AgentId,
+) -> Result<quorate_nats::async_nats::Client, ProcessError> {
+    let js = quorate_nats::secure::connect_with(url, &security.nats_options(agent)).await?;
+    Ok(js.client())
+}
+
+/// The agent id a process speaks as: `--id`, else its NATS user's ([`Security::agent`]), else
+/// random. Both given and different is refused.
+///
+/// # Errors
+/// [`ProcessError::IdMismatch`].
+pub fn own_id(id: Option<AgentId>, security: &Security) -> Result<AgentId, ProcessError> {
+    match (id, security.agent()) {
+        (Some(id), Some(user)) if id != user => Err(ProcessError::IdMismatch { id, user }),
+        (Some(id), _) | (None, Some(id)) => Ok(id),
+        (None, None) => Ok(quorate_workers::edge::random_ids().agent_id()),
+    }
 }
 
 /// Parses a run or agent id given on the command line (a uuid; its hyphenated form is what the
@@ -201,7 +247,8 @@ mod tests {
         let mut ids = IdSource::seeded(1);
         let (run, worker) = (ids.run_id(), ids.agent_id());
         for subject in [
-            register_subject(run),
+            register_subject(run, worker),
+            registrations_subject(run),
             welcome_subject(run, worker),
             end_subject(run),
         ] {
@@ -209,6 +256,46 @@ mod tests {
             assert_ne!(subject.split('.').nth(1), Some(run.to_string().as_str()));
             assert!(quorate_nats::subject::parse(&subject).is_err(), "{subject}");
         }
+    }
+
+    #[test]
+    fn the_registered_worker_is_the_subjects_last_token() {
+        let mut ids = IdSource::seeded(2);
+        let (run, other, worker) = (ids.run_id(), ids.run_id(), ids.agent_id());
+        assert_eq!(
+            registered_worker(run, &register_subject(run, worker)),
+            Some(worker)
+        );
+        assert_eq!(
+            registered_worker(other, &register_subject(run, worker)),
+            None
+        );
+        assert_eq!(
+            registered_worker(run, &format!("quorate.register.{run}.x")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_process_speaks_as_its_nats_user() {
+        use crate::security::NatsAuth;
+        use quorate_protocols::Secret;
+        let mut ids = IdSource::seeded(3);
+        let (a, b) = (ids.agent_id(), ids.agent_id());
+        let security = Security {
+            nats: NatsAuth::User {
+                user: a.to_string(),
+                password: Secret::new("pw"),
+            },
+            ..Security::default()
+        };
+        assert_eq!(own_id(None, &security).unwrap(), a);
+        assert_eq!(own_id(Some(a), &security).unwrap(), a);
+        assert!(matches!(
+            own_id(Some(b), &security),
+            Err(ProcessError::IdMismatch { .. })
+        ));
+        assert_eq!(own_id(Some(b), &Security::plaintext()).unwrap(), b);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! NATS and its workers' replies coming back from its own consumer.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -16,11 +18,12 @@ use quorate_workers::{AssignBatch, ControlMsg, ReportBatch};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{
-    connect, end_subject, nats_runtime, register_subject, subject_err, welcome_subject,
-    ProcessError, Registration, Welcome,
+    connect, end_subject, nats_runtime, own_id, registered_worker, registrations_subject,
+    subject_err, welcome_subject, ProcessError, Registration, Welcome,
 };
 use crate::plan_file::PlanFile;
 use crate::runner::{FileRun, RunArgs};
+use crate::security::Security;
 
 /// How the supervisor reaches its workers.
 #[derive(Clone, Debug)]
@@ -36,6 +39,9 @@ pub struct RemoteArgs {
     /// The store of record whose leases tell which workers are live (`--store etcd://...`);
     /// without one a lost worker is not noticed (its tasks wait for their timeouts).
     pub store: Option<quorate_state::EtcdUrl>,
+    /// TLS and credentials (the supervisor's agent id is its NATS user's, when that is a
+    /// uuid).
+    pub security: Security,
 }
 
 /// A finished supervisor process's run.
@@ -83,7 +89,7 @@ async fn gather(
     wanted: usize,
     wait: Duration,
 ) -> Result<Vec<AgentId>, ProcessError> {
-    let subject = register_subject(run);
+    let subject = registrations_subject(run);
     let mut registrations = client
         .subscribe(subject.clone())
         .await
@@ -100,16 +106,25 @@ async fn gather(
                 waited: wait,
             });
         };
-        // Anything that is not a registration is ignored (a worker repeats its own).
-        if let Ok(r) = serde_json::from_slice::<Registration>(&message.payload) {
-            if !workers.contains(&r.worker) {
+        // The worker is the one the subject names (its permissions let it register only as
+        // itself); a registration that claims another is ignored, as is anything that is not
+        // one (a worker repeats its own).
+        let Some(worker) = registered_worker(run, &message.subject) else {
+            continue;
+        };
+        match serde_json::from_slice::<Registration>(&message.payload) {
+            Ok(r) if r.worker != worker => eprintln!(
+                "quorate: a registration on {worker}'s subject claims to be {}: ignored",
+                r.worker
+            ),
+            Ok(_) if !workers.contains(&worker) => {
                 eprintln!(
-                    "quorate: worker {} registered ({}/{wanted})",
-                    r.worker,
+                    "quorate: worker {worker} registered ({}/{wanted})",
                     workers.len() + 1
                 );
-                workers.push(r.worker);
+                workers.push(worker);
             }
+            _ => {}
         }
     }
     let _ = registrations.unsubscribe().await;
@@ -130,15 +145,15 @@ pub fn run_remote(
         .compile(path)
         .map_err(crate::runner::RunFileError::from)?;
     args.approve.check(&[(path, file)])?;
+    let me = Sender {
+        agent: own_id(None, &remote.security)?,
+        role: Role::Supervisor,
+    };
     let rt = nats_runtime()?;
-    let client = rt.block_on(connect(&remote.nats))?;
+    let client = rt.block_on(connect(&remote.nats, &remote.security, me.agent))?;
     let js = {
         let _in_runtime = rt.enter();
         quorate_nats::async_nats::jetstream::new(client.clone())
-    };
-    let me = Sender {
-        agent: quorate_workers::edge::random_ids().agent_id(),
-        role: Role::Supervisor,
     };
     eprintln!(
         "quorate: run {}: waiting for {} workers on {}",
@@ -146,7 +161,13 @@ pub fn run_remote(
     );
     let workers = rt.block_on(gather(&client, remote.run, remote.workers, remote.wait))?;
     // Failover: the workers' leases, watched from here on (see `lease.rs`).
-    let mut leases = super::lease::watch(&rt, remote.store.as_ref(), remote.run, &workers)?;
+    let mut leases = super::lease::watch(
+        &rt,
+        remote.store.as_ref(),
+        &remote.security,
+        remote.run,
+        &workers,
+    )?;
     let senders: Vec<Sender> = workers
         .iter()
         .map(|&agent| Sender {
@@ -191,7 +212,8 @@ pub fn run_remote(
     // The replies' reader: each reply goes to the supervisor actor, and is acked once the actor
     // handled it (accepted or refused).
     let (to_actor, actor) = tokio::sync::oneshot::channel::<Recipient<ReportBatch>>();
-    let mut reader = rt.spawn(read_replies(inbox, actor));
+    let unauthorized = Arc::new(AtomicU64::new(0));
+    let mut reader = rt.spawn(read_replies(inbox, actor, unauthorized.clone()));
     // The linked run uses the supervisor's side of these (chaos, worker threads and the
     // workers' settings belong to the worker processes; see `run_star_linked`).
     let options = crate::runner::run_options(file, args);
@@ -250,7 +272,9 @@ pub fn run_remote(
         }
         Ok::<_, ProcessError>(counts)
     })?;
-    let output = output.map_err(crate::runner::RunFileError::from)?;
+    let mut output = output.map_err(crate::runner::RunFileError::from)?;
+    // Replies the transport refused as unauthorized never reached the core: counted here.
+    output.report.messages.rejected_unauthorized += unauthorized.load(Ordering::Relaxed);
     Ok(RemoteRun {
         run: FileRun {
             output,
@@ -261,9 +285,13 @@ pub fn run_remote(
     })
 }
 
+/// Hands every reply of `inbox` to the supervisor actor; a reply whose claimed sender is not
+/// the one its subject (fixed by the sender's NATS permissions) names, or from an agent not of
+/// the run, is counted in `unauthorized` and never handed on.
 async fn read_replies(
     mut inbox: Inbox<Report>,
     actor: tokio::sync::oneshot::Receiver<Recipient<ReportBatch>>,
+    unauthorized: Arc<AtomicU64>,
 ) {
     let Ok(actor) = actor.await else { return };
     while actor.connected() {
@@ -283,7 +311,12 @@ async fn read_replies(
             Ok(envelope) => {
                 let _ = actor.send(ReportBatch(vec![Box::new(envelope)])).await;
             }
-            Err(refused) => eprintln!("quorate: a message refused by the transport: {refused}"),
+            Err(refused) => {
+                if refused.is_unauthorized() {
+                    unauthorized.fetch_add(1, Ordering::Relaxed);
+                }
+                eprintln!("quorate: a message refused by the transport: {refused}");
+            }
         }
         if let Err(e) = acker.ack().await {
             eprintln!("quorate: {e}");

@@ -14,10 +14,11 @@ use quorate_workers::{AgentRegistry, AssignMsg, ControlMsg, Replies, ReportMsg, 
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{
-    connect, end_subject, nats_runtime, register_subject, subject_err, welcome_subject,
+    connect, end_subject, nats_runtime, own_id, register_subject, subject_err, welcome_subject,
     ProcessError, Registration, ToWorker, Welcome,
 };
 use crate::plan_file::PlanFile;
+use crate::security::Security;
 
 /// What `quorate worker` takes.
 #[derive(Clone, Debug)]
@@ -37,6 +38,9 @@ pub struct WorkerArgs {
     pub store: Option<quorate_state::EtcdUrl>,
     /// The lease's time to live (`--lease-ms`).
     pub lease: Duration,
+    /// TLS and credentials (without `id`, the worker is its NATS user's agent, when that is a
+    /// uuid).
+    pub security: Security,
 }
 
 /// What a worker process did.
@@ -81,7 +85,7 @@ async fn register(
         .subscribe(subject.clone())
         .await
         .map_err(|e| subject_err(&subject)(e.to_string()))?;
-    let register = register_subject(run);
+    let register = register_subject(run, me);
     let announcement = serde_json::to_vec(&Registration { worker: me }).expect("serializes");
     let deadline = Instant::now() + wait;
     loop {
@@ -110,11 +114,9 @@ pub fn run_worker(args: &WorkerArgs) -> Result<WorkerExit, ProcessError> {
         .map_err(crate::runner::RunFileError::from)?;
     let tools = book.tools().expect("scripts were checked by compile");
     let agents = AgentRegistry::new().with_fallback(book.factory());
-    let me = args
-        .id
-        .unwrap_or_else(|| quorate_workers::edge::random_ids().agent_id());
+    let me = own_id(args.id, &args.security)?;
     let rt = nats_runtime()?;
-    let client = rt.block_on(connect(&args.nats))?;
+    let client = rt.block_on(connect(&args.nats, &args.security, me))?;
     let js = {
         let _in_runtime = rt.enter();
         quorate_nats::async_nats::jetstream::new(client.clone())
@@ -122,6 +124,7 @@ pub fn run_worker(args: &WorkerArgs) -> Result<WorkerExit, ProcessError> {
     let attached = super::lease::attach(
         &rt,
         args.store.as_ref(),
+        &args.security,
         args.run,
         me,
         book.world(),

@@ -23,7 +23,9 @@
 //! record from its broadcast, or from the store only when it commits one of its own for that
 //! task, so a broadcast lost for good can leave a peer waiting.
 
-use quorate_coordinator::peer::{commit_terminal, update_root_once, PeerMsg, RootUpdate};
+use quorate_coordinator::peer::{
+    commit_terminal, propose_plan, update_root_once, PeerMsg, PlanVersion, RootUpdate,
+};
 use quorate_coordinator::peer::{PeerEffect, Terminal};
 use quorate_coordinator::{PeerCore, StopReason, SupervisorConfig};
 use quorate_protocols::wire::Report;
@@ -42,6 +44,9 @@ pub(super) struct PeerSide {
     cores: Vec<PeerCore>,
     claims: MemoryStore<usize>,
     states: MemoryStore<Terminal>,
+    /// The plan version the peers agreed on (`plan/<run>`; peer schedules draw no fallback
+    /// yet, so it stays empty).
+    plans: MemoryStore<PlanVersion>,
     budget: MemoryStore<Account>,
     /// One shadow per peer, fed with the events that peer writes.
     checkers: Vec<Checker>,
@@ -87,6 +92,7 @@ impl PeerSide {
             cores,
             claims: MemoryStore::new(),
             states: MemoryStore::new(),
+            plans: MemoryStore::new(),
             budget,
             checkers: (0..n).map(|_| Checker::new(plan, None)).collect(),
             done: vec![None; n],
@@ -225,6 +231,16 @@ impl Sim {
                         self.fail(Invariant::ResultLost, detail);
                     }
                 }
+            }
+            PeerEffect::ProposePlan(record) => {
+                let side = self.peers();
+                let stored = propose_plan(&side.plans, "plan", record);
+                side.cores[p].handle_plan_version(now, stored);
+            }
+            PeerEffect::ReadPlan => {
+                let side = self.peers();
+                let stored = side.plans.get_now("plan").map(|v| v.value);
+                side.cores[p].handle_plan_version(now, stored);
             }
             PeerEffect::Broadcast(env) => {
                 for q in (0..self.peers().cores.len()).filter(|&q| q != p) {

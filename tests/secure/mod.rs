@@ -1,0 +1,345 @@
+//! TLS-only services with least-privilege users for the process tests, on loopback with
+//! certificates made at test time: a nats-server whose users are a supervisor, workers `a` and
+//! `b` (named by their agent ids, with the permissions of `quorate_nats::access`) and an
+//! `observer` that may read every subject (the test's eyes); an etcd member with client
+//! certificate auth and the users `sup`, `a`, `b` (roles of `quorate_state::grants`). Each
+//! process is started with its own credentials as `quorate` flags, passwords in environment
+//! variables.
+
+// Each test file uses its own part of this module.
+#![allow(dead_code)]
+
+#[path = "../../shared-state/tests/support/certs.rs"]
+mod certs;
+#[path = "../../shared-state/tests/support/etcd_cluster.rs"]
+mod etcd_cluster;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub(crate) use certs::TestCerts;
+use quorate_nats::access::{authorization, AccessRole, NatsOptions, NatsUser, Secret, TlsFiles};
+use quorate_nats::server::NatsServer;
+use quorate_protocols::AgentId;
+
+/// The client certificate's common name (no etcd user: a certificate alone grants nothing).
+pub(crate) const CLIENT_CN: &str = "quorate-client";
+/// The variable a process's NATS password is passed in.
+pub(crate) const NATS_PASSWORD_ENV: &str = "QUORATE_TEST_NATS_PASSWORD";
+/// The variable a process's etcd password is passed in.
+pub(crate) const ETCD_PASSWORD_ENV: &str = "QUORATE_TEST_ETCD_PASSWORD";
+
+/// The supervisor's, worker a's and worker b's agent ids (their NATS user names).
+pub(crate) const AGENTS: [AgentId; 3] = [
+    AgentId::from_u128(0x0192_f4d3_0000_7000_8000_0000_0000_0001),
+    AgentId::from_u128(0x0192_f4d3_0000_7000_8000_0000_0000_000a),
+    AgentId::from_u128(0x0192_f4d3_0000_7000_8000_0000_0000_000b),
+];
+/// Their etcd user names.
+pub(crate) const ETCD_USERS: [&str; 3] = ["sup", "a", "b"];
+/// Index of the supervisor, worker a, worker b in [`AGENTS`].
+pub(crate) const SUP: usize = 0;
+/// Worker a.
+pub(crate) const A: usize = 1;
+/// Worker b.
+pub(crate) const B: usize = 2;
+
+pub(crate) fn password(tag: &str) -> Secret {
+    Secret::new(format!("{tag}-{:032x}", fastrand::u128(..)))
+}
+
+pub(crate) fn quorate() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_quorate"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("RUST_LOG")
+        .env_remove("QUORATE_ALLOW_PLAINTEXT");
+    c
+}
+
+/// A TLS nats-server with the users of [`AGENTS`] and an observer.
+pub(crate) struct SecureNats {
+    pub(crate) certs: TestCerts,
+    pub(crate) passwords: [Secret; 3],
+    pub(crate) observer: Secret,
+    pub(crate) server: NatsServer,
+}
+
+impl SecureNats {
+    pub(crate) fn start() -> Option<Self> {
+        let passwords = [password("nats-sup"), password("nats-a"), password("nats-b")];
+        let worker = AccessRole::Worker {
+            supervisor: AGENTS[SUP],
+        };
+        let roles = [AccessRole::Supervisor, worker, worker];
+        let users: Vec<NatsUser> = (0..3)
+            .map(|i| NatsUser {
+                user: AGENTS[i].to_string(),
+                password: passwords[i].clone(),
+                agent: AGENTS[i],
+                role: roles[i],
+            })
+            .collect();
+        let observer = password("nats-observer");
+        let certs = TestCerts::make(&[CLIENT_CN]);
+        // The observer may do anything (no permissions block): it is the test, not a process.
+        let users_block = authorization(&users).replace(
+            "  ]\n}",
+            &format!(
+                "    {{ user: \"observer\", password: \"{}\" }}\n  ]\n}}",
+                observer.expose()
+            ),
+        );
+        let config = format!(
+            "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n  ca_file: {:?}\n  timeout: 2\n}}\n{users_block}",
+            certs.server_cert(),
+            certs.server_key(),
+            certs.ca(),
+        );
+        let server = NatsServer::start_with_config_or_skip(&config)?;
+        Some(Self {
+            certs,
+            passwords,
+            observer,
+            server,
+        })
+    }
+
+    pub(crate) fn url(&self) -> String {
+        self.server.url()
+    }
+
+    fn tls(&self) -> TlsFiles {
+        TlsFiles {
+            ca: self.certs.ca(),
+            identity: None,
+        }
+    }
+
+    /// The connection options of agent `i` (as a rogue process with its credentials uses them).
+    pub(crate) fn options(&self, i: usize) -> NatsOptions {
+        NatsOptions {
+            tls: Some(self.tls()),
+            user: Some((AGENTS[i].to_string(), self.passwords[i].clone())),
+            inbox_prefix: Some(quorate_nats::access::inbox_prefix(AGENTS[i])),
+            ..NatsOptions::default()
+        }
+    }
+
+    /// The observer's options.
+    pub(crate) fn observer_options(&self) -> NatsOptions {
+        NatsOptions {
+            tls: Some(self.tls()),
+            user: Some(("observer".into(), self.observer.clone())),
+            ..NatsOptions::default()
+        }
+    }
+
+    /// Adds agent `i`'s TLS and NATS credentials to `cmd`.
+    pub(crate) fn as_agent<'c>(&self, cmd: &'c mut Command, i: usize) -> &'c mut Command {
+        cmd.arg("--tls-ca")
+            .arg(self.certs.ca())
+            .args(["--nats-user", &AGENTS[i].to_string()])
+            .args(["--nats-password-env", NATS_PASSWORD_ENV])
+            .env(NATS_PASSWORD_ENV, self.passwords[i].expose())
+    }
+
+    /// Every secret of this server.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.passwords.iter().map(|p| p.expose().into()).collect();
+        all.push(self.observer.expose().into());
+        all
+    }
+}
+
+/// A TLS-only etcd member with client certificate auth, killed by PID on drop.
+pub(crate) struct SecureEtcd {
+    child: Child,
+    port: u16,
+    pub(crate) certs: TestCerts,
+    pub(crate) passwords: [Secret; 3],
+    _data: tempfile::TempDir,
+}
+
+impl Drop for SecureEtcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl SecureEtcd {
+    /// Starts the member, waits for it over TLS, creates the users `sup`, `a`, `b` and enables
+    /// auth.
+    pub(crate) fn start() -> Option<Self> {
+        use quorate_state::{EtcdAccount, EtcdRole, Store};
+        let binary = etcd_cluster::etcd_binary()?;
+        let certs = TestCerts::make(&[CLIENT_CN]);
+        let data = tempfile::tempdir().expect("temp dir");
+        let (port, peer) = (free_port(), free_port());
+        let client = format!("https://127.0.0.1:{port}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let log = std::fs::File::create(data.path().join("etcd.log")).expect("log file");
+        let child = Command::new(binary)
+            .args(["--name", "m0"])
+            .arg("--data-dir")
+            .arg(data.path().join("m0.etcd"))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("m0={peer_url}")])
+            .arg("--cert-file")
+            .arg(certs.server_cert())
+            .arg("--key-file")
+            .arg(certs.server_key())
+            .arg("--trusted-ca-file")
+            .arg(certs.ca())
+            .arg("--client-cert-auth")
+            .args(["--heartbeat-interval", "10", "--election-timeout", "100"])
+            .args(["--logger", "zap", "--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("etcd starts");
+        let passwords = [password("etcd-sup"), password("etcd-a"), password("etcd-b")];
+        let me = Self {
+            child,
+            port,
+            certs,
+            passwords,
+            _data: data,
+        };
+        runtime().block_on(async {
+            let admin = me.connect(None).await.expect("a TLS client");
+            let probe = admin.store::<u32>("probe");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while let Err(e) = probe.get("k").await {
+                assert!(Instant::now() < deadline, "etcd over TLS not ready: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let roles = [
+                EtcdRole::Supervisor,
+                EtcdRole::Worker(ETCD_USERS[A].into()),
+                EtcdRole::Worker(ETCD_USERS[B].into()),
+            ];
+            let accounts: Vec<EtcdAccount> = roles
+                .into_iter()
+                .enumerate()
+                .map(|(i, role)| EtcdAccount {
+                    user: ETCD_USERS[i].into(),
+                    password: me.passwords[i].clone(),
+                    role,
+                })
+                .collect();
+            admin
+                .provision(&password("etcd-root"), &accounts)
+                .await
+                .expect("users, roles, auth enabled");
+        });
+        Some(me)
+    }
+
+    /// `etcd://127.0.0.1:PORT/sec`.
+    pub(crate) fn url(&self) -> String {
+        format!("etcd://127.0.0.1:{}/sec", self.port)
+    }
+
+    fn tls(&self) -> quorate_state::EtcdTls {
+        quorate_state::EtcdTls {
+            ca: self.certs.ca(),
+            identity: Some((
+                self.certs.client_cert(CLIENT_CN),
+                self.certs.client_key(CLIENT_CN),
+            )),
+        }
+    }
+
+    /// A library connection as user `i` of [`ETCD_USERS`] (none: anonymous over TLS).
+    pub(crate) async fn connect(
+        &self,
+        user: Option<usize>,
+    ) -> Result<quorate_state::Etcd, quorate_state::EtcdConnectError> {
+        let security = quorate_state::EtcdSecurity {
+            tls: Some(self.tls()),
+            user: user.map(|i| (ETCD_USERS[i].to_string(), self.passwords[i].clone())),
+            allow_plaintext: false,
+        };
+        let url = self.url().parse().expect("an etcd URL");
+        quorate_state::Etcd::connect_secure(&url, quorate_state::EtcdOptions::default(), &security)
+            .await
+    }
+
+    /// Adds TLS (with the client certificate) and etcd user `i`'s credentials to `cmd`.
+    pub(crate) fn as_user<'c>(&self, cmd: &'c mut Command, i: usize) -> &'c mut Command {
+        self.with_tls(cmd)
+            .args(["--etcd-user", ETCD_USERS[i]])
+            .args(["--etcd-password-env", ETCD_PASSWORD_ENV])
+            .env(ETCD_PASSWORD_ENV, self.passwords[i].expose())
+    }
+
+    /// Adds TLS only (with the client certificate) to `cmd`.
+    pub(crate) fn with_tls<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.arg("--tls-ca")
+            .arg(self.certs.ca())
+            .arg("--tls-cert")
+            .arg(self.certs.client_cert(CLIENT_CN))
+            .arg("--tls-key")
+            .arg(self.certs.client_key(CLIENT_CN))
+    }
+
+    /// Every secret of this member.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        self.passwords.iter().map(|p| p.expose().into()).collect()
+    }
+}
+
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// Waits for `child` at most `limit`; its output (killed and failed if it did not exit).
+pub(crate) fn finish(mut child: Child, limit: Duration) -> Output {
+    let started = Instant::now();
+    while child.try_wait().expect("try_wait").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "a process did not exit within {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Writes `text` as a plan file in `dir`.
+pub(crate) fn plan_file(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("plan.toml");
+    std::fs::write(&path, text).expect("write the plan");
+    path
+}
+
+/// Fails if any of `secrets` occurs in `text` (named `what`).
+#[track_caller]
+pub(crate) fn assert_no_secret(what: &str, text: &[u8], secrets: &[String]) {
+    let text = String::from_utf8_lossy(text);
+    for s in secrets {
+        assert!(!s.is_empty());
+        assert!(!text.contains(s.as_str()), "{what} shows a secret");
+    }
+}
