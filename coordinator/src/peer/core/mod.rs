@@ -24,6 +24,7 @@ use quorate_protocols::{
 use quorate_state::MemoryStore;
 
 mod store;
+mod takeover;
 mod terminal;
 mod worker;
 
