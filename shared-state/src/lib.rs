@@ -50,7 +50,8 @@ use std::sync::Arc;
 pub use durable::{Commit, RedbDb, RedbLog, RedbOptions, RedbStore};
 #[cfg(feature = "etcd")]
 pub use etcd::{
-    grants, AtomicOutcome, Etcd, EtcdAccount, EtcdConnectError, EtcdLog, EtcdOptions, EtcdRole,
+    grants, AtomicOutcome, Etcd, EtcdAccount, EtcdConnectError, EtcdLease, EtcdLog, EtcdOptions,
+    EtcdRole,
     EtcdSecurity, EtcdStore, EtcdTls, Grant, Secret, SUPERVISOR_STORES, WORKER_READS,
 };
 pub use etcd_url::{EtcdUrl, EtcdUrlError, DEFAULT_ETCD_PREFIX};

@@ -67,6 +67,7 @@
 //! ```
 
 mod access;
+mod lease;
 mod log;
 mod secure;
 mod store;
@@ -76,9 +77,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{AuthClient, Client, ConnectOptions, GetOptions, KvClient};
+use etcd_client::{AuthClient, Client, ConnectOptions, GetOptions, KvClient, LeaseClient};
 
 pub use access::{grants, EtcdAccount, EtcdRole, Grant, SUPERVISOR_STORES, WORKER_READS};
+pub use lease::EtcdLease;
 pub use log::EtcdLog;
 pub use secure::{EtcdConnectError, EtcdSecurity, EtcdTls, Secret};
 pub use store::{AtomicOutcome, EtcdStore};
@@ -132,6 +134,8 @@ struct Shared {
     kv: KvClient,
     /// Users, roles and auth (used by [`Etcd::provision`]).
     auth: AuthClient,
+    /// Leases (used by [`Etcd::grant_lease`]).
+    lease: LeaseClient,
     /// `Some` until drop.
     runtime: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
@@ -221,6 +225,7 @@ impl Etcd {
             shared: Arc::new(Shared {
                 kv: client.kv_client(),
                 auth: client.auth_client(),
+                lease: client.lease_client(),
                 runtime: Some(runtime),
                 handle,
                 url: url.clone(),
