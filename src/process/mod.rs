@@ -14,6 +14,8 @@
 //!   supervisor's id), after which the worker binds to its consumer;
 //! * `quorate.end.<run>`: the supervisor's run stopped; workers exit 0.
 
+#[cfg(feature = "etcd")]
+pub mod peer;
 mod supervisor;
 mod worker;
 
