@@ -3,7 +3,7 @@
 //! their terminal records, results and the root account by compare-and-swap on etcd (so the
 //! claim rule is enforced across processes by etcd), and broadcast terminal records to each
 //! other over the run's NATS JetStream stream, one consumer per peer. Each process runs the
-//! unchanged [`PeerCore`] through its shell ([`shell`]) with its own worker and prints its part
+//! unchanged [`PeerCore`] through its shell (`shell.rs`) with its own worker and prints its part
 //! of the run's report (docs/distributed.md, "Peer processes").
 //!
 //! A claim is created under the claiming peer's etcd lease: a peer that dies loses its claims
