@@ -40,7 +40,12 @@ fn peer(plan: &Path, nats: &str, store: &EtcdUrl, i: usize, extra: &[&str]) -> C
             &store.to_string(),
         ])
         .args(["--run", RUN, "--plan", arg(plan), "--peers", "3"])
-        .args(["--id", &peer_id(i), "--wait-ms", "20000"])
+        .args(["--id", &peer_id(i)])
+        .args(if extra.contains(&"--wait-ms") {
+            &[][..]
+        } else {
+            &["--wait-ms", "20000"][..]
+        })
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -347,4 +352,56 @@ fn three_peers_complete_a_run_while_an_etcd_member_is_lost() {
         "leader (member {leader}) killed after {done_before} of {TASKS} tasks; run took {:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn bad_input_exits_2_and_too_few_peers_exit_9() {
+    let star = support::plan("all_inputs.toml");
+    let out = support::quorate(&[
+        "peer",
+        "--nats",
+        "nats://127.0.0.1:1",
+        "--store",
+        "etcd://127.0.0.1:1",
+        "--run",
+        RUN,
+        "--plan",
+        arg(&star),
+        "--peers",
+        "3",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("topology = \"peer\""), "{stderr}");
+    let out = support::quorate(&[
+        "peer",
+        "--nats",
+        "nats://127.0.0.1:1",
+        "--store",
+        "etcd://127.0.0.1:1",
+        "--run",
+        "x",
+        "--plan",
+        arg(&star),
+        "--peers",
+        "3",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--run: \"x\" is not a uuid"), "{stderr}");
+    let Some((cluster, nats)) = services(1) else {
+        return;
+    };
+    let plan = parallel_plan("alone", 2, 10);
+    let out = peer(
+        &plan,
+        &nats.url(),
+        &cluster.url("alone"),
+        0,
+        &["--wait-ms", "300"],
+    );
+    let out = finish(out, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(9), "{stderr}");
+    assert!(stderr.contains("1 of 3 peers joined"), "{stderr}");
 }
