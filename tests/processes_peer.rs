@@ -393,6 +393,23 @@ fn bad_input_exits_2_and_too_few_peers_exit_9() {
         return;
     };
     let plan = parallel_plan("alone", 2, 10);
+    // An etcd cluster that does not answer is bad input too.
+    let out = support::quorate(&[
+        "peer",
+        "--nats",
+        &nats.url(),
+        "--store",
+        "etcd://127.0.0.1:1",
+        "--run",
+        RUN,
+        "--plan",
+        arg(&plan),
+        "--peers",
+        "3",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("connecting to etcd at"), "{stderr}");
     let out = peer(
         &plan,
         &nats.url(),

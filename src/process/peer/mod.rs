@@ -82,6 +82,14 @@ pub enum PeerProcessError {
         /// The plan file.
         path: PathBuf,
     },
+    /// The etcd cluster at `url` did not answer at the start.
+    #[error("connecting to etcd at {url}: {message}")]
+    Unreachable {
+        /// The `--store` address.
+        url: String,
+        /// What failed.
+        message: String,
+    },
     /// etcd failed `what` (after the retries, or refused it).
     #[error("etcd: {what}: {source}")]
     Store {
@@ -123,7 +131,9 @@ impl PeerProcessError {
     pub fn exit_code(&self) -> u8 {
         match self {
             PeerProcessError::Process(e) => e.exit_code(),
-            PeerProcessError::NotPeerPlan { .. } | PeerProcessError::PeersDisagree { .. } => 2,
+            PeerProcessError::NotPeerPlan { .. }
+            | PeerProcessError::PeersDisagree { .. }
+            | PeerProcessError::Unreachable { .. } => 2,
             PeerProcessError::NotEnoughPeers { .. } => super::EXIT_NO_COUNTERPART,
             PeerProcessError::Store { .. } | PeerProcessError::LeaseLost { .. } => {
                 StopReason::EXIT_RUNTIME
@@ -203,13 +213,12 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
         .id
         .unwrap_or_else(|| quorate_workers::edge::random_ids().agent_id());
     let run = args.run;
-    let kept =
-        crate::durable::RunStore::connect(&args.store).map_err(|e| PeerProcessError::Store {
-            what: "connect",
-            source: StoreError::Unavailable {
-                reason: e.to_string(),
-            },
-        })?;
+    let kept = crate::durable::RunStore::connect(&args.store).map_err(|e| {
+        PeerProcessError::Unreachable {
+            url: args.store.to_string(),
+            message: e.to_string(),
+        }
+    })?;
     let etcd = kept.etcd().expect("an etcd store").clone();
     let rt = nats_runtime()?;
     let client = rt.block_on(connect(&args.nats))?;
