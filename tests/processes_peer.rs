@@ -330,11 +330,11 @@ fn three_peers_complete_a_run_while_an_etcd_member_is_lost() {
         assert!(started.elapsed() < Duration::from_secs(20), "no progress");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let leader = cluster.leader().expect("a leader");
-    cluster.kill(leader);
     let done_before = (0..TASKS)
         .filter(|i| shared.record(&format!("t{i}")).is_some())
         .count();
+    let leader = cluster.leader().expect("a leader");
+    cluster.kill(leader);
     let reports: Vec<serde_json::Value> = peers
         .into_iter()
         .map(|p| completed(&finish(p, Duration::from_secs(60))))
