@@ -112,6 +112,14 @@ enum Command {
     /// Exit codes: 0 the run ended, 2 bad input (plan file, id, unreachable server), 8 the
     /// transport failed mid-run, 9 not welcomed by a supervisor within --wait-ms.
     Worker(remote::WorkerCli),
+    /// Run one peer of a peer-mode plan (topology = "peer") as a process: the peers find each
+    /// other on etcd, claim tasks by compare-and-swap there and broadcast over NATS; each
+    /// prints its part of the report (docs/distributed.md, "Peer processes").
+    ///
+    /// Exit codes as `run` (the run's stop reason), 2 bad input (plan file, id, unreachable
+    /// server), 8 etcd or NATS failed mid-run or the peer's lease expired, 9 fewer than --peers
+    /// peers joined within --wait-ms.
+    Peer(remote_peer::PeerCli),
     /// List the runs kept in a store file: id, plan, status, started, tasks by state.
     Runs {
         /// The store: a redb file, or etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
@@ -255,6 +263,7 @@ enum BenchCommand {
 
 mod kept;
 mod remote;
+mod remote_peer;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -298,6 +307,13 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             Err(code) => code,
         },
         Command::Worker(cli) => remote::worker(&cli),
+        Command::Peer(cli) => match remote_peer::peer(&cli) {
+            Ok(run) => {
+                print_run(&run, cli.json, false);
+                ExitCode::from(run.output.report.stop_exit_code())
+            }
+            Err(code) => code,
+        },
         Command::Show {
             run_id,
             store,

@@ -50,8 +50,9 @@ use std::sync::Arc;
 pub use durable::{Commit, RedbDb, RedbLog, RedbOptions, RedbStore};
 #[cfg(feature = "etcd")]
 pub use etcd::{
-    grants, AtomicOutcome, Etcd, EtcdAccount, EtcdConnectError, EtcdLog, EtcdOptions, EtcdRole,
-    EtcdSecurity, EtcdStore, EtcdTls, Grant, KeyChange, Secret, SUPERVISOR_STORES, WORKER_READS,
+    grants, AtomicOutcome, Etcd, EtcdAccount, EtcdConnectError, EtcdLease, EtcdLog, EtcdOptions,
+    EtcdRole, EtcdSecurity, EtcdStore, EtcdTls, Grant, KeyChange, Secret, SUPERVISOR_STORES,
+    WORKER_READS,
 };
 pub use etcd_url::{EtcdUrl, EtcdUrlError, DEFAULT_ETCD_PREFIX};
 pub use ledger::{

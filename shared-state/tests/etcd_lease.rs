@@ -1,5 +1,7 @@
 //! Leases and watches on a real etcd member (spawned by the test): a leased key lives while its
-//! lease is renewed, is deleted when renewals stop, and a watch sees both, in order.
+//! lease is renewed, is deleted when renewals stop, and a watch sees both, in order; a key
+//! created under a lease renewed in the background ([`quorate_state::EtcdLease`]) stays past its
+//! time to live, goes once the lease is dropped, and a second create of it loses to the first.
 
 #[path = "support/etcd_cluster.rs"]
 mod etcd_cluster;
@@ -7,7 +9,7 @@ mod etcd_cluster;
 use std::time::{Duration, Instant};
 
 use etcd_cluster::EtcdCluster;
-use quorate_state::{Etcd, KeyChange};
+use quorate_state::{CasOutcome, Etcd, KeyChange, Store};
 
 #[test]
 fn a_leased_key_lives_while_renewed_and_a_watch_sees_it_expire_and_come_back() {
@@ -56,5 +58,49 @@ fn a_leased_key_lives_while_renewed_and_a_watch_sees_it_expire_and_come_back() {
             .await
             .expect("a delete");
         assert_eq!(change, Some(KeyChange::Deleted("w1".into())));
+    });
+}
+
+#[test]
+fn a_leased_key_lives_while_renewed_and_goes_when_its_lease_expires() {
+    let Some(cluster) = EtcdCluster::start_in_memory(1) else {
+        return;
+    };
+    let etcd = Etcd::connect_blocking(&cluster.url("lease")).expect("connected");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let store = etcd.store::<u32>("claims");
+        let lease = etcd
+            .grant_lease(Duration::from_secs(1))
+            .await
+            .expect("granted");
+        assert_eq!(lease.ttl(), Duration::from_secs(1));
+        let first = store.create_leased("k", 1, &lease).await.expect("created");
+        assert!(first.is_committed());
+        let CasOutcome::Conflict { current } = store.create_leased("k", 2, &lease).await.unwrap()
+        else {
+            panic!("a second create must lose");
+        };
+        assert_eq!(current.map(|c| c.value), Some(1));
+        // Renewed: still there after twice its time to live.
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        assert!(!lease.is_lost());
+        assert_eq!(store.get("k").await.unwrap().map(|v| v.value), Some(1));
+        // Not renewed any more: etcd deletes the key once the time to live ran out.
+        drop(lease);
+        let dropped = Instant::now();
+        while store.get("k").await.unwrap().is_some() {
+            assert!(
+                dropped.elapsed() < Duration::from_secs(5),
+                "the key outlived its lease"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let gone_after = dropped.elapsed();
+        assert!(gone_after >= Duration::from_millis(500), "{gone_after:?}");
+        eprintln!("the leased key went {gone_after:?} after the renewals stopped");
     });
 }

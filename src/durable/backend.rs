@@ -258,6 +258,17 @@ impl RunStore {
         &self.at
     }
 
+    /// The etcd connection the store was opened on (`None` for a file): what a peer process
+    /// keeps its shared stores on, so every etcd connection is made by [`RunStore::connect`].
+    #[cfg(feature = "etcd")]
+    #[must_use]
+    pub fn etcd(&self) -> Option<&quorate_state::Etcd> {
+        match &self.backend {
+            Backend::Etcd { runs, .. } => Some(runs.etcd()),
+            Backend::Redb { .. } => None,
+        }
+    }
+
     /// Every run, oldest first.
     ///
     /// # Errors

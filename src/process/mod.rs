@@ -18,6 +18,8 @@
 #[cfg(feature = "etcd")]
 pub mod failover;
 mod lease;
+#[cfg(feature = "etcd")]
+pub mod peer;
 mod supervisor;
 mod worker;
 

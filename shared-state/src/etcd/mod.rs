@@ -67,6 +67,7 @@
 //! ```
 
 mod access;
+mod held_lease;
 mod lease;
 mod log;
 mod secure;
@@ -77,9 +78,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{AuthClient, Client, ConnectOptions, GetOptions, KvClient};
+use etcd_client::{AuthClient, Client, ConnectOptions, GetOptions, KvClient, LeaseClient};
 
 pub use access::{grants, EtcdAccount, EtcdRole, Grant, SUPERVISOR_STORES, WORKER_READS};
+pub use held_lease::EtcdLease;
 pub use lease::KeyChange;
 pub use log::EtcdLog;
 pub use secure::{EtcdConnectError, EtcdSecurity, EtcdTls, Secret};
@@ -134,8 +136,8 @@ struct Shared {
     kv: KvClient,
     /// Users, roles and auth (used by [`Etcd::provision`]).
     auth: AuthClient,
-    /// Leases (used by [`Etcd::put_leased`] and [`Etcd::keep_alive`]).
-    lease: etcd_client::LeaseClient,
+    /// Leases (used by [`Etcd::put_leased`], [`Etcd::keep_alive`] and [`Etcd::grant_lease`]).
+    lease: LeaseClient,
     /// Watches (used by [`Etcd::watch_keys`]).
     watch: etcd_client::WatchClient,
     /// `Some` until drop.

@@ -259,6 +259,36 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> EtcdStore<V> {
         }
         Ok(out)
     }
+
+    /// Creates `key` with `value` if it is absent, attached to `lease`: etcd deletes the key
+    /// when the lease expires (its holder stopped keeping it alive). Otherwise the conflict with
+    /// what the key holds, as [`Store::cas`] from absent.
+    ///
+    /// # Errors
+    /// As [`Store::cas`]; a lease that expired already is [`StoreError::Unavailable`] (etcd
+    /// refuses the put: "requested lease not found").
+    pub async fn create_leased(
+        &self,
+        key: &str,
+        value: V,
+        lease: &super::EtcdLease,
+    ) -> Result<CasOutcome<V>, StoreError> {
+        let full = self.full(key);
+        let bytes = encode(&full, &value)?;
+        let put = etcd_client::PutOptions::new().with_lease(lease.id());
+        let txn = Txn::new()
+            .when(at(&full, None))
+            .and_then([TxnOp::put(full.clone(), bytes, Some(put))])
+            .or_else([TxnOp::get(full, None)]);
+        let response = self.etcd.call(move |kv| send(kv, txn.clone())).await?;
+        if response.succeeded() {
+            Ok(CasOutcome::Committed(Self::committed(&response)))
+        } else {
+            Ok(CasOutcome::Conflict {
+                current: self.found(&response, 0)?,
+            })
+        }
+    }
 }
 
 impl<V: Serialize + DeserializeOwned + Send + Sync> Store<V> for EtcdStore<V> {

@@ -26,6 +26,7 @@ use quorate_state::MemoryStore;
 mod replan;
 mod resume;
 mod store;
+mod takeover;
 mod terminal;
 mod worker;
 

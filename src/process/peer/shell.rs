@@ -1,0 +1,426 @@
+//! The shell of one peer process: it drives an unchanged [`PeerCore`] in one loop, carrying out
+//! its effects against etcd (claims under this peer's lease, terminal records, the root
+//! account, results) and NATS (broadcasts), handing assignments to the process's own worker,
+//! and feeding back every outcome, reply, broadcast and tick. It decides nothing: which claim
+//! to take over, what a lost commit means, when the peer is done, is the core's.
+//!
+//! Every etcd request that fails (a member lost, a leader changing) is tried again after a
+//! short pause, and a write whose answer was lost is resolved by what the store holds: a
+//! create finds its own value, a ledger update is idempotent (allocating the same slice again
+//! or closing a closed child changes nothing).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quorate_coordinator::peer::{RootUpdate, Terminal, TerminalCommit};
+use quorate_coordinator::{Event, PeerCore, PeerEffect, PeerMsg, StopReason};
+use quorate_nats::codec::{outgoing, Outgoing};
+use quorate_protocols::wire::Report;
+use quorate_protocols::{AgentId, Envelope, Precondition};
+use quorate_state::{
+    Account, AccountId, CasOutcome, EtcdLease, EtcdStore, LedgerError, PackedLog,
+    PreconditionFailure, Store,
+};
+use quorate_workers::{AssignMsg, ControlMsg};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::oneshot;
+
+use super::{retry, PeerProcessError};
+
+/// The etcd stores the peers of a run share (keys as the in-process peers name them:
+/// `claim/<run>/<node>`, `state/<run>/<node>`, `budget/<run>/root`, `result/<run>/<node>`).
+#[derive(Clone, Debug)]
+pub(super) struct SharedStores {
+    /// `peer-claims`: the claiming peer's index, under its lease.
+    pub(super) claims: EtcdStore<usize>,
+    /// `peer-states`: terminal records, written once.
+    pub(super) states: EtcdStore<Terminal>,
+    /// `peer-budget`: the run's root account.
+    pub(super) budget: EtcdStore<Account>,
+    /// `results`: accepted results and the plan's data.
+    pub(super) results: EtcdStore<serde_json::Value>,
+    /// `peer-plans`: the plan version the peers switched to (`plan/<run>`, written once).
+    pub(super) plans: EtcdStore<quorate_coordinator::peer::PlanVersion>,
+}
+
+/// A broadcast from another peer and the signal that the core handled it (then it is acked).
+pub(super) type Incoming = (Envelope<PeerMsg>, oneshot::Sender<()>);
+
+/// One peer's shell (see the module docs).
+pub(super) struct Shell {
+    pub(super) core: PeerCore,
+    pub(super) stores: SharedStores,
+    pub(super) lease: EtcdLease,
+    /// The other peers' agent ids (broadcast recipients).
+    pub(super) others: Vec<AgentId>,
+    pub(super) publish: UnboundedSender<Outgoing>,
+    pub(super) worker: actix::Addr<quorate_workers::WorkerActor>,
+    pub(super) log: Arc<PackedLog<Event>>,
+    pub(super) started: Instant,
+    /// How often the claims this peer waits on are checked.
+    pub(super) watch_every: Duration,
+    seq: u64,
+    done: Option<StopReason>,
+}
+
+impl Shell {
+    /// A shell over `core`, started at `started`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        core: PeerCore,
+        stores: SharedStores,
+        lease: EtcdLease,
+        others: Vec<AgentId>,
+        publish: UnboundedSender<Outgoing>,
+        worker: actix::Addr<quorate_workers::WorkerActor>,
+        started: Instant,
+    ) -> Self {
+        let watch_every = (lease.ttl() / 2).max(Duration::from_millis(200));
+        Self {
+            core,
+            stores,
+            lease,
+            others,
+            publish,
+            worker,
+            log: Arc::new(PackedLog::new()),
+            started,
+            watch_every,
+            seq: 0,
+            done: None,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn node_id(&self, node: u32) -> String {
+        self.core.plan().node(node).id.to_string()
+    }
+
+    /// Runs the peer until its core is done; its stop reason.
+    ///
+    /// # Errors
+    /// [`PeerProcessError::LeaseLost`]: this peer's lease expired (its claims are void);
+    /// a store error that outlasted its retries.
+    pub(super) async fn run(
+        &mut self,
+        mut replies: UnboundedReceiver<Envelope<Report>>,
+        mut broadcasts: UnboundedReceiver<Incoming>,
+    ) -> Result<StopReason, PeerProcessError> {
+        let now = self.now();
+        self.core.start(now);
+        let mut lost = self.lease.watch();
+        let mut watch = tokio::time::interval(self.watch_every);
+        loop {
+            self.carry_out().await?;
+            if let Some(reason) = self.done.clone() {
+                return Ok(reason);
+            }
+            let wake = self
+                .core
+                .poll_timeout()
+                .map(|ms| self.started + Duration::from_millis(ms));
+            let timer = async move {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                Some(reply) = replies.recv() => {
+                    let now = self.now();
+                    self.core.handle_worker_reply(now, reply);
+                }
+                Some((envelope, handled)) = broadcasts.recv() => {
+                    let now = self.now();
+                    self.core.handle_broadcast(now, envelope);
+                    let _ = handled.send(());
+                }
+                () = timer => {
+                    let now = self.now();
+                    self.core.handle_tick(now);
+                }
+                _ = watch.tick() => self.check_claims().await,
+                changed = lost.changed() => {
+                    if changed.is_err() || *lost.borrow() {
+                        return Err(PeerProcessError::LeaseLost { lease: self.lease.id() });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the claims of the tasks this peer waits on another peer for, and reports each one
+    /// that is gone (or is this peer's own, taken on a task that had ended), with the terminal
+    /// record the store holds (if any). A read that fails is left to the next round.
+    async fn check_claims(&mut self) {
+        let run = self.core.run();
+        for node in self.core.awaiting_others() {
+            let id = self.node_id(node);
+            let claim = quorate_coordinator::peer::PeerStores::claim_key(run, &id);
+            // Gone, or this peer's own claim of a task that had ended (see `claim`).
+            match self.stores.claims.get(&claim).await {
+                Ok(None) => {}
+                Ok(Some(c)) if c.value == self.core.index() => {}
+                _ => continue,
+            }
+            let state = quorate_coordinator::peer::PeerStores::state_key(run, &id);
+            let Ok(stored) = self.stores.states.get(&state).await else {
+                continue;
+            };
+            eprintln!(
+                "quorate: peer {}: the claim of {id} is gone with its peer's lease (or the task had ended)",
+                self.core.index()
+            );
+            let now = self.now();
+            let stored = stored.map(|v| (v.value, v.version.raw()));
+            self.core.handle_claim_lost(now, node, stored);
+        }
+    }
+
+    /// Carries out every effect the core has, feeding back each outcome.
+    async fn carry_out(&mut self) -> Result<(), PeerProcessError> {
+        let run = self.core.run();
+        let budget_key = quorate_coordinator::peer::PeerStores::budget_key(run);
+        while let Some(effect) = self.core.poll_effect() {
+            match effect {
+                PeerEffect::TryClaim { node } => {
+                    let key =
+                        quorate_coordinator::peer::PeerStores::claim_key(run, &self.node_id(node));
+                    let state =
+                        quorate_coordinator::peer::PeerStores::state_key(run, &self.node_id(node));
+                    let won = self.claim(&key, &state).await?;
+                    let now = self.now();
+                    self.core.handle_claim_result(now, node, won);
+                }
+                PeerEffect::Allocate { node, task, slice } => {
+                    let outcome = self
+                        .update_root(&budget_key, |root| {
+                            root.allocate(AccountId::Root, AccountId::Task(task), slice)
+                                .map(drop)
+                        })
+                        .await?;
+                    let now = self.now();
+                    self.core.handle_allocation(now, node, outcome);
+                }
+                PeerEffect::CloseSlice { node, task, spent } => {
+                    let outcome = self
+                        .update_root(&budget_key, |root| {
+                            root.child_closed(AccountId::Task(task), spent).map(drop)
+                        })
+                        .await?;
+                    let now = self.now();
+                    self.core.handle_slice_closed(now, node, outcome);
+                }
+                PeerEffect::CheckPreconditions { node, checks } => {
+                    let outcome = self.check(&checks).await?;
+                    let now = self.now();
+                    self.core.handle_preconditions(now, node, outcome);
+                }
+                PeerEffect::Execute(envelope) => self.worker.do_send(AssignMsg(*envelope)),
+                PeerEffect::Control(envelope) => self.worker.do_send(ControlMsg(envelope)),
+                PeerEffect::CommitTerminal(record) => {
+                    let key = quorate_coordinator::peer::PeerStores::state_key(
+                        run,
+                        &self.node_id(record.node),
+                    );
+                    let outcome = self.commit_terminal(&key, record).await?;
+                    let now = self.now();
+                    self.core.handle_commit(now, outcome);
+                }
+                PeerEffect::CommitResult { node, key, value } => {
+                    let value = value.into_value();
+                    let stored = match retry("commit a result", || {
+                        self.stores.results.cas(&key, None, value.clone())
+                    })
+                    .await?
+                    {
+                        CasOutcome::Committed(_) => None,
+                        CasOutcome::Conflict { current } => current,
+                    };
+                    let now = self.now();
+                    self.core.handle_result_commit(now, node, stored);
+                }
+                PeerEffect::ProposePlan(record) => {
+                    let key = quorate_coordinator::peer::PeerStores::plan_key(run);
+                    let stored = match retry("propose a plan version", || {
+                        self.stores.plans.cas(&key, None, record.clone())
+                    })
+                    .await?
+                    {
+                        CasOutcome::Committed(_) => Some(record),
+                        CasOutcome::Conflict { current } => current.map(|c| c.value),
+                    };
+                    let now = self.now();
+                    self.core.handle_plan_version(now, stored);
+                }
+                PeerEffect::ReadPlan => {
+                    let key = quorate_coordinator::peer::PeerStores::plan_key(run);
+                    let stored = retry("read the plan version", || self.stores.plans.get(&key))
+                        .await?
+                        .map(|v| v.value);
+                    let now = self.now();
+                    self.core.handle_plan_version(now, stored);
+                }
+                PeerEffect::Broadcast(envelope) => {
+                    // One envelope to every other peer: JetStream dedupes publishes by
+                    // `Nats-Msg-Id`, so each copy's id names its recipient too (the cores'
+                    // duplicate rule still goes by the envelope's own dedupe key).
+                    for &to in &self.others {
+                        let mut copy = outgoing(&envelope, to);
+                        copy.msg_id = format!("{}.{to}", copy.msg_id);
+                        let _ = self.publish.send(copy);
+                    }
+                }
+                PeerEffect::Record(mut event) => {
+                    event.seq = self.seq;
+                    self.seq += 1;
+                    self.log.append_now(event.run_id, &event);
+                }
+                PeerEffect::Done(reason) => {
+                    self.done = Some(reason);
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates claim `key` for this peer under its lease; `true` if this peer holds it (also
+    /// when an earlier try whose answer was lost wrote it) and the task has no terminal record
+    /// under `state`. A claim outlives its peer only by the peer's lease, so a task that ended
+    /// long ago may have no claim left: its record is what says it must not run again. The
+    /// record is read after the claim was created, so a record committed before that is seen;
+    /// the claim then stays this peer's, and [`Self::check_claims`] reports it as lost to the
+    /// core, which adopts the record.
+    async fn claim(&self, key: &str, state: &str) -> Result<bool, PeerProcessError> {
+        if self.ended(state).await? {
+            return Ok(false);
+        }
+        let held = self.create_claim(key).await?;
+        Ok(held && !self.ended(state).await?)
+    }
+
+    /// `true` if the store holds a terminal record under `state`.
+    async fn ended(&self, state: &str) -> Result<bool, PeerProcessError> {
+        let record = retry("read a terminal record", || self.stores.states.get(state)).await?;
+        Ok(record.is_some())
+    }
+
+    async fn create_claim(&self, key: &str) -> Result<bool, PeerProcessError> {
+        let me = self.core.index();
+        loop {
+            let outcome = retry("claim a task", || {
+                self.stores.claims.create_leased(key, me, &self.lease)
+            })
+            .await?;
+            match outcome {
+                CasOutcome::Committed(_) => return Ok(true),
+                CasOutcome::Conflict { current: Some(c) } => return Ok(c.value == me),
+                // Taken when compared, gone when read (its lease just expired): try again.
+                CasOutcome::Conflict { current: None } => {}
+            }
+        }
+    }
+
+    /// One read-change-CAS of the root account, as the in-process shell's `update_root_once`.
+    async fn update_root(
+        &self,
+        key: &str,
+        change: impl Fn(&mut Account) -> Result<(), LedgerError>,
+    ) -> Result<RootUpdate, PeerProcessError> {
+        let Some(current) = retry("read the root account", || self.stores.budget.get(key)).await?
+        else {
+            return Ok(RootUpdate::Missing);
+        };
+        let mut account = current.value;
+        if let Err(e) = change(&mut account) {
+            return Ok(RootUpdate::Refused(e));
+        }
+        let written = retry("update the root account", || {
+            self.stores
+                .budget
+                .cas(key, Some(current.version), account.clone())
+        })
+        .await?;
+        Ok(match written {
+            CasOutcome::Committed(_) => RootUpdate::Done,
+            // A lost answer to this peer's own write: the account holds it already.
+            CasOutcome::Conflict { current: Some(c) } if c.value == account => RootUpdate::Done,
+            CasOutcome::Conflict { .. } => RootUpdate::Contended,
+        })
+    }
+
+    /// CASes `record` under `key` from absent; what the key holds afterwards.
+    async fn commit_terminal(
+        &self,
+        key: &str,
+        record: Terminal,
+    ) -> Result<TerminalCommit, PeerProcessError> {
+        let outcome = retry("commit a terminal record", || {
+            self.stores.states.cas(key, None, record.clone())
+        })
+        .await?;
+        Ok(match outcome {
+            CasOutcome::Committed(version) => TerminalCommit::Won {
+                record,
+                version: version.raw(),
+            },
+            // This peer's own record, written by a try whose answer was lost.
+            CasOutcome::Conflict { current: Some(c) } if c.value == record => TerminalCommit::Won {
+                record,
+                version: c.version.raw(),
+            },
+            CasOutcome::Conflict { current: Some(c) } => TerminalCommit::Taken {
+                record: c.value,
+                version: c.version.raw(),
+            },
+            CasOutcome::Conflict { current: None } => TerminalCommit::Vanished { record },
+        })
+    }
+
+    /// Checks store preconditions against the shared result store, as
+    /// [`quorate_state::check_preconditions`] does against a store in memory.
+    async fn check(
+        &self,
+        checks: &[Precondition],
+    ) -> Result<Result<(), PreconditionFailure>, PeerProcessError> {
+        for c in checks {
+            let key = match c {
+                Precondition::KeyExists { key }
+                | Precondition::KeyAbsent { key }
+                | Precondition::KeyAtVersion { key, .. } => key,
+                Precondition::InputsNonEmpty => continue,
+            };
+            let found = retry("check a precondition", || self.stores.results.get(key)).await?;
+            let failure = match (c, found) {
+                (Precondition::KeyExists { .. }, None) => {
+                    Some(PreconditionFailure::Missing { key: key.clone() })
+                }
+                (Precondition::KeyAbsent { .. }, Some(_)) => {
+                    Some(PreconditionFailure::Present { key: key.clone() })
+                }
+                (Precondition::KeyAtVersion { version, .. }, Some(v)) if v.version != *version => {
+                    Some(PreconditionFailure::WrongVersion {
+                        key: key.clone(),
+                        expected: *version,
+                        found: v.version,
+                    })
+                }
+                (Precondition::KeyAtVersion { version, .. }, None) => {
+                    Some(PreconditionFailure::MissingAtVersion {
+                        key: key.clone(),
+                        expected: *version,
+                    })
+                }
+                _ => None,
+            };
+            if let Some(failure) = failure {
+                return Ok(Err(failure));
+            }
+        }
+        Ok(Ok(()))
+    }
+}
