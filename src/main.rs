@@ -80,7 +80,8 @@ enum Command {
         /// Keep the run in FILE (redb; created if absent), or on the etcd cluster at
         /// etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (a build with the cargo feature `etcd`), so
         /// that `quorate resume` can continue it after a crash or an approval stop (star
-        /// topology only).
+        /// topology only). With --nats, the supervisor process keeps the run (resume it with
+        /// `resume --nats URL --remote-workers N`).
         #[arg(long, value_name = "STORE")]
         store: Option<quorate::durable::StoreAt>,
         /// Run only the supervisor here and reach its workers over the NATS JetStream server
@@ -144,6 +145,15 @@ enum Command {
         /// Write this incarnation's decisions as JSON lines to FILE.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Resume a run started with `run --nats ... --store ...` whose supervisor process was
+        /// lost: run its supervisor here again, with the same id, and reach its worker
+        /// processes (still running) over the NATS JetStream server at URL. Needs
+        /// --remote-workers. Built with the feature `nats`.
+        #[arg(long, value_name = "URL", requires = "remote_workers")]
+        nats: Option<String>,
+        /// With --nats: the number of worker processes the run was started with.
+        #[arg(long, value_name = "N", requires = "nats")]
+        remote_workers: Option<usize>,
     },
     /// Print the report of a kept run (the JSON of `run --json`) and each task's result, or
     /// write its HTML page (as `quorate report` does for a trace).
@@ -286,6 +296,8 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             reject,
             json,
             trace,
+            nats,
+            remote_workers,
         } => kept::resume(
             &run_id,
             &store,
@@ -296,6 +308,8 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             },
             json,
             trace,
+            nats.zip(remote_workers)
+                .map(|(nats, workers)| remote::Split::Resume { nats, workers }),
         ),
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
         Command::Eval(args) => quorate::experiment::eval::run(args),
@@ -389,6 +403,11 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                     run,
                     wait_ms,
                 };
+                if let Some(store) = store {
+                    // A kept supervisor process: `resume --nats` brings it back.
+                    let split = Some(remote::Split::Start(remote));
+                    return kept::run(&plan, &store, args, json, &hold, split);
+                }
                 return match remote::supervise(&plan, &args, remote) {
                     Ok(run) => {
                         print_run(&run, json, false);
@@ -399,7 +418,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 };
             }
             if let Some(store) = store {
-                return kept::run(&plan, &store, args, json, &hold);
+                return kept::run(&plan, &store, args, json, &hold, None);
             }
             match run_plan(&plan, &args) {
                 Ok(run) => {

@@ -13,7 +13,12 @@
 //!   creates the stream and every consumer, then welcomes each of them ([`Welcome`]: the
 //!   supervisor's id), after which the worker binds to its consumer;
 //! * `quorate.end.<run>`: the supervisor's run stopped; workers exit 0.
+//!
+//! A run kept in a store (`--store`) keeps its supervisor's and workers' ids in its record;
+//! after the supervisor process is lost, `quorate resume` brings it back with the same id
+//! (module `resume`).
 
+mod resume;
 mod supervisor;
 mod worker;
 
@@ -24,6 +29,9 @@ use quorate_protocols::wire::{Assignment, Control};
 use quorate_protocols::{AgentId, RunId};
 use serde::{Deserialize, Serialize};
 
+pub use resume::{
+    check as check_resume, resume_remote, run_remote_kept, ResumeRemote, HALTED, HALT_AT_REPLY,
+};
 pub use supervisor::{run_remote, RemoteArgs, RemoteRun};
 pub use worker::{run_worker, WorkerArgs, WorkerExit};
 
@@ -121,6 +129,25 @@ pub enum ProcessError {
     /// The tokio runtime that carries the NATS client could not start.
     #[error("tokio runtime: {0}")]
     Runtime(std::io::Error),
+    /// The run's store (`--store`) could not be read or written.
+    #[error(transparent)]
+    Store(#[from] crate::durable::DurableError),
+    /// `resume --nats` was given a run whose supervisor did not run over NATS.
+    #[error("run {run} ran in one process; resume it without --nats")]
+    NotAProcessRun {
+        /// The run.
+        run: RunId,
+    },
+    /// `resume --nats` was given another number of workers than the run has.
+    #[error("run {run} has {kept} worker processes; --remote-workers {given} does not match")]
+    WorkersMismatch {
+        /// The run.
+        run: RunId,
+        /// Workers kept in its record.
+        kept: usize,
+        /// `--remote-workers`.
+        given: usize,
+    },
 }
 
 impl ProcessError {
@@ -129,7 +156,15 @@ impl ProcessError {
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
-            ProcessError::Plan(_) | ProcessError::Connect { .. } => 2,
+            ProcessError::Plan(_)
+            | ProcessError::Connect { .. }
+            | ProcessError::NotAProcessRun { .. }
+            | ProcessError::WorkersMismatch { .. } => 2,
+            // A cluster that does not answer: the runtime could not go on; the rest is input.
+            ProcessError::Store(crate::durable::DurableError::Store(
+                quorate_state::StoreError::Unavailable { .. },
+            )) => quorate_coordinator::StopReason::EXIT_RUNTIME,
+            ProcessError::Store(_) => 2,
             ProcessError::NotEnoughWorkers { .. } | ProcessError::NotWelcomed { .. } => {
                 EXIT_NO_COUNTERPART
             }
