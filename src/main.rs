@@ -145,15 +145,8 @@ enum Command {
         /// Write this incarnation's decisions as JSON lines to FILE.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
-        /// Resume a run started with `run --nats ... --store ...` whose supervisor process was
-        /// lost: run its supervisor here again, with the same id, and reach its worker
-        /// processes (still running) over the NATS JetStream server at URL. Needs
-        /// --remote-workers. Built with the feature `nats`.
-        #[arg(long, value_name = "URL", requires = "remote_workers")]
-        nats: Option<String>,
-        /// With --nats: the number of worker processes the run was started with.
-        #[arg(long, value_name = "N", requires = "nats")]
-        remote_workers: Option<usize>,
+        #[command(flatten)]
+        nats: remote::ResumeNats,
     },
     /// Print the report of a kept run (the JSON of `run --json`) and each task's result, or
     /// write its HTML page (as `quorate report` does for a trace).
@@ -297,7 +290,6 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             json,
             trace,
             nats,
-            remote_workers,
         } => kept::resume(
             &run_id,
             &store,
@@ -308,8 +300,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             },
             json,
             trace,
-            nats.zip(remote_workers)
-                .map(|(nats, workers)| remote::Split::Resume { nats, workers }),
+            nats.split(),
         ),
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
         Command::Eval(args) => quorate::experiment::eval::run(args),

@@ -37,6 +37,28 @@ pub(crate) struct Remote {
     pub(crate) wait_ms: u64,
 }
 
+/// `quorate resume`'s flags for a run whose supervisor ran as a process over NATS.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ResumeNats {
+    /// Resume a run started with `run --nats ... --store ...` whose supervisor process was
+    /// lost: run its supervisor here again, with the same id, and reach its worker processes
+    /// (still running) over the NATS JetStream server at URL. Needs --remote-workers. Built
+    /// with the feature `nats`.
+    #[arg(long, value_name = "URL", requires = "remote_workers")]
+    nats: Option<String>,
+    /// With --nats: the number of worker processes the run was started with.
+    #[arg(long, value_name = "N", requires = "nats")]
+    remote_workers: Option<usize>,
+}
+
+impl ResumeNats {
+    /// What `resume` is to do: `Some` with `--nats`.
+    pub(crate) fn split(self) -> Option<Split> {
+        let (nats, workers) = self.nats.zip(self.remote_workers)?;
+        Some(Split::Resume { nats, workers })
+    }
+}
+
 /// How a kept run's supervisor process reaches its workers over NATS (`run --nats ...
 /// --store ...`, `resume --nats ...`).
 #[cfg_attr(not(feature = "nats"), allow(dead_code))]

@@ -132,8 +132,9 @@ pub enum ProcessError {
     /// The run's store (`--store`) could not be read or written.
     #[error(transparent)]
     Store(#[from] crate::durable::DurableError),
-    /// `resume --nats` was given a run whose supervisor did not run over NATS.
-    #[error("run {run} ran in one process; resume it without --nats")]
+    /// `resume --nats` was given a run whose record keeps no supervisor process ids: it ran in
+    /// one process, or its supervisor process stopped before its workers registered.
+    #[error("run {run} keeps no supervisor process ids (it ran in one process, or its supervisor stopped before its workers registered); resume it without --nats")]
     NotAProcessRun {
         /// The run.
         run: RunId,
