@@ -385,9 +385,15 @@ fn a_process_run_completes_when_the_etcd_leader_is_lost() {
     let Some(mut cluster) = EtcdCluster::start_in_memory(3) else {
         return;
     };
-    // A leader first: an election right after the start is not the loss under test.
-    wait_until(Duration::from_secs(10), "a leader", || {
-        cluster.leader().is_some()
+    // A settled leader first (the same one for a second): an election right after the start
+    // (a member that came up late, on a loaded machine) is not the loss under test.
+    let (mut settled, mut since) = (None, Instant::now());
+    wait_until(Duration::from_secs(20), "a settled leader", || {
+        let now = cluster.leader();
+        if now != settled || now.is_none() {
+            (settled, since) = (now, Instant::now());
+        }
+        since.elapsed() >= Duration::from_secs(1)
     });
     let url = nats.url();
     let store = cluster.url("lost").to_string();
