@@ -12,7 +12,7 @@
 mod backend;
 
 use quorate_coordinator::{Event, EventKind};
-use quorate_protocols::RunId;
+use quorate_protocols::{AgentId, RunId};
 use quorate_state::StoreError;
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +65,22 @@ pub struct RunRecord {
     pub report: Option<serde_json::Value>,
     /// Its exit code once it stopped.
     pub exit_code: Option<u8>,
+    /// A run whose supervisor is a process of its own over NATS (`run --nats`): the ids its
+    /// workers know it by; absent for a run in one process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<ProcessRecord>,
+}
+
+/// Who takes part in a run split into processes over NATS (`run --nats ... --remote-workers
+/// N --store ...`), kept so that `resume --nats` brings back a supervisor its workers still
+/// recognise: the same agent id (their consumers accept envelopes from it only), the same
+/// workers in the same order (the log names a task's worker by position).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    /// The supervisor's agent id.
+    pub supervisor: AgentId,
+    /// The workers' agent ids, in registration order.
+    pub workers: Vec<AgentId>,
 }
 
 impl RunRecord {
@@ -121,6 +137,15 @@ pub enum DurableError {
     #[cfg(feature = "etcd")]
     #[error(transparent)]
     Connect(quorate_state::EtcdConnectError),
+    /// A run whose supervisor ran as a process over NATS, resumed without `--nats`: its
+    /// workers are processes of their own, not to be started again here.
+    #[error("run {run}'s supervisor ran over NATS with {workers} worker processes; resume it with --nats URL --remote-workers {workers}")]
+    ProcessRun {
+        /// The run.
+        run: RunId,
+        /// Its worker processes.
+        workers: usize,
+    },
 }
 
 /// Milliseconds since the Unix epoch.
@@ -145,6 +170,7 @@ mod tests {
             top_ups: Vec::new(),
             report,
             exit_code: None,
+            processes: None,
         }
     }
 

@@ -20,6 +20,7 @@ use quorate::security::Security;
 use quorate::state::StoreError;
 use quorate_coordinator::ResumeFrom;
 
+use super::remote::Split;
 use super::{print_run, print_warnings, report_json, run_error_code, EXIT_BAD_INPUT};
 
 fn fail(e: impl std::fmt::Display, code: u8) -> ExitCode {
@@ -54,6 +55,7 @@ fn approve_text(a: &Approve) -> Option<String> {
 
 /// `quorate run PLAN --store FILE`; `after_report` is called once the run's report is on
 /// stdout (`--metrics-hold-ms`).
+/// With `split`, the run's supervisor is a process of its own over NATS (`--nats`).
 pub(crate) fn run(
     plan: &Path,
     store: &StoreAt,
@@ -61,7 +63,15 @@ pub(crate) fn run(
     mut args: RunArgs,
     json: bool,
     after_report: &dyn Fn(),
+    split: Option<Split>,
 ) -> ExitCode {
+    let run_id = match &split {
+        Some(Split::Start(remote)) => match super::remote::run_id(remote) {
+            Ok(run) => run,
+            Err(code) => return code,
+        },
+        _ => quorate_workers::edge::random_ids().run_id(),
+    };
     let loaded = std::fs::read_to_string(plan)
         .map_err(|source| quorate::plan_file::PlanFileError::Read {
             path: plan.to_path_buf(),
@@ -84,7 +94,7 @@ pub(crate) fn run(
     };
     let at = unix_ms();
     let mut record = RunRecord {
-        run_id: quorate_workers::edge::random_ids().run_id(),
+        run_id,
         plan_path: plan.display().to_string(),
         plan_text: text,
         started_unix_ms: at,
@@ -98,6 +108,7 @@ pub(crate) fn run(
         top_ups: Vec::new(),
         report: None,
         exit_code: None,
+        processes: None,
     };
     args.durable = Some(DurableArgs {
         store: kept.clone(),
@@ -106,16 +117,25 @@ pub(crate) fn run(
         intents: Vec::new(),
         effects: Vec::new(),
     });
-    go(&kept, &mut record, &args, json, after_report)
+    go(
+        &kept,
+        &mut record,
+        &args,
+        json,
+        after_report,
+        split.as_ref(),
+    )
 }
 
-/// Runs (or continues) `record`'s run and keeps its report.
+/// Runs (or continues) `record`'s run and keeps its report: here, or with `split` as a
+/// supervisor process over NATS.
 fn go(
     kept: &RunStore,
     record: &mut RunRecord,
     args: &RunArgs,
     json: bool,
     after_report: &dyn Fn(),
+    split: Option<&Split>,
 ) -> ExitCode {
     if let Err(e) = kept.put_run(record) {
         return fail(e, quorate_coordinator::StopReason::EXIT_RUNTIME);
@@ -126,12 +146,21 @@ fn go(
     let peer = compiled
         .as_ref()
         .is_ok_and(|(file, _)| file.run.topology == Topology::Peer);
-    let result = compiled
-        .map_err(RunFileError::from)
-        .and_then(|(file, compiled)| {
+    let result = match compiled {
+        Err(e) => Err(RunFileError::from(e)),
+        Ok((file, compiled)) => {
             print_warnings(&path, &file.warnings());
-            run_compiled(&path, &file, compiled, args)
-        });
+            match split {
+                None => run_compiled(&path, &file, compiled, args),
+                Some(split) => {
+                    match super::remote::supervise_kept(&path, &file, args, split, record) {
+                        Ok(run) => Ok(run),
+                        Err(code) => return code,
+                    }
+                }
+            }
+        }
+    };
     match result {
         Ok(run) => {
             let code = finish(kept, record, &run, json, args.chaos.is_some(), peer);
@@ -186,7 +215,8 @@ pub(crate) struct Answers {
     pub(crate) reject: Vec<String>,
 }
 
-/// `quorate resume RUN_ID --store FILE`.
+/// `quorate resume RUN_ID --store FILE`; with `split` (`--nats`), as a supervisor process
+/// whose workers are still running.
 pub(crate) fn resume(
     id: &str,
     store: &StoreAt,
@@ -194,6 +224,7 @@ pub(crate) fn resume(
     answers: Answers,
     json: bool,
     trace: Option<PathBuf>,
+    split: Option<Split>,
 ) -> ExitCode {
     let found = RunStore::open_at(store, security).and_then(|kept| kept.run(id).map(|r| (kept, r)));
     let (kept, mut record) = match found {
@@ -210,6 +241,19 @@ pub(crate) fn resume(
             record.stop_reason().unwrap_or("-")
         );
         return ExitCode::from(record.exit_code.unwrap_or(1));
+    }
+    if let (Some(p), None) = (&record.processes, &split) {
+        let e = DurableError::ProcessRun {
+            run: record.run_id,
+            workers: p.workers.len(),
+        };
+        return fail(e, EXIT_BAD_INPUT);
+    }
+    #[cfg(feature = "nats")]
+    if let Some(Split::Resume { workers, .. }) = &split {
+        if let Err(e) = quorate::process::check_resume(&record, *workers) {
+            return fail(&e, e.exit_code());
+        }
     }
     let path = PathBuf::from(&record.plan_path);
     let approve = answers.approve.unwrap_or_default();
@@ -286,7 +330,7 @@ pub(crate) fn resume(
         top_ups,
         ..RunArgs::default()
     };
-    go(&kept, &mut record, &args, json, &|| {})
+    go(&kept, &mut record, &args, json, &|| {}, split.as_ref())
 }
 
 fn tasks_by_state(

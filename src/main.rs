@@ -81,9 +81,10 @@ enum Command {
         /// Keep the run in FILE (redb; created if absent), or on the etcd cluster at
         /// etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (a build with the cargo feature `etcd`), so
         /// that `quorate resume` can continue it after a crash, or (star topology) after an
-        /// approval stop. With --nats: the etcd cluster the worker processes share (their
-        /// `--store`), whose leases tell the supervisor which workers are live (worker failover;
-        /// a build with the features `etcd` and `nats`).
+        /// approval stop. With --nats: the supervisor process keeps the run (resume it with
+        /// `resume --nats URL --remote-workers N`), and the etcd cluster is the one the worker
+        /// processes share (their `--store`), whose leases tell the supervisor which workers
+        /// are live (worker failover; a build with the features `etcd` and `nats`).
         #[arg(long, value_name = "STORE")]
         store: Option<quorate::durable::StoreAt>,
         /// Run only the supervisor here and reach its workers over the NATS JetStream server
@@ -164,6 +165,8 @@ enum Command {
         /// TLS and credentials for NATS and etcd.
         #[command(flatten)]
         security: SecurityArgs,
+        #[command(flatten)]
+        nats: remote::ResumeNats,
     },
     /// Print the report of a kept run (the JSON of `run --json`) and each task's result, or
     /// write its HTML page (as `quorate report` does for a trace).
@@ -334,6 +337,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             json,
             trace,
             security,
+            nats,
         } => {
             let security = match resolve(&security) {
                 Ok(security) => security,
@@ -350,6 +354,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 },
                 json,
                 trace,
+                nats.split(&store, &security),
             )
         }
         Command::Experiment(cmd) => quorate::experiment::cli::run(cmd),
@@ -462,9 +467,14 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                     workers,
                     run,
                     wait_ms,
-                    store,
-                    security,
+                    store: store.clone(),
+                    security: security.clone(),
                 };
+                if let Some(store) = store {
+                    // A kept supervisor process: `resume --nats` brings it back.
+                    let split = Some(remote::Split::Start(remote));
+                    return kept::run(&plan, &store, &security, args, json, &hold, split);
+                }
                 return match remote::supervise(&plan, &args, remote) {
                     Ok(run) => {
                         print_run(&run, json, false);
@@ -475,7 +485,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 };
             }
             if let Some(store) = store {
-                return kept::run(&plan, &store, &security, args, json, &hold);
+                return kept::run(&plan, &store, &security, args, json, &hold, None);
             }
             match run_plan(&plan, &args) {
                 Ok(run) => {

@@ -70,6 +70,61 @@ fn etcd_store(
     }
 }
 
+/// `quorate resume`'s flags for a run whose supervisor ran as a process over NATS.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ResumeNats {
+    /// Resume a run started with `run --nats ... --store ...` whose supervisor process was
+    /// lost: run its supervisor here again, with the same id, and reach its worker processes
+    /// (still running) over the NATS JetStream server at URL. Needs --remote-workers. Built
+    /// with the feature `nats`.
+    #[arg(long, value_name = "URL", requires = "remote_workers")]
+    nats: Option<String>,
+    /// With --nats: the number of worker processes the run was started with.
+    #[arg(long, value_name = "N", requires = "nats")]
+    remote_workers: Option<usize>,
+}
+
+impl ResumeNats {
+    /// What `resume` is to do: `Some` with `--nats` (`store` is the kept run's `--store`: an
+    /// etcd cluster there is the one whose worker leases the resumed supervisor watches).
+    pub(crate) fn split(
+        self,
+        store: &quorate::durable::StoreAt,
+        security: &Security,
+    ) -> Option<Split> {
+        let (nats, workers) = self.nats.zip(self.remote_workers)?;
+        let store = match store {
+            quorate::durable::StoreAt::Etcd(url) => Some(url.clone()),
+            quorate::durable::StoreAt::File(_) => None,
+        };
+        Some(Split::Resume {
+            nats,
+            workers,
+            security: security.clone(),
+            store,
+        })
+    }
+}
+
+/// How a kept run's supervisor process reaches its workers over NATS (`run --nats ...
+/// --store ...`, `resume --nats ...`).
+#[cfg_attr(not(feature = "nats"), allow(dead_code))]
+pub(crate) enum Split {
+    /// A new run: wait for the workers to register.
+    Start(Remote),
+    /// A resumed run: the workers kept in its record, still bound to the run's stream.
+    Resume {
+        /// `--nats`.
+        nats: String,
+        /// `--remote-workers`.
+        workers: usize,
+        /// TLS and credentials.
+        security: Security,
+        /// The etcd cluster of the kept run, if it is one.
+        store: Option<quorate::state::EtcdUrl>,
+    },
+}
+
 const EXIT_BAD_INPUT: u8 = 2;
 
 #[cfg(not(feature = "nats"))]
@@ -84,21 +139,40 @@ pub(crate) fn supervise(_: &Path, _: &RunArgs, _: Remote) -> Result<FileRun, Exi
     Err(no_feature())
 }
 
+/// The run's id `remote` gives (`--run`, else a random one), once its flags are checked.
+#[cfg(not(feature = "nats"))]
+pub(crate) fn run_id(_: &Remote) -> Result<quorate::protocols::RunId, ExitCode> {
+    Err(no_feature())
+}
+
+/// Runs (or resumes) the supervisor process of the kept run `record`.
+#[cfg(not(feature = "nats"))]
+pub(crate) fn supervise_kept(
+    _: &Path,
+    _: &quorate::plan_file::PlanFile,
+    _: &RunArgs,
+    _: &Split,
+    _: &mut quorate::durable::RunRecord,
+) -> Result<FileRun, ExitCode> {
+    Err(no_feature())
+}
+
 /// Runs a worker process.
 #[cfg(not(feature = "nats"))]
 pub(crate) fn worker(_: &WorkerCli) -> ExitCode {
     no_feature()
 }
 
-/// Runs `plan`'s supervisor over NATS; the finished run, or the exit code after a message.
 #[cfg(feature = "nats")]
-pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<FileRun, ExitCode> {
-    use quorate::plan_file::PlanFile;
-    use quorate::process::{parse_id, run_remote, RemoteArgs};
-    let fail = |message: String, code: u8| {
-        eprintln!("quorate: {message}");
-        ExitCode::from(code)
-    };
+fn fail(message: String, code: u8) -> ExitCode {
+    eprintln!("quorate: {message}");
+    ExitCode::from(code)
+}
+
+/// The run's id `remote` gives (`--run`, else a random one), once its flags are checked.
+#[cfg(feature = "nats")]
+pub(crate) fn run_id(remote: &Remote) -> Result<quorate::protocols::RunId, ExitCode> {
+    use quorate::process::parse_id;
     let run = match &remote.run {
         Some(text) => parse_id(text).map_err(|e| fail(format!("--run: {e}"), EXIT_BAD_INPUT))?,
         None => quorate_workers::edge::random_ids().run_id(),
@@ -109,6 +183,24 @@ pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<F
             EXIT_BAD_INPUT,
         ));
     }
+    Ok(run)
+}
+
+/// What the run's stream carried, on stderr.
+#[cfg(feature = "nats")]
+fn print_counts(c: &quorate_nats::transport::RunCounts) {
+    eprintln!(
+        "quorate: nats stream: stored {}  delivered {}  redelivered {}  held {}  ack pending {}",
+        c.stored, c.delivered, c.redelivered, c.held, c.ack_pending
+    );
+}
+
+/// Runs `plan`'s supervisor over NATS; the finished run, or the exit code after a message.
+#[cfg(feature = "nats")]
+pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<FileRun, ExitCode> {
+    use quorate::plan_file::PlanFile;
+    use quorate::process::{run_remote, RemoteArgs};
+    let run = run_id(&remote)?;
     let store = etcd_store(remote.store.as_ref()).map_err(|e| fail(e, EXIT_BAD_INPUT))?;
     let file = PlanFile::load(plan).map_err(|e| fail(e.to_string(), EXIT_BAD_INPUT))?;
     for w in file.warnings() {
@@ -124,11 +216,55 @@ pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<F
     };
     match run_remote(plan, &file, args, &remote) {
         Ok(done) => {
-            let c = done.counts;
-            eprintln!(
-                "quorate: nats stream: stored {}  delivered {}  redelivered {}  held {}  ack pending {}",
-                c.stored, c.delivered, c.redelivered, c.held, c.ack_pending
-            );
+            print_counts(&done.counts);
+            Ok(done.run)
+        }
+        Err(e) => Err(fail(e.to_string(), e.exit_code())),
+    }
+}
+
+/// Runs (or resumes) the supervisor process of the kept run `record` (its plan file `file`,
+/// named `path`); a new run's supervisor and worker ids go into `record` (and the store).
+#[cfg(feature = "nats")]
+pub(crate) fn supervise_kept(
+    path: &Path,
+    file: &quorate::plan_file::PlanFile,
+    args: &RunArgs,
+    split: &Split,
+    record: &mut quorate::durable::RunRecord,
+) -> Result<FileRun, ExitCode> {
+    use quorate::process::{resume_remote, run_remote_kept, RemoteArgs, ResumeRemote};
+    let done = match split {
+        Split::Start(remote) => {
+            let store = etcd_store(remote.store.as_ref()).map_err(|e| fail(e, EXIT_BAD_INPUT))?;
+            let remote = RemoteArgs {
+                nats: remote.nats.clone(),
+                workers: remote.workers,
+                run: record.run_id,
+                wait: std::time::Duration::from_millis(remote.wait_ms),
+                store,
+                security: remote.security.clone(),
+            };
+            run_remote_kept(path, file, args, &remote, record)
+        }
+        Split::Resume {
+            nats,
+            workers,
+            security,
+            store,
+        } => {
+            let remote = ResumeRemote {
+                nats: nats.clone(),
+                workers: *workers,
+                security: security.clone(),
+                store: store.clone(),
+            };
+            resume_remote(path, file, args, record, &remote)
+        }
+    };
+    match done {
+        Ok(done) => {
+            print_counts(&done.counts);
             Ok(done.run)
         }
         Err(e) => Err(fail(e.to_string(), e.exit_code())),
@@ -139,10 +275,6 @@ pub(crate) fn supervise(plan: &Path, args: &RunArgs, remote: Remote) -> Result<F
 #[cfg(feature = "nats")]
 pub(crate) fn worker(cli: &WorkerCli) -> ExitCode {
     use quorate::process::{parse_id, run_worker, WorkerArgs};
-    let fail = |message: String, code: u8| {
-        eprintln!("quorate: {message}");
-        ExitCode::from(code)
-    };
     let run = match parse_id(&cli.run) {
         Ok(run) => run,
         Err(e) => return fail(format!("--run: {e}"), EXIT_BAD_INPUT),

@@ -158,6 +158,23 @@ pub struct DurableArgs {
     pub effects: Vec<quorate_workers::scripted::CommittedEffect>,
 }
 
+impl DurableArgs {
+    /// The runtime's side of this kept run: one journal on the store for the supervisor's
+    /// events and results, the workers' action intents and the effects `world` commits (it
+    /// starts from those committed before).
+    pub(crate) fn journaled(&self, world: &World) -> quorate_coordinator::Durable {
+        let journal = std::sync::Arc::new(self.store.journal(self.run));
+        world.set_journal(journal.clone(), self.effects.clone());
+        quorate_coordinator::Durable {
+            run: self.run,
+            journal: journal.clone(),
+            actions: journal,
+            restored_actions: std::sync::Arc::new(self.intents.clone()),
+            resume: self.resume.clone(),
+        }
+    }
+}
+
 /// A plan file could not be run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunFileError {
@@ -273,20 +290,9 @@ pub fn run_compiled(
     args: &RunArgs,
 ) -> Result<FileRun, RunFileError> {
     args.approve.check(&[(path, file)])?;
-    let options = run_options(file, args);
+    let mut options = run_options(file, args);
     let world = book.world().clone();
-    let mut options = options;
-    if let Some(d) = &args.durable {
-        let journal = std::sync::Arc::new(d.store.journal(d.run));
-        world.set_journal(journal.clone(), d.effects.clone());
-        options.durable = Some(quorate_coordinator::Durable {
-            run: d.run,
-            journal: journal.clone(),
-            actions: journal,
-            restored_actions: std::sync::Arc::new(d.intents.clone()),
-            resume: d.resume.clone(),
-        });
-    }
+    options.durable = args.durable.as_ref().map(|d| d.journaled(&world));
     let models = model_tools(file)?;
     let model_agents = std::sync::Arc::new(file.model_agents());
     let parts = || {

@@ -140,9 +140,7 @@ pub fn run_star(
         .unwrap_or_else(|| Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len())));
     let durable = options.durable.clone();
     write_data(&results, &options.data);
-    if let Some(from) = durable.as_ref().and_then(|d| d.resume.as_ref()) {
-        write_data(&results, &from.results);
-    }
+    write_resumed(&results, durable.as_ref());
     let chaos = options
         .chaos
         .map(|c| Arc::new(Mutex::new(Chaos::new(c, options.seed))));
@@ -233,16 +231,10 @@ pub fn run_star(
         if let Some(fallback) = options.fallback {
             core.set_fallback_plan(fallback);
         }
-        if let Some(from) = durable.as_ref().and_then(|d| d.resume.as_ref()) {
-            let results = results2.clone();
-            core.replay(&from.events, |key| results.get_now(key).map(|v| v.value))?;
-        }
+        replay(&mut core, durable.as_ref(), &results2)?;
         let (done, wait) = oneshot::channel();
         let actor = SupervisorActor::new(core, links, results2, log2, sink, done);
-        ctx.run(match &durable {
-            Some(d) => actor.with_journal(d.journal.clone()),
-            None => actor,
-        });
+        ctx.run(journaled(actor, durable.as_ref()));
         let report = wait.await.ok();
         for arbiter in &arbiters {
             arbiter.stop();
@@ -270,6 +262,36 @@ pub fn run_star(
         log,
         results,
     })
+}
+
+/// Writes the results a durable run resumes from into its fresh result store (after its
+/// `[data]`): what [`replay`] reads the completed tasks' results from.
+pub(crate) fn write_resumed(store: &MemoryStore<serde_json::Value>, durable: Option<&Durable>) {
+    if let Some(from) = durable.and_then(|d| d.resume.as_ref()) {
+        write_data(store, &from.results);
+    }
+}
+
+/// Replays the log a durable run resumes from into its fresh `core` (nothing for a new run),
+/// reading completed tasks' results from `results` (see [`write_resumed`]).
+pub(crate) fn replay(
+    core: &mut SupervisorCore,
+    durable: Option<&Durable>,
+    results: &MemoryStore<serde_json::Value>,
+) -> Result<(), crate::ResumeError> {
+    match durable.and_then(|d| d.resume.as_ref()) {
+        Some(from) => core.replay(&from.events, |key| results.get_now(key).map(|v| v.value)),
+        None => Ok(()),
+    }
+}
+
+/// The supervisor `actor` writing through a durable run's journal (unchanged for a run that
+/// is not kept).
+pub(crate) fn journaled(actor: SupervisorActor, durable: Option<&Durable>) -> SupervisorActor {
+    match durable {
+        Some(d) => actor.with_journal(d.journal.clone()),
+        None => actor,
+    }
 }
 
 /// The span of run `run` ([`quorate_workers::telemetry::RUN_SPAN`]): the parent of every

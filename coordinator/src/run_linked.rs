@@ -10,7 +10,9 @@ use quorate_state::{MemoryStore, PackedLog};
 use quorate_workers::ReportBatch;
 use tokio::sync::oneshot;
 
-use crate::run::{end_run_span, finish_trace, open_trace, run_span, write_data};
+use crate::run::{
+    end_run_span, finish_trace, journaled, open_trace, replay, run_span, write_data, write_resumed,
+};
 use crate::{
     RunError, RunOptions, RunOutput, SupervisorActor, SupervisorCore, WorkerLink, WorkerLiveness,
 };
@@ -31,9 +33,13 @@ pub struct Participants {
 /// `link` makes (called once, inside the system, with the recipient the workers' replies must
 /// be delivered to). Blocks until the run stops. `options.supervisor.workers` is set to the
 /// number of workers given; `options.worker`, `chaos` and `worker_threads` are not used (the
-/// workers run elsewhere, with their own settings). With `options.durable`, the supervisor
-/// writes its events and accepted results through its `journal` before it acts on them, as in
-/// [`run_star`](crate::run_star) (the run's id is `who.run`; `resume` is not used here).
+/// workers run elsewhere, with their own settings).
+///
+/// With `options.durable` the supervisor's events and results go through its journal, and a
+/// run given a log to resume from is replayed first, as [`run_star`](crate::run_star) does
+/// (the run's id is `who.run`; its action journal is not used: the actions are the
+/// workers'). A resumed run needs the same `who` as the run it continues (a `dispatched`
+/// event names its worker by position, and the workers know the supervisor by its id).
 pub fn run_star_linked(
     plan: Plan,
     options: RunOptions,
@@ -66,9 +72,10 @@ pub fn run_star_linked_to(
     let log = Arc::new(PackedLog::new());
     let results = Arc::new(MemoryStore::with_capacity(plan.len() + options.data.len()));
     write_data(&results, &options.data);
-    let journal = options.durable.as_ref().map(|d| d.journal.clone());
-    // A traced or kept run lists its plan's nodes in run-started, as in `run_star`.
-    let traced = options.trace.is_some() || journal.is_some();
+    let durable = options.durable.clone();
+    write_resumed(&results, durable.as_ref());
+    // A traced or kept run lists its plan's nodes in run-started (what a report page draws).
+    let traced = options.trace.is_some() || durable.is_some();
     let system = System::new();
     let (log2, results2) = (log.clone(), results.clone());
     let tasks = plan.len();
@@ -95,16 +102,14 @@ pub fn run_star_linked_to(
         if let Some(fallback) = options.fallback {
             core.set_fallback_plan(fallback);
         }
+        replay(&mut core, durable.as_ref(), &results2)?;
         let (done, wait) = oneshot::channel();
         let actor = SupervisorActor::new(core, links, results2, log2, sink, done);
-        ctx.run(match journal {
-            Some(journal) => actor.with_journal(journal),
-            None => actor,
-        });
-        (wait.await.ok(), span)
+        ctx.run(journaled(actor, durable.as_ref()));
+        Ok::<_, RunError>((wait.await.ok(), span))
     });
     drop(system);
-    let (report, span) = report;
+    let (report, span) = report?;
     let report = report.ok_or(RunError::NoReport)?;
     end_run_span(span, &report);
     crate::run_metrics::publish_report(&report);

@@ -136,7 +136,21 @@ pub struct RunCounts {
 pub struct RunStream {
     js: Context,
     name: String,
+    run: RunId,
     recipients: Vec<AgentId>,
+}
+
+/// The durable pull consumer of `to` on run `run`'s stream, with explicit ack.
+fn consumer_config(run: RunId, to: AgentId, settings: Settings) -> pull::Config {
+    let consumer = subject::consumer_name(to);
+    pull::Config {
+        durable_name: Some(consumer),
+        filter_subject: subject::inbox_filter(run, to),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: settings.ack_wait,
+        max_deliver: settings.max_deliver,
+        ..Default::default()
+    }
 }
 
 fn stream_err(name: &str) -> impl Fn(String) -> TransportError + '_ {
@@ -163,8 +177,24 @@ impl RunStream {
                 .await
                 .map_err(|e| err(e.to_string()))?;
         }
+        drop(err);
+        Self::open_or_create(js, run, recipients, settings).await
+    }
+
+    /// Opens run `run`'s stream as it is, with the messages it holds and its consumers' acks
+    /// (a supervisor that comes back to a run its workers are still bound to); a stream or a
+    /// consumer of `recipients` that does not exist yet is created as
+    /// [`create`](Self::create) does.
+    pub async fn open_or_create(
+        js: &Context,
+        run: RunId,
+        recipients: &[AgentId],
+        settings: Settings,
+    ) -> Result<Self, TransportError> {
+        let name = subject::stream_name(run);
+        let err = stream_err(&name);
         let stream = js
-            .create_stream(stream::Config {
+            .get_or_create_stream(stream::Config {
                 name: name.clone(),
                 subjects: vec![subject::run_subjects(run)],
                 retention: RetentionPolicy::WorkQueue,
@@ -177,15 +207,9 @@ impl RunStream {
         for &to in recipients {
             let consumer = subject::consumer_name(to);
             stream
-                .create_consumer(pull::Config {
-                    durable_name: Some(consumer.clone()),
-                    filter_subject: subject::inbox_filter(run, to),
-                    ack_policy: AckPolicy::Explicit,
-                    ack_wait: settings.ack_wait,
-                    max_deliver: settings.max_deliver,
-                    ..Default::default()
-                })
+                .get_or_create_consumer(&consumer, consumer_config(run, to, settings))
                 .await
+                .map(|_: Consumer<pull::Config>| ())
                 .map_err(|e| TransportError::Consumer {
                     consumer,
                     message: e.to_string(),
@@ -194,8 +218,41 @@ impl RunStream {
         Ok(Self {
             js: js.clone(),
             name,
+            run,
             recipients: recipients.to_vec(),
         })
+    }
+
+    /// Makes `to`'s consumer anew (its messages stay in the stream: work-queue retention drops
+    /// a message when it is acked, not when a consumer goes). What the consumer delivered
+    /// before without an ack is delivered again at once, instead of after `ack_wait`: for an
+    /// agent that comes back after its process was lost (only it may be bound to the consumer).
+    pub async fn renew_consumer(
+        &self,
+        to: AgentId,
+        settings: Settings,
+    ) -> Result<(), TransportError> {
+        let consumer = subject::consumer_name(to);
+        let err = |message: String| TransportError::Consumer {
+            consumer: consumer.clone(),
+            message,
+        };
+        let stream = self
+            .js
+            .get_stream(&self.name)
+            .await
+            .map_err(|e| stream_err(&self.name)(e.to_string()))?;
+        if stream.get_consumer::<pull::Config>(&consumer).await.is_ok() {
+            stream
+                .delete_consumer(&consumer)
+                .await
+                .map_err(|e| err(e.to_string()))?;
+        }
+        stream
+            .create_consumer(consumer_config(self.run, to, settings))
+            .await
+            .map(|_| ())
+            .map_err(|e| err(e.to_string()))
     }
 
     /// The stream's name.

@@ -14,12 +14,17 @@
 //!   creates the stream and every consumer, then welcomes each of them ([`Welcome`]: the
 //!   supervisor's id), after which the worker binds to its consumer;
 //! * `quorate.end.<run>`: the supervisor's run stopped; workers exit 0.
+//!
+//! A run kept in a store (`--store`) keeps its supervisor's and workers' ids in its record;
+//! after the supervisor process is lost, `quorate resume` brings it back with the same id
+//! (module `resume`).
 
 #[cfg(feature = "etcd")]
 pub mod failover;
 mod lease;
 #[cfg(feature = "etcd")]
 pub mod peer;
+mod resume;
 mod supervisor;
 mod worker;
 
@@ -34,6 +39,9 @@ use serde::{Deserialize, Serialize};
 use crate::security::Security;
 
 pub use lease::lease_name;
+pub use resume::{
+    check as check_resume, resume_remote, run_remote_kept, ResumeRemote, HALTED, HALT_AT_REPLY,
+};
 pub use supervisor::{run_remote, RemoteArgs, RemoteRun};
 pub use worker::{run_worker, WorkerArgs, WorkerExit};
 
@@ -165,6 +173,26 @@ pub enum ProcessError {
         /// What failed.
         message: String,
     },
+    /// The run's record (`--store`) could not be read or written.
+    #[error(transparent)]
+    Kept(#[from] crate::durable::DurableError),
+    /// `resume --nats` was given a run whose record keeps no supervisor process ids: it ran in
+    /// one process, or its supervisor process stopped before its workers registered.
+    #[error("run {run} keeps no supervisor process ids (it ran in one process, or its supervisor stopped before its workers registered); resume it without --nats")]
+    NotAProcessRun {
+        /// The run.
+        run: RunId,
+    },
+    /// `resume --nats` was given another number of workers than the run has.
+    #[error("run {run} has {kept} worker processes; --remote-workers {given} does not match")]
+    WorkersMismatch {
+        /// The run.
+        run: RunId,
+        /// Workers kept in its record.
+        kept: usize,
+        /// `--remote-workers`.
+        given: usize,
+    },
 }
 
 impl ProcessError {
@@ -176,7 +204,14 @@ impl ProcessError {
             ProcessError::Plan(_)
             | ProcessError::Connect { .. }
             | ProcessError::Secure(_)
-            | ProcessError::IdMismatch { .. } => 2,
+            | ProcessError::IdMismatch { .. }
+            | ProcessError::NotAProcessRun { .. }
+            | ProcessError::WorkersMismatch { .. } => 2,
+            // A cluster that does not answer: the runtime could not go on; the rest is input.
+            ProcessError::Kept(crate::durable::DurableError::Store(
+                quorate_state::StoreError::Unavailable { .. },
+            )) => quorate_coordinator::StopReason::EXIT_RUNTIME,
+            ProcessError::Kept(_) => 2,
             ProcessError::NotEnoughWorkers { .. } | ProcessError::NotWelcomed { .. } => {
                 EXIT_NO_COUNTERPART
             }

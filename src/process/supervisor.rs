@@ -51,6 +51,8 @@ pub struct RemoteRun {
     pub run: FileRun,
     /// What the run's stream carried.
     pub counts: RunCounts,
+    /// The supervisor's agent id.
+    pub supervisor: AgentId,
     /// The workers, in registration order.
     pub workers: Vec<AgentId>,
 }
@@ -134,40 +136,127 @@ async fn gather(
 /// Runs plan file `file` (loaded from `path`) as the supervisor process of `remote.run`:
 /// waits for `remote.workers` workers to register (else [`ProcessError::NotEnoughWorkers`]),
 /// creates the run's stream and consumers, welcomes the workers, runs the supervisor core with
-/// its envelopes over NATS, then announces the end of the run.
+/// its envelopes over NATS, then announces the end of the run. A run kept in a store
+/// (`args.durable`) is journaled there; [`run_remote_kept`](super::run_remote_kept) also keeps
+/// the ids [`resume_remote`](super::resume_remote) needs to bring it back.
 pub fn run_remote(
     path: &Path,
     file: &PlanFile,
     args: &RunArgs,
     remote: &RemoteArgs,
 ) -> Result<RemoteRun, ProcessError> {
-    let (plan, book) = file
+    start(path, file, args, remote, None)
+}
+
+/// [`run_remote`]; with `record` (the kept run's, for `args.durable`), the supervisor's and the
+/// workers' ids are set in it and it is written to the store before any worker is welcomed.
+pub(super) fn start(
+    path: &Path,
+    file: &PlanFile,
+    args: &RunArgs,
+    remote: &RemoteArgs,
+    record: Option<&mut crate::durable::RunRecord>,
+) -> Result<RemoteRun, ProcessError> {
+    let compiled = file
         .compile(path)
         .map_err(crate::runner::RunFileError::from)?;
     args.approve.check(&[(path, file)])?;
-    let me = Sender {
-        agent: own_id(None, &remote.security)?,
-        role: Role::Supervisor,
-    };
-    let rt = nats_runtime()?;
-    let client = rt.block_on(connect(&remote.nats, &remote.security, me.agent))?;
-    let js = {
-        let _in_runtime = rt.enter();
-        quorate_nats::async_nats::jetstream::new(client.clone())
-    };
+    let me = own_id(None, &remote.security)?;
+    let nats = Nats::connect(&remote.nats, &remote.security, me)?;
     eprintln!(
         "quorate: run {}: waiting for {} workers on {}",
         remote.run, remote.workers, remote.nats
     );
-    let workers = rt.block_on(gather(&client, remote.run, remote.workers, remote.wait))?;
-    // Failover: the workers' leases, watched from here on (see `lease.rs`).
-    let mut leases = super::lease::watch(
-        &rt,
-        remote.store.as_ref(),
-        &remote.security,
+    let workers = nats.rt.block_on(gather(
+        &nats.client,
         remote.run,
-        &workers,
-    )?;
+        remote.workers,
+        remote.wait,
+    ))?;
+    if let Some(record) = record {
+        super::resume::keep_processes(args, record, me, &workers)?;
+    }
+    supervise(
+        &nats,
+        compiled,
+        file,
+        args,
+        remote.run,
+        me,
+        workers,
+        Stream::Fresh,
+        remote.store.as_ref(),
+    )
+}
+
+/// A process's NATS client, its JetStream context and the runtime they live on, with the
+/// security it connected with (its etcd connections use the same).
+pub(super) struct Nats {
+    pub(super) rt: tokio::runtime::Runtime,
+    pub(super) client: quorate_nats::async_nats::Client,
+    pub(super) js: quorate_nats::async_nats::jetstream::Context,
+    pub(super) security: Security,
+}
+
+impl Nats {
+    /// Connects to `url` as agent `agent` with `security`, on a runtime of its own.
+    pub(super) fn connect(
+        url: &str,
+        security: &Security,
+        agent: AgentId,
+    ) -> Result<Self, ProcessError> {
+        let rt = nats_runtime()?;
+        let client = rt.block_on(connect(url, security, agent))?;
+        let js = {
+            let _in_runtime = rt.enter();
+            quorate_nats::async_nats::jetstream::new(client.clone())
+        };
+        Ok(Self {
+            rt,
+            client,
+            js,
+            security: security.clone(),
+        })
+    }
+}
+
+/// Whether the supervisor starts the run's stream afresh or comes back to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stream {
+    /// A new run: a stream left over under its id is replaced.
+    Fresh,
+    /// A resumed run: the stream, its messages and its consumers stay as they are.
+    Kept,
+}
+
+/// Runs the supervisor core of `run` as `me` with `workers` (in this order) over `nats`:
+/// makes (or opens) the stream, welcomes the workers, moves the envelopes until the run stops,
+/// then announces its end. With `store` (the etcd cluster the workers share), the workers'
+/// leases are watched and their loss and return told to the core (worker failover).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn supervise(
+    nats: &Nats,
+    (plan, book): (quorate_protocols::Plan, quorate_workers::ScriptBook),
+    file: &PlanFile,
+    args: &RunArgs,
+    run: RunId,
+    me: AgentId,
+    workers: Vec<AgentId>,
+    stream: Stream,
+    store: Option<&quorate_state::EtcdUrl>,
+) -> Result<RemoteRun, ProcessError> {
+    let Nats {
+        rt,
+        client,
+        js,
+        security,
+    } = nats;
+    // Failover: the workers' leases, watched from here on (see `lease.rs`).
+    let mut leases = super::lease::watch(rt, store, security, run, &workers)?;
+    let me = Sender {
+        agent: me,
+        role: Role::Supervisor,
+    };
     let senders: Vec<Sender> = workers
         .iter()
         .map(|&agent| Sender {
@@ -178,17 +267,27 @@ pub fn run_remote(
     let mut recipients = vec![me.agent];
     recipients.extend(&workers);
     let (stream, inbox) = rt.block_on(async {
-        let stream = RunStream::create(&js, remote.run, &recipients, Settings::default()).await?;
+        let settings = Settings::default();
+        let stream = match stream {
+            Stream::Fresh => RunStream::create(js, run, &recipients, settings).await?,
+            Stream::Kept => {
+                let stream = RunStream::open_or_create(js, run, &recipients, settings).await?;
+                // What the lost supervisor read without acking comes again now, not after
+                // `ack_wait`: late or duplicate replies to the resumed core.
+                stream.renew_consumer(me.agent, settings).await?;
+                stream
+            }
+        };
         let inbox: Inbox<Report> = Inbox::bind(
-            &js,
-            remote.run,
+            js,
+            run,
             me.agent,
             Directory::new(senders.iter().copied()),
             Limits::default(),
         )
         .await?;
         for &w in &workers {
-            let subject = welcome_subject(remote.run, w);
+            let subject = welcome_subject(run, w);
             let welcome = serde_json::to_vec(&Welcome {
                 supervisor: me.agent,
             })
@@ -213,12 +312,17 @@ pub fn run_remote(
     // handled it (accepted or refused).
     let (to_actor, actor) = tokio::sync::oneshot::channel::<Recipient<ReportBatch>>();
     let unauthorized = Arc::new(AtomicU64::new(0));
-    let mut reader = rt.spawn(read_replies(inbox, actor, unauthorized.clone()));
+    let halt = super::resume::halt_at_reply();
+    let mut reader = rt.spawn(read_replies(inbox, actor, unauthorized.clone(), halt));
     // The linked run uses the supervisor's side of these (chaos, worker threads and the
     // workers' settings belong to the worker processes; see `run_star_linked`).
-    let options = crate::runner::run_options(file, args);
+    let mut options = crate::runner::run_options(file, args);
+    let world = book.world().clone();
+    // A kept run: the same journal as a run in one process (its action journal stays unused
+    // here: the actions are the workers').
+    options.durable = args.durable.as_ref().map(|d| d.journaled(&world));
     let who = Participants {
-        run: remote.run,
+        run,
         me,
         workers: senders,
     };
@@ -251,9 +355,9 @@ pub fn run_remote(
             reader.abort();
         }
         publisher.finish().await?;
-        let subject = end_subject(remote.run);
+        let subject = end_subject(run);
         client
-            .publish(subject.clone(), remote.run.to_string().into())
+            .publish(subject.clone(), run.to_string().into())
             .await
             .map_err(|e| subject_err(&subject)(e.to_string()))?;
         client
@@ -276,11 +380,9 @@ pub fn run_remote(
     // Replies the transport refused as unauthorized never reached the core: counted here.
     output.report.messages.rejected_unauthorized += unauthorized.load(Ordering::Relaxed);
     Ok(RemoteRun {
-        run: FileRun {
-            output,
-            world: book.world().clone(),
-        },
+        run: FileRun { output, world },
         counts,
+        supervisor: me.agent,
         workers,
     })
 }
@@ -292,8 +394,10 @@ async fn read_replies(
     mut inbox: Inbox<Report>,
     actor: tokio::sync::oneshot::Receiver<Recipient<ReportBatch>>,
     unauthorized: Arc<AtomicU64>,
+    halt: Option<u64>,
 ) {
     let Ok(actor) = actor.await else { return };
+    let mut read = 0;
     while actor.connected() {
         let delivery = match inbox.next(Duration::from_millis(100)).await {
             Ok(Some(d)) => d,
@@ -304,6 +408,10 @@ async fn read_replies(
                 continue;
             }
         };
+        read += 1;
+        if halt == Some(read) {
+            super::resume::halt(read).await;
+        }
         let (envelope, acker) = delivery.split();
         match envelope {
             // Acked whether the actor took it or had stopped already (the run is over: nobody
