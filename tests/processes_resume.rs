@@ -128,11 +128,23 @@ impl Drop for Proc {
     }
 }
 
-fn workers(nats: &str, run: &str, plan: &Path) -> Vec<Proc> {
+/// The worker processes, on the supervisor's etcd cluster as their store of record (the
+/// supervisor watches their leases there: worker failover).
+fn workers(nats: &str, run: &str, plan: &Path, store: &str) -> Vec<Proc> {
     (0..WORKERS)
         .map(|i| {
             Proc::spawn(
-                &["worker", "--nats", nats, "--run", run, "--plan", arg(plan)],
+                &[
+                    "worker",
+                    "--nats",
+                    nats,
+                    "--run",
+                    run,
+                    "--plan",
+                    arg(plan),
+                    "--store",
+                    store,
+                ],
                 &[],
                 &format!("worker{i}"),
             )
@@ -248,7 +260,7 @@ fn lose_the_supervisor(loss: Loss) {
     let plan = plan();
     let trace = temp_path("first.jsonl");
     let run = quorate_workers::edge::random_ids().run_id().to_string();
-    let mut workers = workers(&url, &run, &plan);
+    let mut workers = workers(&url, &run, &plan, &store);
     let env: Vec<(&str, String)> = match loss {
         Loss::Assigned(_) => Vec::new(),
         Loss::Reply(n) => vec![(HALT_AT_REPLY, n.to_string())],
@@ -403,7 +415,7 @@ fn a_process_run_completes_when_the_etcd_leader_is_lost() {
     let plan = plan();
     let trace = temp_path("lost.jsonl");
     let run = quorate_workers::edge::random_ids().run_id().to_string();
-    let workers = workers(&url, &run, &plan);
+    let workers = workers(&url, &run, &plan, &store);
     let mut sup = supervisor(&url, &run, &plan, &store, &trace, &[]);
     wait_until(
         Duration::from_secs(30),
@@ -444,7 +456,7 @@ fn a_resume_with_another_number_of_workers_is_refused() {
     let plan = plan();
     let trace = temp_path("refused.jsonl");
     let run = quorate_workers::edge::random_ids().run_id().to_string();
-    let _workers = workers(&url, &run, &plan);
+    let _workers = workers(&url, &run, &plan, &store);
     let env = vec![(HALT_AT_REPLY, "1".to_string())];
     let mut first = supervisor(&url, &run, &plan, &store, &trace, &env);
     wait_until(Duration::from_secs(30), "the halt", || {
