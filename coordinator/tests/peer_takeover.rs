@@ -21,10 +21,10 @@ fn two_peers() -> Net {
 /// Peer 0 dies: its assignment is never answered and its claim of `a` leaves the store.
 fn peer_0_dies(net: &mut Net) {
     net.running.retain(|(p, _)| *p != 0);
-    let claim = net.claims.get_now("claim/0").expect("a is claimed");
+    let claim = net.claims.get_now("claim/a").expect("a is claimed");
     assert_eq!(claim.value, 0);
     assert!(matches!(
-        net.claims.delete_now("claim/0", claim.version),
+        net.claims.delete_now("claim/a", claim.version),
         DeleteOutcome::Deleted
     ));
 }
@@ -39,14 +39,14 @@ fn a_lost_claim_without_a_record_is_claimed_again_and_its_task_run_by_another_pe
     peer_0_dies(&mut net);
     net.cores[1].handle_claim_lost(0, 0, None);
     net.drain(1);
-    assert_eq!(net.claims.get_now("claim/0").map(|c| c.value), Some(1));
+    assert_eq!(net.claims.get_now("claim/a").map(|c| c.value), Some(1));
     assert_eq!(net.executed.last(), Some(&(1, "a".into())));
     assert!(net.cores[1].awaiting_others().is_empty());
     net.ok("a");
     assert_eq!(net.done[1], Some(StopReason::Completed));
     assert_eq!(net.cores[1].task_state(0), TaskState::Completed);
     assert!(net.cores[1].claimed(0));
-    let record = net.states.get_now("state/0").expect("committed").value;
+    let record = net.states.get_now("state/a").expect("committed").value;
     assert_eq!(record.by, 1, "the peer that took over committed it");
 }
 
@@ -59,7 +59,7 @@ fn a_lost_claim_with_a_committed_record_is_adopted_without_running_again() {
     net.inbox.retain(|(to, _)| *to != 1);
     peer_0_dies(&mut net);
     assert_eq!(net.cores[1].awaiting_others(), [0]);
-    let stored = net.states.get_now("state/0").expect("committed");
+    let stored = net.states.get_now("state/a").expect("committed");
     net.cores[1].handle_claim_lost(0, 0, Some((stored.value, stored.version.raw())));
     net.drain(1);
     assert_eq!(net.executed.iter().filter(|(_, n)| n == "a").count(), 1);
