@@ -137,10 +137,9 @@ impl Sim {
         let horizon = opts.liveness.map_or(4_000, |(heal, _)| heal);
         let peer_mode = opts.topology.is_peer(seed);
         if peer_mode {
-            // Two to four peers, each with its own worker; what the peer core cannot do yet
-            // is not drawn (see `peer.rs`).
+            // Two to four peers, each with its own worker, given the same fallback as the star
+            // would be; what peer schedules do not draw yet is named in `peer.rs`.
             sc.config.workers += 1;
-            sc.fallback = None;
         } else {
             sc.faults.worker_loss = crate::gen::worker_loss(seed, sc.config.workers, horizon);
         }
@@ -186,7 +185,12 @@ impl Sim {
         });
         let peer = peer_mode.then(|| {
             Box::new(peer::PeerSide::new(
-                run, &sc.plan, &sc.config, &senders, &mut ids,
+                run,
+                &sc.plan,
+                sc.fallback.as_ref(),
+                &sc.config,
+                &senders,
+                &mut ids,
             ))
         });
         let mut sim = Self {
