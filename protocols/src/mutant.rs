@@ -55,9 +55,9 @@ impl Mutant {
     pub const PEER: [Mutant; 2] = [Mutant::PeerAcceptsSettled, Mutant::PeerIgnoresPlanVersion];
 
     /// The mutants of peer mode that the simulator's peer schedules (`sim/tests/mutants.rs`)
-    /// must catch too. `PeerIgnoresPlanVersion` is not among them: peer schedules draw no
-    /// fallback plan yet.
-    pub const PEER_SIMULATED: [Mutant; 1] = [Mutant::PeerAcceptsSettled];
+    /// must catch too (peer schedules draw `[fallback]` replans).
+    pub const PEER_SIMULATED: [Mutant; 2] =
+        [Mutant::PeerAcceptsSettled, Mutant::PeerIgnoresPlanVersion];
 }
 
 static ACTIVE: AtomicU8 = AtomicU8::new(Mutant::None as u8);
