@@ -68,11 +68,11 @@ pub const KNOWN_BUGS: [(&str, &str); 2] = [
     ),
     (
         "BUG-5 peer-replan-races-claimant",
-        "(peer mode, [fallback]) a peer whose readiness check of a guarded node fails after \
-         another peer claimed and started that node (its check passed before the lock was \
-         taken) switches the run to the fallback, dropping the node, while the claimant \
-         commits the node's terminal record under the first plan: the peers end on different \
-         plan versions or stop reasons",
+        "(peer mode, [fallback]) a peer whose readiness check of a guarded node fails \
+         switches the run to the fallback, dropping the node, although another peer claimed \
+         that node (its own check passed before the lock was taken) and commits, or already \
+         committed, the node's terminal record under the first plan: the peers end on \
+         different plan versions or stop reasons",
     ),
 ];
 
