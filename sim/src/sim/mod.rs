@@ -285,10 +285,14 @@ impl Sim {
                                     && c.previous[i] == TaskState::WaitingApproval
                             })
                             .collect();
+                        // In peer mode, each peer's view (the star's shadow is unused there).
+                        let states = match &self.peer {
+                            Some(side) => side.states(),
+                            None => format!("{:?}", c.state),
+                        };
                         let detail = format!(
-                            "stuck: nothing in flight, no timer, no stop reason; tasks {:?}; \
-                             running again after an approval: {after_approval:?}",
-                            c.state
+                            "stuck: nothing in flight, no timer, no stop reason; tasks {states}; \
+                             running again after an approval: {after_approval:?}"
                         );
                         self.fail(Invariant::StepBound, detail);
                     }

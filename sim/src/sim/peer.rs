@@ -121,6 +121,12 @@ impl PeerSide {
         }
     }
 
+    /// Every peer's view of the tasks (by shadow index), for a report.
+    pub(super) fn states(&self) -> String {
+        let views: Vec<_> = self.checkers.iter().map(|c| &c.state).collect();
+        format!("per peer {views:?}")
+    }
+
     /// The earliest wake-up of any peer.
     pub(super) fn poll_timeout(&self) -> Option<u64> {
         self.cores.iter().filter_map(PeerCore::poll_timeout).min()
