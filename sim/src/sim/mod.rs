@@ -235,10 +235,10 @@ impl Sim {
         for (at, w) in f.worker_crashes.into_iter().flatten() {
             sim.schedule(at, Msg::WorkerCrash(w));
         }
-        // The peer core cannot resume or be cancelled yet: peer schedules draw neither. Hook
-        // for peer resume (branch peer-core): schedule the crashes in peer mode too, and on
-        // `Msg::CoordinatorCrash` rebuild one peer's core from its own events (each carries
-        // its `peer`) and the shared stores, as `resume` in supervisor.rs does for the star.
+        // Peer schedules draw no crash and no cancel yet. Hook for peer resume: schedule the
+        // crashes in peer mode too, and on `Msg::CoordinatorCrash` rebuild the crashed peer's
+        // core with `peer::resume::rebuild` (the run's events and the shared stores' records)
+        // and `PeerCore::resume`, as `resume` in supervisor.rs does for the star.
         let star = sim.peer.is_none();
         for at in f.coordinator_crashes.into_iter().flatten().filter(|_| star) {
             sim.schedule(at, Msg::CoordinatorCrash);
