@@ -137,10 +137,9 @@ impl Sim {
         let horizon = opts.liveness.map_or(4_000, |(heal, _)| heal);
         let peer_mode = opts.topology.is_peer(seed);
         if peer_mode {
-            // Two to four peers, each with its own worker; what the peer core cannot do yet
-            // is not drawn (see `peer.rs`).
+            // Two to four peers, each with its own worker, given the same fallback as the star
+            // would be; what peer schedules do not draw yet is named in `peer.rs`.
             sc.config.workers += 1;
-            sc.fallback = None;
         } else {
             sc.faults.worker_loss = crate::gen::worker_loss(seed, sc.config.workers, horizon);
         }
@@ -186,7 +185,12 @@ impl Sim {
         });
         let peer = peer_mode.then(|| {
             Box::new(peer::PeerSide::new(
-                run, &sc.plan, &sc.config, &senders, &mut ids,
+                run,
+                &sc.plan,
+                sc.fallback.as_ref(),
+                &sc.config,
+                &senders,
+                &mut ids,
             ))
         });
         let mut sim = Self {
@@ -231,10 +235,10 @@ impl Sim {
         for (at, w) in f.worker_crashes.into_iter().flatten() {
             sim.schedule(at, Msg::WorkerCrash(w));
         }
-        // The peer core cannot resume or be cancelled yet: peer schedules draw neither. Hook
-        // for peer resume (branch peer-core): schedule the crashes in peer mode too, and on
-        // `Msg::CoordinatorCrash` rebuild one peer's core from its own events (each carries
-        // its `peer`) and the shared stores, as `resume` in supervisor.rs does for the star.
+        // Peer schedules draw no crash and no cancel yet. Hook for peer resume: schedule the
+        // crashes in peer mode too, and on `Msg::CoordinatorCrash` rebuild the crashed peer's
+        // core with `peer::resume::rebuild` (the run's events and the shared stores' records)
+        // and `PeerCore::resume`, as `resume` in supervisor.rs does for the star.
         let star = sim.peer.is_none();
         for at in f.coordinator_crashes.into_iter().flatten().filter(|_| star) {
             sim.schedule(at, Msg::CoordinatorCrash);
@@ -281,10 +285,14 @@ impl Sim {
                                     && c.previous[i] == TaskState::WaitingApproval
                             })
                             .collect();
+                        // In peer mode, each peer's view (the star's shadow is unused there).
+                        let states = match &self.peer {
+                            Some(side) => side.states(),
+                            None => format!("{:?}", c.state),
+                        };
                         let detail = format!(
-                            "stuck: nothing in flight, no timer, no stop reason; tasks {:?}; \
-                             running again after an approval: {after_approval:?}",
-                            c.state
+                            "stuck: nothing in flight, no timer, no stop reason; tasks {states}; \
+                             running again after an approval: {after_approval:?}"
                         );
                         self.fail(Invariant::StepBound, detail);
                     }

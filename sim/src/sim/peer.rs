@@ -12,42 +12,50 @@
 //! that stored value. After every step the shared root account keeps its invariant (reserve +
 //! outstanding slices <= limit).
 //!
-//! What the peer core does not have yet (branch peer-core adds them) is not drawn in peer
-//! schedules: a peer crash that resumes from the log (the coordinator crashes of the fault plan
-//! are not scheduled in peer mode: the hook is in `Sim::new`), a `[fallback]` replan (a failed
-//! precondition fails its task), a user's cancel, a human's approval decision, and worker
-//! loss by lease (the peer and its worker are one process).
+//! A `[fallback]` plan is drawn as for the star (`gen::fallback_plan`) and given to every
+//! peer: a peer whose readiness check of the guarded node fails proposes the switch by CAS on
+//! the plan version (`plan/<run>`, [`PeerEffect::ProposePlan`]) and every peer follows what the
+//! key holds. Claims and terminal records are keyed by node name, as the actor's stores key
+//! them (a switch renumbers the nodes). The checkers shadow the plan and its fallback by node
+//! name, so the per-peer rows hold across the switch; at the end every peer must be on the
+//! same plan version, and the end checks are over the plan the run ended on.
+//!
+//! What peer schedules do not draw yet: a peer crash that resumes from the log (the
+//! coordinator crashes of the fault plan are not scheduled in peer mode: the hook is in
+//! `Sim::new`), a user's cancel, a human's approval decision, and worker loss by lease (the
+//! peer and its worker are one process).
 //!
 //! The peers' transport delivers at least once (as NATS JetStream does): a broadcast the
 //! network drops comes again 500-1 500 ms later. The peer core learns another peer's terminal
 //! record from its broadcast, or from the store only when it commits one of its own for that
 //! task, so a broadcast lost for good can leave a peer waiting.
 
-use quorate_coordinator::peer::{
-    commit_terminal, propose_plan, update_root_once, PeerMsg, PlanVersion, RootUpdate,
-};
-use quorate_coordinator::peer::{PeerEffect, Terminal};
+use quorate_coordinator::peer::{commit_terminal, propose_plan, update_root_once, PeerMsg};
+use quorate_coordinator::peer::{PeerEffect, PlanVersion, RootUpdate, Terminal};
+use quorate_coordinator::EventKind;
 use quorate_coordinator::{PeerCore, StopReason, SupervisorConfig};
 use quorate_protocols::wire::Report;
-use quorate_protocols::{AgentId, Envelope, IdSource, Plan, Role, RunId, Sender, TaskState};
+use quorate_protocols::TaskState;
+use quorate_protocols::{AgentId, Envelope, IdSource, Plan, PlanSpec, Role, RunId, Sender};
 use quorate_state::{Account, AccountId, CasOutcome, MemoryStore};
 use rand::Rng;
 
 use super::{Msg, Sim};
 use crate::check::{Checker, Delivering, Invariant};
+use crate::fault::Fault;
 
 /// The root budget account's key in the simulated budget store.
 const ROOT: &str = "budget/root";
+/// The plan version's key in the simulated plan store.
+const PLAN: &str = "plan/run";
 
 /// The peers of a peer-mode schedule and their shared stores.
 pub(super) struct PeerSide {
     cores: Vec<PeerCore>,
     claims: MemoryStore<usize>,
     states: MemoryStore<Terminal>,
-    /// The plan version the peers agreed on (`plan/<run>`; peer schedules draw no fallback
-    /// yet, so it stays empty).
-    plans: MemoryStore<PlanVersion>,
     budget: MemoryStore<Account>,
+    plans: MemoryStore<PlanVersion>,
     /// One shadow per peer, fed with the events that peer writes.
     checkers: Vec<Checker>,
     done: Vec<Option<StopReason>>,
@@ -56,10 +64,12 @@ pub(super) struct PeerSide {
 }
 
 impl PeerSide {
-    /// `workers.len()` peers over `plan`; peer `p` runs worker `workers[p]`.
+    /// `workers.len()` peers over `plan` (each given `fallback`, a `[fallback]` plan, if there
+    /// is one); peer `p` runs worker `workers[p]`.
     pub(super) fn new(
         run: RunId,
         plan: &Plan,
+        fallback: Option<&PlanSpec>,
         config: &SupervisorConfig,
         workers: &[Sender],
         ids: &mut IdSource,
@@ -76,7 +86,7 @@ impl PeerSide {
         PeerCore::open_root(plan, &budget, ROOT);
         let cores = (0..n)
             .map(|p| {
-                PeerCore::new(
+                let mut core = PeerCore::new(
                     run,
                     plan.clone(),
                     config.clone(),
@@ -85,19 +95,36 @@ impl PeerSide {
                     workers[p],
                     tasks.clone(),
                     ids.fork(),
-                )
+                );
+                if let Some(spec) = fallback {
+                    core.set_fallback_plan(spec.clone());
+                }
+                core
             })
             .collect();
+        let fallback = fallback.map(|f| {
+            f.clone()
+                .validate()
+                .expect("generated fallback plans are valid")
+        });
         Self {
             cores,
             claims: MemoryStore::new(),
             states: MemoryStore::new(),
-            plans: MemoryStore::new(),
             budget,
-            checkers: (0..n).map(|_| Checker::new(plan, None)).collect(),
+            plans: MemoryStore::new(),
+            checkers: (0..n)
+                .map(|_| Checker::new(plan, fallback.as_ref()))
+                .collect(),
             done: vec![None; n],
             seq: 0,
         }
+    }
+
+    /// Every peer's view of the tasks (by shadow index), for a report.
+    pub(super) fn states(&self) -> String {
+        let views: Vec<_> = self.checkers.iter().map(|c| &c.state).collect();
+        format!("per peer {views:?}")
     }
 
     /// The earliest wake-up of any peer.
@@ -182,7 +209,7 @@ impl Sim {
         match effect {
             PeerEffect::TryClaim { node } => {
                 let side = self.peers();
-                let key = format!("claim/{node}");
+                let key = format!("claim/{}", side.cores[p].plan().node(node).id);
                 let won = side.claims.cas_now(&key, None, p).is_committed();
                 side.cores[p].handle_claim_result(now, node, won);
             }
@@ -214,7 +241,8 @@ impl Sim {
             PeerEffect::Control(env) => self.send(Msg::Control(p, Box::new(env))),
             PeerEffect::CommitTerminal(record) => {
                 let side = self.peers();
-                let key = format!("state/{}", record.node);
+                // By name: a switch of plan version renumbers the nodes.
+                let key = format!("state/{}", side.cores[p].plan().node(record.node).id);
                 let outcome = commit_terminal(&side.states, &key, record);
                 side.cores[p].handle_commit(now, outcome);
             }
@@ -234,12 +262,12 @@ impl Sim {
             }
             PeerEffect::ProposePlan(record) => {
                 let side = self.peers();
-                let stored = propose_plan(&side.plans, "plan", record);
+                let stored = propose_plan(&side.plans, PLAN, record);
                 side.cores[p].handle_plan_version(now, stored);
             }
             PeerEffect::ReadPlan => {
                 let side = self.peers();
-                let stored = side.plans.get_now("plan").map(|v| v.value);
+                let stored = side.plans.get_now(PLAN).map(|v| v.value);
                 side.cores[p].handle_plan_version(now, stored);
             }
             PeerEffect::Broadcast(env) => {
@@ -256,6 +284,10 @@ impl Sim {
                     self.fail(Invariant::StopReason, detail);
                 }
                 self.trace.event(now, &event);
+                if matches!(event.kind, EventKind::Replanned { .. }) {
+                    // Each peer that switches counts once.
+                    self.counts.bump(Fault::Replan);
+                }
                 let side = self.peer.as_deref_mut().expect("peer mode");
                 side.checkers[p].on_event(now, &event);
                 if let Some(v) = side.checkers[p].violation.take() {
@@ -286,8 +318,9 @@ impl Sim {
         }
     }
 
-    /// At the end: every peer done with one stop reason, all the same; the same state of every
-    /// task in every peer's view; completed results stored, and held by every peer.
+    /// At the end: every peer done with one stop reason, all the same, on the same plan
+    /// version; the same state of every task of the plan the run ended on in every peer's
+    /// view; completed results stored, and held by every peer.
     pub(super) fn peer_end_checks(&mut self) {
         let side = self.peer.as_deref().expect("peer mode");
         let n = side.cores.len();
@@ -305,8 +338,21 @@ impl Sim {
             let stops: Vec<_> = side.checkers.iter().map(|c| &c.stops).collect();
             problems.push((Invariant::StopReason, format!("per peer: {stops:?}")));
         }
-        for i in 0..plan.len() {
-            let states: Vec<TaskState> = side.checkers.iter().map(|c| c.state[i]).collect();
+        let versions: Vec<u32> = side.cores.iter().map(PeerCore::plan_version).collect();
+        if versions.windows(2).any(|w| w[0] != w[1]) {
+            let detail = format!("the peers ended on plan versions {versions:?}");
+            problems.push((Invariant::StopReason, detail));
+        }
+        // Shadow indices of the plan the run ended on (a switch cancels the tasks it drops).
+        let shadow: Vec<usize> = (0..plan.len() as u32)
+            .map(|i| {
+                side.checkers[0]
+                    .index_of(plan.node(i).id.as_str())
+                    .expect("every node of a plan has a shadow")
+            })
+            .collect();
+        for (i, &s) in shadow.iter().enumerate() {
+            let states: Vec<TaskState> = side.checkers.iter().map(|c| c.state[s]).collect();
             if states.windows(2).any(|w| w[0] != w[1]) {
                 let detail = format!("task {i} ended {states:?} in the peers' views");
                 problems.push((Invariant::StopReason, detail));
@@ -315,7 +361,7 @@ impl Sim {
                 let detail = format!("stopped `completed` with task {i} {}", states[0]);
                 problems.push((Invariant::StopReason, detail));
             }
-            if side.checkers.iter().any(|c| c.confirmed[i]) {
+            if side.checkers.iter().any(|c| c.confirmed[s]) {
                 let key =
                     quorate_coordinator::result_key(self.run, plan.node(i as u32).id.as_str());
                 let stored = self.results.get_now(&key).map(|v| v.value);
@@ -337,7 +383,7 @@ impl Sim {
             let live = side
                 .checkers
                 .iter()
-                .any(|c| c.state.iter().any(|s| !s.is_terminal()));
+                .any(|c| shadow.iter().any(|&s| !c.state[s].is_terminal()));
             if live || last.is_none_or(|t| t > heal + delta) {
                 let states: Vec<_> = side.checkers.iter().map(|c| &c.state).collect();
                 let detail =
