@@ -17,6 +17,10 @@ fn quorate() -> Command {
 }
 
 fn worker(url: &str, run: &str) -> Child {
+    worker_of(url, run, PLAN)
+}
+
+fn worker_of(url: &str, run: &str, plan: &str) -> Child {
     quorate()
         .args([
             "worker",
@@ -25,7 +29,7 @@ fn worker(url: &str, run: &str) -> Child {
             "--run",
             run,
             "--plan",
-            PLAN,
+            plan,
             "--wait-ms",
             "20000",
             "--allow-plaintext",
@@ -176,4 +180,69 @@ fn an_unreachable_server_is_bad_input() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// The NATS server cut off from every process for 3 s mid-run (stopped, then continued: the
+/// connections stay open and nothing reaches anyone meanwhile), shorter than the plan's attempt
+/// timeout: the run completes late, with each of its 5 effects once and the report of a run
+/// without the outage.
+#[test]
+fn a_nats_outage_mid_run_delays_the_run_and_loses_or_repeats_nothing() {
+    const SLOW: &str = "tests/plans/worker_failover.toml";
+    let Some(server) = NatsServer::start_or_skip() else {
+        return;
+    };
+    let url = server.url();
+    let run = "0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a6c";
+    let workers: Vec<Child> = (0..3).map(|_| worker_of(&url, run, SLOW)).collect();
+    let started = Instant::now();
+    let supervisor = quorate()
+        .args([
+            "run",
+            SLOW,
+            "--json",
+            "--nats",
+            &url,
+            "--remote-workers",
+            "3",
+        ])
+        .args(["--run", run, "--wait-ms", "20000", "--allow-plaintext"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("supervisor starts");
+    // `ship`'s reservation answers 2.5 s after the run starts: its reply, and the next
+    // assignments, fall in the outage.
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(server.pid(), "STOP");
+    std::thread::sleep(Duration::from_secs(3));
+    signal(server.pid(), "CONT");
+    let out = finish(supervisor, Duration::from_secs(90));
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "supervisor: {stderr}");
+    let mut effects = 0;
+    for w in workers {
+        let w = finish(w, Duration::from_secs(20));
+        let text = String::from_utf8_lossy(&w.stderr).to_string();
+        assert_eq!(w.status.code(), Some(0), "worker: {text}");
+        effects += figure(&text, "handled, ");
+    }
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(report["stop_reason"], "completed", "{report:#}");
+    assert_eq!(effects, 5, "each of the plan's five effects once");
+    for t in report["tasks"].as_array().expect("tasks") {
+        assert_eq!(t["attempts"], 1, "no task ran twice: {t:#}");
+    }
+    assert_eq!(report["messages"]["rejected_duplicate"], 0, "{report:#}");
+    eprintln!("the run took {took:?} with a 3 s outage");
 }

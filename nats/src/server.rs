@@ -139,6 +139,13 @@ impl NatsServer {
         }
     }
 
+    /// The server process's id (a test stops and continues it to cut every client off for a
+    /// while: `kill -STOP`, `kill -CONT`).
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `nats://127.0.0.1:PORT`.
     #[must_use]
     pub fn url(&self) -> String {
