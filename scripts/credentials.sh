@@ -82,15 +82,17 @@ etcd_users() {
     local role=quorate-supervisor
     "${e[@]}" role add "$role" >/dev/null
     grant "$role" read "/$prefix/"
-    for s in results budget runs intents; do grant "$role" readwrite "/$prefix/kv/$s/"; done
+    for s in results budget runs intents fence; do grant "$role" readwrite "/$prefix/kv/$s/"; done
     grant "$role" readwrite "/$prefix/log/"
     new_user "$sup" "$role"
     for w in "$@"; do
         role="quorate-worker-$w"
         "${e[@]}" role add "$role" >/dev/null
-        grant "$role" read "/$prefix/kv/results/"
+        for s in results book fence; do grant "$role" read "/$prefix/kv/$s/"; done
         grant "$role" readwrite "/$prefix/kv/book/$w/"
         grant "$role" readwrite "/$prefix/kv/claims/$w/"
+        # The scripted tools' world: it stands for the external systems the tools act on.
+        grant "$role" readwrite "/$prefix/kv/world/"
         new_user "$w" "$role"
     done
     "${e[@]}" auth enable >/dev/null

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_cluster::EtcdCluster;
-use quorate::process::failover::{book_key, StoredEffect};
+use quorate::process::failover::{newest_book, StoredEffect};
 use quorate::state::{Etcd, EtcdUrl, Store};
 use quorate::workers::StoredBook;
 use quorate_nats::server::NatsServer;
@@ -168,13 +168,20 @@ impl Setup {
     /// The book of `ship` (the task of `effect`), once an attempt of at least `owner` owns it
     /// (waits up to 20 s).
     fn wait_for_owner(&self, effect: &StoredEffect, owner: u32) -> StoredBook {
-        let books = self.etcd.store::<StoredBook>("books");
+        let books = self.etcd.store::<StoredBook>("book");
         let run = quorate::process::parse_id(&self.run).expect("a run id");
-        let key = book_key(run, effect.effect.action.task);
+        let task = effect.effect.action.task;
         let started = Instant::now();
         loop {
-            let book = self.rt.block_on(books.get(&key)).expect("get");
-            if let Some(book) = book.filter(|b| b.value.owner >= owner) {
+            let book = self
+                .rt
+                .block_on(newest_book(&books, run, task))
+                .expect("scan");
+            if let Some((key, book)) = book.filter(|(_, b)| b.value.owner >= owner) {
+                // Each worker writes its own books only: the new owner's is under its id.
+                let writer = key.split('/').next().unwrap_or_default();
+                assert!(self.ids.iter().any(|id| id == writer), "{key}");
+                assert_ne!(writer, effect.by.to_string(), "{key}");
                 return book.value;
             }
             assert!(

@@ -475,12 +475,12 @@ fn with_a_workers_etcd_credentials_results_and_other_books_are_denied() {
             .await;
         assert!(matches!(new, Err(StoreError::Denied { .. })), "{new:?}");
         let book = a
-            .store::<serde_json::Value>("book/b")
+            .store::<serde_json::Value>(&format!("book/{}", AGENTS[B]))
             .cas("call-1", None, serde_json::json!("forged"))
             .await;
         assert!(matches!(book, Err(StoreError::Denied { .. })), "{book:?}");
         let own = a
-            .store::<serde_json::Value>("book/a")
+            .store::<serde_json::Value>(&format!("book/{}", AGENTS[A]))
             .cas("call-1", None, serde_json::json!(1))
             .await;
         assert!(own.is_ok(), "a writes its own book: {own:?}");

@@ -1,7 +1,9 @@
 //! TLS and least-privilege users on a real etcd member (spawned on loopback with certificates
 //! made at test time, client and peer TLS, `--client-cert-auth`, then auth enabled with
-//! [`Etcd::provision`]): worker A writes its own book and claims and reads results, but writing a
-//! result or worker B's book is denied with nothing changed; a client without a user, with a
+//! [`Etcd::provision`]): worker A writes its own book and claims and the tools' world, and reads
+//! results, every worker's books and the fences, but writing a result, worker B's book or a fence
+//! is denied with nothing changed; a book write guarded by the supervisor's fence is refused once
+//! the fence names a newer attempt; a client without a user, with a
 //! wrong password, without TLS or without a client certificate is refused.
 
 #[path = "support/certs.rs"]
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use certs::TestCerts;
 use quorate_state::{
     CasOutcome, Etcd, EtcdAccount, EtcdConnectError, EtcdOptions, EtcdRole, EtcdSecurity, EtcdTls,
-    EtcdUrl, Secret, Store, StoreError,
+    EtcdUrl, Guarded, Secret, Store, StoreError,
 };
 
 /// The client certificate's common name: not an etcd user, so the certificate alone grants
@@ -217,7 +219,28 @@ fn a_worker_writes_only_its_own_book_and_claims() {
         denied(a.store::<u32>("book/b").cas("call-1", None, 99).await);
         denied(a.store::<u32>("claims/b").cas("t1", None, 99).await);
         denied(a.store::<u32>("budget").cas("acct", None, 99).await);
-        denied(a.store::<u32>("book/b").get("call-1").await);
+        // A worker reads every worker's books (a takeover imports the lost worker's) and the
+        // fences, but writes neither another's book nor a fence.
+        assert!(a
+            .store::<u32>("book/b")
+            .get("call-1")
+            .await
+            .expect("a reads b's books")
+            .is_none());
+        denied(a.store::<u32>("fence").cas("run/t1", None, 2).await);
+        assert!(a
+            .store::<u32>("fence")
+            .get("run/t1")
+            .await
+            .expect("a reads the fences")
+            .is_none());
+        // The tools' world (the external systems they act on) is every worker's to write.
+        assert!(a
+            .store::<u32>("world")
+            .cas("run/t1/effect", None, 1)
+            .await
+            .expect("a writes the world")
+            .is_committed());
 
         // Read back as the supervisor: nothing changed.
         let t1 = results.get("t1").await.expect("read").expect("present");
@@ -239,6 +262,96 @@ fn a_worker_writes_only_its_own_book_and_claims() {
         );
         // The supervisor writes results but not a worker's book.
         denied(sup.store::<u32>("book/a").cas("call-2", None, 1).await);
+    });
+}
+
+#[test]
+fn a_worker_writes_its_own_book_only_while_the_supervisors_fence_names_its_attempt() {
+    runtime().block_on(async {
+        let Some(s) = setup().await else { return };
+        let (sup, a, b) = (s.as_user(0).await, s.as_user(1).await, s.as_user(2).await);
+        let fences = sup.store::<u32>("fence");
+        let (a_books, b_books) = (a.store::<u32>("book/a"), b.store::<u32>("book/b"));
+        // Attempt 1 writes while there is no fence.
+        let Guarded::Held(CasOutcome::Committed(v1)) = a_books
+            .cas_guarded(
+                "run/t1",
+                None,
+                1,
+                &a.store::<u32>("fence")
+                    .guard("run/t1", None)
+                    .expect("encodes"),
+            )
+            .await
+            .expect("a writes its book")
+        else {
+            panic!("a's first write was refused")
+        };
+        // The supervisor fences attempt 2 in: a's next write is refused, nothing changed.
+        assert!(fences
+            .cas("run/t1", None, 2)
+            .await
+            .expect("sup writes")
+            .is_committed());
+        let none = a
+            .store::<u32>("fence")
+            .guard("run/t1", None)
+            .expect("encodes");
+        assert_eq!(
+            a_books
+                .cas_guarded("run/t1", Some(v1), 11, &none)
+                .await
+                .expect("answered"),
+            Guarded::Unmet
+        );
+        assert_eq!(
+            a_books
+                .get("run/t1")
+                .await
+                .expect("read")
+                .map(|r| (r.value, r.version)),
+            Some((1, v1))
+        );
+        // B (attempt 2) reads a's book, and writes the import under its own prefix only.
+        let imported = b
+            .store::<u32>("book/a")
+            .get("run/t1")
+            .await
+            .expect("b reads a's");
+        assert_eq!(imported.map(|r| r.value), Some(1));
+        let two = b
+            .store::<u32>("fence")
+            .guard("run/t1", Some(&2))
+            .expect("encodes");
+        denied(
+            b.store::<u32>("book/a")
+                .cas_guarded("run/t1", Some(v1), 2, &two)
+                .await,
+        );
+        assert!(matches!(
+            b_books
+                .cas_guarded("run/t1", None, 2, &two)
+                .await
+                .expect("answered"),
+            Guarded::Held(CasOutcome::Committed(_))
+        ));
+        // A guard on a fence that names attempt 2 fails for attempt 1 of a too.
+        let one = a
+            .store::<u32>("fence")
+            .guard("run/t1", Some(&1))
+            .expect("encodes");
+        assert_eq!(
+            a_books
+                .cas_guarded("run/t1", Some(v1), 12, &one)
+                .await
+                .expect("answered"),
+            Guarded::Unmet
+        );
+        denied(b.store::<u32>("fence").cas("run/t1", None, 3).await);
+        assert_eq!(
+            fences.get("run/t1").await.expect("read").map(|r| r.value),
+            Some(2)
+        );
     });
 }
 

@@ -8,12 +8,18 @@
 //! ```text
 //! world/RUN/TASK/STEP/VERSION            the effect committed under that action (StoredEffect)
 //! world/RUN/TASK/STEP/VERSION/again/N    a non-idempotent tool called again: a duplicate
-//! books/RUN/TASK                         the task's action book (StoredBook), fenced by attempt
+//! book/WORKER/RUN/TASK                   WORKER's action book of the task (StoredBook)
+//! fence/RUN/TASK                         the attempt that owns the task, if later than the
+//!                                        first (written by the supervisor only: fence.rs)
 //! ```
 //!
-//! An effect is an etcd create (`create_revision == 0`); a book write is a transaction on the
-//! key's `mod_revision` whose new value passed `StoredBook::write`'s (or `claim`'s) check against
-//! the value read at that revision.
+//! A worker writes only its own books (its etcd role grants nothing else under `book/`); it
+//! reads every worker's, to import the book of a task it takes over. An effect is an etcd create
+//! (`create_revision == 0`). A book write is one transaction on the key's `mod_revision` that
+//! also requires the task's fence to name the writing attempt (absent for attempt 1), so a
+//! worker whose attempt was taken over is refused at its next write ([`Fenced`]) without any
+//! other worker writing its keys. Its new value passed `StoredBook::write`'s (or `claim`'s) check
+//! against the book read before: the worker's own, or the newest attempt's of any worker.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quorate_protocols::{ActionId, AgentId, RunId, TaskId};
-use quorate_state::{CasOutcome, Etcd, EtcdStore, Store, StoreError, Versioned};
+use quorate_state::{CasOutcome, Etcd, EtcdStore, Guarded, Store, StoreError, Versioned};
 use quorate_workers::scripted::{CommittedEffect, EffectStore};
 use quorate_workers::{BookStore, Fenced, StoredBook};
 use serde::{Deserialize, Serialize};
@@ -47,10 +53,35 @@ pub fn effect_key(run: RunId, action: &ActionId) -> String {
     format!("{run}/{action}")
 }
 
-/// The key of `task`'s book in run `run` (in the `books` store).
+/// The key of worker `worker`'s book of `task` in run `run` (in the `book` store).
 #[must_use]
-pub fn book_key(run: RunId, task: TaskId) -> String {
+pub fn book_key(worker: AgentId, run: RunId, task: TaskId) -> String {
+    format!("{worker}/{run}/{task}")
+}
+
+/// The key of `task`'s fence in run `run` (in the `fence` store): the attempt that owns the
+/// task, written by the supervisor before it assigns any attempt after the first.
+#[must_use]
+pub fn fence_key(run: RunId, task: TaskId) -> String {
     format!("{run}/{task}")
+}
+
+/// The newest book of `task` in run `run` among every worker's (`book` is the `book` store):
+/// the one of the highest attempt, with the worker that wrote it.
+///
+/// # Errors
+/// As [`Store::scan`].
+pub async fn newest_book(
+    book: &EtcdStore<StoredBook>,
+    run: RunId,
+    task: TaskId,
+) -> Result<Option<(String, Versioned<StoredBook>)>, StoreError> {
+    let tail = format!("/{run}/{task}");
+    let all = book.scan("").await?;
+    Ok(all
+        .into_iter()
+        .filter(|(k, _)| k.ends_with(&tail))
+        .max_by_key(|(_, v)| v.value.owner))
 }
 
 /// The store-backed world and books of one worker process.
@@ -58,6 +89,7 @@ pub fn book_key(run: RunId, task: TaskId) -> String {
 pub struct Shared {
     world: EtcdStore<StoredEffect>,
     books: EtcdStore<StoredBook>,
+    fences: EtcdStore<u32>,
     run: RunId,
     me: AgentId,
     handle: tokio::runtime::Handle,
@@ -71,7 +103,8 @@ impl Shared {
     pub fn new(etcd: &Etcd, run: RunId, me: AgentId, handle: tokio::runtime::Handle) -> Self {
         Self {
             world: etcd.store("world"),
-            books: etcd.store("books"),
+            books: etcd.store("book"),
+            fences: etcd.store("fence"),
             run,
             me,
             handle,
@@ -164,41 +197,95 @@ impl EffectStore for Shared {
     }
 }
 
+impl Shared {
+    /// What a write of `task`'s book is checked against: this worker's own book (with its
+    /// version, to write over), and the book to check (its own, or the newest attempt's of any
+    /// worker when the fence names an attempt newer than its own book's), owned by at least the
+    /// fence's attempt.
+    fn read_book(&self, task: TaskId) -> (Option<Versioned<StoredBook>>, Option<StoredBook>) {
+        let (books, fences) = (self.books.clone(), self.fences.clone());
+        let (run, me) = (self.run, self.me);
+        self.call("reading an action book", move || {
+            let (books, fences) = (books.clone(), fences.clone());
+            async move {
+                let fence = fences.get(&fence_key(run, task)).await?.map(|f| f.value);
+                let own = books.get(&book_key(me, run, task)).await?;
+                let own_owner = own.as_ref().map_or(0, |b| b.value.owner);
+                let mut check = own.as_ref().map(|b| b.value.clone());
+                if fence.is_some_and(|f| f > own_owner) {
+                    // A takeover (or this worker's attempt was taken over): the newest book.
+                    if let Some((_, newest)) = newest_book(&books, run, task).await? {
+                        if newest.value.owner > own_owner {
+                            check = Some(newest.value);
+                        }
+                    }
+                }
+                if let (Some(book), Some(f)) = (check.as_mut(), fence) {
+                    book.owner = book.owner.max(f);
+                }
+                Ok((own, check))
+            }
+        })
+    }
+}
+
 impl BookStore for Shared {
     fn update(
         &self,
         task: TaskId,
         change: &mut dyn FnMut(&mut Option<StoredBook>) -> Result<(), Fenced>,
     ) -> Result<(), Fenced> {
-        let key = book_key(self.run, task);
+        let key = book_key(self.me, self.run, task);
+        let fence = fence_key(self.run, task);
         loop {
-            let books = self.books.clone();
-            let current = self.call("reading an action book", || {
-                let (books, key) = (books.clone(), key.clone());
-                async move { books.get(&key).await }
-            });
-            let (mut book, version) = match current {
-                Some(Versioned { value, version }) => (Some(value), Some(version)),
-                None => (None, None),
-            };
+            let (own, mut book) = self.read_book(task);
             let before = book.clone();
             if let Err(fenced) = change(&mut book) {
-                self.fenced.fetch_add(1, Ordering::Relaxed);
-                eprintln!("quorate: worker {}: {fenced}", self.me);
-                return Err(fenced);
+                return Err(self.fenced_off(fenced));
             }
             let Some(new) = book.filter(|b| Some(b) != before.as_ref()) else {
                 return Ok(());
             };
+            let attempt = new.owner;
+            // Attempt 1 writes while no fence exists; a later one while the fence names it.
+            let guard = self
+                .fences
+                .guard(&fence, (attempt > 1).then_some(&attempt))
+                .expect("an attempt number encodes");
+            let version = own.map(|b| b.version);
+            let books = self.books.clone();
             let outcome = self.call("writing an action book", || {
-                let (books, key, new) = (books.clone(), key.clone(), new.clone());
-                async move { books.cas(&key, version, new).await }
+                let (books, key, new, guard) =
+                    (books.clone(), key.clone(), new.clone(), guard.clone());
+                async move { books.cas_guarded(&key, version, new, &guard).await }
             });
             match outcome {
-                CasOutcome::Committed(_) => return Ok(()),
-                // Another writer came between: read again and check again.
-                CasOutcome::Conflict { .. } => continue,
+                Guarded::Held(CasOutcome::Committed(_)) => return Ok(()),
+                // Another write of this worker came between: read again and check again.
+                Guarded::Held(CasOutcome::Conflict { .. }) => continue,
+                Guarded::Unmet => {
+                    let fences = self.fences.clone();
+                    let owner = self.call("reading a fence", || {
+                        let (fences, fence) = (fences.clone(), fence.clone());
+                        async move { fences.get(&fence).await }
+                    });
+                    let owner = owner.map_or(1, |f| f.value);
+                    return Err(self.fenced_off(Fenced {
+                        task,
+                        attempt,
+                        owner,
+                    }));
+                }
             }
         }
+    }
+}
+
+impl Shared {
+    /// Counts and reports a refused write.
+    fn fenced_off(&self, fenced: Fenced) -> Fenced {
+        self.fenced.fetch_add(1, Ordering::Relaxed);
+        eprintln!("quorate: worker {}: {fenced}", self.me);
+        fenced
     }
 }

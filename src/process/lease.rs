@@ -1,10 +1,11 @@
 //! Worker liveness on etcd leases (cargo features `etcd` and `nats`; docs/distributed.md, "A
 //! lost worker").
 //!
-//! A worker process holds a lease on `/PREFIX/workers/RUN/WORKER` ([`hold`]): granted before
-//! it registers, renewed every third of its TTL. A process paused past the TTL finds its lease
+//! A worker process holds a lease on `/PREFIX/kv/claims/WORKER/lease/RUN` ([`hold`]; under its
+//! own claims, the one prefix besides its books its etcd role may write): granted before it
+//! registers, renewed every third of its TTL. A process paused past the TTL finds its lease
 //! gone when it runs again, takes a new one and writes its key again. The supervisor process
-//! watches `/PREFIX/workers/RUN/` ([`watch`]) and tells its actor when a worker's key is deleted
+//! watches `/PREFIX/kv/claims/` ([`watch`], keeping its run's workers' lease keys only) and tells its actor when a worker's key is deleted
 //! (its lease expired: [`WorkerLiveness`] `live: false`, which the core turns into
 //! `handle_worker_lost`) and when it is written again (`live: true`, `handle_worker_renewed`).
 //! The shell only watches and delivers: the time and what follows are the core's.
@@ -14,10 +15,18 @@ use quorate_protocols::{AgentId, RunId};
 
 use super::ProcessError;
 
+/// The prefix (below the etcd URL's root) the workers' lease keys are under: their claims.
+const CLAIMS: &str = "kv/claims/";
+
 /// The name (below the etcd URL's root) of worker `worker`'s lease key in run `run`.
 #[must_use]
 pub fn lease_name(run: RunId, worker: AgentId) -> String {
-    format!("workers/{run}/{worker}")
+    format!("{CLAIMS}{}", below_claims(run, worker))
+}
+
+/// Worker `worker`'s lease key in run `run`, as named below [`CLAIMS`].
+fn below_claims(run: RunId, worker: AgentId) -> String {
+    format!("{worker}/lease/{run}")
 }
 
 /// The supervisor's watch of its workers' leases, once started ([`watch`]).
@@ -70,17 +79,17 @@ pub(super) fn watch(
     #[cfg(feature = "etcd")]
     {
         let etcd = crate::durable::connect_etcd(url, security).map_err(|e| store_err(url, e))?;
-        let prefix = format!("workers/{run}");
         let (present, mut changes) = rt
-            .block_on(etcd.watch_keys(&prefix))
+            .block_on(etcd.watch_keys(CLAIMS))
             .map_err(|e| store_err(url, e))?;
+        let keys: Vec<String> = workers.iter().map(|&w| below_claims(run, w)).collect();
         let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
         let (to, actor) = tokio::sync::oneshot::channel::<actix::Recipient<WorkerLiveness>>();
         let task = rt.spawn(async move {
             let _etcd = etcd;
             let Ok(actor) = actor.await else { return };
             for (worker, name) in names.iter().enumerate() {
-                if !present.contains(name) {
+                if !present.contains(&keys[worker]) {
                     eprintln!("quorate: worker {name} holds no lease: its tasks go elsewhere");
                     actor.do_send(WorkerLiveness {
                         worker,
@@ -89,13 +98,14 @@ pub(super) fn watch(
                 }
             }
             while let Some(change) = changes.recv().await {
-                let (name, live) = match change {
-                    quorate_state::KeyChange::Put(name) => (name, true),
-                    quorate_state::KeyChange::Deleted(name) => (name, false),
+                let (key, live) = match change {
+                    quorate_state::KeyChange::Put(key) => (key, true),
+                    quorate_state::KeyChange::Deleted(key) => (key, false),
                 };
-                let Some(worker) = names.iter().position(|n| *n == name) else {
+                let Some(worker) = keys.iter().position(|k| *k == key) else {
                     continue;
                 };
+                let name = &names[worker];
                 if live {
                     eprintln!("quorate: worker {name} holds a lease again");
                 } else {

@@ -21,6 +21,7 @@
 
 #[cfg(feature = "etcd")]
 pub mod failover;
+mod fence;
 mod lease;
 #[cfg(feature = "etcd")]
 pub mod peer;

@@ -62,6 +62,8 @@ pub struct RemoteRun {
 struct NatsLink {
     to: AgentId,
     out: UnboundedSender<Outgoing>,
+    /// Raised before each assignment of a later attempt is published (`fence.rs`).
+    fences: super::fence::Fences,
 }
 
 impl Actor for NatsLink {
@@ -72,6 +74,7 @@ impl Handler<AssignBatch> for NatsLink {
     type Result = ();
     fn handle(&mut self, msg: AssignBatch, _: &mut Context<Self>) {
         for envelope in msg.0 {
+            self.fences.raise(envelope.task, envelope.attempt);
             let _ = self.out.send(outgoing(&envelope, self.to));
         }
     }
@@ -253,6 +256,7 @@ pub(super) fn supervise(
     } = nats;
     // Failover: the workers' leases, watched from here on (see `lease.rs`).
     let mut leases = super::lease::watch(rt, store, security, run, &workers)?;
+    let fences = super::fence::Fences::connect(rt, store, security, run)?;
     let me = Sender {
         agent: me,
         role: Role::Supervisor,
@@ -335,6 +339,7 @@ pub(super) fn supervise(
                 let link = NatsLink {
                     to,
                     out: out.clone(),
+                    fences: fences.clone(),
                 }
                 .start();
                 WorkerLink {

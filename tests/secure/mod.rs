@@ -2,7 +2,8 @@
 //! certificates made at test time: a nats-server whose users are a supervisor, workers `a` and
 //! `b` (named by their agent ids, with the permissions of `quorate_nats::access`) and an
 //! `observer` that may read every subject (the test's eyes); an etcd member with client
-//! certificate auth and the users `sup`, `a`, `b` (roles of `quorate_state::grants`). Each
+//! certificate auth and the users `sup`, `a`, `b` (roles of `quorate_state::grants`; the
+//! workers' roles are named by their agent ids, as a worker process names its keys). Each
 //! process is started with its own credentials as `quorate` flags, passwords in environment
 //! variables.
 
@@ -17,6 +18,7 @@ mod etcd_cluster;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) use certs::TestCerts;
@@ -60,7 +62,7 @@ pub(crate) fn quorate() -> Command {
 
 /// A TLS nats-server with the users of [`AGENTS`] and an observer.
 pub(crate) struct SecureNats {
-    pub(crate) certs: TestCerts,
+    pub(crate) certs: Arc<TestCerts>,
     pub(crate) passwords: [Secret; 3],
     pub(crate) observer: Secret,
     pub(crate) server: NatsServer,
@@ -68,6 +70,11 @@ pub(crate) struct SecureNats {
 
 impl SecureNats {
     pub(crate) fn start() -> Option<Self> {
+        Self::start_with(Arc::new(TestCerts::make(&[CLIENT_CN])))
+    }
+
+    /// [`SecureNats::start`] with the server certificate of `certs` (shared with an etcd).
+    pub(crate) fn start_with(certs: Arc<TestCerts>) -> Option<Self> {
         let passwords = [password("nats-sup"), password("nats-a"), password("nats-b")];
         let worker = AccessRole::Worker {
             supervisor: AGENTS[SUP],
@@ -82,7 +89,6 @@ impl SecureNats {
             })
             .collect();
         let observer = password("nats-observer");
-        let certs = TestCerts::make(&[CLIENT_CN]);
         // The observer may do anything (no permissions block): it is the test, not a process.
         let users_block = authorization(&users).replace(
             "  ]\n}",
@@ -138,9 +144,13 @@ impl SecureNats {
 
     /// Adds agent `i`'s TLS and NATS credentials to `cmd`.
     pub(crate) fn as_agent<'c>(&self, cmd: &'c mut Command, i: usize) -> &'c mut Command {
-        cmd.arg("--tls-ca")
-            .arg(self.certs.ca())
-            .args(["--nats-user", &AGENTS[i].to_string()])
+        self.user_of(cmd.arg("--tls-ca").arg(self.certs.ca()), i)
+    }
+
+    /// Adds agent `i`'s NATS credentials to `cmd` (no TLS flags: a process that also connects
+    /// to a [`SecureEtcd`] of the same certificates gets them from [`SecureEtcd::as_user`]).
+    pub(crate) fn user_of<'c>(&self, cmd: &'c mut Command, i: usize) -> &'c mut Command {
+        cmd.args(["--nats-user", &AGENTS[i].to_string()])
             .args(["--nats-password-env", NATS_PASSWORD_ENV])
             .env(NATS_PASSWORD_ENV, self.passwords[i].expose())
     }
@@ -157,7 +167,7 @@ impl SecureNats {
 pub(crate) struct SecureEtcd {
     child: Child,
     port: u16,
-    pub(crate) certs: TestCerts,
+    pub(crate) certs: Arc<TestCerts>,
     pub(crate) passwords: [Secret; 3],
     _data: tempfile::TempDir,
 }
@@ -180,9 +190,13 @@ impl SecureEtcd {
     /// Starts the member, waits for it over TLS, creates the users `sup`, `a`, `b` and enables
     /// auth.
     pub(crate) fn start() -> Option<Self> {
+        Self::start_with(Arc::new(TestCerts::make(&[CLIENT_CN])))
+    }
+
+    /// [`SecureEtcd::start`] with the certificates of `certs` (shared with a nats-server).
+    pub(crate) fn start_with(certs: Arc<TestCerts>) -> Option<Self> {
         use quorate_state::{EtcdAccount, EtcdRole, Store};
         let binary = etcd_cluster::etcd_binary()?;
-        let certs = TestCerts::make(&[CLIENT_CN]);
         let data = tempfile::tempdir().expect("temp dir");
         let (port, peer) = (free_port(), free_port());
         let client = format!("https://127.0.0.1:{port}");
@@ -229,8 +243,8 @@ impl SecureEtcd {
             }
             let roles = [
                 EtcdRole::Supervisor,
-                EtcdRole::Worker(ETCD_USERS[A].into()),
-                EtcdRole::Worker(ETCD_USERS[B].into()),
+                EtcdRole::Worker(AGENTS[A].to_string()),
+                EtcdRole::Worker(AGENTS[B].to_string()),
             ];
             let accounts: Vec<EtcdAccount> = roles
                 .into_iter()

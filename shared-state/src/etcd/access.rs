@@ -5,8 +5,8 @@
 //!
 //! | role | read | read and write |
 //! |---|---|---|
-//! | supervisor | everything under `/PREFIX/` | `kv/S/` for each supervisor store `S` (default `results`, `budget`, `runs`, `intents`), `log/` |
-//! | worker `W` | `kv/R/` for each store `R` its tasks read (default `results`) | `kv/book/W/` (its action book), `kv/claims/W/` (its claims) |
+//! | supervisor | everything under `/PREFIX/` | `kv/S/` for each supervisor store `S` (default `results`, `budget`, `runs`, `intents`, `fence`), `log/` |
+//! | worker `W` | `kv/R/` for each store `R` its tasks read (default `results`), `kv/book/` (every worker's action books: a takeover imports the lost worker's), `kv/fence/` (the attempt that owns each task) | `kv/book/W/` (its action books), `kv/claims/W/` (its claims and its lease), `kv/world/` (the scripted tools' world: it stands for the external systems the tools act on, whose own permissions are outside quorate) |
 //! | peer `P` | everything under `/PREFIX/kv/` | `kv/book/P/`, `kv/claims/P/`, `kv/results/`, `kv/budget/` (no supervisor: peers commit results and spend budget themselves, by CAS) |
 
 use super::{failed, Etcd, Secret};
@@ -15,16 +15,19 @@ use crate::StoreError;
 use etcd_client::Permission;
 
 /// The stores a supervisor writes by default.
-pub const SUPERVISOR_STORES: [&str; 4] = ["results", "budget", "runs", "intents"];
+pub const SUPERVISOR_STORES: [&str; 5] = ["results", "budget", "runs", "intents", "fence"];
 /// The stores a worker reads by default.
-pub const WORKER_READS: [&str; 1] = ["results"];
+pub const WORKER_READS: [&str; 3] = ["results", "book", "fence"];
+/// The stores every worker writes: the scripted tools' world (the external systems the tools act
+/// on; their own permissions are outside quorate).
+pub const WORKER_SHARED_WRITES: [&str; 1] = ["world"];
 
 /// What an etcd user is for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EtcdRole {
     /// The run's owner.
     Supervisor,
-    /// Worker `name`: writes only its own book and claims.
+    /// Worker `name`: writes only its own books and claims (and the tools' world).
     Worker(String),
     /// Peer `name`.
     Peer(String),
@@ -81,6 +84,11 @@ pub fn grants(root: &str, role: &EtcdRole) -> Vec<Grant> {
                 .collect();
             g.push(write(format!("{root}/kv/book/{w}/")));
             g.push(write(format!("{root}/kv/claims/{w}/")));
+            g.extend(
+                WORKER_SHARED_WRITES
+                    .iter()
+                    .map(|s| write(format!("{root}/kv/{s}/"))),
+            );
             g
         }
         EtcdRole::Peer(p) => vec![
@@ -165,12 +173,22 @@ mod tests {
             .filter(|g| g.write)
             .map(|g| g.prefix.as_str())
             .collect();
-        assert_eq!(written, ["/q/kv/book/a/", "/q/kv/claims/a/"]);
+        assert_eq!(
+            written,
+            ["/q/kv/book/a/", "/q/kv/claims/a/", "/q/kv/world/"]
+        );
+        let read: Vec<&str> = g
+            .iter()
+            .filter(|g| !g.write)
+            .map(|g| g.prefix.as_str())
+            .collect();
+        assert_eq!(read, ["/q/kv/results/", "/q/kv/book/", "/q/kv/fence/"]);
         assert!(g.iter().all(|g| g.prefix.ends_with('/')));
         let sup = grants("/q", &EtcdRole::Supervisor);
         assert!(sup.iter().any(|g| g.write && g.prefix == "/q/kv/results/"));
         assert!(sup.iter().any(|g| g.write && g.prefix == "/q/log/"));
         assert!(!sup.iter().any(|g| g.write && g.prefix.contains("/book/")));
+        assert!(sup.iter().any(|g| g.write && g.prefix == "/q/kv/fence/"));
         assert_eq!(EtcdRole::Worker("a".into()).name(), "quorate-worker-a");
     }
 }

@@ -67,6 +67,7 @@
 //! ```
 
 mod access;
+mod guarded;
 mod held_lease;
 mod lease;
 mod log;
@@ -80,7 +81,10 @@ use std::time::Duration;
 
 use etcd_client::{AuthClient, Client, ConnectOptions, GetOptions, KvClient, LeaseClient};
 
-pub use access::{grants, EtcdAccount, EtcdRole, Grant, SUPERVISOR_STORES, WORKER_READS};
+pub use access::{
+    grants, EtcdAccount, EtcdRole, Grant, SUPERVISOR_STORES, WORKER_READS, WORKER_SHARED_WRITES,
+};
+pub use guarded::{Guard, Guarded};
 pub use held_lease::EtcdLease;
 pub use lease::KeyChange;
 pub use log::EtcdLog;

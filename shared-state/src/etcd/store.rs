@@ -71,7 +71,7 @@ pub(super) async fn send(
 type Write<V> = (String, Option<Version>, Vec<u8>, V);
 
 /// The comparison that holds when `key` is at `expected` (`None`: absent).
-fn at(key: &str, expected: Option<Version>) -> Vec<Compare> {
+pub(super) fn at(key: &str, expected: Option<Version>) -> Vec<Compare> {
     match expected {
         None => vec![Compare::create_revision(key, CompareOp::Equal, 0)],
         // etcd compares an absent key's mod_revision as 0: require the key to exist too.
@@ -98,7 +98,7 @@ impl<V> EtcdStore<V> {
     }
 
     /// The etcd key of the store's `key`.
-    fn full(&self, key: &str) -> String {
+    pub(super) fn full(&self, key: &str) -> String {
         format!("{}{key}", self.base)
     }
 }
@@ -119,7 +119,7 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> EtcdStore<V> {
     }
 
     /// The value a transaction's `index`-th (get) response found, if any.
-    fn found(
+    pub(super) fn found(
         &self,
         response: &TxnResponse,
         index: usize,
@@ -202,7 +202,7 @@ impl<V: Serialize + DeserializeOwned + Send + Sync> EtcdStore<V> {
     }
 
     /// The version a successful write transaction gave its keys.
-    fn committed(response: &TxnResponse) -> Version {
+    pub(super) fn committed(response: &TxnResponse) -> Version {
         version(
             response
                 .header()
