@@ -470,6 +470,15 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                     store: store.clone(),
                     security: security.clone(),
                 };
+                if let Some(quorate::durable::StoreAt::File(path)) = &store {
+                    // Refused before the file is made: the workers share the store of record.
+                    eprintln!(
+                        "quorate: --store {}: with --nats the store must be an etcd cluster, \
+                         etcd://HOST:PORT[,HOST:PORT...][/PREFIX]",
+                        path.display()
+                    );
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
                 if let Some(store) = store {
                     // A kept supervisor process: `resume --nats` brings it back.
                     let split = Some(remote::Split::Start(remote));
