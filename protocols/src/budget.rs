@@ -144,15 +144,6 @@ impl Budget {
 
     /// Component-wise sum; [`BudgetError::Overflow`] names the first component that overflows.
     pub fn checked_add(&self, other: &Budget) -> Result<Budget, BudgetError> {
-        // Fast path (every accounting step of every task comes here): all four sums at once,
-        // one branch; only an overflow takes `zip` to name its first component.
-        let (steps, o1) = self.steps.overflowing_add(other.steps);
-        let (tool_calls, o2) = self.tool_calls.overflowing_add(other.tool_calls);
-        let (tokens, o3) = self.tokens.overflowing_add(other.tokens);
-        let (cost, o4) = self.cost.overflowing_add(other.cost);
-        if !(o1 | o2 | o3 | o4) {
-            return Ok(Budget::new(steps, tool_calls, tokens, cost));
-        }
         self.zip(other, |component, left, right| {
             left.checked_add(right).ok_or(BudgetError::Overflow {
                 component,
@@ -165,14 +156,6 @@ impl Budget {
     /// Component-wise difference; [`BudgetError::Underflow`] names the first component that
     /// would go negative.
     pub fn checked_sub(&self, other: &Budget) -> Result<Budget, BudgetError> {
-        // Fast path, as in `checked_add`: only an underflow takes `zip` to name its component.
-        let (steps, o1) = self.steps.overflowing_sub(other.steps);
-        let (tool_calls, o2) = self.tool_calls.overflowing_sub(other.tool_calls);
-        let (tokens, o3) = self.tokens.overflowing_sub(other.tokens);
-        let (cost, o4) = self.cost.overflowing_sub(other.cost);
-        if !(o1 | o2 | o3 | o4) {
-            return Ok(Budget::new(steps, tool_calls, tokens, cost));
-        }
         self.zip(other, |component, have, take| {
             have.checked_sub(take).ok_or(BudgetError::Underflow {
                 component,
