@@ -158,7 +158,11 @@ impl Attempt {
         let budget = envelope.payload.budget;
         let me = AccountId::Task(envelope.task);
         let account = Account::open(None, budget, Budget::ZERO).and_then(|mut a| {
-            a.spend_now(me, already_spent.min(&budget))?;
+            // A first attempt (the common case) has nothing to carry over: charging zero
+            // to a fresh account changes nothing, so it is skipped.
+            if already_spent != Budget::ZERO {
+                a.spend_now(me, already_spent.min(&budget))?;
+            }
             Ok(a)
         });
         let account = match account {
