@@ -81,6 +81,10 @@ pub struct ProcessRecord {
     pub supervisor: AgentId,
     /// The workers' agent ids, in registration order.
     pub workers: Vec<AgentId>,
+    /// The plan roles each worker serves (`quorate worker --roles`), in the same order; empty
+    /// (as in a record written before roles existed): every worker serves every role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<Vec<String>>,
 }
 
 impl RunRecord {

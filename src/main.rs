@@ -532,9 +532,12 @@ fn run_error_code(e: &RunFileError) -> u8 {
         | RunFileError::UnknownTopUpTask { .. }
         | RunFileError::TwoTopUpAnswers { .. }
         | RunFileError::NoModelClient
-        | RunFileError::Run(RunError::Trace { .. } | RunError::NoPeers | RunError::Config(_)) => {
-            EXIT_BAD_INPUT
-        }
+        | RunFileError::Run(
+            RunError::Trace { .. }
+            | RunError::NoPeers
+            | RunError::Config(_)
+            | RunError::WorkerRoles(_),
+        ) => EXIT_BAD_INPUT,
         // A missing API key variable or a bad model name: the input.
         #[cfg(feature = "llm")]
         RunFileError::ModelTool(_) => EXIT_BAD_INPUT,

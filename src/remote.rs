@@ -36,6 +36,10 @@ pub(crate) struct WorkerCli {
     /// A worker silent this long is taken for lost and its tasks go to other workers.
     #[arg(long, value_name = "MS", default_value_t = 3_000)]
     lease_ms: u64,
+    /// The plan roles this worker serves (the plan nodes' `role`), comma-separated: the
+    /// supervisor sends it only tasks of these roles. Absent: every role.
+    #[arg(long, value_name = "ROLE,...", value_delimiter = ',', num_args = 1..)]
+    roles: Vec<String>,
     /// TLS and credentials for NATS and etcd.
     #[command(flatten)]
     security: SecurityArgs,
@@ -294,6 +298,13 @@ pub(crate) fn worker(cli: &WorkerCli) -> ExitCode {
         Ok(security) => security,
         Err(e) => return fail(e.to_string(), EXIT_BAD_INPUT),
     };
+    let roles: Vec<String> = cli.roles.iter().map(|r| r.trim().to_string()).collect();
+    if let Some(bad) = roles.iter().find(|r| r.is_empty()) {
+        return fail(
+            format!("--roles: an empty role name ({bad:?}); give ROLE[,ROLE...]"),
+            EXIT_BAD_INPUT,
+        );
+    }
     let args = WorkerArgs {
         security,
         nats: cli.nats.clone(),
@@ -303,6 +314,7 @@ pub(crate) fn worker(cli: &WorkerCli) -> ExitCode {
         wait: std::time::Duration::from_millis(cli.wait_ms),
         store,
         lease: std::time::Duration::from_millis(cli.lease_ms),
+        roles,
     };
     match run_worker(&args) {
         Ok(exit) => {

@@ -116,6 +116,9 @@ pub enum RunError {
     /// The supervisor's settings cannot run (e.g. no worker).
     #[error("cannot run: {0}")]
     Config(#[from] crate::ConfigError),
+    /// Roles given for a worker the run does not have ([`Participants::roles`](crate::Participants::roles)).
+    #[error("worker roles: {0}")]
+    WorkerRoles(crate::InputRefused),
 }
 
 /// Runs `plan` in star topology: one supervisor, `options.supervisor.workers` workers built from

@@ -27,6 +27,10 @@ pub struct Participants {
     pub me: Sender,
     /// The workers (role `Worker`), in link order.
     pub workers: Vec<Sender>,
+    /// The plan roles each worker serves, in link order (see
+    /// [`SupervisorCore::set_worker_roles`]): an empty list, or a worker past the end, serves
+    /// every role. More lists than workers is refused ([`RunError::WorkerRoles`]).
+    pub roles: Vec<Vec<String>>,
 }
 
 /// Runs `plan`'s supervisor on a fresh actix system, its workers reached through the links
@@ -96,6 +100,10 @@ pub fn run_star_linked_to(
             ids.fork(),
         );
         core.set_describe_plan(traced);
+        for (worker, roles) in who.roles.into_iter().enumerate() {
+            core.set_worker_roles(worker, roles)
+                .map_err(RunError::WorkerRoles)?;
+        }
         for (node, texts) in options.evidence_text {
             core.set_evidence_text(node, texts);
         }

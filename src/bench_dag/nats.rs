@@ -201,6 +201,7 @@ pub(super) fn run_distributed(
         run,
         me,
         workers: workers.clone(),
+        roles: Vec::new(),
     };
     let start = Instant::now();
     let output = run_star_linked(plan, options, who, |replies| {

@@ -55,6 +55,10 @@ pub const EXIT_NO_COUNTERPART: u8 = 9;
 pub struct Registration {
     /// The worker's agent id (its consumer is `to-<worker>`).
     pub worker: AgentId,
+    /// The plan roles it serves (`quorate worker --roles`); empty (and absent from a
+    /// registration of an older worker): every role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
 }
 
 /// The supervisor's answer on `quorate.welcome.<run>.<worker>`: the stream and the worker's
@@ -184,6 +188,15 @@ pub enum ProcessError {
         /// The run.
         run: RunId,
     },
+    /// The plan has a task whose role no registered worker serves (each was started with
+    /// `--roles` naming others): refused before the run starts.
+    #[error("task {task} has role {role:?}, which no registered worker serves (start a worker with --roles {role}, or one without --roles)")]
+    UnservedRole {
+        /// The task's node id.
+        task: String,
+        /// Its role.
+        role: String,
+    },
     /// `resume --nats` was given another number of workers than the run has.
     #[error("run {run} has {kept} worker processes; --remote-workers {given} does not match")]
     WorkersMismatch {
@@ -207,6 +220,7 @@ impl ProcessError {
             | ProcessError::Secure(_)
             | ProcessError::IdMismatch { .. }
             | ProcessError::NotAProcessRun { .. }
+            | ProcessError::UnservedRole { .. }
             | ProcessError::WorkersMismatch { .. } => 2,
             // A cluster that does not answer: the runtime could not go on; the rest is input.
             ProcessError::Kept(crate::durable::DurableError::Store(
@@ -263,6 +277,28 @@ pub fn own_id(id: Option<AgentId>, security: &Security) -> Result<AgentId, Proce
         (Some(id), _) | (None, Some(id)) => Ok(id),
         (None, None) => Ok(quorate_workers::edge::random_ids().agent_id()),
     }
+}
+
+/// The first task of `plan` whose role none of `roles` (one list per worker; an empty list
+/// serves every role) serves.
+///
+/// # Errors
+/// [`ProcessError::UnservedRole`].
+pub fn check_roles(
+    plan: &quorate_protocols::Plan,
+    roles: &[Vec<String>],
+) -> Result<(), ProcessError> {
+    let serves = |r: &Vec<String>, role: &str| r.is_empty() || r.iter().any(|x| x == role);
+    for i in 0..plan.len() as u32 {
+        let node = plan.node(i);
+        if !roles.iter().any(|r| serves(r, &node.role)) {
+            return Err(ProcessError::UnservedRole {
+                task: node.id.as_str().to_string(),
+                role: node.role.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Parses a run or agent id given on the command line (a uuid; its hyphenated form is what the
@@ -334,6 +370,55 @@ mod tests {
             Err(ProcessError::IdMismatch { .. })
         ));
         assert_eq!(own_id(Some(b), &Security::plaintext()).unwrap(), b);
+    }
+
+    #[test]
+    fn a_registration_without_roles_reads_as_every_role() {
+        let worker = IdSource::seeded(4).agent_id();
+        let old = serde_json::json!({ "worker": worker });
+        let r: Registration = serde_json::from_value(old.clone()).expect("an old registration");
+        assert!(r.roles.is_empty());
+        assert_eq!(serde_json::to_value(&r).unwrap(), old, "written as before");
+        let with = Registration {
+            worker,
+            roles: vec!["alpha".into()],
+        };
+        let back: Registration =
+            serde_json::from_slice(&serde_json::to_vec(&with).unwrap()).unwrap();
+        assert_eq!(back, with);
+    }
+
+    #[test]
+    fn a_plan_with_a_role_no_worker_serves_is_refused() {
+        use quorate_protocols::{NodeSpec, PlanSpec};
+        let plan = PlanSpec {
+            nodes: vec![
+                NodeSpec::named("a").with_role("alpha"),
+                NodeSpec::named("b").with_role("beta"),
+            ],
+            ..PlanSpec::default()
+        }
+        .validate()
+        .expect("a plan");
+        let roles = |lists: &[&[&str]]| -> Vec<Vec<String>> {
+            lists
+                .iter()
+                .map(|l| l.iter().map(|s| s.to_string()).collect())
+                .collect()
+        };
+        assert!(check_roles(&plan, &roles(&[&["alpha"], &["beta", "x"]])).is_ok());
+        assert!(check_roles(&plan, &roles(&[&["alpha"], &[]])).is_ok());
+        match check_roles(&plan, &roles(&[&["alpha"], &["alpha"]])) {
+            Err(e @ ProcessError::UnservedRole { .. }) => {
+                assert_eq!(e.exit_code(), 2);
+                let text = e.to_string();
+                assert!(
+                    text.contains("task b") && text.contains("\"beta\""),
+                    "{text}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

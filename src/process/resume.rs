@@ -83,6 +83,7 @@ pub fn resume_remote(
         record.run_id,
         processes.supervisor,
         processes.workers.clone(),
+        processes.roles.clone(),
         Stream::Kept,
         remote.store.as_ref(),
     )
@@ -114,10 +115,18 @@ pub(super) fn keep_processes(
     record: &mut RunRecord,
     supervisor: AgentId,
     workers: &[AgentId],
+    roles: &[Vec<String>],
 ) -> Result<(), ProcessError> {
+    // Only a worker given --roles makes the record carry them (older records read as before).
+    let roles = if roles.iter().all(Vec::is_empty) {
+        Vec::new()
+    } else {
+        roles.to_vec()
+    };
     record.processes = Some(ProcessRecord {
         supervisor,
         workers: workers.to_vec(),
+        roles,
     });
     if let Some(d) = &args.durable {
         d.store.put_run(record)?;
@@ -177,6 +186,7 @@ mod tests {
         let kept = ProcessRecord {
             supervisor: ids.agent_id(),
             workers: vec![ids.agent_id(), ids.agent_id()],
+            roles: vec![vec!["alpha".into()], Vec::new()],
         };
         let r = record(Some(kept.clone()));
         assert_eq!(check(&r, 2).expect("two workers"), &kept);
@@ -202,5 +212,26 @@ mod tests {
         value.as_object_mut().expect("object").remove("processes");
         let back: RunRecord = serde_json::from_value(value).expect("decodes");
         assert_eq!(back.processes, None);
+    }
+
+    #[test]
+    fn the_record_keeps_the_workers_roles() {
+        let mut ids = IdSource::seeded(4);
+        let kept = ProcessRecord {
+            supervisor: ids.agent_id(),
+            workers: vec![ids.agent_id(), ids.agent_id()],
+            roles: vec![vec!["alpha".into()], vec!["beta".into(), "gamma".into()]],
+        };
+        let value = serde_json::to_value(record(Some(kept.clone()))).expect("encodes");
+        let back: RunRecord = serde_json::from_value(value.clone()).expect("decodes");
+        assert_eq!(back.processes.as_ref(), Some(&kept));
+        // A record written before roles existed: every worker serves every role.
+        let mut old = value;
+        old["processes"]
+            .as_object_mut()
+            .expect("object")
+            .remove("roles");
+        let back: RunRecord = serde_json::from_value(old).expect("decodes");
+        assert!(back.processes.expect("kept").roles.is_empty());
     }
 }

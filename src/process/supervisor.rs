@@ -55,6 +55,8 @@ pub struct RemoteRun {
     pub supervisor: AgentId,
     /// The workers, in registration order.
     pub workers: Vec<AgentId>,
+    /// The plan roles each worker serves (`--roles`; empty: every role), in the same order.
+    pub roles: Vec<Vec<String>>,
 }
 
 /// One remote worker as the supervisor actor sees it: assignments and control messages sent
@@ -87,13 +89,14 @@ impl Handler<ControlMsg> for NatsLink {
     }
 }
 
-/// Waits for `wanted` distinct workers on the registration subject.
+/// Waits for `wanted` distinct workers on the registration subject; their ids and the roles
+/// each serves, in registration order.
 async fn gather(
     client: &quorate_nats::async_nats::Client,
     run: RunId,
     wanted: usize,
     wait: Duration,
-) -> Result<Vec<AgentId>, ProcessError> {
+) -> Result<(Vec<AgentId>, Vec<Vec<String>>), ProcessError> {
     let subject = registrations_subject(run);
     let mut registrations = client
         .subscribe(subject.clone())
@@ -101,6 +104,7 @@ async fn gather(
         .map_err(|e| subject_err(&subject)(e.to_string()))?;
     let deadline = Instant::now() + wait;
     let mut workers: Vec<AgentId> = Vec::with_capacity(wanted);
+    let mut roles: Vec<Vec<String>> = Vec::with_capacity(wanted);
     while workers.len() < wanted {
         let left = deadline.saturating_duration_since(Instant::now());
         let next = tokio::time::timeout(left, registrations.next()).await;
@@ -122,18 +126,24 @@ async fn gather(
                 "quorate: a registration on {worker}'s subject claims to be {}: ignored",
                 r.worker
             ),
-            Ok(_) if !workers.contains(&worker) => {
+            Ok(r) if !workers.contains(&worker) => {
+                let serves = if r.roles.is_empty() {
+                    "every role".to_string()
+                } else {
+                    format!("roles {}", r.roles.join(","))
+                };
                 eprintln!(
-                    "quorate: worker {worker} registered ({}/{wanted})",
+                    "quorate: worker {worker} registered ({}/{wanted}), serving {serves}",
                     workers.len() + 1
                 );
                 workers.push(worker);
+                roles.push(r.roles);
             }
             _ => {}
         }
     }
     let _ = registrations.unsubscribe().await;
-    Ok(workers)
+    Ok((workers, roles))
 }
 
 /// Runs plan file `file` (loaded from `path`) as the supervisor process of `remote.run`:
@@ -170,14 +180,16 @@ pub(super) fn start(
         "quorate: run {}: waiting for {} workers on {}",
         remote.run, remote.workers, remote.nats
     );
-    let workers = nats.rt.block_on(gather(
+    let (workers, roles) = nats.rt.block_on(gather(
         &nats.client,
         remote.run,
         remote.workers,
         remote.wait,
     ))?;
+    // Before anything is kept or welcomed: a task nobody would ever run is refused.
+    super::check_roles(&compiled.0, &roles)?;
     if let Some(record) = record {
-        super::resume::keep_processes(args, record, me, &workers)?;
+        super::resume::keep_processes(args, record, me, &workers, &roles)?;
     }
     supervise(
         &nats,
@@ -187,6 +199,7 @@ pub(super) fn start(
         remote.run,
         me,
         workers,
+        roles,
         Stream::Fresh,
         remote.store.as_ref(),
     )
@@ -234,7 +247,8 @@ pub(super) enum Stream {
 
 /// Runs the supervisor core of `run` as `me` with `workers` (in this order) over `nats`:
 /// makes (or opens) the stream, welcomes the workers, moves the envelopes until the run stops,
-/// then announces its end. With `store` (the etcd cluster the workers share), the workers'
+/// then announces its end. A task goes only to a worker serving its role (`roles`, by worker;
+/// empty: every role). With `store` (the etcd cluster the workers share), the workers'
 /// leases are watched and their loss and return told to the core (worker failover).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn supervise(
@@ -245,6 +259,7 @@ pub(super) fn supervise(
     run: RunId,
     me: AgentId,
     workers: Vec<AgentId>,
+    roles: Vec<Vec<String>>,
     stream: Stream,
     store: Option<&quorate_state::EtcdUrl>,
 ) -> Result<RemoteRun, ProcessError> {
@@ -329,6 +344,7 @@ pub(super) fn supervise(
         run,
         me,
         workers: senders,
+        roles: roles.clone(),
     };
     let output = run_star_linked_to(plan, options, who, |inputs| {
         let _ = to_actor.send(inputs.replies);
@@ -389,6 +405,7 @@ pub(super) fn supervise(
         counts,
         supervisor: me.agent,
         workers,
+        roles,
     })
 }
 

@@ -41,6 +41,9 @@ pub struct WorkerArgs {
     /// TLS and credentials (without `id`, the worker is its NATS user's agent, when that is a
     /// uuid).
     pub security: Security,
+    /// The plan roles this worker serves (`--roles`), announced in its registration: the
+    /// supervisor sends it only tasks of these roles. Empty: every role.
+    pub roles: Vec<String>,
 }
 
 /// What a worker process did.
@@ -78,6 +81,7 @@ async fn register(
     client: &quorate_nats::async_nats::Client,
     run: RunId,
     me: AgentId,
+    roles: &[String],
     wait: Duration,
 ) -> Result<AgentId, ProcessError> {
     let subject = welcome_subject(run, me);
@@ -86,7 +90,11 @@ async fn register(
         .await
         .map_err(|e| subject_err(&subject)(e.to_string()))?;
     let register = register_subject(run, me);
-    let announcement = serde_json::to_vec(&Registration { worker: me }).expect("serializes");
+    let announcement = serde_json::to_vec(&Registration {
+        worker: me,
+        roles: roles.to_vec(),
+    })
+    .expect("serializes");
     let deadline = Instant::now() + wait;
     loop {
         client
@@ -138,7 +146,7 @@ pub fn run_worker(args: &WorkerArgs) -> Result<WorkerExit, ProcessError> {
             .subscribe(end_subject.clone())
             .await
             .map_err(|e| subject_err(&end_subject)(e.to_string()))?;
-        let supervisor = register(&client, args.run, me, args.wait).await?;
+        let supervisor = register(&client, args.run, me, &args.roles, args.wait).await?;
         let directory = Directory::new([Sender {
             agent: supervisor,
             role: Role::Supervisor,

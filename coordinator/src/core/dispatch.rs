@@ -37,6 +37,8 @@ impl SupervisorCore {
         if !self.phase.dispatches() {
             return;
         }
+        // Tasks no live worker serving their role can take: back at the front afterwards.
+        let mut waiting = Vec::new();
         while let Some(i) = self.ready.pop_front() {
             if self.tasks[i as usize].state != TaskState::Ready {
                 continue;
@@ -58,17 +60,19 @@ impl SupervisorCore {
                         self.record(now, Some(i), EventKind::BudgetRefused { detail });
                         let reason = StopReason::refused(&e);
                         self.stop_with(now, i, TaskEvent::LimitReached, reason);
+                        self.requeue_front(waiting);
                         return;
                     }
                 }
             }
             // A new attempt goes to the worker that had the task while it is live, so its
             // record of the task's actions (idempotency) is at hand; else to another live one,
-            // which imports the task's book from the store (see `liveness`). With every
-            // worker lost, the task waits for one to renew.
+            // which imports the task's book from the store (see `liveness`). With no live
+            // worker serving its role, the task waits for one to renew; the tasks behind it
+            // are dispatched meanwhile.
             let Some(worker) = self.pick_worker(i) else {
-                self.ready.push_front(i);
-                return;
+                waiting.push(i);
+                continue;
             };
             let tasks = &self.tasks;
             // The slice as granted: the node's, grown by any top-up.
@@ -114,6 +118,14 @@ impl SupervisorCore {
                 worker,
                 envelope: Box::new(envelope),
             });
+        }
+        self.requeue_front(waiting);
+    }
+
+    /// Puts `waiting` (in order) back at the front of the ready queue.
+    fn requeue_front(&mut self, waiting: Vec<u32>) {
+        for i in waiting.into_iter().rev() {
+            self.ready.push_front(i);
         }
     }
 }

@@ -58,6 +58,30 @@ impl SupervisorCore {
         self.lost.get(worker).copied().unwrap_or(false)
     }
 
+    /// Worker `worker` serves only `roles` (a plan node's `role`): no attempt of a task whose
+    /// role is not among them goes to it. Empty (the default): it serves every role. A task
+    /// whose role no live worker serves waits, as with every worker lost. A worker index out
+    /// of range is refused ([`InputRefused::UnknownWorker`]). Given before
+    /// [`start`](Self::start); like liveness it is not in the run log (a resumed shell gives
+    /// it again).
+    pub fn set_worker_roles(
+        &mut self,
+        worker: usize,
+        roles: Vec<String>,
+    ) -> Result<(), InputRefused> {
+        self.check_worker(worker)?;
+        self.worker_roles[worker] = roles;
+        Ok(())
+    }
+
+    /// `true` if worker `worker` serves role `role` (a worker given no roles serves all).
+    #[must_use]
+    pub fn worker_serves(&self, worker: usize, role: &str) -> bool {
+        self.worker_roles
+            .get(worker)
+            .is_some_and(|roles| roles.is_empty() || roles.iter().any(|r| r == role))
+    }
+
     fn check_worker(&self, worker: usize) -> Result<(), InputRefused> {
         if worker < self.workers.len() {
             Ok(())
@@ -69,23 +93,21 @@ impl SupervisorCore {
         }
     }
 
-    /// The worker the next attempt of task `i` goes to: the one that had the task if it is live
-    /// (its record of the task's actions is at hand), else the next live one in turn; `None`
-    /// when every worker is lost.
+    /// The worker the next attempt of task `i` goes to, among the live workers serving its
+    /// role: the one that had the task if it is one of them (its record of the task's actions
+    /// is at hand), else the next one in turn; `None` when no live worker serves the role.
     pub(super) fn pick_worker(&mut self, i: u32) -> Option<usize> {
+        let role = self.plan.node(i).role.as_str();
+        let fits = |w: usize| !self.lost[w] && self.worker_serves(w, role);
         if let Some(w) = self.tasks[i as usize].worker {
-            if !self.lost[w as usize] {
+            if fits(w as usize) {
                 return Some(w as usize);
             }
         }
         let n = self.workers.len();
-        for _ in 0..n {
-            let w = self.next_worker % n;
-            self.next_worker += 1;
-            if !self.lost[w] {
-                return Some(w);
-            }
-        }
-        None
+        let start = self.next_worker;
+        let k = (0..n).find(|&k| fits((start + k) % n))?;
+        self.next_worker = start + k + 1;
+        Some((start + k) % n)
     }
 }

@@ -59,6 +59,9 @@ pub struct SupervisorCore {
     workers: Vec<Sender>,
     /// Workers whose lease expired (by index): no task goes to them until they renew.
     lost: Vec<bool>,
+    /// The roles each worker serves (by index; empty: every role), see
+    /// [`Self::set_worker_roles`].
+    worker_roles: Vec<Vec<String>>,
     next_worker: usize,
     tasks: Vec<TaskSlot>,
     /// `result/<run>/`: result keys are this plus the node id.
@@ -132,6 +135,7 @@ impl SupervisorCore {
             config,
             me,
             lost: vec![false; workers.len()],
+            worker_roles: vec![Vec::new(); workers.len()],
             workers,
             next_worker: 0,
             result_prefix: crate::run::result_key(run, ""),

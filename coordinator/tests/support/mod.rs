@@ -66,6 +66,15 @@ pub(crate) struct Harness {
 
 impl Harness {
     pub(crate) fn new(nodes: Vec<NodeSpec>, config: SupervisorConfig) -> Self {
+        Self::with_setup(nodes, config, |_| {})
+    }
+
+    /// [`Harness::new`], with `setup` applied to the core before it starts.
+    pub(crate) fn with_setup(
+        nodes: Vec<NodeSpec>,
+        config: SupervisorConfig,
+        setup: impl FnOnce(&mut SupervisorCore),
+    ) -> Self {
         let plan = spec_of(nodes.clone()).validate().expect("valid plan");
         let workers: Vec<Sender> = (0..2)
             .map(|i| Sender {
@@ -73,7 +82,8 @@ impl Harness {
                 role: Role::Worker,
             })
             .collect();
-        let core = core_for(plan, &config, workers.clone());
+        let mut core = core_for(plan, &config, workers.clone());
+        setup(&mut core);
         let mut h = Self {
             core,
             nodes,
