@@ -409,3 +409,33 @@ fn a_store_that_is_not_etcd_or_a_zero_lease_is_bad_input() {
     let stderr = String::from_utf8_lossy(&supervisor.stderr);
     assert!(stderr.contains("must be an etcd cluster"), "{stderr}");
 }
+
+/// A supervisor with `--store` and workers without: refused (exit 2, naming the worker) before
+/// any worker is welcomed, instead of taking every worker for lost at once.
+#[test]
+fn workers_without_a_lease_on_the_supervisors_store_are_refused() {
+    let Some(s) = Setup::start("0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a05") else {
+        return;
+    };
+    let unleased = |id: &str| {
+        let child = quorate()
+            .args(["worker", "--nats", &s.nats, "--run", &s.run, "--plan", PLAN])
+            .args(["--id", id, "--wait-ms", "3000"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("worker starts");
+        Running(Some(child))
+    };
+    let workers: Vec<Running> = s.ids.iter().map(|id| unleased(id)).collect();
+    let out = finish(s.supervisor(), Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("holds no lease on"), "{stderr}");
+    assert!(stderr.contains("with the same --store"), "{stderr}");
+    assert!(s.effects().is_empty(), "nothing ran");
+    for w in workers {
+        // Never welcomed: each gives up after its --wait-ms.
+        assert_eq!(finish(w, Duration::from_secs(20)).status.code(), Some(9));
+    }
+}

@@ -58,8 +58,10 @@ impl LeaseWatch {
 }
 
 /// Watches the leases of `workers` (in link order) of run `run` on the etcd cluster at `url`,
-/// on runtime `rt`; nothing without a `url`. A worker whose key is absent already is reported
-/// lost as soon as the actor is known.
+/// on runtime `rt`; nothing without a `url`. For a new run (`fresh`), a worker that holds no
+/// lease is refused ([`ProcessError::Unleased`]: it was started without `--store`, or on
+/// another cluster or prefix, and would be taken for lost at once); for a resumed one, a
+/// worker whose key is absent already is reported lost as soon as the actor is known.
 #[cfg_attr(not(feature = "etcd"), allow(unused_variables))]
 pub(super) fn watch(
     rt: &tokio::runtime::Runtime,
@@ -67,6 +69,7 @@ pub(super) fn watch(
     security: &crate::security::Security,
     run: RunId,
     workers: &[AgentId],
+    fresh: bool,
 ) -> Result<LeaseWatch, ProcessError> {
     let Some(url) = url else {
         return Ok(LeaseWatch::default());
@@ -83,6 +86,14 @@ pub(super) fn watch(
             .block_on(etcd.watch_keys(CLAIMS))
             .map_err(|e| store_err(url, e))?;
         let keys: Vec<String> = workers.iter().map(|&w| below_claims(run, w)).collect();
+        if fresh {
+            if let Some(w) = (0..workers.len()).find(|&w| !present.contains(&keys[w])) {
+                return Err(ProcessError::Unleased {
+                    worker: workers[w],
+                    store: url.to_string(),
+                });
+            }
+        }
         let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
         let (to, actor) = tokio::sync::oneshot::channel::<actix::Recipient<WorkerLiveness>>();
         let task = rt.spawn(async move {

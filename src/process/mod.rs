@@ -178,6 +178,15 @@ pub enum ProcessError {
         /// What failed.
         message: String,
     },
+    /// A registered worker holds no lease on the supervisor's `--store` (started without
+    /// `--store`, or on another cluster or prefix): it would be taken for lost at once.
+    #[error("worker {worker} holds no lease on {store}: start every worker of a run whose supervisor has --store with the same --store")]
+    Unleased {
+        /// The worker.
+        worker: AgentId,
+        /// The supervisor's `--store`.
+        store: String,
+    },
     /// The run's record (`--store`) could not be read or written.
     #[error(transparent)]
     Kept(#[from] crate::durable::DurableError),
@@ -219,6 +228,7 @@ impl ProcessError {
             | ProcessError::Connect { .. }
             | ProcessError::Secure(_)
             | ProcessError::IdMismatch { .. }
+            | ProcessError::Unleased { .. }
             | ProcessError::NotAProcessRun { .. }
             | ProcessError::UnservedRole { .. }
             | ProcessError::WorkersMismatch { .. } => 2,

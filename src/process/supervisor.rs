@@ -270,7 +270,8 @@ pub(super) fn supervise(
         security,
     } = nats;
     // Failover: the workers' leases, watched from here on (see `lease.rs`).
-    let mut leases = super::lease::watch(rt, store, security, run, &workers)?;
+    let mut leases =
+        super::lease::watch(rt, store, security, run, &workers, stream == Stream::Fresh)?;
     let fences = super::fence::Fences::connect(rt, store, security, run)?;
     let me = Sender {
         agent: me,
