@@ -52,7 +52,7 @@ pub use durable::{Commit, RedbDb, RedbLog, RedbOptions, RedbStore};
 pub use etcd::{
     grants, AtomicOutcome, Etcd, EtcdAccount, EtcdConnectError, EtcdLease, EtcdLog, EtcdOptions,
     EtcdRole, EtcdSecurity, EtcdStore, EtcdTls, Grant, Guard, Guarded, KeyChange, Secret,
-    SUPERVISOR_STORES, WORKER_READS, WORKER_SHARED_WRITES,
+    PEER_STORES, SUPERVISOR_STORES, WORKER_READS, WORKER_SHARED_WRITES,
 };
 pub use etcd_url::{EtcdUrl, EtcdUrlError, DEFAULT_ETCD_PREFIX};
 pub use ledger::{

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | supervisor | everything under `/PREFIX/` | `kv/S/` for each supervisor store `S` (default `results`, `budget`, `runs`, `intents`, `fence`), `log/` |
 //! | worker `W` | `kv/R/` for each store `R` its tasks read (default `results`), `kv/book/` (every worker's action books: a takeover imports the lost worker's), `kv/fence/` (the attempt that owns each task) | `kv/book/W/` (its action books), `kv/claims/W/` (its claims and its lease), `kv/world/` (the scripted tools' world: it stands for the external systems the tools act on, whose own permissions are outside quorate) |
-//! | peer `P` | everything under `/PREFIX/kv/` | `kv/book/P/`, `kv/claims/P/`, `kv/results/`, `kv/budget/` (no supervisor: peers commit results and spend budget themselves, by CAS) |
+//! | peer | everything under `/PREFIX/kv/` | `kv/S/` for each store `S` of [`PEER_STORES`] (the run's roster, claims, terminal records, root account, plan version and results: no supervisor, so peers commit them themselves, each by CAS; peer mode has no per-peer prefix, and a claim is tied to its peer by the peer's etcd lease) |
 
 use super::{failed, Etcd, Secret};
 use crate::StoreError;
@@ -16,6 +16,15 @@ use etcd_client::Permission;
 
 /// The stores a supervisor writes by default.
 pub const SUPERVISOR_STORES: [&str; 5] = ["results", "budget", "runs", "intents", "fence"];
+/// The stores a peer process writes (`quorate peer`, docs/distributed.md "Peer processes").
+pub const PEER_STORES: [&str; 6] = [
+    "peer-roster",
+    "peer-claims",
+    "peer-states",
+    "peer-budget",
+    "peer-plans",
+    "results",
+];
 /// The stores a worker reads by default.
 pub const WORKER_READS: [&str; 3] = ["results", "book", "fence"];
 /// The stores every worker writes: the scripted tools' world (the external systems the tools act
@@ -91,13 +100,11 @@ pub fn grants(root: &str, role: &EtcdRole) -> Vec<Grant> {
             );
             g
         }
-        EtcdRole::Peer(p) => vec![
-            read(format!("{root}/kv/")),
-            write(format!("{root}/kv/book/{p}/")),
-            write(format!("{root}/kv/claims/{p}/")),
-            write(format!("{root}/kv/results/")),
-            write(format!("{root}/kv/budget/")),
-        ],
+        EtcdRole::Peer(_) => {
+            let mut g = vec![read(format!("{root}/kv/"))];
+            g.extend(PEER_STORES.iter().map(|s| write(format!("{root}/kv/{s}/"))));
+            g
+        }
     }
 }
 
@@ -190,5 +197,32 @@ mod tests {
         assert!(!sup.iter().any(|g| g.write && g.prefix.contains("/book/")));
         assert!(sup.iter().any(|g| g.write && g.prefix == "/q/kv/fence/"));
         assert_eq!(EtcdRole::Worker("a".into()).name(), "quorate-worker-a");
+    }
+
+    #[test]
+    fn a_peer_writes_the_peer_stores_and_results_only() {
+        let g = grants("/q", &EtcdRole::Peer("p".into()));
+        let written: Vec<&str> = g
+            .iter()
+            .filter(|g| g.write)
+            .map(|g| g.prefix.as_str())
+            .collect();
+        assert_eq!(
+            written,
+            [
+                "/q/kv/peer-roster/",
+                "/q/kv/peer-claims/",
+                "/q/kv/peer-states/",
+                "/q/kv/peer-budget/",
+                "/q/kv/peer-plans/",
+                "/q/kv/results/"
+            ]
+        );
+        // Nothing of a supervisor's run record, log or fences, nor a worker's books.
+        for other in ["runs", "intents", "fence", "book", "world", "budget"] {
+            let prefix = format!("/q/kv/{other}/");
+            assert!(!g.iter().any(|g| g.write && g.prefix == prefix), "{other}");
+        }
+        assert!(!g.iter().any(|g| g.prefix.starts_with("/q/log/")));
     }
 }

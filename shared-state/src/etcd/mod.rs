@@ -82,7 +82,8 @@ use std::time::Duration;
 use etcd_client::{AuthClient, Client, ConnectOptions, GetOptions, KvClient, LeaseClient};
 
 pub use access::{
-    grants, EtcdAccount, EtcdRole, Grant, SUPERVISOR_STORES, WORKER_READS, WORKER_SHARED_WRITES,
+    grants, EtcdAccount, EtcdRole, Grant, PEER_STORES, SUPERVISOR_STORES, WORKER_READS,
+    WORKER_SHARED_WRITES,
 };
 pub use guarded::{Guard, Guarded};
 pub use held_lease::EtcdLease;
