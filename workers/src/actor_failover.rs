@@ -26,29 +26,17 @@ impl WorkerActor {
         self
     }
 
-    /// The book to import with `envelope`'s assignment, claimed for its attempt, if this worker
-    /// takes the task over: its attempt of the task (none, or an older one) does not own the
-    /// book in the store. `None` to handle the assignment as usual (no store, no book yet, the
-    /// book is this worker's own, or a newer attempt owns it: the core then refuses the stale
-    /// assignment, or its first write is fenced). With no book in the store yet, the attempt
-    /// claims an empty one, which fences every older attempt off.
+    /// The book to import with `envelope`'s assignment, if this worker takes the task over
+    /// ([`StoredBook::on_assignment`], run inside the store's compare-and-set). `None` to handle
+    /// the assignment as usual (no store, the book is this worker's own or was just claimed
+    /// empty, or a newer attempt owns it: the core then refuses the stale assignment).
     pub(super) fn takeover_book(&self, envelope: &Envelope<Assignment>) -> Option<StoredBook> {
         let books = self.books.as_ref()?;
         let (task, attempt) = (envelope.task, envelope.attempt);
         let mine = self.core.attempt_of(task);
         let mut claimed = None;
         let outcome = books.update(task, &mut |stored| {
-            claimed = None;
-            if stored.as_ref().is_some_and(|s| Some(s.owner) != mine) {
-                claimed = Some(StoredBook::claim(stored, task, attempt)?);
-            } else if stored.is_none() {
-                // No attempt wrote the book yet: this one claims it all the same (an empty
-                // book), so an older attempt that had not called anything yet (its worker was
-                // paused past its lease while the task waited for a human, say) is fenced off
-                // at its first write instead of calling what this attempt will call (the
-                // simulator's seed 860677).
-                StoredBook::claim(stored, task, attempt)?;
-            }
+            claimed = StoredBook::on_assignment(stored, task, attempt, mine)?;
             Ok(())
         });
         outcome.ok().and(claimed)

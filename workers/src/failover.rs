@@ -88,6 +88,35 @@ impl StoredBook {
         book.owner = attempt;
         Ok(book.clone())
     }
+
+    /// What an assignment of attempt `attempt` of `task` does to the task's book in the store
+    /// (`stored`), on a worker whose own attempt of the task is `mine`
+    /// ([`WorkerCore::attempt_of`](crate::WorkerCore::attempt_of)):
+    ///
+    /// * another attempt owns the book (the worker never ran the task, lost its memory, or
+    ///   another worker had it since): the attempt claims it and the book is returned, to be
+    ///   imported with [`WorkerCore::handle_takeover`](crate::WorkerCore::handle_takeover);
+    /// * no book yet: the attempt claims an empty one all the same, so an older attempt that
+    ///   had called nothing yet (its worker paused past its lease while the task waited for a
+    ///   human, say) is fenced off at its first write instead of calling what this attempt will
+    ///   call (the simulator's seed 860677); `None`;
+    /// * the worker's own attempt owns it: `None` (it has the book in memory).
+    ///
+    /// # Errors
+    /// [`Fenced`]: a newer attempt owns the book (the worker handles the stale assignment as
+    /// usual; nothing changed).
+    pub fn on_assignment(
+        stored: &mut Option<StoredBook>,
+        task: TaskId,
+        attempt: u32,
+        mine: Option<u32>,
+    ) -> Result<Option<StoredBook>, Fenced> {
+        match stored {
+            Some(s) if Some(s.owner) != mine => Self::claim(stored, task, attempt).map(Some),
+            Some(_) => Ok(None),
+            None => Self::claim(stored, task, attempt).map(|_| None),
+        }
+    }
 }
 
 /// Where a worker process keeps its tasks' books: the store of record every worker of the run
@@ -195,5 +224,37 @@ mod tests {
         };
         StoredBook::write(&mut stored, task, own).unwrap();
         assert_eq!(stored.as_ref().unwrap().spent, calls(2));
+    }
+
+    #[test]
+    fn an_assignment_takes_over_anothers_book_claims_a_missing_one_and_keeps_its_own() {
+        let task = TaskId::from_u128(6);
+        // No book yet: an empty one is claimed, nothing is imported.
+        let mut stored = None;
+        assert_eq!(
+            StoredBook::on_assignment(&mut stored, task, 1, None),
+            Ok(None)
+        );
+        assert_eq!(stored.as_ref().map(|s| s.owner), Some(1));
+        // Its own attempt owns it: nothing changes.
+        assert_eq!(
+            StoredBook::on_assignment(&mut stored, task, 1, Some(1)),
+            Ok(None)
+        );
+        // Another worker's attempt 2: it claims the book and imports it; attempt 1 is fenced.
+        let taken = StoredBook::on_assignment(&mut stored, task, 2, None).unwrap();
+        assert_eq!(taken.map(|b| b.owner), Some(2));
+        assert!(StoredBook::write(
+            &mut stored,
+            task,
+            StoredBook {
+                owner: 1,
+                ..StoredBook::default()
+            }
+        )
+        .is_err());
+        // A stale assignment of attempt 1 is refused and changes nothing.
+        assert!(StoredBook::on_assignment(&mut stored, task, 1, Some(1)).is_err());
+        assert_eq!(stored.as_ref().map(|s| s.owner), Some(2));
     }
 }

@@ -98,24 +98,17 @@ impl Sim {
     pub(super) fn assign(&mut self, w: usize, env: Box<Envelope<Assignment>>) -> bool {
         let now = self.now;
         let task = env.task;
-        let mut stored = self.books.remove(&task);
         let mine = self.workers[w].core.attempt_of(task);
-        let takes_over = stored.as_ref().is_some_and(|s| Some(s.owner) != mine);
-        let claimed = if takes_over {
-            StoredBook::claim(&mut stored, task, env.attempt).ok()
-        } else {
-            if stored.is_none() && self.opts.persistence == Persistence::DurableBook {
-                // No attempt wrote the book yet: this one claims it all the same (an empty
-                // book), so an older attempt that had not called anything yet (its worker
-                // paused past its lease while the task waited for a human, say) is fenced
-                // off at its first write instead of calling what this attempt will call.
-                let _fresh = StoredBook::claim(&mut stored, task, env.attempt);
+        let claimed = if self.opts.persistence == Persistence::DurableBook {
+            let mut stored = self.books.remove(&task);
+            let claimed = StoredBook::on_assignment(&mut stored, task, env.attempt, mine);
+            if let Some(book) = stored {
+                self.books.insert(task, book);
             }
+            claimed.ok().flatten()
+        } else {
             None
         };
-        if let Some(book) = stored {
-            self.books.insert(task, book);
-        }
         let core = &mut self.workers[w].core;
         match claimed {
             Some(book) => core.handle_takeover(now, env, book).is_ok(),
