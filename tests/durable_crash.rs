@@ -9,10 +9,9 @@ mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::Output;
 
-use quorate::durable::{RunStore, CRASH_AFTER_WRITES};
-use support::{arg, temp_path};
+use quorate::durable::RunStore;
+use support::{arg, clean_temp, dispatched_tasks, quorate_crashing, temp_path};
 
 /// Writes, a timeout after commit and an approval, on two workers, with short timeouts.
 const PLAN: &str = r#"
@@ -61,24 +60,6 @@ script = [
 ]
 "#;
 
-fn quorate(args: &[&str], crash_after: Option<u64>) -> Output {
-    let mut cmd = support::quorate_command();
-    cmd.args(args);
-    if let Some(n) = crash_after {
-        cmd.env(CRASH_AFTER_WRITES, n.to_string());
-    }
-    cmd.output().expect("the binary runs")
-}
-
-/// Removes the fresh directories `temp_path` made for `paths` (a point leaves megabytes).
-fn clean(paths: &[&Path]) {
-    for p in paths {
-        if let Some(dir) = p.parent() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
 /// What a finished run left in its store.
 struct Kept {
     reason: String,
@@ -124,16 +105,6 @@ fn read(store: &Path) -> Kept {
         effects,
         writes: writes as u64,
     }
-}
-
-/// Tasks the trace at `path` dispatched.
-fn dispatched(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["kind"] == "dispatched")
-        .filter_map(|e| e["task"].as_str().map(str::to_string))
-        .collect()
 }
 
 fn check_budget(report: &serde_json::Value, point: u64) {
@@ -187,7 +158,7 @@ struct Whole {
 /// The uncrashed run of `plan` (kept in a store of its own): completed, three effects.
 fn uncrashed(plan: &Path) -> Whole {
     let (store, trace) = (temp_path("whole.redb"), temp_path("whole.jsonl"));
-    let out = quorate(&run_args(plan, &store, &trace), None);
+    let out = quorate_crashing(&run_args(plan, &store, &trace), None);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -246,7 +217,7 @@ fn resume_and_check(n: u64, code: Option<i32>, store: &Path, whole: &Kept) -> Po
         // Killed after the refund was sent and before its effect: a non-idempotent action
         // of unknown outcome that the tool does not know either is never sent again; the
         // refund fails and nothing is paid.
-        let out = quorate(
+        let out = quorate_crashing(
             &[
                 "resume",
                 &run.to_string(),
@@ -272,7 +243,7 @@ fn resume_and_check(n: u64, code: Option<i32>, store: &Path, whole: &Kept) -> Po
         return Point::RefundUnknown;
     }
     let trace2 = temp_path("resume.jsonl");
-    let out = quorate(
+    let out = quorate_crashing(
         &[
             "resume",
             &run.to_string(),
@@ -303,14 +274,14 @@ fn resume_and_check(n: u64, code: Option<i32>, store: &Path, whole: &Kept) -> Po
         "point {n}: {:?}",
         after.effects
     );
-    let again = dispatched(&trace2);
+    let again = dispatched_tasks(&trace2);
     for task in &done_before {
         assert!(
             !again.contains(task),
             "point {n}: {task} completed before the crash and ran again"
         );
     }
-    clean(&[&trace2]);
+    clean_temp(&[&trace2]);
     Point::Resumed {
         done_before: done_before.len(),
     }
@@ -328,11 +299,11 @@ fn a_run_killed_at_any_point_resumes_to_the_uncrashed_outcome() {
     for n in 1..=whole.writes {
         let store = temp_path("kill.redb");
         let trace = temp_path("kill.jsonl");
-        let out = quorate(&run_args(&plan, &store, &trace), Some(n));
+        let out = quorate_crashing(&run_args(&plan, &store, &trace), Some(n));
         seen.push(resume_and_check(n, out.status.code(), &store, &whole));
-        clean(&[&store, &trace]);
+        clean_temp(&[&store, &trace]);
     }
-    clean(&[&plan, &files[0], &files[1]]);
+    clean_temp(&[&plan, &files[0], &files[1]]);
     let crashed = seen.iter().filter(|p| **p != Point::Finished).count();
     let unknown = seen.iter().filter(|p| **p == Point::RefundUnknown).count();
     eprintln!(
@@ -386,9 +357,9 @@ fn a_run_killed_with_sigkill_after_n_trace_lines_resumes_to_the_uncrashed_outcom
             std::thread::sleep(std::time::Duration::from_micros(200));
         };
         seen.push(resume_and_check(n as u64, status.code(), &store, &whole));
-        clean(&[&store, &trace]);
+        clean_temp(&[&store, &trace]);
     }
-    clean(&[&plan, &files[0], &files[1]]);
+    clean_temp(&[&plan, &files[0], &files[1]]);
     let killed = seen.iter().filter(|p| **p != Point::Finished).count();
     // The kills must land at different stages of the run, not all at one (a trace written only
     // at the end would put every point there).

@@ -17,7 +17,7 @@ use etcd_cluster::EtcdCluster;
 use quorate::durable::{RunStore, StoreAt, CRASH_AFTER_WRITES};
 use quorate::protocols::RunId;
 use quorate::security::Security;
-use support::{arg, plan, temp_path};
+use support::{arg, dispatched_tasks, plan, temp_path};
 
 /// A shipped plan: three tasks in a chain, three effects (`stage`, `transform`, `save`).
 const PLAN: &str = "cancel_mid_run.toml";
@@ -72,17 +72,6 @@ fn run_args<'a>(plan: &'a str, url: &'a str, trace: &'a Path) -> [&'a str; 6] {
     ["run", plan, "--store", url, "--trace", arg(trace)]
 }
 
-/// Tasks the trace at `path` dispatched.
-fn dispatched(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["kind"] == "dispatched")
-        .filter_map(|e| e["task"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// How one kill point ended.
 #[derive(Debug, PartialEq)]
 enum Point {
@@ -135,7 +124,7 @@ fn resume_and_check(n: u64, code: Option<i32>, url: &str, whole: &Kept) -> Point
         "point {n}: {:?}",
         after.effects
     );
-    let again = dispatched(&trace);
+    let again = dispatched_tasks(&trace);
     for task in &done_before {
         assert!(
             !again.contains(task),

@@ -9,10 +9,9 @@ mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::Output;
 
-use quorate::durable::{RunStore, CRASH_AFTER_WRITES};
-use support::{arg, temp_path};
+use quorate::durable::RunStore;
+use support::{arg, clean_temp, dispatched_tasks, quorate_crashing, temp_path};
 
 /// Two peers: a read, a write whose answer is lost after it committed, then a task whose store
 /// precondition fails, so the peers switch to the fallback, whose `draft` writes once more.
@@ -62,15 +61,6 @@ tasks = [
 ]
 "#;
 
-fn quorate(args: &[&str], crash_after: Option<u64>) -> Output {
-    let mut cmd = support::quorate_command();
-    cmd.args(args);
-    if let Some(n) = crash_after {
-        cmd.env(CRASH_AFTER_WRITES, n.to_string());
-    }
-    cmd.output().expect("the binary runs")
-}
-
 /// What a run left in its store.
 #[derive(Debug)]
 struct Kept {
@@ -107,24 +97,6 @@ fn read(store: &Path) -> Kept {
     }
 }
 
-/// Tasks the trace at `path` dispatched.
-fn dispatched(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["kind"] == "dispatched")
-        .filter_map(|e| e["task"].as_str().map(str::to_string))
-        .collect()
-}
-
-fn clean(paths: &[&Path]) {
-    for p in paths {
-        if let Some(dir) = p.parent() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
 /// The outcome every point must reach: completed on plan version 2, the save and the draft
 /// written once, nothing mailed.
 #[track_caller]
@@ -152,7 +124,7 @@ fn a_peer_run_aborted_at_any_point_resumes_to_the_uncrashed_outcome() {
     let plan = temp_path("peer_crash.toml");
     std::fs::write(&plan, PLAN).expect("plan written");
     let (store, trace) = (temp_path("whole.redb"), temp_path("whole.jsonl"));
-    let out = quorate(
+    let out = quorate_crashing(
         &[
             "run",
             arg(&plan),
@@ -168,7 +140,7 @@ fn a_peer_run_aborted_at_any_point_resumes_to_the_uncrashed_outcome() {
     let whole = read(&store);
     assert_whole(&whole, "uncrashed");
     assert!(whole.writes > 20, "{} journal writes", whole.writes);
-    clean(&[&store, &trace]);
+    clean_temp(&[&store, &trace]);
 
     // Points spread over the whole run (every journal write would take minutes).
     let stride = (whole.writes / 24).max(1);
@@ -176,7 +148,7 @@ fn a_peer_run_aborted_at_any_point_resumes_to_the_uncrashed_outcome() {
     let mut stages = std::collections::BTreeSet::new();
     for n in (1..=whole.writes).step_by(stride as usize) {
         let (store, trace) = (temp_path("kill.redb"), temp_path("kill.jsonl"));
-        let out = quorate(
+        let out = quorate_crashing(
             &[
                 "run",
                 arg(&plan),
@@ -191,7 +163,7 @@ fn a_peer_run_aborted_at_any_point_resumes_to_the_uncrashed_outcome() {
         if out.status.code() == Some(0) {
             assert_whole(&before, &format!("point {n} (finished)"));
             finished += 1;
-            clean(&[&store, &trace]);
+            clean_temp(&[&store, &trace]);
             continue;
         }
         assert!(out.status.code().is_none(), "point {n}: aborted");
@@ -204,7 +176,7 @@ fn a_peer_run_aborted_at_any_point_resumes_to_the_uncrashed_outcome() {
             .collect();
         stages.insert(done_before.len());
         let trace2 = temp_path("resume.jsonl");
-        let out = quorate(
+        let out = quorate_crashing(
             &[
                 "resume",
                 &before.run.to_string(),
@@ -230,7 +202,7 @@ fn a_peer_run_aborted_at_any_point_resumes_to_the_uncrashed_outcome() {
             );
         }
         assert_whole(&read(&store), &format!("point {n}"));
-        let again = dispatched(&trace2);
+        let again = dispatched_tasks(&trace2);
         for task in &done_before {
             assert!(
                 !again.contains(task),
@@ -238,9 +210,9 @@ fn a_peer_run_aborted_at_any_point_resumes_to_the_uncrashed_outcome() {
             );
         }
         resumed += 1;
-        clean(&[&store, &trace, &trace2]);
+        clean_temp(&[&store, &trace, &trace2]);
     }
-    clean(&[&plan]);
+    clean_temp(&[&plan]);
     eprintln!(
         "{} journal writes; {resumed} points aborted and resumed, {finished} finished first, \
          with {stages:?} tasks completed at the abort",
@@ -261,7 +233,7 @@ fn a_peer_run_parked_for_an_approval_is_not_resumed() {
     let plan = temp_path("peer_approval.toml");
     std::fs::write(&plan, text).expect("written");
     let store = temp_path("peer_approval.redb");
-    let out = quorate(&["run", arg(&plan), "--store", arg(&store)], None);
+    let out = quorate_crashing(&["run", arg(&plan), "--store", arg(&store)], None);
     assert_eq!(out.status.code(), Some(7));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -271,7 +243,7 @@ fn a_peer_run_parked_for_an_approval_is_not_resumed() {
     let before = read(&store);
     assert_eq!(before.reason, "waiting-approval");
     let run = before.run.to_string();
-    let out = quorate(
+    let out = quorate_crashing(
         &["resume", &run, "--store", arg(&store), "--approve", "all"],
         None,
     );
@@ -281,5 +253,5 @@ fn a_peer_run_parked_for_an_approval_is_not_resumed() {
     let after = read(&store);
     assert_eq!(after.writes, before.writes, "nothing written");
     assert!(after.effects.is_empty(), "nothing refunded");
-    clean(&[&plan, &store]);
+    clean_temp(&[&plan, &store]);
 }

@@ -138,6 +138,37 @@ pub(crate) fn temp_path(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// Removes the fresh directories [`temp_path`] made for `paths` (a crash point leaves
+/// megabytes).
+pub(crate) fn clean_temp(paths: &[&Path]) {
+    for p in paths {
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Runs the binary with `args` ([`quorate_command`]), aborted right after its `crash_after`-th
+/// durable journal write when given ([`quorate::durable::CRASH_AFTER_WRITES`]).
+pub(crate) fn quorate_crashing(args: &[&str], crash_after: Option<u64>) -> Output {
+    let mut cmd = quorate_command();
+    cmd.args(args);
+    if let Some(n) = crash_after {
+        cmd.env(quorate::durable::CRASH_AFTER_WRITES, n.to_string());
+    }
+    cmd.output().expect("the binary runs")
+}
+
+/// The tasks the trace at `path` dispatched, in order (none if it cannot be read).
+pub(crate) fn dispatched_tasks(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "dispatched")
+        .filter_map(|e| e["task"].as_str().map(str::to_string))
+        .collect()
+}
+
 pub(crate) fn states(run: &FileRun) -> Vec<(String, TaskState)> {
     run.output
         .report
