@@ -53,7 +53,11 @@ fn replies_of_another_run_an_unknown_task_or_an_old_attempt_are_refused_by_name(
     );
     assert_eq!(h.state(0), TaskState::Running, "nothing moved");
     let m = h.core.snapshot().messages;
-    assert_eq!((m.rejected_unauthorized, m.rejected_late), (2, 1));
+    // Another run's reply is a replay (stale); an unknown task is not this run's to answer.
+    assert_eq!(
+        (m.rejected_stale, m.rejected_unauthorized, m.rejected_late),
+        (1, 1, 1)
+    );
     assert_eq!(
         h.refusals[2].to_string(),
         format!("reply for task {task} refused: it names attempt 0; the task is at attempt 1")

@@ -32,6 +32,7 @@ mod action;
 mod budget;
 mod capability;
 mod decode;
+pub mod drive;
 mod envelope;
 mod id_source;
 mod ids;

@@ -154,7 +154,7 @@ fn forged_role_unknown_task_stale_version_and_old_attempt_are_refused() {
     c.refused(unknown, Rejection::Unauthorized);
     let mut other_run = c.answer();
     other_run.run = RunId::from_u128(10);
-    c.refused(other_run, Rejection::Unauthorized);
+    c.refused(other_run, Rejection::Stale);
     let mut stale = c.answer();
     stale.state_version = Version::new(stale.state_version.raw() - 1);
     c.refused(stale, Rejection::Stale);

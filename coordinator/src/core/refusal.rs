@@ -113,7 +113,8 @@ pub enum InputRefused {
 /// [`rejection`](Self::rejection) is the counter it goes to.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplyRefusal {
-    /// The reply belongs to another run.
+    /// The reply belongs to another run (a replay of an earlier run's envelope: counted as
+    /// stale).
     #[error("it belongs to run {found}, not {expected}")]
     WrongRun {
         /// This run.
@@ -183,9 +184,11 @@ impl ReplyRefusal {
     #[must_use]
     pub fn rejection(&self) -> Rejection {
         match self {
-            ReplyRefusal::WrongRun { .. }
-            | ReplyRefusal::UnknownTask
-            | ReplyRefusal::WrongSender { .. } => Rejection::Unauthorized,
+            // An envelope of another run is a replay of an earlier run's (in one process the
+            // runtime stamps each run's envelopes; across processes the transport authenticated
+            // its sender already): stale, as a reply acting on an older state version.
+            ReplyRefusal::WrongRun { .. } => Rejection::Stale,
+            ReplyRefusal::UnknownTask | ReplyRefusal::WrongSender { .. } => Rejection::Unauthorized,
             ReplyRefusal::Duplicate { .. } => Rejection::Duplicate,
             ReplyRefusal::Dropped
             | ReplyRefusal::AfterTerminal { .. }

@@ -143,7 +143,7 @@ mod tests {
         assert_eq!(judge(&guard, &ok), Ok(()));
         assert_eq!(
             judge(&guard, &reply(RunId::from_u128(9), agent, 1, 5)),
-            Err(Rejection::Unauthorized)
+            Err(Rejection::Stale)
         );
         assert_eq!(
             judge(&guard, &reply(run, AgentId::from_u128(7), 1, 5)),

@@ -101,8 +101,12 @@ impl PeerCore {
     /// Judges and applies a broadcast (counted as delivered already). The record names its
     /// task by id: the sender may number the plan's nodes otherwise (another plan version).
     pub(super) fn take_broadcast(&mut self, now: u64, env: Envelope<PeerMsg>) {
-        if env.run != self.run
-            || env.sender.role != Role::Peer
+        if env.run != self.run {
+            // An earlier run's broadcast, replayed: stale (as a supervisor counts it).
+            self.reject(now, None, Rejection::Stale);
+            return;
+        }
+        if env.sender.role != Role::Peer
             || env.sender == self.peers[self.index]
             || !self.peers.contains(&env.sender)
         {
