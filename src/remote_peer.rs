@@ -106,12 +106,13 @@ pub(crate) fn peer(cli: &PeerCli) -> Result<FileRun, ExitCode> {
             let ran = r.tasks.iter().filter(|t| t.attempts > 0).count();
             eprintln!(
                 "quorate: peer {} of {}: run {} stopped {}; {ran} tasks ran here, {} effects \
-                 committed here",
+                 committed here, fenced off {} times",
                 done.index,
                 done.peers.len(),
                 r.run_id,
                 r.stop_reason.as_deref().unwrap_or("-"),
-                done.run.world.effects().len()
+                done.run.world.effects().len(),
+                done.fenced
             );
             Ok(done.run)
         }

@@ -1,13 +1,13 @@
 //! Peer mode with real processes on loopback: `quorate peer` processes (one per peer) share an
-//! etcd cluster (claims, terminal records, results, the root account) and a NATS JetStream
-//! stream (broadcasts), both spawned by the test. Three peers complete a plan with every task
-//! completed once and every effect once; a peer SIGKILLed while it holds a claim has its task
-//! taken over once its lease expires; a run survives losing one member of a 3-member etcd
-//! cluster. Each peer's scripted world is its own (in its process): effects are counted per
-//! process and summed. So the kill test checks the survivors only: an effect the killed peer
-//! committed before it died is lost with its process and made again by the peer that takes
-//! the task over (peer processes have no store-backed world or action book yet; worker
-//! processes do, `tests/processes_failover.rs`). Needs the cargo features `etcd` and `nats`.
+//! etcd cluster (claims, fences, terminal records, results, the root account, and their
+//! workers' scripted world and action books) and a NATS JetStream stream (broadcasts), both
+//! spawned by the test. Three peers complete a plan with every task completed once and every
+//! effect once; a peer SIGKILLed after its effect committed and before its task's terminal
+//! record has its task taken over once its lease expires, by a later attempt that imports its
+//! book, and every effect is once over all processes (read back from etcd's `kv/world/`); a
+//! peer SIGSTOPped past its lease is fenced when it wakes (its book write refused); a run
+//! survives losing one member of a 3-member etcd cluster. Needs the cargo features `etcd` and
+//! `nats`.
 
 #[path = "../shared-state/tests/support/etcd_cluster.rs"]
 mod etcd_cluster;
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use etcd_cluster::EtcdCluster;
 use quorate::coordinator::peer::{PeerStores, Terminal};
+use quorate::process::failover::{fence_key, StoredEffect};
 use quorate::process::peer::roster::{roster_key, Roster};
 use quorate::protocols::RunId;
 use quorate_nats::server::NatsServer;
@@ -198,7 +199,7 @@ fn parallel_plan(tag: &str, tasks: usize, latency_ms: u64) -> PathBuf {
     path
 }
 
-/// What etcd holds for the run: the roster, and per task its claim (the peer's index) and its
+/// What etcd holds for the run: the roster, the effects, and per task its fence and its
 /// terminal record.
 struct Shared {
     etcd: Etcd,
@@ -222,11 +223,22 @@ impl Shared {
             .map(|v| v.value)
     }
 
-    fn claim(&self, task: &str) -> Option<usize> {
-        let store = self.etcd.store::<usize>("peer-claims");
-        let key = PeerStores::claim_key(self.run, task);
+    /// Every effect of the run in etcd (`kv/world/RUN/...`), by key, whichever process made it.
+    fn effects(&self) -> Vec<(String, StoredEffect)> {
+        let world = self.etcd.store::<StoredEffect>("world");
+        let found = runtime()
+            .block_on(world.scan(&format!("{}/", self.run)))
+            .expect("scan");
+        found.into_iter().map(|(k, v)| (k, v.value)).collect()
+    }
+
+    /// The attempt `task`'s fence names (`kv/fence/RUN/TASK-ID`).
+    fn fence(&self, task: &str) -> Option<u32> {
+        let i: usize = task.strip_prefix('t')?.parse().ok()?;
+        let id = *self.roster()?.tasks.get(i)?;
+        let store = self.etcd.store::<u32>("fence");
         runtime()
-            .block_on(store.get(&key))
+            .block_on(store.get(&fence_key(self.run, id)))
             .ok()
             .flatten()
             .map(|v| v.value)
@@ -243,78 +255,272 @@ impl Shared {
     }
 }
 
+/// `tasks` independent tasks, each calling `db.step` (its effect commits at once, its answer
+/// comes `window_ms` later: the window to kill or pause the peer in) and then `db.mark`, and
+/// answering with its number: two effects per task, and a book write after the window.
+fn window_plan(tag: &str, tasks: usize, window_ms: u64) -> PathBuf {
+    let mut text = format!(
+        "[run]\ntopology = \"peer\"\nworkers = 3\n\
+         budget = {{ steps = {steps}, tool_calls = {calls}, tokens = 10000, cost = 500 }}\n\
+         reserve = {{ steps = 4 }}\ncapabilities = [\"db.step\", \"db.mark\"]\n\
+         deadline_ms = 60000\ncall_timeout_ms = 20000\nattempt_timeout_ms = 30000\n",
+        steps = tasks * 8 + 10,
+        calls = tasks * 4 + 2,
+    );
+    for i in 0..tasks {
+        text.push_str(&format!(
+            "\n[[tasks]]\nid = \"t{i}\"\ncapabilities = [\"db.step\", \"db.mark\"]\n\
+             budget = {{ steps = 8, tool_calls = 4, tokens = 200, cost = 10 }}\n\
+             script = [\n  {{ do = \"call\", tool = \"db.step\", params = {{ key = \"steps/{i}\" }}, \
+             output = {{ n = {i} }}, latency-ms = {window_ms} }},\n  \
+             {{ do = \"call\", tool = \"db.mark\", params = {{ key = \"marks/{i}\" }}, output = \"marked\" }},\n  \
+             {{ do = \"answer\", value = {{ n = {i} }} }},\n]\n"
+        ));
+    }
+    let path = temp_path(&format!("{tag}.toml"));
+    std::fs::write(&path, text).expect("plan written");
+    path
+}
+
+/// A peer process this test started: killed (SIGKILL ends a stopped process too) if the test
+/// ends without waiting for it.
+struct Running(Option<Child>);
+
+impl Running {
+    fn signal(&self, name: &str) {
+        let pid = self.0.as_ref().expect("running").id().to_string();
+        let status = std::process::Command::new("kill")
+            .args([format!("-{name}"), pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    fn take(mut self) -> Child {
+        self.0.take().expect("running")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Three peers of `plan` on fresh services, with 1 s leases.
+fn three_peers(plan: &Path, nats: &NatsServer, store: &EtcdUrl) -> Vec<Option<Running>> {
+    (0..3)
+        .map(|i| {
+            let p = peer(plan, &nats.url(), store, i, &["--lease-ms", "1000"]);
+            Some(Running(Some(p)))
+        })
+        .collect()
+}
+
+/// The first `db.step` effect in etcd whose task has no terminal record yet (waits up to
+/// 20 s): the task's name, the effect, and the test's process index of the peer that made it.
+fn effect_in_flight(shared: &Shared) -> (String, StoredEffect, usize) {
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no effect seen"
+        );
+        let tasks = shared.roster().map(|r| r.tasks).unwrap_or_default();
+        let found = shared.effects().into_iter().find_map(|(_, e)| {
+            let i = tasks.iter().position(|&t| t == e.effect.action.task)?;
+            let task = format!("t{i}");
+            (e.effect.tool == "db.step" && shared.record(&task).is_none()).then_some((task, e))
+        });
+        if let Some((task, effect)) = found {
+            let by = effect.by.to_string();
+            let process = (0..3).find(|&i| peer_id(i) == by).expect("a test peer");
+            return (task, effect, process);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits (up to 20 s) until `task`'s fence names an attempt after the first: a peer took the
+/// task over. The attempt.
+fn wait_for_takeover(shared: &Shared, task: &str) -> u32 {
+    let started = Instant::now();
+    loop {
+        if let Some(attempt) = shared.fence(task).filter(|&a| a >= 2) {
+            return attempt;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "not taken over"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Checks that etcd holds exactly one effect for each of the plan's `2 * tasks` actions,
+/// counting every process (no duplicate written beside one).
+fn assert_each_effect_once(shared: &Shared, tasks: usize) -> Vec<(String, StoredEffect)> {
+    let effects = shared.effects();
+    let again: Vec<&String> = effects
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.contains("/again/"))
+        .collect();
+    assert!(again.is_empty(), "duplicate effects: {again:?}");
+    let mut actions: Vec<_> = effects.iter().map(|(_, e)| e.effect.action).collect();
+    actions.sort();
+    actions.dedup();
+    assert_eq!(actions.len(), effects.len(), "{effects:?}");
+    for tool in ["db.step", "db.mark"] {
+        let n = effects
+            .iter()
+            .filter(|(_, e)| e.effect.tool == tool)
+            .count();
+        assert_eq!(n, tasks, "{tool} effects: {effects:?}");
+    }
+    effects
+}
+
 #[test]
-fn a_peer_killed_while_it_holds_a_claim_has_its_task_taken_over() {
+fn a_peer_killed_after_its_effect_committed_is_taken_over_with_every_effect_once() {
     let Some((cluster, nats)) = services(1) else {
         return;
     };
     const TASKS: usize = 6;
-    let plan = parallel_plan("takeover", TASKS, 800);
-    let store = cluster.url("takeover");
-    let mut peers: Vec<Option<Child>> = (0..3)
-        .map(|i| Some(peer(&plan, &nats.url(), &store, i, &["--lease-ms", "1000"])))
-        .collect();
+    let plan = window_plan("killed", TASKS, 2500);
+    let store = cluster.url("killed");
+    let mut peers = three_peers(&plan, &nats, &store);
     let shared = Shared::new(&store);
     let started = Instant::now();
-    // Kill the process of peer index 1 while it holds a claim on a task without a record.
-    let (victim, task) = loop {
-        assert!(started.elapsed() < Duration::from_secs(20), "no claim seen");
-        let found = shared
-            .roster()
-            .filter(|r| r.peers.len() == 3)
-            .and_then(|r| {
-                (0..TASKS).map(|i| format!("t{i}")).find_map(|t| {
-                    (shared.claim(&t) == Some(1) && shared.record(&t).is_none()).then(|| {
-                        let agent = r.peers[1].to_string();
-                        let process = (0..3).find(|&i| peer_id(i) == agent).expect("a test peer");
-                        (process, t)
-                    })
-                })
-            });
-        if let Some(found) = found {
-            break found;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let killed_after = started.elapsed();
-    let mut killed = peers[victim].take().expect("running");
+    // Kill the peer whose `db.step` effect committed, inside the call's window: after the
+    // effect, before the task's terminal record.
+    let (task, effect, victim) = effect_in_flight(&shared);
+    let mut killed = peers[victim].take().expect("running").take();
     killed.kill().expect("SIGKILL");
+    let kill = Instant::now();
     let _ = killed.wait();
     assert!(shared.record(&task).is_none(), "killed before {task} ended");
+    let attempt = wait_for_takeover(&shared, &task);
+    let took_over = kill.elapsed();
     let outs: Vec<Output> = peers
         .into_iter()
         .flatten()
-        .map(|p| finish(p, Duration::from_secs(60)))
+        .map(|p| finish(p.take(), Duration::from_secs(60)))
         .collect();
+    let ended = kill.elapsed();
     let reports: Vec<serde_json::Value> = outs.iter().map(completed).collect();
+    // (A survivor that was waiting on the claim reports it gone; one busy with its own task
+    // claims the task afresh once the claim went with the lease: either way by CAS.)
     let stderr: String = outs
         .iter()
         .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
         .collect();
-    assert!(
-        stderr.contains(&format!("the claim of {task} is gone")),
-        "{stderr}"
-    );
-    // The killed peer's task was run again by a survivor and committed by it, once.
+    assert!(stderr.contains("fenced off 0 times"), "{stderr}");
+    assert!(!stderr.contains("is fenced off"), "{stderr}");
+    // The task was taken over by a later attempt on a survivor, which committed it.
+    let victim_agent = peer_id(victim);
     let record = shared.record(&task).expect("committed");
-    assert_ne!(record.by, 1, "committed by a survivor");
+    let roster = shared.roster().expect("a roster");
+    assert_ne!(roster.peers[record.by].to_string(), victim_agent);
+    assert_eq!(attempt, 2, "one takeover");
     let ran = attempts(&reports);
     let again = ran.iter().find(|(t, _)| *t == task).expect("the task").1;
-    assert_eq!(again, 1, "{task} ran once on the survivors");
-    // Every task has one terminal record; the survivors ran every task the killed peer did
-    // not commit, each once, and committed one effect each: no effect twice among them. (Not
-    // checked, and not true yet: that the killed peer's own effect of `task`, if it committed
-    // one before the kill, was not made again; see the module docs.)
-    let by_survivors = (0..TASKS)
-        .filter(|i| shared.record(&format!("t{i}")).expect("a record").by != 1)
-        .count() as u64;
-    let survivors_ran: u64 = ran.iter().map(|(_, n)| n).sum();
-    assert_eq!(survivors_ran, by_survivors);
-    assert_eq!(total(&reports, "/effects"), by_survivors);
+    assert_eq!(again, 2, "{task}: the survivor's attempt is the second");
+    // Every effect once over ALL processes, the killed one's included: the survivor queried
+    // the killed peer's `db.step` by its id (from the killed peer's book) instead of calling it
+    // again, and made the task's `db.mark` itself.
+    let effects = assert_each_effect_once(&shared, TASKS);
+    let of_task = |tool: &str| {
+        effects
+            .iter()
+            .find(|(_, e)| {
+                e.effect.tool == tool && e.effect.action.task == effect.effect.action.task
+            })
+            .map(|(_, e)| e.clone())
+            .expect("an effect of the task")
+    };
+    assert_eq!(of_task("db.step"), effect, "the killed peer's effect stays");
+    assert_ne!(of_task("db.mark").by.to_string(), victim_agent);
     eprintln!(
-        "killed peer 1 holding {task} after {killed_after:?}; {by_survivors} of {TASKS} tasks \
-         committed by the survivors; run took {:?}",
-        started.elapsed()
+        "measured: SIGKILL (after {:?}) -> fence raised to attempt {attempt} by a survivor: {} ms; \
+         SIGKILL -> run completed: {} ms (lease 1000 ms)",
+        kill - started,
+        took_over.as_millis(),
+        ended.as_millis()
+    );
+    // The lease, not the attempt timeout (30 s), moved the task.
+    assert!(took_over < Duration::from_secs(10), "{took_over:?}");
+}
+
+#[test]
+fn a_peer_paused_past_its_lease_is_fenced_and_every_effect_is_once() {
+    let Some((cluster, nats)) = services(1) else {
+        return;
+    };
+    const TASKS: usize = 6;
+    let plan = window_plan("paused", TASKS, 2500);
+    let store = cluster.url("paused");
+    let mut peers = three_peers(&plan, &nats, &store);
+    let shared = Shared::new(&store);
+    let (task, effect, paused) = effect_in_flight(&shared);
+    let sleeper = peers[paused].take().expect("running");
+    sleeper.signal("STOP");
+    let stop = Instant::now();
+    let attempt = wait_for_takeover(&shared, &task);
+    let took_over = stop.elapsed();
+    // Let the survivor's attempt get going, then wake the paused peer: its worker's next book
+    // write (for `db.mark`, after its `db.step` window) names attempt 1, and is refused.
+    std::thread::sleep(Duration::from_millis(300));
+    sleeper.signal("CONT");
+    let woke = stop.elapsed();
+    let outs: Vec<Output> = peers
+        .into_iter()
+        .flatten()
+        .chain(std::iter::once(sleeper))
+        .map(|p| finish(p.take(), Duration::from_secs(60)))
+        .collect();
+    let ended = stop.elapsed();
+    // Every peer completes the run, the woken one too: it took a new lease, gave its void
+    // claims up and went on; its worker's book write was refused, once at least.
+    let reports: Vec<serde_json::Value> = outs.iter().map(completed).collect();
+    let text = String::from_utf8_lossy(&outs[2].stderr).to_string();
+    assert!(
+        text.contains("is fenced off: attempt 2 owns its action book"),
+        "{text}"
+    );
+    assert!(
+        text.contains("its claims are void; going on under lease"),
+        "{text}"
+    );
+    assert!(!text.contains("fenced off 0 times"), "{text}");
+    for out in &outs[..2] {
+        let other = String::from_utf8_lossy(&out.stderr);
+        assert!(other.contains("fenced off 0 times"), "{other}");
+    }
+    let roster = shared.roster().expect("a roster");
+    let record = shared.record(&task).expect("committed");
+    assert_ne!(roster.peers[record.by].to_string(), peer_id(paused));
+    assert_eq!(attempt, 2);
+    // The woken peer reports no attempt of the task (it is not its own any more).
+    let ran = attempts(&reports);
+    assert_eq!(ran.iter().find(|(t, _)| *t == task).expect("the task").1, 2);
+    let effects = assert_each_effect_once(&shared, TASKS);
+    let step = effects
+        .iter()
+        .find(|(_, e)| {
+            e.effect.tool == "db.step" && e.effect.action.task == effect.effect.action.task
+        })
+        .map(|(_, e)| e.clone());
+    assert_eq!(step, Some(effect), "the paused peer's effect stays");
+    eprintln!(
+        "measured: SIGSTOP -> fence raised to attempt {attempt} by another peer: {} ms; \
+         SIGCONT at {} ms; SIGSTOP -> run completed: {} ms (lease 1000 ms)",
+        took_over.as_millis(),
+        woke.as_millis(),
+        ended.as_millis()
     );
 }
 

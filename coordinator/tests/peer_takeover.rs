@@ -9,6 +9,7 @@ use quorate_protocols::TaskState;
 use quorate_state::DeleteOutcome;
 
 use peer_net::{node, Net};
+use quorate_coordinator::peer::{PeerEffect, RootUpdate};
 use quorate_coordinator::StopReason;
 
 /// Two peers on two independent tasks: peer 0 runs `a`, peer 1 runs `b`.
@@ -84,4 +85,156 @@ fn a_lost_claim_changes_nothing_for_its_own_peer_or_a_settled_task() {
     assert_eq!(net.cores[1].task_state(0), TaskState::Completed);
     assert_eq!(net.executed.len(), 2);
     assert!(net.cores[1].awaiting_others().is_empty());
+}
+
+/// Two fenced peers (their books live in a shared store) on two independent tasks.
+fn two_fenced_peers() -> Net {
+    let net = Net::fenced(2, vec![node("a", &[]), node("b", &[])]);
+    assert_eq!(net.executed, [(0, "a".into()), (1, "b".into())]);
+    net
+}
+
+/// The attempt of `node`'s running assignment.
+fn running_attempt(net: &Net, node: &str) -> u32 {
+    let (_, env) = net
+        .running
+        .iter()
+        .find(|(_, e)| e.payload.node.as_str() == node)
+        .expect("running");
+    env.attempt
+}
+
+#[test]
+fn a_fenced_peer_raises_the_fence_to_its_attempt_before_its_worker_runs() {
+    let mut net = Net::unstarted(
+        1,
+        vec![node("a", &[])],
+        quorate_coordinator::SupervisorConfig::default(),
+    );
+    net.cores[0].set_fenced(true);
+    net.cores[0].start(0);
+    // Claim, allocate: then the fence, and nothing for the worker until it is raised.
+    let mut asked = None;
+    while let Some(effect) = net.cores[0].poll_effect() {
+        match effect {
+            PeerEffect::TryClaim { node } => net.cores[0].handle_claim_result(0, node, true),
+            PeerEffect::Allocate { node, .. } => {
+                net.cores[0].handle_allocation(0, node, RootUpdate::Done);
+            }
+            PeerEffect::RaiseFence { node, task, past } => asked = Some((node, task, past)),
+            PeerEffect::Execute(_) => panic!("the worker ran before the fence was raised"),
+            _ => {}
+        }
+    }
+    let (node, task, past) = asked.expect("a fence asked for");
+    assert_eq!((node, task, past), (0, peer_net::task_id(0), 0));
+    // The fence names attempt 3 (earlier attempts of other peers): the task runs as attempt 3.
+    net.cores[0].handle_fence_raised(0, 0, Some(3));
+    let mut executed = Vec::new();
+    while let Some(effect) = net.cores[0].poll_effect() {
+        assert!(!matches!(effect, PeerEffect::RaiseFence { .. }));
+        if let PeerEffect::Execute(env) = effect {
+            executed.push(env.attempt);
+        }
+    }
+    assert_eq!(executed, [3]);
+    // A second answer nobody asked for changes nothing.
+    net.cores[0].handle_fence_raised(0, 0, Some(4));
+    assert!(net.cores[0].poll_effect().is_none());
+}
+
+#[test]
+fn an_unfenced_peer_raises_no_fence() {
+    let net = two_peers();
+    assert!(net.raised.is_empty());
+    assert_eq!(running_attempt(&net, "a"), 1);
+}
+
+#[test]
+fn a_fenced_peer_taking_a_task_over_runs_a_later_attempt_than_the_lost_peer() {
+    let mut net = two_fenced_peers();
+    assert_eq!(
+        net.raised,
+        [(0, "a".into(), Some(1)), (1, "b".into(), Some(1))]
+    );
+    assert_eq!(running_attempt(&net, "a"), 1);
+    net.ok("b");
+    peer_0_dies(&mut net);
+    net.cores[1].handle_claim_lost(0, 0, None);
+    net.drain(1);
+    // Peer 1 won the claim and raised the fence past peer 0's attempt before running it.
+    assert_eq!(net.raised.last(), Some(&(1, "a".into(), Some(2))));
+    let fence = format!("fence/{}", peer_net::task_id(0));
+    assert_eq!(net.fences.get_now(&fence).map(|f| f.value), Some(2));
+    assert_eq!(net.executed.last(), Some(&(1, "a".into())));
+    assert_eq!(running_attempt(&net, "a"), 2);
+    net.ok("a");
+    assert_eq!(net.done[1], Some(StopReason::Completed));
+    assert_eq!(net.cores[1].execution(0).map(|e| e.0), Some(2));
+}
+
+#[test]
+fn a_paused_peer_whose_claim_was_taken_over_is_refused_its_fence_and_runs_nothing() {
+    let mut net = two_fenced_peers();
+    net.ok("b");
+    // Peer 0 is paused past its lease (its assignment stays unanswered): peer 1 takes over.
+    let paused = net.running.iter().position(|(p, _)| *p == 0).expect("a");
+    let (_, stale) = net.running.remove(paused);
+    peer_0_dies(&mut net);
+    net.cores[1].handle_claim_lost(0, 0, None);
+    net.drain(1);
+    let executed = net.executed.len();
+    // Peer 0 wakes up: its attempt timed out, and its retry's fence is refused (the claim is
+    // peer 1's): it runs nothing and waits on the claim like any other peer's.
+    net.tick(0, 60_000);
+    assert_eq!(net.raised.last(), Some(&(0, "a".into(), None)));
+    assert_eq!(net.executed.len(), executed);
+    let fence = format!("fence/{}", peer_net::task_id(0));
+    assert_eq!(net.fences.get_now(&fence).map(|f| f.value), Some(2));
+    assert!(net.cores[0].awaiting_others().contains(&0));
+    assert!(!net.cores[0].claimed(0));
+    assert_eq!(stale.attempt, 1);
+    // Peer 1's attempt completes the task; peer 0 adopts the record.
+    net.ok("a");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    let record = net.states.get_now("state/a").expect("committed").value;
+    assert_eq!(record.by, 1);
+}
+
+#[test]
+fn a_peer_whose_lease_lapsed_gives_its_claimed_task_up_and_waits_on_the_claim() {
+    let mut net = two_fenced_peers();
+    net.ok("b");
+    net.deliver_all();
+    // Peer 0 was paused past its lease: etcd deleted its claim of `a`; it took a new lease.
+    let (_, stale) = net.running.remove(0);
+    assert_eq!(stale.payload.node.as_str(), "a");
+    peer_0_dies(&mut net);
+    net.cores[0].handle_lease_lost(0);
+    net.drain(0);
+    assert!(!net.cores[0].claimed(0));
+    assert_eq!(net.cores[0].awaiting_others(), [0]);
+    assert!(
+        net.controls.is_empty(),
+        "its worker's attempt is left to the fence"
+    );
+    assert_eq!(net.cores[0].execution(0), None);
+    // Its worker's late answer is not taken as the task's.
+    let executed = net.executed.len();
+    net.running.push((0, stale));
+    net.ok("a");
+    assert!(
+        net.states.get_now("state/a").is_none(),
+        "no record from a void claim"
+    );
+    // Peer 1 takes the task over as attempt 2; peer 0 adopts its record.
+    net.cores[1].handle_claim_lost(0, 0, None);
+    net.drain(1);
+    assert_eq!(net.executed.len(), executed + 1);
+    assert_eq!(running_attempt(&net, "a"), 2);
+    net.ok("a");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    assert_eq!(net.states.get_now("state/a").map(|r| r.value.by), Some(1));
 }

@@ -2,6 +2,8 @@
 //! features `etcd` and `nats`): the scripted world's effects and the tasks' action books live on
 //! the etcd cluster, so an action commits once across every worker process and a worker that
 //! takes a task over reads what the lost one committed (docs/distributed.md, "A lost worker").
+//! Peer processes (`quorate peer --store etcd://...`) keep their own workers' world and books
+//! here the same way ([`Shared::for_peer`]; a peer's agent id names its books).
 //!
 //! Keys, below the etcd URL's prefix (`/PREFIX/kv/...`, see `quorate_state::Etcd`):
 //!
@@ -9,8 +11,10 @@
 //! world/RUN/TASK/STEP/VERSION            the effect committed under that action (StoredEffect)
 //! world/RUN/TASK/STEP/VERSION/again/N    a non-idempotent tool called again: a duplicate
 //! book/WORKER/RUN/TASK                   WORKER's action book of the task (StoredBook)
-//! fence/RUN/TASK                         the attempt that owns the task, if later than the
-//!                                        first (written by the supervisor only: fence.rs)
+//! fence/RUN/TASK                         the attempt that owns the task: with a supervisor,
+//!                                        if later than the first (written by the supervisor
+//!                                        only: fence.rs); with peers, every attempt's (raised
+//!                                        by CAS by the claim's holder: peer/shell.rs)
 //! ```
 //!
 //! A worker writes only its own books (its etcd role grants nothing else under `book/`); it
@@ -84,7 +88,7 @@ pub async fn newest_book(
         .max_by_key(|(_, v)| v.value.owner))
 }
 
-/// The store-backed world and books of one worker process.
+/// The store-backed world and books of one worker process (or peer process).
 #[derive(Clone, Debug)]
 pub struct Shared {
     world: EtcdStore<StoredEffect>,
@@ -94,6 +98,11 @@ pub struct Shared {
     me: AgentId,
     handle: tokio::runtime::Handle,
     fenced: Arc<AtomicU64>,
+    /// `worker` or `peer`: what `me` is, in messages.
+    what: &'static str,
+    /// Every attempt writes under a fence naming it, the first too (peers, which raise the
+    /// fence before each attempt); otherwise attempt 1 writes while no fence exists.
+    first_fenced: bool,
 }
 
 impl Shared {
@@ -109,6 +118,20 @@ impl Shared {
             me,
             handle,
             fenced: Arc::new(AtomicU64::new(0)),
+            what: "worker",
+            first_fenced: false,
+        }
+    }
+
+    /// The world and books of peer `me` of run `run` on `etcd` (its books under its agent id,
+    /// as a worker's): every attempt, the first too, writes only while the task's fence names
+    /// it, because a peer raises the fence before each attempt it runs (no supervisor does).
+    #[must_use]
+    pub fn for_peer(etcd: &Etcd, run: RunId, me: AgentId, handle: tokio::runtime::Handle) -> Self {
+        Self {
+            what: "peer",
+            first_fenced: true,
+            ..Self::new(etcd, run, me, handle)
         }
     }
 
@@ -138,8 +161,8 @@ impl Shared {
             };
             if started.elapsed() > GIVE_UP {
                 eprintln!(
-                    "quorate: worker {}: {what}: {error}; giving up after {GIVE_UP:?}",
-                    self.me
+                    "quorate: {} {}: {what}: {error}; giving up after {GIVE_UP:?}",
+                    self.what, self.me
                 );
                 std::process::exit(i32::from(quorate_coordinator::StopReason::EXIT_RUNTIME));
             }
@@ -247,10 +270,12 @@ impl BookStore for Shared {
                 return Ok(());
             };
             let attempt = new.owner;
-            // Attempt 1 writes while no fence exists; a later one while the fence names it.
+            // Attempt 1 of a worker writes while no fence exists; any other while the fence
+            // names it.
+            let named = self.first_fenced || attempt > 1;
             let guard = self
                 .fences
-                .guard(&fence, (attempt > 1).then_some(&attempt))
+                .guard(&fence, named.then_some(&attempt))
                 .expect("an attempt number encodes");
             let version = own.map(|b| b.version);
             let books = self.books.clone();
@@ -269,7 +294,7 @@ impl BookStore for Shared {
                         let (fences, fence) = (fences.clone(), fence.clone());
                         async move { fences.get(&fence).await }
                     });
-                    let owner = owner.map_or(1, |f| f.value);
+                    let owner = owner.map_or(u32::from(!self.first_fenced), |f| f.value);
                     return Err(self.fenced_off(Fenced {
                         task,
                         attempt,
@@ -285,7 +310,7 @@ impl Shared {
     /// Counts and reports a refused write.
     fn fenced_off(&self, fenced: Fenced) -> Fenced {
         self.fenced.fetch_add(1, Ordering::Relaxed);
-        eprintln!("quorate: worker {}: {fenced}", self.me);
+        eprintln!("quorate: {} {}: {fenced}", self.what, self.me);
         fenced
     }
 }

@@ -234,6 +234,11 @@ impl PeerActor {
                     let outcome = quorate_state::check_preconditions(&self.stores.results, &checks);
                     self.core.handle_preconditions(now, node, outcome);
                 }
+                PeerEffect::RaiseFence { node, past, .. } => {
+                    // Peers of one process keep no books in a shared store (the core asks for
+                    // fences only with `set_fenced`): the next attempt.
+                    self.core.handle_fence_raised(now, node, Some(past + 1));
+                }
                 PeerEffect::Execute(envelope) => {
                     self.sync_journal();
                     self.assign.do_send(AssignMsg(*envelope));

@@ -126,6 +126,19 @@ pub enum PeerEffect {
         /// What must hold.
         checks: Vec<quorate_protocols::Precondition>,
     },
+    /// Raise `task`'s fence in the store of record, by compare-and-swap and only while this
+    /// peer holds `node`'s claim, to the first attempt after both `past` and the attempt the
+    /// fence names (none: 0); feed the attempt it now names, or `None` if the claim is not
+    /// this peer's, to [`PeerCore::handle_fence_raised`]. Only a core with
+    /// [`PeerCore::set_fenced`] asks for it, before each [`PeerEffect::Execute`].
+    RaiseFence {
+        /// Node index.
+        node: u32,
+        /// The task (its fence's key).
+        task: TaskId,
+        /// This peer's last attempt of the task (0: none).
+        past: u32,
+    },
     /// Hand an assignment to this peer's own worker.
     Execute(Box<Envelope<Assignment>>),
     /// Send a control message to this peer's own worker.

@@ -26,6 +26,10 @@ pub(crate) struct PeerTask {
     /// The committed record and its store version, once known.
     pub(crate) terminal: Option<(Terminal, u64)>,
     pub(crate) attempt: u32,
+    /// The attempt this peer raised the task's fence to (0: none yet; fenced cores only).
+    pub(crate) fence: u32,
+    /// Waiting for the shell to raise the task's fence ([`crate::peer::PeerEffect::RaiseFence`]).
+    pub(crate) raising: bool,
     pub(crate) version: u64,
     pub(crate) seen: crate::rules::SeenKeys,
     pub(crate) result: Option<(quorate_protocols::Payload, Vec<EvidenceRef>)>,
@@ -58,6 +62,8 @@ impl PeerTask {
             committing: false,
             terminal: None,
             attempt: 0,
+            fence: 0,
+            raising: false,
             version: 0,
             seen: crate::rules::SeenKeys::default(),
             result: None,

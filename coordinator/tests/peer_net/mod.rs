@@ -50,6 +50,10 @@ pub(crate) struct Net {
     pub vanish: u32,
     /// The events each peer recorded, in its order.
     pub events: Vec<Vec<Event>>,
+    /// Each task's fence (`fence/<task id>`): the attempt that owns it (fenced cores only).
+    pub fences: MemoryStore<u32>,
+    /// Fences raised, in order: (peer, node, the attempt, or `None` when refused).
+    pub raised: Vec<(usize, String, Option<u32>)>,
 }
 
 impl Net {
@@ -141,6 +145,8 @@ impl Net {
             contend: 0,
             vanish: 0,
             events: vec![Vec::new(); n],
+            fences: MemoryStore::new(),
+            raised: vec![],
         }
     }
 
@@ -161,6 +167,15 @@ impl Net {
     /// The name of node `node` of the plan peer `p` runs.
     fn name(&self, p: usize, node: u32) -> String {
         self.cores[p].plan().node(node).id.to_string()
+    }
+
+    /// `n` fenced peers ([`PeerCore::set_fenced`]) on `nodes`, started.
+    pub(crate) fn fenced(n: usize, nodes: Vec<NodeSpec>) -> Self {
+        let mut net = Self::unstarted(n, nodes, SupervisorConfig::default());
+        for core in &mut net.cores {
+            core.set_fenced(true);
+        }
+        net.started()
     }
 
     /// As [`Net::with_config`], not started yet (see [`Net::start`]).
@@ -209,6 +224,21 @@ impl Net {
                 PeerEffect::CheckPreconditions { node, checks } => {
                     let outcome = quorate_state::check_preconditions(&self.results, &checks);
                     self.cores[p].handle_preconditions(0, node, outcome);
+                }
+                PeerEffect::RaiseFence { node, task, past } => {
+                    // Raised by CAS, only by the claim's holder, and only up.
+                    let claim = format!("claim/{}", self.name(p, node));
+                    let raised =
+                        (self.claims.get_now(&claim).map(|c| c.value) == Some(p)).then(|| {
+                            let key = format!("fence/{task}");
+                            let current = self.fences.get_now(&key);
+                            let attempt = current.as_ref().map_or(0, |f| f.value).max(past) + 1;
+                            let version = current.map(|f| f.version);
+                            assert!(self.fences.cas_now(&key, version, attempt).is_committed());
+                            attempt
+                        });
+                    self.raised.push((p, self.name(p, node), raised));
+                    self.cores[p].handle_fence_raised(0, node, raised);
                 }
                 PeerEffect::Execute(env) => {
                     self.executed.push((p, env.payload.node.to_string()));

@@ -237,6 +237,10 @@ impl Sim {
                 let outcome = quorate_state::check_preconditions(&self.results, &checks);
                 self.peers().cores[p].handle_preconditions(now, node, outcome);
             }
+            PeerEffect::RaiseFence { node, past, .. } => {
+                // The simulated peers are not fenced (no `set_fenced`): the next attempt.
+                self.peers().cores[p].handle_fence_raised(now, node, Some(past + 1));
+            }
             PeerEffect::Execute(env) => self.send(Msg::Assign(p, env)),
             PeerEffect::Control(env) => self.send(Msg::Control(p, Box::new(env))),
             PeerEffect::CommitTerminal(record) => {

@@ -9,6 +9,15 @@
 //! A claim is created under the claiming peer's etcd lease: a peer that dies loses its claims
 //! when its lease expires, and the peers waiting on one of them adopt the task's terminal record
 //! if it was committed, or claim the task again ([`PeerCore::handle_claim_lost`]).
+//!
+//! Exactly-once across peer processes: each peer's worker keeps its scripted world and its
+//! action books on etcd as worker processes do ([`super::failover::Shared::for_peer`]: effects
+//! under `kv/world/RUN/`, this peer's books under `kv/book/PEER/RUN/TASK`), and the holder of a
+//! task's claim raises the task's fence (`kv/fence/RUN/TASK`, by CAS guarded by its claim, only
+//! up) before each attempt it runs ([`PeerCore::set_fenced`]). A peer that takes a task over
+//! runs a later attempt and imports the lost peer's book (its calls in flight are queried by
+//! id, not made again); a peer paused past its lease is refused at its next book write, takes a
+//! new lease, gives up its void claims ([`PeerCore::handle_lease_lost`]) and goes on.
 
 pub mod roster;
 mod shell;
@@ -71,6 +80,8 @@ pub struct PeerRun {
     pub index: usize,
     /// Every peer of the run, by index.
     pub peers: Vec<AgentId>,
+    /// Book writes of its worker the store refused (a newer attempt owned the task).
+    pub fenced: u64,
 }
 
 /// A peer process could not go on.
@@ -233,6 +244,7 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
         budget: etcd.store("peer-budget"),
         results: etcd.store("results"),
         plans: etcd.store("peer-plans"),
+        fences: etcd.store("fence"),
     };
     let roster_store = etcd.store::<Roster>("peer-roster");
     eprintln!(
@@ -304,10 +316,16 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
     for (node, texts) in &options.evidence_text {
         core.set_evidence_text(*node, texts.clone());
     }
+    // The worker's scripted world and action books live on etcd, under this peer's id.
+    let shared = super::failover::Shared::for_peer(&etcd, run, me, rt.handle().clone());
+    book.world().set_store(Arc::new(shared.clone()));
+    core.set_fenced(true);
     let tools = book.tools().expect("scripts were checked by compile");
     let agents = AgentRegistry::new().with_fallback(book.factory());
     let publish = publisher.sender();
     let stores2 = stores.clone();
+    let etcd2 = etcd.clone();
+    let books: Arc<dyn quorate_workers::BookStore> = Arc::new(shared.clone());
     let system = System::new();
     let finished = system.block_on(async move {
         let (replies_tx, replies) = unbounded_channel();
@@ -319,11 +337,13 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
             tools,
             Replies::Each(replies_to.recipient()),
         )
+        .with_books(books)
         .start();
         let mut shell = Shell::new(
             core,
             stores2,
             lease,
+            etcd2,
             others,
             publish,
             worker,
@@ -343,6 +363,10 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
     drop(system);
     reader.abort();
     let (reason, messages, actions, executions, log) = finished;
+    let fenced = shared.fenced();
+    if fenced > 0 {
+        eprintln!("quorate: peer {me}: its worker was fenced off {fenced} times");
+    }
     let reason = reason?;
     rt.block_on(publisher.finish())
         .map_err(ProcessError::from)?;
@@ -370,6 +394,7 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
         },
         index,
         peers: roster.peers,
+        fenced,
     })
 }
 

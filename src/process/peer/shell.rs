@@ -1,8 +1,9 @@
 //! The shell of one peer process: it drives an unchanged [`PeerCore`] in one loop, carrying out
-//! its effects against etcd (claims under this peer's lease, terminal records, the root
-//! account, results) and NATS (broadcasts), handing assignments to the process's own worker,
-//! and feeding back every outcome, reply, broadcast and tick. It decides nothing: which claim
-//! to take over, what a lost commit means, when the peer is done, is the core's.
+//! its effects against etcd (claims under this peer's lease, tasks' fences, terminal records,
+//! the root account, results) and NATS (broadcasts), handing assignments to the process's own
+//! worker, and feeding back every outcome, reply, broadcast and tick. It decides nothing: which
+//! claim to take over, when to raise a fence, what a lost commit means, when the peer is done,
+//! is the core's.
 //!
 //! Every etcd request that fails (a member lost, a leader changing) is tried again after a
 //! short pause, and a write whose answer was lost is resolved by what the store holds: a
@@ -16,9 +17,9 @@ use quorate_coordinator::peer::{RootUpdate, Terminal, TerminalCommit};
 use quorate_coordinator::{Event, PeerCore, PeerEffect, PeerMsg, StopReason};
 use quorate_nats::codec::{outgoing, Outgoing};
 use quorate_protocols::wire::Report;
-use quorate_protocols::{AgentId, Envelope, Precondition};
+use quorate_protocols::{AgentId, Envelope, Precondition, TaskId};
 use quorate_state::{
-    Account, AccountId, CasOutcome, EtcdLease, EtcdStore, LedgerError, PackedLog,
+    Account, AccountId, CasOutcome, Etcd, EtcdLease, EtcdStore, Guarded, LedgerError, PackedLog,
     PreconditionFailure, Store,
 };
 use quorate_workers::{AssignMsg, ControlMsg};
@@ -41,6 +42,9 @@ pub(super) struct SharedStores {
     pub(super) results: EtcdStore<serde_json::Value>,
     /// `peer-plans`: the plan version the peers switched to (`plan/<run>`, written once).
     pub(super) plans: EtcdStore<quorate_coordinator::peer::PlanVersion>,
+    /// `fence`: each task's fence (`<run>/<task id>`, the attempt that owns the task's action
+    /// book; raised by CAS, only up, only by the holder of the task's claim).
+    pub(super) fences: EtcdStore<u32>,
 }
 
 /// A broadcast from another peer and the signal that the core handled it (then it is acked).
@@ -51,6 +55,8 @@ pub(super) struct Shell {
     pub(super) core: PeerCore,
     pub(super) stores: SharedStores,
     pub(super) lease: EtcdLease,
+    /// The cluster (a new lease when this one expired).
+    pub(super) etcd: Etcd,
     /// The other peers' agent ids (broadcast recipients).
     pub(super) others: Vec<AgentId>,
     pub(super) publish: UnboundedSender<Outgoing>,
@@ -70,6 +76,7 @@ impl Shell {
         core: PeerCore,
         stores: SharedStores,
         lease: EtcdLease,
+        etcd: Etcd,
         others: Vec<AgentId>,
         publish: UnboundedSender<Outgoing>,
         worker: actix::Addr<quorate_workers::WorkerActor>,
@@ -80,6 +87,7 @@ impl Shell {
             core,
             stores,
             lease,
+            etcd,
             others,
             publish,
             worker,
@@ -102,8 +110,8 @@ impl Shell {
     /// Runs the peer until its core is done; its stop reason.
     ///
     /// # Errors
-    /// [`PeerProcessError::LeaseLost`]: this peer's lease expired (its claims are void);
-    /// a store error that outlasted its retries.
+    /// [`PeerProcessError::LeaseLost`]: this peer's lease expired and the cluster granted no
+    /// new one; a store error that outlasted its retries.
     pub(super) async fn run(
         &mut self,
         mut replies: UnboundedReceiver<Envelope<Report>>,
@@ -145,11 +153,33 @@ impl Shell {
                 _ = watch.tick() => self.check_claims().await,
                 changed = lost.changed() => {
                     if changed.is_err() || *lost.borrow() {
-                        return Err(PeerProcessError::LeaseLost { lease: self.lease.id() });
+                        lost = self.renew_lease().await?;
                     }
                 }
             }
         }
+    }
+
+    /// This peer's lease expired (it was paused, or cut off from the cluster, for longer than
+    /// its time to live): etcd deleted its claims. Takes a new lease, and tells the core, which
+    /// gives up the tasks it had claimed ([`PeerCore::handle_lease_lost`]). The watch of the
+    /// new lease.
+    async fn renew_lease(
+        &mut self,
+    ) -> Result<tokio::sync::watch::Receiver<bool>, PeerProcessError> {
+        let old = self.lease.id();
+        let Ok(lease) = self.etcd.grant_lease(self.lease.ttl()).await else {
+            return Err(PeerProcessError::LeaseLost { lease: old });
+        };
+        eprintln!(
+            "quorate: peer {}: its etcd lease {old} expired, its claims are void; going on under lease {}",
+            self.core.index(),
+            lease.id()
+        );
+        self.lease = lease;
+        let now = self.now();
+        self.core.handle_lease_lost(now);
+        Ok(self.lease.watch())
     }
 
     /// Reads the claims of the tasks this peer waits on another peer for, and reports each one
@@ -218,6 +248,13 @@ impl Shell {
                     let outcome = self.check(&checks).await?;
                     let now = self.now();
                     self.core.handle_preconditions(now, node, outcome);
+                }
+                PeerEffect::RaiseFence { node, task, past } => {
+                    let claim =
+                        quorate_coordinator::peer::PeerStores::claim_key(run, &self.node_id(node));
+                    let raised = self.raise_fence(&claim, task, past).await?;
+                    let now = self.now();
+                    self.core.handle_fence_raised(now, node, raised);
                 }
                 PeerEffect::Execute(envelope) => self.worker.do_send(AssignMsg(*envelope)),
                 PeerEffect::Control(envelope) => self.worker.do_send(ControlMsg(envelope)),
@@ -321,6 +358,45 @@ impl Shell {
                 CasOutcome::Conflict { current: Some(c) } => return Ok(c.value == me),
                 // Taken when compared, gone when read (its lease just expired): try again.
                 CasOutcome::Conflict { current: None } => {}
+            }
+        }
+    }
+
+    /// Raises `task`'s fence to the first attempt after both `past` and the attempt it names,
+    /// in one etcd transaction that requires `claim` to hold this peer's index (a peer whose
+    /// claim went with its lease raises nothing: `None`). The fence only goes up; a CAS that
+    /// another write came before is tried again from what the key then holds.
+    async fn raise_fence(
+        &self,
+        claim: &str,
+        task: TaskId,
+        past: u32,
+    ) -> Result<Option<u32>, PeerProcessError> {
+        let me = self.core.index();
+        let key = crate::process::failover::fence_key(self.core.run(), task);
+        let guard = self
+            .stores
+            .claims
+            .guard(claim, Some(&me))
+            .map_err(|source| PeerProcessError::Store {
+                what: "guard a fence by the claim",
+                source,
+            })?;
+        loop {
+            let current = retry("read a fence", || self.stores.fences.get(&key)).await?;
+            let attempt = current.as_ref().map_or(0, |f| f.value).max(past) + 1;
+            let version = current.map(|f| f.version);
+            let outcome = retry("raise a fence", || {
+                self.stores
+                    .fences
+                    .cas_guarded(&key, version, attempt, &guard)
+            })
+            .await?;
+            match outcome {
+                Guarded::Held(CasOutcome::Committed(_)) => return Ok(Some(attempt)),
+                // Raised meanwhile (or by this write, whose answer was lost): from the top.
+                Guarded::Held(CasOutcome::Conflict { .. }) => {}
+                Guarded::Unmet => return Ok(None),
             }
         }
     }

@@ -69,6 +69,8 @@ pub struct PeerCore {
     replan: replan::PeerReplan,
     /// A resumed run's core, not started yet: the events its run replayed.
     resumed: Option<u64>,
+    /// Each attempt is fenced in the store of record before it runs ([`Self::set_fenced`]).
+    fenced: bool,
 }
 
 impl PeerCore {
@@ -125,6 +127,7 @@ impl PeerCore {
             ids,
             replan: replan::PeerReplan::default(),
             resumed: None,
+            fenced: false,
         }
     }
 
@@ -387,6 +390,9 @@ impl PeerCore {
     }
 
     fn execute(&mut self, now: u64, i: u32) {
+        if self.fence_first(i) {
+            return;
+        }
         let node = self.plan.node(i);
         let tasks = &self.tasks;
         let assignment = crate::assign::assignment(

@@ -4,11 +4,18 @@
 //! ([`PeerCore::awaiting_others`]) and reports a claim that vanished
 //! ([`PeerCore::handle_claim_lost`]): the task is adopted as the store recorded it, or becomes
 //! ready to be claimed again, by CAS as the first time (exactly one peer wins it).
+//!
+//! Fencing ([`PeerCore::set_fenced`]): when the peers' workers keep their action books in the
+//! store of record, a peer whose claim vanished may still be running (paused past its lease,
+//! not dead). So before each attempt it runs, the claim's holder raises the task's fence to that
+//! attempt ([`PeerEffect::RaiseFence`]): the first attempt after both its own last one and the
+//! one the fence names, so a takeover is a later attempt than the lost peer's, and the lost
+//! peer's worker is refused at its next book write. Only the holder of the claim may raise it.
 
 use quorate_protocols::{TaskEvent, TaskState};
 
 use super::PeerCore;
-use crate::peer::{Terminal, TerminalCommit};
+use crate::peer::{PeerEffect, Terminal, TerminalCommit};
 
 impl PeerCore {
     /// The nodes this peer waits on another peer for: another peer claimed them, they run in
@@ -53,5 +60,98 @@ impl PeerCore {
                 self.after_input(now);
             }
         }
+    }
+
+    /// Fence each attempt before it runs: the core asks the shell to raise the task's fence
+    /// ([`PeerEffect::RaiseFence`]) before each [`PeerEffect::Execute`], and numbers the attempt
+    /// by the fence's answer ([`handle_fence_raised`](Self::handle_fence_raised)). Off by
+    /// default (peers in one process share no store of record for their books).
+    pub fn set_fenced(&mut self, on: bool) {
+        self.fenced = on;
+    }
+
+    /// `true` if node `i`'s next attempt must wait for its fence (asked for here, once).
+    pub(super) fn fence_first(&mut self, i: u32) -> bool {
+        if !self.fenced {
+            return false;
+        }
+        let t = &mut self.tasks[i as usize];
+        if t.fence > t.attempt {
+            return false;
+        }
+        if !t.raising {
+            t.raising = true;
+            let (node, task, past) = (i, t.id, t.attempt);
+            self.effects
+                .push_back(PeerEffect::RaiseFence { node, task, past });
+        }
+        true
+    }
+
+    /// The shell raised node `node`'s fence to `raised` ([`PeerEffect::RaiseFence`]): the task
+    /// runs as that attempt, unless it ended or the run stops meanwhile. `None`: the claim is
+    /// no longer this peer's (its lease lapsed and another peer may hold it): this peer runs
+    /// nothing of the task and waits on the claim as on any other peer's
+    /// ([`awaiting_others`](Self::awaiting_others)). An answer nobody asked for changes nothing.
+    pub fn handle_fence_raised(&mut self, now: u64, node: u32, raised: Option<u32>) {
+        let stopping = self.stopping;
+        let Some(t) = self.tasks.get_mut(node as usize) else {
+            return;
+        };
+        if !t.raising {
+            return;
+        }
+        t.raising = false;
+        match raised {
+            Some(attempt) if attempt > t.attempt => {
+                t.fence = attempt;
+                t.attempt = attempt - 1;
+                if t.mine && !t.settled() && !t.committing && !stopping {
+                    self.execute(now, node);
+                } else {
+                    self.busy = false;
+                }
+            }
+            _ => {
+                t.mine = false;
+                t.worker_live = false;
+                // The slice is the task's: the claim's holder allocates and returns it.
+                t.allocated = false;
+                let ready = t.state == TaskState::Ready;
+                self.busy = false;
+                if ready {
+                    // Another peer holds the claim: running, in this peer's view.
+                    self.transition(now, node, TaskEvent::Dispatched);
+                }
+            }
+        }
+        self.after_input(now);
+    }
+
+    /// This peer's claims are void (its lease expired: it was paused or cut off from the store
+    /// for longer than the lease, and etcd deleted them; the shell took a new lease). Every
+    /// task it had claimed and not settled is no longer its own: it runs nothing more of it,
+    /// does not cancel its worker's attempt (a fenced core's worker is refused at its next book
+    /// write once another peer took the task over), and waits on the task's claim like any
+    /// other peer's ([`awaiting_others`](Self::awaiting_others)), which adopts the record or
+    /// claims the task again. A terminal record it is committing stays in flight (the store
+    /// decides). Then it claims as usual.
+    pub fn handle_lease_lost(&mut self, now: u64) {
+        for i in 0..self.tasks.len() as u32 {
+            let t = &mut self.tasks[i as usize];
+            if !t.mine || t.settled() || t.committing {
+                continue;
+            }
+            t.mine = false;
+            t.worker_live = false;
+            t.raising = false;
+            // The slice is the task's: the claim's next holder allocates and returns it.
+            t.allocated = false;
+            if t.state == TaskState::Ready {
+                self.transition(now, i, TaskEvent::Dispatched);
+            }
+        }
+        self.busy = false;
+        self.after_input(now);
     }
 }
