@@ -130,8 +130,9 @@ pub enum PeerProcessError {
         /// What differs.
         detail: String,
     },
-    /// This peer's lease expired: etcd deleted its claims, which other peers may take over.
-    #[error("this peer's etcd lease {lease} expired (it lost the cluster for longer than --lease-ms); its claims are void")]
+    /// This peer's lease expired (etcd deleted its claims, which other peers may take over) and
+    /// the cluster granted it no new one.
+    #[error("this peer's etcd lease {lease} expired (it lost the cluster for longer than --lease-ms) and no new one was granted; its claims are void")]
     LeaseLost {
         /// The lease id.
         lease: i64,
