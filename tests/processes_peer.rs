@@ -199,8 +199,8 @@ fn parallel_plan(tag: &str, tasks: usize, latency_ms: u64) -> PathBuf {
     path
 }
 
-/// What etcd holds for the run: the roster, the effects, and per task its fence and its
-/// terminal record.
+/// What etcd holds for the run: the roster, the effects, and per task its claim (the peer's
+/// index), its fence and its terminal record.
 struct Shared {
     etcd: Etcd,
     run: RunId,
@@ -218,6 +218,17 @@ impl Shared {
         let store = self.etcd.store::<Roster>("peer-roster");
         runtime()
             .block_on(store.get(&roster_key(self.run)))
+            .ok()
+            .flatten()
+            .map(|v| v.value)
+    }
+
+    /// `task`'s claim: the index of the peer holding it.
+    fn claim(&self, task: &str) -> Option<usize> {
+        let store = self.etcd.store::<usize>("peer-claims");
+        let key = PeerStores::claim_key(self.run, task);
+        runtime()
+            .block_on(store.get(&key))
             .ok()
             .flatten()
             .map(|v| v.value)
@@ -403,6 +414,20 @@ fn a_peer_killed_after_its_effect_committed_is_taken_over_with_every_effect_once
     let kill = Instant::now();
     let _ = killed.wait();
     assert!(shared.record(&task).is_none(), "killed before {task} ended");
+    // The killed peer's claim goes with its lease.
+    let victim_index = shared
+        .roster()
+        .and_then(|r| {
+            r.peers
+                .iter()
+                .position(|p| p.to_string() == peer_id(victim))
+        })
+        .expect("the victim is in the roster");
+    while shared.claim(&task) == Some(victim_index) {
+        assert!(kill.elapsed() < Duration::from_secs(20), "the claim stays");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let claim_gone = kill.elapsed();
     let attempt = wait_for_takeover(&shared, &task);
     let took_over = kill.elapsed();
     let outs: Vec<Output> = peers
@@ -444,10 +469,13 @@ fn a_peer_killed_after_its_effect_committed_is_taken_over_with_every_effect_once
     };
     assert_eq!(of_task("db.step"), effect, "the killed peer's effect stays");
     assert_ne!(of_task("db.mark").by.to_string(), victim_agent);
+    // The claim goes with the lease; the task then waits for a survivor to be free (each runs
+    // one task at a time, and these tasks take 2.5 s).
     eprintln!(
-        "measured: SIGKILL (after {:?}) -> fence raised to attempt {attempt} by a survivor: {} ms; \
-         SIGKILL -> run completed: {} ms (lease 1000 ms)",
+        "measured: SIGKILL (after {:?}) -> claim gone with the lease: {} ms; -> fence raised to \
+         attempt {attempt} by a survivor: {} ms; -> run completed: {} ms (lease 1000 ms)",
         kill - started,
+        claim_gone.as_millis(),
         took_over.as_millis(),
         ended.as_millis()
     );
