@@ -238,3 +238,31 @@ fn a_peer_whose_lease_lapsed_gives_its_claimed_task_up_and_waits_on_the_claim() 
     assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
     assert_eq!(net.states.get_now("state/a").map(|r| r.value.by), Some(1));
 }
+
+#[test]
+fn a_peer_whose_claim_lapsed_before_its_record_commits_nothing_and_the_new_holder_ends_the_task() {
+    let mut net = two_fenced_peers();
+    net.ok("b");
+    net.deliver_all();
+    // Peer 0's claim went with its lease (paused), and its worker, fenced off, answers
+    // `cancelled` before the peer learns of the lapse: no record is written from the void claim.
+    let stale = net.running.iter().find(|(p, _)| *p == 0).cloned().expect("a");
+    peer_0_dies(&mut net);
+    net.running.push(stale);
+    net.answer("a", quorate_protocols::wire::Outcome::Cancelled);
+    assert!(
+        net.states.get_now("state/a").is_none(),
+        "no record from a void claim"
+    );
+    assert!(!net.cores[0].claimed(0));
+    assert_eq!(net.cores[0].awaiting_others(), [0]);
+    assert_eq!(net.done[0], None);
+    // Peer 1 takes the task over and completes it; peer 0 adopts the record.
+    net.cores[1].handle_claim_lost(0, 0, None);
+    net.drain(1);
+    assert_eq!(running_attempt(&net, "a"), 2);
+    net.ok("a");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    assert_eq!(net.states.get_now("state/a").map(|r| r.value.by), Some(1));
+}

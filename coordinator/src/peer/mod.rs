@@ -209,6 +209,13 @@ pub enum TerminalCommit {
         /// This peer's record.
         record: Terminal,
     },
+    /// Nothing was written: this peer claimed the task, but the claim is not its own any more
+    /// (its lease lapsed, and another peer may run the task now), and the key holds no record.
+    /// A shell whose claims outlive nothing (one process) never answers so.
+    Unclaimed {
+        /// This peer's record.
+        record: Terminal,
+    },
 }
 
 /// Why a peer gave a task up on the shared stores (the observation of the task's failure, or of a

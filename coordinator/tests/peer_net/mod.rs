@@ -247,7 +247,20 @@ impl Net {
                 PeerEffect::Control(env) => self.controls.push((p, env.task, env.payload)),
                 PeerEffect::CommitTerminal(record) => {
                     let key = format!("state/{}", self.name(p, record.node));
-                    let outcome = if self.vanish > 0 {
+                    // A claimed task's record only while the claim is the peer's (as etcd's
+                    // guarded transaction).
+                    let claim = format!("claim/{}", self.name(p, record.node));
+                    let unclaimed = self.cores[p].claimed(record.node)
+                        && self.claims.get_now(&claim).map(|c| c.value) != Some(p);
+                    let outcome = if unclaimed {
+                        match self.states.get_now(&key) {
+                            Some(c) => TerminalCommit::Taken {
+                                record: c.value,
+                                version: c.version.raw(),
+                            },
+                            None => TerminalCommit::Unclaimed { record },
+                        }
+                    } else if self.vanish > 0 {
                         // The key reads as taken, yet holds nothing, `vanish` times in a row.
                         self.vanish -= 1;
                         TerminalCommit::Vanished { record }

@@ -263,7 +263,14 @@ impl Shell {
                         run,
                         &self.node_id(record.node),
                     );
-                    let outcome = self.commit_terminal(&key, record).await?;
+                    // A task this peer claimed is committed only while it holds the claim.
+                    let claim = self.core.claimed(record.node).then(|| {
+                        quorate_coordinator::peer::PeerStores::claim_key(
+                            run,
+                            &self.node_id(record.node),
+                        )
+                    });
+                    let outcome = self.commit_terminal(&key, claim.as_deref(), record).await?;
                     let now = self.now();
                     self.core.handle_commit(now, outcome);
                 }
@@ -429,16 +436,60 @@ impl Shell {
         })
     }
 
-    /// CASes `record` under `key` from absent; what the key holds afterwards.
+    /// CASes `record` under `key` from absent, in a transaction that also requires `claim` (if
+    /// any: the task's claim, when this peer claimed the task) to hold this peer's index; what
+    /// the key holds afterwards, or [`TerminalCommit::Unclaimed`] when the claim is not this
+    /// peer's any more and no record is there (its lease lapsed: the task is another peer's to
+    /// end).
     async fn commit_terminal(
         &self,
         key: &str,
+        claim: Option<&str>,
         record: Terminal,
     ) -> Result<TerminalCommit, PeerProcessError> {
-        let outcome = retry("commit a terminal record", || {
-            self.stores.states.cas(key, None, record.clone())
-        })
-        .await?;
+        let outcome = match claim {
+            None => {
+                retry("commit a terminal record", || {
+                    self.stores.states.cas(key, None, record.clone())
+                })
+                .await?
+            }
+            Some(claim) => {
+                let me = self.core.index();
+                let guard = self
+                    .stores
+                    .claims
+                    .guard(claim, Some(&me))
+                    .map_err(|source| PeerProcessError::Store {
+                        what: "guard a terminal record by the claim",
+                        source,
+                    })?;
+                let guarded = retry("commit a terminal record", || {
+                    self.stores
+                        .states
+                        .cas_guarded(key, None, record.clone(), &guard)
+                })
+                .await?;
+                match guarded {
+                    Guarded::Held(outcome) => outcome,
+                    Guarded::Unmet => {
+                        let stored =
+                            retry("read a terminal record", || self.stores.states.get(key)).await?;
+                        return Ok(match stored {
+                            Some(c) if c.value == record => TerminalCommit::Won {
+                                record,
+                                version: c.version.raw(),
+                            },
+                            Some(c) => TerminalCommit::Taken {
+                                record: c.value,
+                                version: c.version.raw(),
+                            },
+                            None => TerminalCommit::Unclaimed { record },
+                        });
+                    }
+                }
+            }
+        };
         Ok(match outcome {
             CasOutcome::Committed(version) => TerminalCommit::Won {
                 record,

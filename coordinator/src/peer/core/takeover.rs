@@ -113,18 +113,45 @@ impl PeerCore {
                 }
             }
             _ => {
-                t.mine = false;
-                t.worker_live = false;
-                // The slice is the task's: the claim's holder allocates and returns it.
-                t.allocated = false;
-                let ready = t.state == TaskState::Ready;
                 self.busy = false;
-                if ready {
-                    // Another peer holds the claim: running, in this peer's view.
-                    self.transition(now, node, TaskEvent::Dispatched);
-                }
+                self.give_up(now, node);
             }
         }
+        self.after_input(now);
+    }
+
+    /// Task `i` is not this peer's any more (its claim went with its lease): it runs nothing
+    /// more of it, leaves its worker's attempt to the fence, and waits on the claim like any
+    /// other peer's.
+    fn give_up(&mut self, now: u64, i: u32) {
+        let t = &mut self.tasks[i as usize];
+        t.mine = false;
+        t.worker_live = false;
+        t.raising = false;
+        // The slice is the task's: the claim's next holder allocates and returns it.
+        t.allocated = false;
+        if t.state == TaskState::Ready {
+            // Another peer holds the claim, or will: running, in this peer's view.
+            self.transition(now, i, TaskEvent::Dispatched);
+        }
+    }
+
+    /// This peer's terminal record of node `node` was not written: the task's claim is not
+    /// its own any more and no record is there ([`TerminalCommit::Unclaimed`]). It gives the
+    /// task up ([`handle_lease_lost`](Self::handle_lease_lost) does the same for all its tasks)
+    /// and learns the task's end from the peer that holds the claim next.
+    pub(super) fn commit_unclaimed(&mut self, now: u64, node: u32) {
+        let Some(t) = self.tasks.get_mut(node as usize) else {
+            return;
+        };
+        if t.settled() || !t.committing {
+            return;
+        }
+        t.committing = false;
+        t.commit_tries = 0;
+        // A peer runs one task at a time: the one it claimed and gave up.
+        self.busy = false;
+        self.give_up(now, node);
         self.after_input(now);
     }
 
@@ -134,21 +161,14 @@ impl PeerCore {
     /// does not cancel its worker's attempt (a fenced core's worker is refused at its next book
     /// write once another peer took the task over), and waits on the task's claim like any
     /// other peer's ([`awaiting_others`](Self::awaiting_others)), which adopts the record or
-    /// claims the task again. A terminal record it is committing stays in flight (the store
-    /// decides). Then it claims as usual.
+    /// claims the task again. A terminal record it is committing stays in flight: the shell
+    /// commits a claimed task's record only while the claim is this peer's
+    /// ([`TerminalCommit::Unclaimed`] otherwise). Then it claims as usual.
     pub fn handle_lease_lost(&mut self, now: u64) {
         for i in 0..self.tasks.len() as u32 {
-            let t = &mut self.tasks[i as usize];
-            if !t.mine || t.settled() || t.committing {
-                continue;
-            }
-            t.mine = false;
-            t.worker_live = false;
-            t.raising = false;
-            // The slice is the task's: the claim's next holder allocates and returns it.
-            t.allocated = false;
-            if t.state == TaskState::Ready {
-                self.transition(now, i, TaskEvent::Dispatched);
+            let t = &self.tasks[i as usize];
+            if t.mine && !t.settled() && !t.committing {
+                self.give_up(now, i);
             }
         }
         self.busy = false;

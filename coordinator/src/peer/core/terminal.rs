@@ -24,6 +24,10 @@ impl PeerCore {
                 self.commit_vanished(now, record);
                 return;
             }
+            TerminalCommit::Unclaimed { record } => {
+                self.commit_unclaimed(now, record.node);
+                return;
+            }
         };
         let i = record.node;
         if self.tasks.get(i as usize).is_none() {
