@@ -26,7 +26,7 @@ use quorate_protocols::wire::{
 impl Deps<'_> {
     /// Sends `reply`: out of the worker, or to the parent's attempt if it is a sub-task's.
     fn reply(&mut self, reply: Envelope<Report>) {
-        if self.parents.contains_key(&reply.task) {
+        if !self.parents.is_empty() && self.parents.contains_key(&reply.task) {
             self.routed.push_back(Box::new(reply));
         } else {
             self.out.push_back(Effect::Reply(Box::new(reply)));
