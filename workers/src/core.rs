@@ -257,14 +257,15 @@ impl WorkerCore {
                 return Ok(());
             }
         };
-        let mut attempt = match Attempt::new(envelope, agent, &self.config, already) {
-            Ok(attempt) => attempt,
-            Err((e, envelope)) => {
+        let account = match Attempt::open_account(&envelope, already) {
+            Ok(account) => account,
+            Err(e) => {
                 self.fail_assignment(&envelope, e.to_string());
                 self.end_unstarted(task, envelope.attempt);
                 return Ok(());
             }
         };
+        let mut attempt = Attempt::new(envelope, agent, &self.config, account);
         #[cfg(feature = "mutants")]
         if quorate_protocols::mutant::is(quorate_protocols::mutant::Mutant::IdempotencyPerAttempt) {
             self.books.remove(&task);

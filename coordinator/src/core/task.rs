@@ -390,9 +390,10 @@ mod tests {
 
     #[test]
     fn a_task_record_stays_small() {
-        // A million-task run keeps one per task.
+        // A million-task run keeps one per task. (160 since the evidence moved here from the
+        // boxed extra: 8 more bytes in every slot, and no box for each task that cites any.)
         assert!(
-            std::mem::size_of::<TaskSlot>() <= 152,
+            std::mem::size_of::<TaskSlot>() <= 160,
             "{}",
             std::mem::size_of::<TaskSlot>()
         );
