@@ -2,16 +2,18 @@
 //! supervisor and the peers).
 
 use quorate_protocols::wire::{Assignment, TaskInput};
+use std::sync::Arc;
+
 use quorate_protocols::{EvidenceRef, Plan};
 
 /// The assignment of node `i`: its delegated capabilities (the run's intersected with the
-/// node's), `budget`, the accepted results of its dependencies (`result(d)`, shared, not copied)
-/// and its evidence text.
+/// node's), `budget`, the accepted results of its dependencies and their evidence (`result(d)`,
+/// both shared, not copied) and its evidence text.
 pub(crate) fn assignment<'a>(
     plan: &Plan,
     i: u32,
     budget: quorate_protocols::Budget,
-    result: impl Fn(u32) -> Option<(&'a quorate_protocols::Payload, &'a [EvidenceRef])>,
+    result: impl Fn(u32) -> Option<(&'a quorate_protocols::Payload, Arc<Vec<EvidenceRef>>)>,
     evidence_text: Vec<String>,
 ) -> Assignment {
     let node = plan.node(i);
@@ -23,7 +25,7 @@ pub(crate) fn assignment<'a>(
             Some(TaskInput {
                 node: plan.node(d).id.clone(),
                 value: value.clone(),
-                evidence: evidence.to_vec(),
+                evidence,
             })
         })
         .collect();

@@ -77,21 +77,31 @@ impl IdSource {
         self.epoch_ms
     }
 
+    /// RFC 9562 v4 from 128 random bits, with version and variant set: bit for bit
+    /// `uuid::Builder::from_random_bytes(bits.to_le_bytes())`, in a few integer operations
+    /// (every envelope draws one).
     fn v4(&mut self) -> Uuid {
-        uuid::Builder::from_random_bytes(self.rng.u128(..).to_le_bytes()).into_uuid()
+        let v = self.rng.u128(..).swap_bytes();
+        Uuid::from_u128((v & !(0xf << 76) & !(0x3 << 62)) | (0x4 << 76) | (0x2 << 62))
     }
 
     /// RFC 9562 v7: the epoch, then the counter in `rand_a` (its top 12 of 42 bits) and at the
-    /// head of `rand_b` (its low 30), then 32 random bits. The builder adds version and variant.
+    /// head of `rand_b` (its low 30), then 32 random bits, with version and variant.
+    ///
+    /// Built as one integer (every envelope draws one): bit for bit what
+    /// `uuid::Builder::from_unix_timestamp_millis` makes of the same fields (see the test).
     fn v7(&mut self) -> Uuid {
         self.counter = (self.counter + 1) & ((1 << 42) - 1);
         let high = self.counter >> 30;
         let rand_b = ((self.counter & ((1 << 30) - 1)) << 32) | u64::from(self.rng.u32(..));
-        let mut tail = [0u8; 10];
-        tail[0] = ((high >> 8) & 0x0f) as u8;
-        tail[1] = (high & 0xff) as u8;
-        tail[2..].copy_from_slice(&rand_b.to_be_bytes());
-        uuid::Builder::from_unix_timestamp_millis(self.epoch_ms, &tail).into_uuid()
+        let millis = u128::from(self.epoch_ms & ((1 << 48) - 1));
+        Uuid::from_u128(
+            (millis << 80)
+                | (0x7 << 76)
+                | (u128::from(high & 0xfff) << 64)
+                | (0x2 << 62)
+                | u128::from(rand_b & (u64::MAX >> 2)),
+        )
     }
 
     /// A fresh run id (v7).
@@ -134,6 +144,34 @@ impl IdSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The integer-built ids are bit for bit what the `uuid` builders make of the same draws
+    /// (so a seed gives the ids it gave before they were built this way).
+    #[test]
+    fn ids_match_the_uuid_builders() {
+        for (seed, epoch) in [(1, 0), (7, 1_764_000_000_000), (9, u64::MAX), (3, 1 << 47)] {
+            let mut ours = IdSource::new(seed, epoch);
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut counter = rng.u64(..1 << 41);
+            for n in 0..2000 {
+                if n % 2 == 0 {
+                    let want =
+                        uuid::Builder::from_random_bytes(rng.u128(..).to_le_bytes()).into_uuid();
+                    assert_eq!(ours.v4(), want, "v4, seed {seed}, draw {n}");
+                } else {
+                    counter = (counter + 1) & ((1 << 42) - 1);
+                    let high = counter >> 30;
+                    let rand_b = ((counter & ((1 << 30) - 1)) << 32) | u64::from(rng.u32(..));
+                    let mut tail = [0u8; 10];
+                    tail[0] = ((high >> 8) & 0x0f) as u8;
+                    tail[1] = (high & 0xff) as u8;
+                    tail[2..].copy_from_slice(&rand_b.to_be_bytes());
+                    let want = uuid::Builder::from_unix_timestamp_millis(epoch, &tail).into_uuid();
+                    assert_eq!(ours.v7(), want, "v7, seed {seed}, epoch {epoch}, draw {n}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_same_seed_gives_the_same_ids_and_another_seed_others() {

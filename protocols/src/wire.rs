@@ -16,8 +16,10 @@ pub struct TaskInput {
     pub node: NodeId,
     /// Its accepted result (shared with the task and its other dependents).
     pub value: crate::Payload,
-    /// The evidence it rested on.
-    pub evidence: Vec<EvidenceRef>,
+    /// The evidence it rested on (shared with the dependency's record and its other
+    /// dependents, like `value`; a `Vec` behind the `Arc`, so that the reply's list is shared
+    /// as it came, without a copy).
+    pub evidence: std::sync::Arc<Vec<EvidenceRef>>,
 }
 
 /// Supervisor -> worker: work on a task.

@@ -257,20 +257,26 @@ impl WorkerCore {
                 return Ok(());
             }
         };
-        let mut attempt = match Attempt::new(envelope, agent, &self.config, already) {
-            Ok(attempt) => attempt,
-            Err((e, envelope)) => {
+        let account = match Attempt::open_account(&envelope, already) {
+            Ok(account) => account,
+            Err(e) => {
                 self.fail_assignment(&envelope, e.to_string());
                 self.end_unstarted(task, envelope.attempt);
                 return Ok(());
             }
         };
+        let mut attempt = Attempt::new(envelope, agent, &self.config, account);
         #[cfg(feature = "mutants")]
         if quorate_protocols::mutant::is(quorate_protocols::mutant::Mutant::IdempotencyPerAttempt) {
             self.books.remove(&task);
         }
         // The task's record of actions; a task that never proposes one keeps none.
-        let mut book = self.books.remove(&task).unwrap_or_default();
+        // (Most workers' tasks propose no action: no book, and no hashing to find none.)
+        let mut book = if self.books.is_empty() {
+            ActionBook::default()
+        } else {
+            self.books.remove(&task).unwrap_or_default()
+        };
         book.import(takeover);
         book.forget_ended_without_effect();
         let mut spawn = Vec::new();
@@ -294,7 +300,9 @@ impl WorkerCore {
         }
         if attempt.is_done() && attempt.open_children().is_empty() && spawn.is_empty() {
             // Done at once (the common case): it never enters `attempts`.
-            self.attempts.remove(&task);
+            if !self.attempts.is_empty() {
+                self.attempts.remove(&task);
+            }
             self.record_end(task, &attempt);
             return Ok(());
         }
@@ -484,15 +492,20 @@ impl WorkerCore {
 
     /// The attempt number `task` is at here: its running attempt's, else its last ended one's.
     fn latest_attempt(&self, task: TaskId) -> Option<u32> {
-        self.attempts
-            .get(&task)
-            .map(Attempt::number)
-            .or_else(|| self.history.attempt(task))
+        let running = if self.attempts.is_empty() {
+            None
+        } else {
+            self.attempts.get(&task).map(Attempt::number)
+        };
+        running.or_else(|| self.history.attempt(task))
     }
 
     /// A newer attempt replaces `task`'s running one, which may still be spending: its spending
     /// is kept for the task.
     fn keep_spending_of_replaced(&mut self, task: TaskId) {
+        if self.attempts.is_empty() {
+            return;
+        }
         if let Some(old) = self.attempts.get(&task) {
             let (number, spent) = (old.number(), old.spent_or_reserved());
             self.history.replaced(task, number, spent);

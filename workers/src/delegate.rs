@@ -111,7 +111,7 @@ pub(crate) fn plan(
             inputs: vec![TaskInput {
                 node: parent.payload.node.clone(),
                 value: s.input.clone().into(),
-                evidence: Vec::new(),
+                evidence: std::sync::Arc::default(),
             }],
             capabilities: parent.payload.capabilities.delegate(&s.capabilities),
             budget: s.budget,

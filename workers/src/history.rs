@@ -123,7 +123,10 @@ impl History {
 
     fn set_counts(&mut self, task: TaskId, counts: ActionCounts) {
         if counts == ActionCounts::default() {
-            self.counts.remove(&task);
+            // Almost always nothing to remove: no hashing then.
+            if !self.counts.is_empty() {
+                self.counts.remove(&task);
+            }
         } else {
             self.counts.insert(task, counts);
         }

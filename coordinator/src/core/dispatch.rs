@@ -82,7 +82,7 @@ impl SupervisorCore {
                 tasks[i as usize].granted,
                 |d| {
                     let t = &tasks[d as usize];
-                    Some((t.result.as_ref()?, t.evidence()))
+                    Some((t.result.as_ref()?, t.shared_evidence()))
                 },
                 tasks[i as usize].evidence_text().to_vec(),
             );

@@ -259,22 +259,32 @@ impl Account {
         child: AccountId,
         slice: Budget,
     ) -> Result<bool, LedgerError> {
-        if let Some(&allocated) = self.children.get(&child) {
-            return if allocated == slice {
-                Ok(false)
-            } else {
-                Err(LedgerError::SliceMismatch {
-                    child,
-                    allocated,
-                    requested: slice,
-                })
-            };
+        // One lookup (a root account of a large run holds every open slice): the headroom is
+        // worked out first, the entry then found or filled.
+        let headroom = self.headroom_for_children();
+        match self.children.entry(child) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let allocated = *e.get();
+                if allocated == slice {
+                    Ok(false)
+                } else {
+                    Err(LedgerError::SliceMismatch {
+                        child,
+                        allocated,
+                        requested: slice,
+                    })
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                if self.closed {
+                    return Err(LedgerError::Closed { account: me });
+                }
+                Self::fits(me, &slice, &headroom?)?;
+                self.children_total = self.children_total.checked_add(&slice)?;
+                e.insert(slice);
+                Ok(true)
+            }
         }
-        self.ensure_open(me)?;
-        Self::fits(me, &slice, &self.headroom_for_children()?)?;
-        self.children_total = self.children_total.checked_add(&slice)?;
-        self.children.insert(child, slice);
-        Ok(true)
     }
 
     /// Grows open child `child`'s slice by `extra`, out of this account's headroom for

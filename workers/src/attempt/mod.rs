@@ -26,7 +26,7 @@ use quorate_protocols::wire::{
 impl Deps<'_> {
     /// Sends `reply`: out of the worker, or to the parent's attempt if it is a sub-task's.
     fn reply(&mut self, reply: Envelope<Report>) {
-        if self.parents.contains_key(&reply.task) {
+        if !self.parents.is_empty() && self.parents.contains_key(&reply.task) {
             self.routed.push_back(Box::new(reply));
         } else {
             self.out.push_back(Effect::Reply(Box::new(reply)));
@@ -144,32 +144,36 @@ struct Relay {
 }
 
 impl Attempt {
-    /// An attempt of the assigned task. `already_spent` is what earlier attempts of the same task
-    /// on this worker spent: it is charged up front, so every attempt together stays within the
-    /// one slice the task was granted (a new attempt does not get the whole slice again).
-    ///
-    /// On failure the assignment comes back with the error, so the caller can still reply to it.
+    /// The account of an attempt of `envelope`'s task: its slice, with `already_spent` (what
+    /// earlier attempts of the same task on this worker spent) charged up front, so every
+    /// attempt together stays within the one slice the task was granted (a new attempt does not
+    /// get the whole slice again). The caller still owns the assignment on an error, so it can
+    /// reply to it.
+    pub(crate) fn open_account(
+        envelope: &Envelope<Assignment>,
+        already_spent: Budget,
+    ) -> Result<Account, LedgerError> {
+        let budget = envelope.payload.budget;
+        let mut account = Account::open(None, budget, Budget::ZERO)?;
+        // A first attempt (the common case) has nothing to carry over: charging zero to a
+        // fresh account changes nothing, so it is skipped.
+        if already_spent != Budget::ZERO {
+            account.spend_now(AccountId::Task(envelope.task), already_spent.min(&budget))?;
+        }
+        Ok(account)
+    }
+
+    /// An attempt of the assigned task, on the `account` [`Self::open_account`] opened for it.
+    /// Infallible and inlined, so the attempt (hundreds of bytes) is built where the caller
+    /// keeps it instead of being moved through a `Result`.
+    #[inline]
     pub(crate) fn new(
         envelope: Box<Envelope<Assignment>>,
         agent: Box<dyn Agent>,
         config: &WorkerConfig,
-        already_spent: Budget,
-    ) -> Result<Self, (LedgerError, Box<Envelope<Assignment>>)> {
-        let budget = envelope.payload.budget;
-        let me = AccountId::Task(envelope.task);
-        let account = Account::open(None, budget, Budget::ZERO).and_then(|mut a| {
-            // A first attempt (the common case) has nothing to carry over: charging zero
-            // to a fresh account changes nothing, so it is skipped.
-            if already_spent != Budget::ZERO {
-                a.spend_now(me, already_spent.min(&budget))?;
-            }
-            Ok(a)
-        });
-        let account = match account {
-            Ok(a) => a,
-            Err(e) => return Err((e, envelope)),
-        };
-        Ok(Self {
+        account: Account,
+    ) -> Self {
+        Self {
             account_id: AccountId::Task(envelope.task),
             faults: agent.faults(),
             envelope,
@@ -185,7 +189,7 @@ impl Attempt {
             progress: ProgressDetector::new(config.no_progress_limit),
             phase: Phase::Idle,
             rare: None,
-        })
+        }
     }
 
     pub(crate) fn number(&self) -> u32 {

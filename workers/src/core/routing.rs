@@ -24,8 +24,9 @@ impl WorkerCore {
                         continue;
                     }
                 };
-                match Attempt::new(Box::new(child), agent, &self.config, Budget::ZERO) {
-                    Ok(attempt) => {
+                match Attempt::open_account(&child, Budget::ZERO) {
+                    Ok(account) => {
+                        let attempt = Attempt::new(Box::new(child), agent, &self.config, account);
                         // Running it sees only its deps, so it may enter `attempts` first.
                         self.attempts.insert(task, attempt);
                         let started = self.with_attempt_spawning(now, task, &mut spawn, |a, d| {
@@ -34,7 +35,7 @@ impl WorkerCore {
                         });
                         debug_assert!(started.is_ok(), "the attempt was just inserted");
                     }
-                    Err((e, child)) => self.fail_assignment(&child, e.to_string()),
+                    Err(e) => self.fail_assignment(&child, e.to_string()),
                 }
             }
             // Sub-task replies go to their parents (they never leave the worker).

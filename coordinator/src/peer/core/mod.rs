@@ -403,7 +403,7 @@ impl PeerCore {
                 tasks[d as usize]
                     .result
                     .as_ref()
-                    .map(|(v, e)| (v, e.as_slice()))
+                    .map(|(v, e)| (v, std::sync::Arc::new(e.clone())))
             },
             self.evidence_text[i as usize].clone(),
         );
