@@ -185,3 +185,27 @@ fn a_kept_result_of_a_task_a_replan_dropped_is_refused() {
         "the commit's answer names a task no longer in the plan"
     );
 }
+
+#[test]
+fn a_reply_replayed_from_an_earlier_run_is_stale_even_for_a_task_this_run_lacks() {
+    let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
+    let mut replay = h.answer("a", json!(1));
+    replay.run = RunId::from_u128(98);
+    replay.task = TaskId::from_u128(4242);
+    let found = replay.run;
+    h.send(1, replay);
+    let run = h.core.run();
+    assert_eq!(
+        h.refusals,
+        vec![InputRefused::Reply {
+            task: TaskId::from_u128(4242),
+            why: ReplyRefusal::WrongRun {
+                expected: run,
+                found
+            },
+        }]
+    );
+    let m = h.core.snapshot().messages;
+    assert_eq!((m.rejected_stale, m.rejected_unauthorized), (1, 0));
+    assert_eq!(h.state(0), TaskState::Running, "nothing moved");
+}

@@ -22,6 +22,16 @@ impl SupervisorCore {
             return Err(InputRefused::Finished);
         }
         self.messages.delivered += 1;
+        if reply.run != self.run {
+            // Another run's reply (a replay of an earlier run's): refused before its task is
+            // looked up, whose id this run may not know. It acknowledges nothing here.
+            let why = ReplyRefusal::WrongRun {
+                expected: self.run,
+                found: reply.run,
+            };
+            let task = self.by_id.get(&reply.task);
+            return self.close_unaccepted(now, task, &reply, false, why);
+        }
         let Some(i) = self.by_id.get(&reply.task) else {
             // A task a replan dropped may still acknowledge its cancel.
             let acknowledges = self.take_ack(&reply);
