@@ -23,10 +23,15 @@
 //! consumers up, create a stream, and create a consumer whose filter is a run subject
 //! (`quorate.<run>.<to>.*`; the filter is the subject's last tokens, and the server checks it
 //! against the consumer's configuration). No peer may delete, purge or update a stream or a
-//! consumer, nor pull from or ack on another agent's consumer. A stream's subjects are in the
-//! request's body, out of reach of subject permissions: a peer could create a stream on
-//! subjects of a run that has not started, which makes that run's own stream fail to be
-//! created (the server refuses overlapping streams), so it can stop a run but never read it.
+//! consumer, nor pull from or ack on another agent's consumer. A stream's subjects and a
+//! consumer's name-to-filter pairing are beyond subject permissions (the name `to-A` and the
+//! filter's `A` are separate tokens): a peer could make a run's stream itself, before the run,
+//! with its own consumer filtered to another peer's subjects. So every peer checks the layout
+//! before it sends ([`crate::transport::RunStream::check_layout`]: the run's subjects,
+//! work-queue retention, each `to-A` filtered to `A`) and refuses to run otherwise; once the
+//! layout is right, work-queue retention makes the server refuse any other consumer on a
+//! peer's subjects. What remains is denial: a stream made on a run's subjects in advance stops
+//! that run.
 
 use std::path::PathBuf;
 

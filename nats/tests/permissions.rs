@@ -186,6 +186,9 @@ async fn peer_users_open_a_run_and_broadcast_only_as_themselves() {
     let stream = RunStream::open_or_create(&js_a, RUN, &ids, Settings::default())
         .await
         .expect("a peer opens the run");
+    RunStream::check_layout(&js_c, RUN, &ids)
+        .await
+        .expect("c finds the run laid out as it must be");
     let directory = Directory::new(peers);
     let mut inbox_c: Inbox<String> =
         Inbox::bind(&js_c, RUN, c.agent, directory.clone(), Limits::default())
@@ -259,4 +262,75 @@ async fn peer_users_open_a_run_and_broadcast_only_as_themselves() {
         counts.delivered, 3,
         "b's two broadcasts and a's forgery, not the sideways publish: {counts:?}"
     );
+}
+
+/// Any peer's user may create a stream and consumers filtered to run subjects: a rogue peer
+/// that makes run 2's stream itself, with its own consumer filtered to another peer's subjects,
+/// is found out by `RunStream::check_layout`, which every peer runs before it sends.
+#[tokio::test]
+async fn a_run_laid_out_by_a_rogue_peer_is_found_out() {
+    use jetstream::consumer::pull;
+    use jetstream::stream::{Config, RetentionPolicy};
+    use quorate_nats::subject::{inbox_filter, run_subjects};
+    let peers = [sender(0xa, Role::Peer), sender(0xc, Role::Peer)];
+    let users: Vec<NatsUser> = peers
+        .iter()
+        .map(|p| NatsUser {
+            user: p.agent.to_string(),
+            password: Secret::new(format!("pw-{}", p.agent)),
+            agent: p.agent,
+            role: AccessRole::Peer,
+        })
+        .collect();
+    let Some(server) = NatsServer::start_with_config_or_skip(&authorization(&users)) else {
+        return;
+    };
+    let ids = peers.map(|p| p.agent);
+    let (a, c) = (ids[0], ids[1]);
+    let rogue = connect_with(&server.url(), &peer_options(a))
+        .await
+        .expect("a connects");
+    let honest = connect_with(&server.url(), &peer_options(c))
+        .await
+        .expect("c connects");
+    for (run, retention, filter_of_a, why) in [
+        // The run's subjects and retention, but a's consumer reads c's messages.
+        (
+            RunId::from_u128(0x52),
+            RetentionPolicy::WorkQueue,
+            c,
+            "filtered to",
+        ),
+        // a's own filter, but limits retention (a could later add a consumer on c's subjects).
+        (
+            RunId::from_u128(0x53),
+            RetentionPolicy::Limits,
+            a,
+            "retention",
+        ),
+    ] {
+        rogue
+            .create_stream(Config {
+                name: stream_name(run),
+                subjects: vec![run_subjects(run)],
+                retention,
+                ..Default::default()
+            })
+            .await
+            .expect("a peer may create a stream");
+        rogue
+            .create_consumer_on_stream(
+                pull::Config {
+                    durable_name: Some(consumer_name(a)),
+                    filter_subject: inbox_filter(run, filter_of_a),
+                    ..Default::default()
+                },
+                stream_name(run),
+            )
+            .await
+            .expect("a consumer filtered to a run subject");
+        let checked = RunStream::check_layout(&honest, run, &[a]).await;
+        let refused = checked.expect_err("a rogue layout").to_string();
+        assert!(refused.contains(why), "{retention:?}: {refused}");
+    }
 }

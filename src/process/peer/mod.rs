@@ -259,6 +259,11 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
         } else {
             roster::wait_for_stream(&roster_store, run, args.wait).await?;
         }
+        // Made by whichever peer joined first (any peer's user may open a run): laid out as a
+        // run's stream must be, or a consumer could read another peer's messages.
+        RunStream::check_layout(&js, run, &roster.peers)
+            .await
+            .map_err(ProcessError::from)?;
         let directory = Directory::new(roster.peers.iter().map(|&agent| Sender {
             agent,
             role: Role::Peer,
