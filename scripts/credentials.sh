@@ -6,22 +6,27 @@
 #                                                   # localhost), client-NAME.pem for each CLIENT
 #                                                   # (default: quorate-client); keys *-key.pem
 #   scripts/credentials.sh etcd-users DIR ENDPOINT PREFIX SUPERVISOR [WORKER...]
+#   scripts/credentials.sh etcd-users DIR ENDPOINT PREFIX --peers PEER...
 #                                                   # as an unauthenticated TLS client of a cluster
 #                                                   # without auth: user root, the supervisor's and
-#                                                   # each worker's role and user (grants as in
-#                                                   # the docs' table), then auth enable. Passwords
-#                                                   # are generated into DIR/passwords (mode 600).
+#                                                   # each worker's (or each peer's) role and user
+#                                                   # (grants as in the docs' table; name workers
+#                                                   # and peers by their agent ids), then auth
+#                                                   # enable. Passwords are generated into
+#                                                   # DIR/passwords (mode 600).
 #   scripts/credentials.sh nats-users DIR SUPERVISOR_ID [WORKER_ID...]
+#   scripts/credentials.sh nats-users DIR --peers PEER_ID...
 #                                                   # DIR/nats-users.conf: a nats-server
 #                                                   # authorization block, one user per agent id
 #                                                   # (the user name is the id) with the
-#                                                   # permissions of the docs' table; passwords
-#                                                   # into DIR/nats-passwords (mode 600).
+#                                                   # permissions of the docs' table (a star's
+#                                                   # supervisor and workers, or peers);
+#                                                   # passwords into DIR/nats-passwords (mode 600).
 set -euo pipefail
 
 say() { echo "credentials.sh: $*" >&2; }
 usage() {
-    sed -n '5,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,24p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -79,7 +84,25 @@ etcd_users() {
     grant() { "${e[@]}" role grant-permission "$1" "$2" --prefix=true "$3" >/dev/null; }
     new_user root ""
     "${e[@]}" user grant-role root root >/dev/null
-    local role=quorate-supervisor
+    local role
+    if [ "$sup" = --peers ]; then
+        [ $# -ge 1 ] || usage
+        # quorate_state::grants(.., EtcdRole::Peer): PEER_STORES shared, its own books.
+        for p in "$@"; do
+            role="quorate-peer-$p"
+            "${e[@]}" role add "$role" >/dev/null
+            grant "$role" read "/$prefix/kv/"
+            for s in peer-roster peer-claims peer-states peer-budget peer-plans results world fence; do
+                grant "$role" readwrite "/$prefix/kv/$s/"
+            done
+            grant "$role" readwrite "/$prefix/kv/book/$p/"
+            new_user "$p" "$role"
+        done
+        "${e[@]}" auth enable >/dev/null
+        say "auth enabled on $endpoint; passwords (root, $*) in $pw"
+        return
+    fi
+    role=quorate-supervisor
     "${e[@]}" role add "$role" >/dev/null
     grant "$role" read "/$prefix/"
     for s in results budget runs intents fence; do grant "$role" readwrite "/$prefix/kv/$s/"; done
@@ -107,6 +130,11 @@ nats_user() { # KIND AGENT SUPERVISOR PASSWORD
     if [ "$kind" = supervisor ]; then
         pub="\"quorate.*.*.$a\", \"\$JS.API.>\", \"quorate.welcome.>\", \"quorate.end.>\", $own"
         sub="\"_INBOX_$a.>\", \"quorate.register.>\""
+    elif [ "$kind" = peer ]; then
+        # PEER_OPENS_A_RUN: any peer may be the first to join a run and open it.
+        local opens="\"\$JS.API.STREAM.INFO.*\", \"\$JS.API.STREAM.CREATE.*\", \"\$JS.API.CONSUMER.INFO.*.*\", \"\$JS.API.CONSUMER.CREATE.*.*.quorate.*.*.*\""
+        pub="\"quorate.*.*.$a\", $opens, $own"
+        sub="\"_INBOX_$a.>\""
     else
         pub="\"quorate.*.$p.$a\", \"quorate.register.*.$a\", $own"
         sub="\"_INBOX_$a.>\", \"quorate.welcome.*.$a\", \"quorate.end.*\""
@@ -118,6 +146,13 @@ nats_users() {
     [ $# -ge 2 ] || usage
     local dir="$1" sup="$2"
     shift 2
+    local peers=""
+    if [ "$sup" = --peers ]; then
+        [ $# -ge 1 ] || usage
+        peers=1
+        sup="$1"
+        shift
+    fi
     local uuid='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
     for id in "$sup" "$@"; do
         [[ "$id" =~ $uuid ]] || { say "$id is not a lowercase uuid (an agent id)"; exit 2; }
@@ -132,11 +167,19 @@ nats_users() {
         local p
         p="$(password)"
         echo "$sup $p" >>"$pw"
-        nats_user supervisor "$sup" "$sup" "$p"
+        if [ -n "$peers" ]; then
+            nats_user peer "$sup" "" "$p"
+        else
+            nats_user supervisor "$sup" "$sup" "$p"
+        fi
         for w in "$@"; do
             p="$(password)"
             echo "$w $p" >>"$pw"
-            nats_user worker "$w" "$sup" "$p"
+            if [ -n "$peers" ]; then
+                nats_user peer "$w" "" "$p"
+            else
+                nats_user worker "$w" "$sup" "$p"
+            fi
         done
         echo "  ]"
         echo "}"

@@ -9,13 +9,29 @@
 //! | role | may publish | may subscribe |
 //! |---|---|---|
 //! | worker `A` (supervisor `P`) | `quorate.*.P.A`; `quorate.register.*.A`; `$JS.API.CONSUMER.INFO.*.to-A`, `$JS.API.CONSUMER.MSG.NEXT.*.to-A`; `$JS.ACK.*.to-A.>` | `_INBOX_A.>`; `quorate.welcome.*.A`, `quorate.end.*` |
-//! | peer `A` | `quorate.*.*.A`; the same three consumer subjects for `to-A` | `_INBOX_A.>` |
+//! | peer `A` | `quorate.*.*.A`; the same three consumer subjects for `to-A`; to open a run: `$JS.API.STREAM.INFO.*`, `$JS.API.STREAM.CREATE.*`, `$JS.API.CONSUMER.INFO.*.*`, `$JS.API.CONSUMER.CREATE.*.*.quorate.*.*.*` | `_INBOX_A.>` |
 //! | supervisor `P` | `quorate.*.*.P`; `$JS.API.>` (streams and consumers); `quorate.welcome.>`, `quorate.end.>`; `$JS.ACK.*.to-P.>` | `_INBOX_P.>`; `quorate.register.>` |
 //!
 //! The `register`, `welcome` and `end` subjects are the process split's plain NATS subjects
 //! (outside every run's stream): a worker registers only as itself (the subject's last token,
 //! which its permissions fix, is the worker the supervisor records), hears only its own welcome
 //! and the end of runs.
+//!
+//! A peer's run has no owner: the first peer to join the run's roster (decided on etcd at run
+//! time, not by its credentials) creates the stream and every peer's consumer. Permissions are
+//! fixed per user before any run, so every peer's user may open a run: look streams and
+//! consumers up, create a stream, and create a consumer whose filter is a run subject
+//! (`quorate.<run>.<to>.*`; the filter is the subject's last tokens, and the server checks it
+//! against the consumer's configuration). No peer may delete, purge or update a stream or a
+//! consumer, nor pull from or ack on another agent's consumer. A stream's subjects and a
+//! consumer's name-to-filter pairing are beyond subject permissions (the name `to-A` and the
+//! filter's `A` are separate tokens): a peer could make a run's stream itself, before the run,
+//! with its own consumer filtered to another peer's subjects. So every peer checks the layout
+//! before it sends ([`crate::transport::RunStream::check_layout`]: the run's subjects,
+//! work-queue retention, each `to-A` filtered to `A`) and refuses to run otherwise; once the
+//! layout is right, work-queue retention makes the server refuse any other consumer on a
+//! peer's subjects. What remains is denial: a stream made on a run's subjects in advance stops
+//! that run.
 
 use std::path::PathBuf;
 
@@ -37,10 +53,20 @@ pub enum AccessRole {
         /// The only agent it may send to.
         supervisor: AgentId,
     },
-    /// A peer: reads its own consumer, sends to any agent as itself. Streams and consumers are
-    /// made by the run's owner (a [`AccessRole::Supervisor`] user).
+    /// A peer: reads its own consumer, sends to any agent as itself, and may open a run (create
+    /// its stream and consumers: whichever peer joins the roster first does).
     Peer,
 }
+
+/// The JetStream API subjects with which a peer opens a run (`RunStream::open_or_create` of
+/// [`crate::transport`]: stream and consumer lookups, the stream's creation, and consumers
+/// filtered to a run subject `quorate.<run>.<to>.*`). No delete, purge or update.
+pub const PEER_OPENS_A_RUN: [&str; 4] = [
+    "$JS.API.STREAM.INFO.*",
+    "$JS.API.STREAM.CREATE.*",
+    "$JS.API.CONSUMER.INFO.*.*",
+    "$JS.API.CONSUMER.CREATE.*.*.quorate.*.*.*",
+];
 
 /// The subjects a user may publish and subscribe to (nats-server allow lists).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,7 +112,11 @@ pub fn permissions(agent: AgentId, role: AccessRole) -> Permissions {
                 format!("{PREFIX}.register.*.{agent}"),
             ]
         }
-        AccessRole::Peer => vec![format!("{PREFIX}.*.*.{agent}")],
+        AccessRole::Peer => {
+            let mut publish = vec![format!("{PREFIX}.*.*.{agent}")];
+            publish.extend(PEER_OPENS_A_RUN.iter().map(|s| (*s).to_string()));
+            publish
+        }
     };
     publish.extend(own_consumer);
     Permissions { publish, subscribe }
@@ -230,6 +260,82 @@ mod tests {
         assert_eq!(peer.publish[0], format!("quorate.*.*.{a}"));
         let sup = permissions(p, AccessRole::Supervisor);
         assert!(sup.publish.contains(&"$JS.API.>".to_string()));
+    }
+
+    /// Whether NATS subject `subject` is matched by the allow-list entry `pattern` (`*` one
+    /// token, `>` the rest).
+    fn matches(pattern: &str, subject: &str) -> bool {
+        let (mut p, mut s) = (pattern.split('.'), subject.split('.'));
+        loop {
+            match (p.next(), s.next()) {
+                (Some(">"), Some(_)) => return true,
+                (Some("*"), Some(_)) => {}
+                (Some(a), Some(b)) if a == b => {}
+                (None, None) => return true,
+                _ => return false,
+            }
+        }
+    }
+
+    fn allowed(list: &[String], subject: &str) -> bool {
+        list.iter().any(|p| matches(p, subject))
+    }
+
+    #[test]
+    fn a_peer_opens_a_run_and_speaks_only_as_itself() {
+        use crate::subject::{envelope_subject, inbox_filter, stream_name};
+        let (a, b) = (AgentId::from_u128(0xa), AgentId::from_u128(0xb));
+        let run = quorate_protocols::RunId::from_u128(7);
+        let p = permissions(a, AccessRole::Peer);
+        let stream = stream_name(run);
+        // Everything `RunStream::open_or_create` asks, for every peer's consumer.
+        let mut needed = vec![
+            format!("$JS.API.STREAM.INFO.{stream}"),
+            format!("$JS.API.STREAM.CREATE.{stream}"),
+            envelope_subject(run, b, a),
+            format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.to-{a}"),
+            format!("$JS.ACK.{stream}.to-{a}.1.2.3.4.5"),
+        ];
+        for to in [a, b] {
+            let c = consumer_name(to);
+            needed.push(format!("$JS.API.CONSUMER.INFO.{stream}.{c}"));
+            needed.push(format!(
+                "$JS.API.CONSUMER.CREATE.{stream}.{c}.{}",
+                inbox_filter(run, to)
+            ));
+        }
+        for s in &needed {
+            assert!(allowed(&p.publish, s), "{s} in {:?}", p.publish);
+        }
+        // Never as another, never another's consumer, never deleting or reconfiguring, never a
+        // consumer without a run-subject filter.
+        let c = consumer_name(a);
+        let refused = [
+            envelope_subject(run, a, b),
+            format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.to-{b}"),
+            format!("$JS.ACK.{stream}.to-{b}.1.2.3.4.5"),
+            format!("$JS.API.STREAM.DELETE.{stream}"),
+            format!("$JS.API.STREAM.PURGE.{stream}"),
+            format!("$JS.API.STREAM.UPDATE.{stream}"),
+            format!("$JS.API.CONSUMER.DELETE.{stream}.{c}"),
+            format!("$JS.API.CONSUMER.CREATE.{stream}"),
+            format!("$JS.API.CONSUMER.CREATE.{stream}.{c}"),
+            format!("$JS.API.CONSUMER.CREATE.{stream}.{c}.quorate.>"),
+            format!("$JS.API.CONSUMER.CREATE.{stream}.{c}._INBOX_{b}.x"),
+            format!("$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{c}"),
+            format!("{PREFIX}.end.{run}"),
+        ];
+        for s in &refused {
+            assert!(!allowed(&p.publish, s), "{s} allowed: {:?}", p.publish);
+        }
+        assert_eq!(p.subscribe, [format!("_INBOX_{a}.>")]);
+        // A worker may open nothing.
+        let w = permissions(a, AccessRole::Worker { supervisor: b });
+        assert!(!allowed(
+            &w.publish,
+            &format!("$JS.API.STREAM.CREATE.{stream}")
+        ));
+        assert!(!allowed(&w.publish, &needed[8]), "{}", needed[8]);
     }
 
     #[test]

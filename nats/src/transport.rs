@@ -223,6 +223,60 @@ impl RunStream {
         })
     }
 
+    /// Checks that run `run`'s stream and the consumers of `recipients` are laid out as
+    /// [`create`](Self::create) makes them: the stream on the run's subjects only, with
+    /// work-queue retention (the server then refuses two consumers on one subject), and each
+    /// agent's consumer `to-<A>` filtered to `A`'s subjects. Whoever may create streams could
+    /// have made them otherwise (any peer's user may open a run, `crate::access`): a consumer
+    /// filtered to another agent's subjects would hand that agent's messages to the consumer's
+    /// owner. A peer checks this before it sends anything.
+    pub async fn check_layout(
+        js: &Context,
+        run: RunId,
+        recipients: &[AgentId],
+    ) -> Result<(), TransportError> {
+        let name = subject::stream_name(run);
+        let err = stream_err(&name);
+        let stream = js.get_stream(&name).await.map_err(|e| err(e.to_string()))?;
+        let config = &stream.cached_info().config;
+        if config.subjects != [subject::run_subjects(run)]
+            || config.retention != RetentionPolicy::WorkQueue
+        {
+            return Err(err(format!(
+                "not laid out as a run's stream: subjects {:?}, retention {:?} (expected [{:?}], \
+                 work queue)",
+                config.subjects,
+                config.retention,
+                subject::run_subjects(run)
+            )));
+        }
+        for &to in recipients {
+            let consumer = subject::consumer_name(to);
+            let info =
+                stream
+                    .consumer_info(&consumer)
+                    .await
+                    .map_err(|e| TransportError::Consumer {
+                        consumer: consumer.clone(),
+                        message: e.to_string(),
+                    })?;
+            let expected = subject::inbox_filter(run, to);
+            let found = &info.config;
+            // (A consumer with several filters has none here: refused as well.)
+            if found.filter_subject != expected {
+                return Err(TransportError::Consumer {
+                    consumer,
+                    message: format!(
+                        "filtered to {:?}, not {expected:?}: it would read another agent's \
+                         messages",
+                        found.filter_subject
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Makes `to`'s consumer anew (its messages stay in the stream: work-queue retention drops
     /// a message when it is acked, not when a consumer goes). What the consumer delivered
     /// before without an ack is delivered again at once, instead of after `ack_wait`: for an

@@ -3,9 +3,10 @@
 //! `b` (named by their agent ids, with the permissions of `quorate_nats::access`) and an
 //! `observer` that may read every subject (the test's eyes); an etcd member with client
 //! certificate auth and the users `sup`, `a`, `b` (roles of `quorate_state::grants`; the
-//! workers' roles are named by their agent ids, as a worker process names its keys). Each
-//! process is started with its own credentials as `quorate` flags, passwords in environment
-//! variables.
+//! workers' roles are named by their agent ids, as a worker process names its keys). The
+//! `*_peers` constructors make the same servers for three peers instead ([`PEERS`], each a
+//! peer user on both, named by its agent id). Each process is started with its own
+//! credentials as `quorate` flags, passwords in environment variables.
 
 // Each test file uses its own part of this module.
 #![allow(dead_code)]
@@ -41,6 +42,13 @@ pub(crate) const AGENTS: [AgentId; 3] = [
 ];
 /// Their etcd user names.
 pub(crate) const ETCD_USERS: [&str; 3] = ["sup", "a", "b"];
+/// Three peers' agent ids (their NATS and etcd user names, in `SecureNats::start_peers` and
+/// `SecureEtcd::start_peers`).
+pub(crate) const PEERS: [AgentId; 3] = [
+    AgentId::from_u128(0x0192_f4d3_0000_7000_8000_0000_0000_00e0),
+    AgentId::from_u128(0x0192_f4d3_0000_7000_8000_0000_0000_00e1),
+    AgentId::from_u128(0x0192_f4d3_0000_7000_8000_0000_0000_00e2),
+];
 /// Index of the supervisor, worker a, worker b in [`AGENTS`].
 pub(crate) const SUP: usize = 0;
 /// Worker a.
@@ -60,9 +68,11 @@ pub(crate) fn quorate() -> Command {
     c
 }
 
-/// A TLS nats-server with the users of [`AGENTS`] and an observer.
+/// A TLS nats-server with the users of [`AGENTS`] (or [`PEERS`]) and an observer.
 pub(crate) struct SecureNats {
     pub(crate) certs: Arc<TestCerts>,
+    /// The agents of the users, by index.
+    pub(crate) agents: [AgentId; 3],
     pub(crate) passwords: [Secret; 3],
     pub(crate) observer: Secret,
     pub(crate) server: NatsServer,
@@ -75,16 +85,28 @@ impl SecureNats {
 
     /// [`SecureNats::start`] with the server certificate of `certs` (shared with an etcd).
     pub(crate) fn start_with(certs: Arc<TestCerts>) -> Option<Self> {
-        let passwords = [password("nats-sup"), password("nats-a"), password("nats-b")];
         let worker = AccessRole::Worker {
             supervisor: AGENTS[SUP],
         };
-        let roles = [AccessRole::Supervisor, worker, worker];
+        Self::start_cast(certs, AGENTS, [AccessRole::Supervisor, worker, worker])
+    }
+
+    /// A server whose users are the three peers of [`PEERS`] (and the observer).
+    pub(crate) fn start_peers(certs: Arc<TestCerts>) -> Option<Self> {
+        Self::start_cast(certs, PEERS, [AccessRole::Peer; 3])
+    }
+
+    fn start_cast(
+        certs: Arc<TestCerts>,
+        agents: [AgentId; 3],
+        roles: [AccessRole; 3],
+    ) -> Option<Self> {
+        let passwords = [password("nats-0"), password("nats-1"), password("nats-2")];
         let users: Vec<NatsUser> = (0..3)
             .map(|i| NatsUser {
-                user: AGENTS[i].to_string(),
+                user: agents[i].to_string(),
                 password: passwords[i].clone(),
-                agent: AGENTS[i],
+                agent: agents[i],
                 role: roles[i],
             })
             .collect();
@@ -106,6 +128,7 @@ impl SecureNats {
         let server = NatsServer::start_with_config_or_skip(&config)?;
         Some(Self {
             certs,
+            agents,
             passwords,
             observer,
             server,
@@ -127,8 +150,8 @@ impl SecureNats {
     pub(crate) fn options(&self, i: usize) -> NatsOptions {
         NatsOptions {
             tls: Some(self.tls()),
-            user: Some((AGENTS[i].to_string(), self.passwords[i].clone())),
-            inbox_prefix: Some(quorate_nats::access::inbox_prefix(AGENTS[i])),
+            user: Some((self.agents[i].to_string(), self.passwords[i].clone())),
+            inbox_prefix: Some(quorate_nats::access::inbox_prefix(self.agents[i])),
             ..NatsOptions::default()
         }
     }
@@ -150,7 +173,7 @@ impl SecureNats {
     /// Adds agent `i`'s NATS credentials to `cmd` (no TLS flags: a process that also connects
     /// to a [`SecureEtcd`] of the same certificates gets them from [`SecureEtcd::as_user`]).
     pub(crate) fn user_of<'c>(&self, cmd: &'c mut Command, i: usize) -> &'c mut Command {
-        cmd.args(["--nats-user", &AGENTS[i].to_string()])
+        cmd.args(["--nats-user", &self.agents[i].to_string()])
             .args(["--nats-password-env", NATS_PASSWORD_ENV])
             .env(NATS_PASSWORD_ENV, self.passwords[i].expose())
     }
@@ -168,6 +191,8 @@ pub(crate) struct SecureEtcd {
     child: Child,
     port: u16,
     pub(crate) certs: Arc<TestCerts>,
+    /// The etcd user names, by index.
+    pub(crate) users: [String; 3],
     pub(crate) passwords: [Secret; 3],
     _data: tempfile::TempDir,
 }
@@ -195,7 +220,29 @@ impl SecureEtcd {
 
     /// [`SecureEtcd::start`] with the certificates of `certs` (shared with a nats-server).
     pub(crate) fn start_with(certs: Arc<TestCerts>) -> Option<Self> {
-        use quorate_state::{EtcdAccount, EtcdRole, Store};
+        use quorate_state::EtcdRole;
+        let roles = [
+            EtcdRole::Supervisor,
+            EtcdRole::Worker(AGENTS[A].to_string()),
+            EtcdRole::Worker(AGENTS[B].to_string()),
+        ];
+        Self::start_cast(certs, ETCD_USERS.map(String::from), roles)
+    }
+
+    /// A member whose users are the three peers of [`PEERS`], each named by its agent id with
+    /// the role `quorate-peer-<id>`.
+    pub(crate) fn start_peers(certs: Arc<TestCerts>) -> Option<Self> {
+        use quorate_state::EtcdRole;
+        let ids = PEERS.map(|p| p.to_string());
+        Self::start_cast(certs, ids.clone(), ids.map(EtcdRole::Peer))
+    }
+
+    fn start_cast(
+        certs: Arc<TestCerts>,
+        users: [String; 3],
+        roles: [quorate_state::EtcdRole; 3],
+    ) -> Option<Self> {
+        use quorate_state::{EtcdAccount, Store};
         let binary = etcd_cluster::etcd_binary()?;
         let data = tempfile::tempdir().expect("temp dir");
         let (port, peer) = (free_port(), free_port());
@@ -225,11 +272,12 @@ impl SecureEtcd {
             .stderr(log)
             .spawn()
             .expect("etcd starts");
-        let passwords = [password("etcd-sup"), password("etcd-a"), password("etcd-b")];
+        let passwords = [password("etcd-0"), password("etcd-1"), password("etcd-2")];
         let me = Self {
             child,
             port,
             certs,
+            users,
             passwords,
             _data: data,
         };
@@ -241,16 +289,11 @@ impl SecureEtcd {
                 assert!(Instant::now() < deadline, "etcd over TLS not ready: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            let roles = [
-                EtcdRole::Supervisor,
-                EtcdRole::Worker(AGENTS[A].to_string()),
-                EtcdRole::Worker(AGENTS[B].to_string()),
-            ];
             let accounts: Vec<EtcdAccount> = roles
                 .into_iter()
                 .enumerate()
                 .map(|(i, role)| EtcdAccount {
-                    user: ETCD_USERS[i].into(),
+                    user: me.users[i].clone(),
                     password: me.passwords[i].clone(),
                     role,
                 })
@@ -278,14 +321,14 @@ impl SecureEtcd {
         }
     }
 
-    /// A library connection as user `i` of [`ETCD_USERS`] (none: anonymous over TLS).
+    /// A library connection as user `i` of [`SecureEtcd::users`] (none: anonymous over TLS).
     pub(crate) async fn connect(
         &self,
         user: Option<usize>,
     ) -> Result<quorate_state::Etcd, quorate_state::EtcdConnectError> {
         let security = quorate_state::EtcdSecurity {
             tls: Some(self.tls()),
-            user: user.map(|i| (ETCD_USERS[i].to_string(), self.passwords[i].clone())),
+            user: user.map(|i| (self.users[i].clone(), self.passwords[i].clone())),
             allow_plaintext: false,
         };
         let url = self.url().parse().expect("an etcd URL");
@@ -296,7 +339,7 @@ impl SecureEtcd {
     /// Adds TLS (with the client certificate) and etcd user `i`'s credentials to `cmd`.
     pub(crate) fn as_user<'c>(&self, cmd: &'c mut Command, i: usize) -> &'c mut Command {
         self.with_tls(cmd)
-            .args(["--etcd-user", ETCD_USERS[i]])
+            .args(["--etcd-user", &self.users[i]])
             .args(["--etcd-password-env", ETCD_PASSWORD_ENV])
             .env(ETCD_PASSWORD_ENV, self.passwords[i].expose())
     }

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | supervisor | everything under `/PREFIX/` | `kv/S/` for each supervisor store `S` (default `results`, `budget`, `runs`, `intents`, `fence`), `log/` |
 //! | worker `W` | `kv/R/` for each store `R` its tasks read (default `results`), `kv/book/` (every worker's action books: a takeover imports the lost worker's), `kv/fence/` (the attempt that owns each task) | `kv/book/W/` (its action books), `kv/claims/W/` (its claims and its lease), `kv/world/` (the scripted tools' world: it stands for the external systems the tools act on, whose own permissions are outside quorate) |
-//! | peer | everything under `/PREFIX/kv/` | `kv/S/` for each store `S` of [`PEER_STORES`] (the run's roster, claims, terminal records, root account, plan version and results: no supervisor, so peers commit them themselves, each by CAS; peer mode has no per-peer prefix, and a claim is tied to its peer by the peer's etcd lease) |
+//! | peer `P` | everything under `/PREFIX/kv/` (other peers' action books among them: a takeover imports the lost peer's) | `kv/S/` for each store `S` of [`PEER_STORES`] (the run's roster, claims, terminal records, root account, plan version and results: no supervisor, so peers commit them themselves, each by CAS; a claim is tied to its peer by the peer's etcd lease, not by its key; the scripted tools' world and the task fences, shared as a worker's world is and fenced by CAS), `kv/book/P/` (its own action books) |
 
 use super::{failed, Etcd, Secret};
 use crate::StoreError;
@@ -16,14 +16,19 @@ use etcd_client::Permission;
 
 /// The stores a supervisor writes by default.
 pub const SUPERVISOR_STORES: [&str; 5] = ["results", "budget", "runs", "intents", "fence"];
-/// The stores a peer process writes (`quorate peer`, docs/distributed.md "Peer processes").
-pub const PEER_STORES: [&str; 6] = [
+/// The stores every peer process writes (`quorate peer`, docs/distributed.md "Peer
+/// processes"): the run's shared records, the scripted tools' world (`world/<run>/...`) and the
+/// fences of its tasks (`fence/<run>/<task>`, CAS only). Its action books it writes only under
+/// its own prefix (`book/<peer>/`, [`grants`]).
+pub const PEER_STORES: [&str; 8] = [
     "peer-roster",
     "peer-claims",
     "peer-states",
     "peer-budget",
     "peer-plans",
     "results",
+    "world",
+    "fence",
 ];
 /// The stores a worker reads by default.
 pub const WORKER_READS: [&str; 3] = ["results", "book", "fence"];
@@ -38,7 +43,8 @@ pub enum EtcdRole {
     Supervisor,
     /// Worker `name`: writes only its own books and claims (and the tools' world).
     Worker(String),
-    /// Peer `name`.
+    /// Peer `name` (its agent id, as its action books' prefix names it): writes the run's
+    /// shared records and only its own books.
     Peer(String),
 }
 
@@ -100,9 +106,10 @@ pub fn grants(root: &str, role: &EtcdRole) -> Vec<Grant> {
             );
             g
         }
-        EtcdRole::Peer(_) => {
+        EtcdRole::Peer(p) => {
             let mut g = vec![read(format!("{root}/kv/"))];
             g.extend(PEER_STORES.iter().map(|s| write(format!("{root}/kv/{s}/"))));
+            g.push(write(format!("{root}/kv/book/{p}/")));
             g
         }
     }
@@ -200,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_writes_the_peer_stores_and_results_only() {
+    fn a_peer_writes_the_shared_stores_and_its_own_books_only() {
         let g = grants("/q", &EtcdRole::Peer("p".into()));
         let written: Vec<&str> = g
             .iter()
@@ -215,14 +222,21 @@ mod tests {
                 "/q/kv/peer-states/",
                 "/q/kv/peer-budget/",
                 "/q/kv/peer-plans/",
-                "/q/kv/results/"
+                "/q/kv/results/",
+                "/q/kv/world/",
+                "/q/kv/fence/",
+                "/q/kv/book/p/"
             ]
         );
-        // Nothing of a supervisor's run record, log or fences, nor a worker's books.
-        for other in ["runs", "intents", "fence", "book", "world", "budget"] {
-            let prefix = format!("/q/kv/{other}/");
-            assert!(!g.iter().any(|g| g.write && g.prefix == prefix), "{other}");
+        // Nothing of a supervisor's run record, log or budget, nor another's books.
+        for other in ["runs", "intents", "book", "budget", "claims", "book/q"] {
+            let key = format!("/q/kv/{other}/x");
+            assert!(
+                !g.iter().any(|g| g.write && key.starts_with(&g.prefix)),
+                "{other}"
+            );
         }
         assert!(!g.iter().any(|g| g.prefix.starts_with("/q/log/")));
+        assert_eq!(EtcdRole::Peer("p".into()).name(), "quorate-peer-p");
     }
 }

@@ -23,6 +23,7 @@ pub mod roster;
 mod shell;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -261,13 +262,21 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
         let index = roster.peers.iter().position(|&p| p == me).expect("joined");
         if index == 0 && !roster.stream {
             open_run(&stores, &plan, &file, run).await?;
-            RunStream::create(&js, run, &roster.peers, Settings::default())
+            // Opened, never deleted and made anew: a stream of this run is there only if an
+            // earlier first peer made it and stopped before marking the roster (and a peer's
+            // NATS user may not delete streams, docs/distributed.md).
+            RunStream::open_or_create(&js, run, &roster.peers, Settings::default())
                 .await
                 .map_err(ProcessError::from)?;
             roster::mark_stream(&roster_store, run).await?;
         } else {
             roster::wait_for_stream(&roster_store, run, args.wait).await?;
         }
+        // Made by whichever peer joined first (any peer's user may open a run): laid out as a
+        // run's stream must be, or a consumer could read another peer's messages.
+        RunStream::check_layout(&js, run, &roster.peers)
+            .await
+            .map_err(ProcessError::from)?;
         let directory = Directory::new(roster.peers.iter().map(|&agent| Sender {
             agent,
             role: Role::Peer,
@@ -296,7 +305,8 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
         Publisher::spawn(js.clone())
     };
     let (to_shell, broadcasts) = unbounded_channel::<Incoming>();
-    let reader = rt.spawn(read_broadcasts(inbox, to_shell));
+    let unauthorized = Arc::new(AtomicU64::new(0));
+    let reader = rt.spawn(read_broadcasts(inbox, to_shell, unauthorized.clone()));
     let mut ids = quorate_workers::edge::random_ids();
     let worker_id = ids.agent_id();
     let worker_sender = Sender {
@@ -363,11 +373,13 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
     });
     drop(system);
     reader.abort();
-    let (reason, messages, actions, executions, log) = finished;
+    let (reason, mut messages, actions, executions, log) = finished;
     let fenced = shared.fenced();
     if fenced > 0 {
         eprintln!("quorate: peer {me}: its worker was fenced off {fenced} times");
     }
+    // Broadcasts the transport refused as unauthorized never reached the core: counted here.
+    messages.rejected_unauthorized += unauthorized.load(Ordering::Relaxed);
     let reason = reason?;
     rt.block_on(publisher.finish())
         .map_err(ProcessError::from)?;
@@ -426,8 +438,14 @@ async fn open_run(
 }
 
 /// Hands every broadcast of `inbox` to the shell, acking each once the core handled it, until
-/// the shell is gone.
-async fn read_broadcasts(mut inbox: Inbox<PeerMsg>, shell: UnboundedSender<Incoming>) {
+/// the shell is gone. A broadcast whose claimed sender is not the one its subject (fixed by the
+/// sender's NATS permissions) names, or from an agent not of the run, is counted in
+/// `unauthorized` and never handed on.
+async fn read_broadcasts(
+    mut inbox: Inbox<PeerMsg>,
+    shell: UnboundedSender<Incoming>,
+    unauthorized: Arc<AtomicU64>,
+) {
     loop {
         let delivery = match inbox.next(Duration::from_millis(200)).await {
             Ok(Some(d)) => d,
@@ -448,7 +466,12 @@ async fn read_broadcasts(mut inbox: Inbox<PeerMsg>, shell: UnboundedSender<Incom
                     return;
                 }
             }
-            Err(refused) => eprintln!("quorate: a message refused by the transport: {refused}"),
+            Err(refused) => {
+                if refused.is_unauthorized() {
+                    unauthorized.fetch_add(1, Ordering::Relaxed);
+                }
+                eprintln!("quorate: a message refused by the transport: {refused}");
+            }
         }
         if let Err(e) = acker.ack().await {
             eprintln!("quorate: {e}");
