@@ -246,7 +246,12 @@ fn a_peer_whose_claim_lapsed_before_its_record_commits_nothing_and_the_new_holde
     net.deliver_all();
     // Peer 0's claim went with its lease (paused), and its worker, fenced off, answers
     // `cancelled` before the peer learns of the lapse: no record is written from the void claim.
-    let stale = net.running.iter().find(|(p, _)| *p == 0).cloned().expect("a");
+    let stale = net
+        .running
+        .iter()
+        .find(|(p, _)| *p == 0)
+        .cloned()
+        .expect("a");
     peer_0_dies(&mut net);
     net.running.push(stale);
     net.answer("a", quorate_protocols::wire::Outcome::Cancelled);
