@@ -1,0 +1,213 @@
+//! BUG-5 (docs/reliability.md): a peer's check of a guarded node fails while another peer, whose
+//! check passed before the lock was taken, claimed and runs the node. The switch to the fallback
+//! (which drops the node) is decided on the node's terminal record: the peer whose check failed
+//! commits it as dropped by version 2 before it proposes the switch, and the record committed
+//! first decides, in every order of the two peers' steps:
+//!
+//! * the claimant's record first (it ran the node, or cancelled it while stopping): adopted, no
+//!   switch, every peer ends on plan version 1;
+//! * the dropped record first: the claimant finds it when it commits the node (its answer, or
+//!   its stop's cancellation), cancels its attempt and switches too;
+//! * a dropped record whose writer never proposed the switch: the peer that finds it proposes.
+
+mod peer_net;
+mod support;
+
+use quorate_coordinator::peer::Terminal;
+use quorate_coordinator::{EventKind, StopReason, SupervisorConfig};
+use quorate_protocols::wire::Control;
+use quorate_protocols::TaskState;
+use quorate_state::MemoryStore;
+use serde_json::json;
+
+use peer_net::{replan_fallback as fallback, replan_first_plan as first_plan, Net};
+
+/// The lock key `publish` needs.
+const KEY: &str = "config/channel";
+/// The deadline of the peers that stop in these tests.
+const DEADLINE: u64 = 100;
+
+/// Two peers; `KEY` is there when the peer that ran `load` checks `publish`, so it claims and
+/// runs it; then another writer takes the lock (the key goes) before the other peer learns of
+/// `load`. Returns the net, the claimant and the other peer.
+fn claimant_runs_publish(config: SupervisorConfig) -> (Net, usize, usize) {
+    let results = MemoryStore::new();
+    assert!(results.create_now(KEY, json!("mail")).is_committed());
+    let mut net = Net::with_fallback_config(2, first_plan(), fallback(), results, config);
+    net.ok("load");
+    assert_eq!(net.running_nodes(), ["publish"]);
+    let claimant = net.executed.iter().find(|(_, n)| n == "publish").unwrap().0;
+    let version = net.results.get_now(KEY).unwrap().version;
+    net.results.delete_now(KEY, version);
+    (net, claimant, 1 - claimant)
+}
+
+fn deadline() -> SupervisorConfig {
+    SupervisorConfig {
+        deadline_ms: Some(DEADLINE),
+        ..SupervisorConfig::default()
+    }
+}
+
+/// `publish`'s record in the shared state store.
+fn stored_publish(net: &Net) -> Terminal {
+    net.states.get_now("state/publish").expect("a record").value
+}
+
+fn replanned(net: &Net, p: usize) -> usize {
+    net.events[p]
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Replanned { .. }))
+        .count()
+}
+
+fn precondition_failed(net: &Net, p: usize) -> bool {
+    net.events[p]
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::PreconditionFailed { .. }))
+}
+
+#[test]
+fn the_claimants_record_first_keeps_the_plan() {
+    let (mut net, claimant, other) = claimant_runs_publish(SupervisorConfig::default());
+    net.ok("publish");
+    // The other peer learns of load now: its check of publish fails, its dropped record loses
+    // to the claimant's and it adopts that record.
+    net.deliver_all();
+    assert!(precondition_failed(&net, other));
+    assert_eq!(stored_publish(&net).state, TaskState::Completed);
+    assert_eq!(stored_publish(&net).by, claimant);
+    assert!(net.plans.get_now("plan").is_none(), "no switch proposed");
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    for p in 0..2 {
+        assert_eq!(net.cores[p].plan_version(), 1, "peer {p}");
+        assert_eq!(replanned(&net, p), 0, "peer {p}");
+        assert_eq!(net.cores[p].task_state(1), TaskState::Completed, "peer {p}");
+    }
+}
+
+#[test]
+fn the_dropped_record_first_switches_the_claimant_when_it_commits() {
+    let (mut net, claimant, other) = claimant_runs_publish(SupervisorConfig::default());
+    net.deliver_all();
+    assert!(precondition_failed(&net, other));
+    let record = stored_publish(&net);
+    assert_eq!((record.dropped_by, record.by), (Some(2), other));
+    assert_eq!(net.cores[other].plan_version(), 2);
+    assert_eq!(net.cores[claimant].plan_version(), 1);
+    assert_eq!(net.running_nodes(), ["draft", "publish"]);
+    // The claimant's attempt ends; its commit finds the dropped record: it switches as well.
+    net.ok("publish");
+    assert_eq!(net.cores[claimant].plan_version(), 2);
+    assert_eq!(stored_publish(&net), record, "the dropped record stays");
+    let cancelled = net.events[claimant].iter().any(|e| {
+        e.task.as_deref() == Some("publish")
+            && matches!(
+                e.kind,
+                EventKind::Transition {
+                    to: TaskState::Cancelled,
+                    ..
+                }
+            )
+    });
+    assert!(cancelled, "publish cancelled in the claimant's view");
+    net.ok("draft");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    for p in 0..2 {
+        assert_eq!(net.cores[p].plan_version(), 2, "peer {p}");
+        assert_eq!(replanned(&net, p), 1, "peer {p}");
+    }
+}
+
+#[test]
+fn the_dropped_record_first_cancels_a_running_claimant_attempt() {
+    // As above, but the claimant's attempt is still running when it learns of the switch from
+    // `draft`'s record: the attempt is told to cancel and its answer comes too late.
+    let (mut net, claimant, _) = claimant_runs_publish(SupervisorConfig::default());
+    net.deliver_all();
+    net.ok("draft");
+    net.deliver_all();
+    assert_eq!(net.cores[claimant].plan_version(), 2);
+    assert!(net
+        .controls
+        .iter()
+        .any(|(p, t, c)| *p == claimant && *t == peer_net::task_id(1) && *c == Control::Cancel));
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    assert_eq!(stored_publish(&net).dropped_by, Some(2));
+}
+
+#[test]
+fn a_stop_that_cancelled_the_node_first_keeps_the_plan() {
+    // BUG-6: the claimant stops (deadline) and commits publish cancelled before the other peer's
+    // check fails: the other peer adopts the cancellation and stops too, on plan version 1.
+    let (mut net, claimant, other) = claimant_runs_publish(deadline());
+    net.tick(claimant, DEADLINE);
+    assert_eq!(stored_publish(&net).state, TaskState::Cancelled);
+    assert_eq!(stored_publish(&net).dropped_by, None);
+    net.deliver_all();
+    assert!(precondition_failed(&net, other));
+    assert!(net.plans.get_now("plan").is_none(), "no switch proposed");
+    assert_eq!(net.done, vec![Some(StopReason::Deadline); 2]);
+    for p in 0..2 {
+        assert_eq!(net.cores[p].plan_version(), 1, "peer {p}");
+        assert_eq!(replanned(&net, p), 0, "peer {p}");
+    }
+}
+
+#[test]
+fn a_stop_after_the_dropped_record_switches_and_cancels_the_new_node() {
+    // The switch first; then the claimant stops: its cancellation of publish finds the dropped
+    // record, so it switches while stopping and cancels draft, which the other peer adopts.
+    let (mut net, claimant, other) = claimant_runs_publish(deadline());
+    net.deliver_all();
+    assert_eq!(net.cores[other].plan_version(), 2);
+    net.tick(claimant, DEADLINE);
+    assert_eq!(net.cores[claimant].plan_version(), 2);
+    let draft = net
+        .states
+        .get_now("state/draft")
+        .expect("draft's record")
+        .value;
+    assert_eq!(
+        (draft.state, draft.cause, draft.by),
+        (TaskState::Cancelled, Some(StopReason::Deadline), claimant)
+    );
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Deadline); 2]);
+    for p in 0..2 {
+        assert_eq!(net.cores[p].plan_version(), 2, "peer {p}");
+        assert_eq!(net.cores[p].task_state(1), TaskState::Cancelled, "peer {p}");
+    }
+}
+
+#[test]
+fn a_dropped_record_without_a_proposal_is_proposed_by_the_peer_that_finds_it() {
+    // The other peer wrote the dropped record and ended before it proposed the switch.
+    let (mut net, claimant, other) = claimant_runs_publish(SupervisorConfig::default());
+    let record = Terminal {
+        node: 1,
+        state: TaskState::Cancelled,
+        result: None,
+        evidence: Vec::new(),
+        cause: None,
+        by: other,
+        dropped_by: Some(2),
+    };
+    assert!(net
+        .states
+        .cas_now("state/publish", None, record)
+        .is_committed());
+    net.ok("publish");
+    let plan = net.plans.get_now("plan").expect("proposed").value;
+    assert_eq!((plan.version, plan.by), (2, claimant));
+    assert_eq!(net.cores[claimant].plan_version(), 2);
+    assert_eq!(net.running_nodes(), ["draft"]);
+    net.deliver_all();
+    net.ok("draft");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    for p in 0..2 {
+        assert_eq!(net.cores[p].plan_version(), 2, "peer {p}");
+    }
+}
