@@ -38,7 +38,8 @@ fn claimant_runs_publish(config: SupervisorConfig) -> (Net, usize, usize) {
     assert_eq!(net.running_nodes(), ["publish"]);
     let claimant = net.executed.iter().find(|(_, n)| n == "publish").unwrap().0;
     let version = net.results.get_now(KEY).unwrap().version;
-    net.results.delete_now(KEY, version);
+    let deleted = net.results.delete_now(KEY, version);
+    assert!(matches!(deleted, quorate_state::DeleteOutcome::Deleted));
     (net, claimant, 1 - claimant)
 }
 
