@@ -8,7 +8,8 @@
 //!   switch, every peer ends on plan version 1;
 //! * the dropped record first: the claimant finds it when it commits the node (its answer, or
 //!   its stop's cancellation), cancels its attempt and switches too;
-//! * a dropped record whose writer never proposed the switch: the peer that finds it proposes.
+//! * a dropped record whose writer never proposed the switch: the peer that finds it proposes
+//!   (also a resumed run whose store holds it).
 
 mod peer_net;
 mod support;
@@ -210,5 +211,79 @@ fn a_dropped_record_without_a_proposal_is_proposed_by_the_peer_that_finds_it() {
     assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
     for p in 0..2 {
         assert_eq!(net.cores[p].plan_version(), 2, "peer {p}");
+    }
+}
+
+#[test]
+fn a_resumed_run_whose_store_holds_a_dropped_record_switches() {
+    // The run ended (every peer's process) after peer 1 wrote publish's dropped record and
+    // before anyone proposed the switch: the resumed peers propose it and follow it.
+    use quorate_coordinator::peer::resume::{LastAttempt, PeerResume};
+    use quorate_coordinator::PeerCore;
+    use quorate_protocols::{AgentId, Role, RunId, Sender};
+
+    let mut net = Net::unstarted(2, first_plan(), SupervisorConfig::default());
+    let plan = support::spec_of(first_plan()).validate().unwrap();
+    let slice = plan.node(0).budget;
+    let record = |node, state, by, dropped_by| Terminal {
+        node,
+        state,
+        result: (state == TaskState::Completed).then(|| json!({ "from": "load" }).into()),
+        evidence: Vec::new(),
+        cause: None,
+        by,
+        dropped_by,
+    };
+    let from = PeerResume {
+        plan: plan.clone(),
+        plan_version: 1,
+        tasks: vec![peer_net::task_id(0), peer_net::task_id(1)],
+        terminals: vec![
+            Some((record(0, TaskState::Completed, 0, None), 1)),
+            Some((record(1, TaskState::Cancelled, 1, Some(2)), 2)),
+        ],
+        attempts: vec![
+            Some(LastAttempt {
+                peer: 0,
+                attempt: 1,
+                granted: slice,
+                closed: Some(slice),
+            }),
+            None,
+        ],
+        views: vec![vec![TaskState::Completed, TaskState::Pending]; 2],
+        root: net.budget.get_now(peer_net::ROOT).unwrap().value,
+        seq: 0,
+        replayed: 0,
+    };
+    let peers: Vec<Sender> = (0..2)
+        .map(|i| Sender {
+            agent: AgentId::from_u128(10 + i),
+            role: Role::Peer,
+        })
+        .collect();
+    for p in 0..2 {
+        let mut core = PeerCore::resume(
+            RunId::from_u128(7),
+            &from,
+            SupervisorConfig::default(),
+            p,
+            peers.clone(),
+            net.workers[p],
+            support::ids(),
+        );
+        core.set_fallback_plan(support::spec_of(fallback()));
+        net.cores[p] = core;
+    }
+    net.start();
+    let stored = net.plans.get_now("plan").expect("proposed on resume").value;
+    assert_eq!(stored.version, 2);
+    assert_eq!(net.running_nodes(), ["draft"]);
+    net.ok("draft");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    for p in 0..2 {
+        assert_eq!(net.cores[p].plan_version(), 2, "peer {p}");
+        assert_eq!(replanned(&net, p), 1, "peer {p}");
     }
 }
