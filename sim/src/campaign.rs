@@ -56,25 +56,16 @@ pub struct CampaignReport {
 /// Known bugs the simulator found in the cores and that are not fixed (see docs/reliability.md). Each
 /// is reported, counted and kept visible; a violation that matches none of them fails the
 /// campaign. BUG-1 (resume forgot a stop in progress), BUG-2 (the attempt timeout was lost while
-/// a task waited for a human) and BUG-4 (a late answer of an older call settled its retry) were
-/// fixed: a violation of that kind now fails the campaign.
-pub const KNOWN_BUGS: [(&str, &str); 2] = [
-    (
-        "BUG-3 volatile-action-book",
-        "(Persistence::Volatile only) the worker's ActionBook and attempts live in memory; a \
-         worker that restarts empty runs a non-idempotent action of a re-dispatched attempt a \
-         second time, and re-runs a duplicated assignment of an attempt it already ran \
-         (spending the attempt's slice twice)",
-    ),
-    (
-        "BUG-5 peer-replan-races-claimant",
-        "(peer mode, [fallback]) a peer whose readiness check of a guarded node fails \
-         switches the run to the fallback, dropping the node, although another peer claimed \
-         that node (its own check passed before the lock was taken) and commits, or already \
-         committed, the node's terminal record under the first plan: the peers end on \
-         different plan versions or stop reasons",
-    ),
-];
+/// a task waited for a human), BUG-4 (a late answer of an older call settled its retry) and
+/// BUG-5 (a peer switched plans while another peer ran the guarded node) were fixed: a
+/// violation of that kind now fails the campaign.
+pub const KNOWN_BUGS: [(&str, &str); 1] = [(
+    "BUG-3 volatile-action-book",
+    "(Persistence::Volatile only) the worker's ActionBook and attempts live in memory; a \
+     worker that restarts empty runs a non-idempotent action of a re-dispatched attempt a \
+     second time, and re-runs a duplicated assignment of an attempt it already ran \
+     (spending the attempt's slice twice)",
+)];
 
 /// The known bug that explains `out`'s violation, if any.
 #[must_use]
@@ -83,10 +74,6 @@ pub fn known_bug(out: &Outcome, opts: &Options) -> Option<&'static str> {
     let volatile_state = matches!(v.invariant, Invariant::DuplicateEffect | Invariant::Budget);
     if opts.persistence == Persistence::Volatile && volatile_state {
         return Some(KNOWN_BUGS[0].0);
-    }
-    let replanned = out.faults.get(Fault::Replan) > 0;
-    if out.peer && replanned && v.invariant == Invariant::StopReason {
-        return Some(KNOWN_BUGS[1].0);
     }
     None
 }

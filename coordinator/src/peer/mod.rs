@@ -58,6 +58,21 @@ pub struct Terminal {
     pub cause: Option<StopReason>,
     /// The peer that committed it.
     pub by: usize,
+    /// Set on the record a switch of plan version writes for the node whose store precondition
+    /// failed, when the new plan drops that node: the version that drops it. Such a record is
+    /// not the task's end but the run's decision to switch (the proposer writes it before it
+    /// proposes the switch, so no peer commits the node under the old plan afterwards; see
+    /// `core/replan.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_by: Option<u32>,
+}
+
+impl Terminal {
+    /// `true` if this record is a switch of plan version dropping its node ([`Self::dropped_by`]).
+    #[must_use]
+    pub fn is_dropped(&self) -> bool {
+        self.dropped_by.is_some()
+    }
 }
 
 /// A plan version the peers switched to: what `plan/<run>` holds (written once, from absent,

@@ -365,6 +365,7 @@ mod tests {
             evidence: Vec::new(),
             cause: None,
             by: 0,
+            dropped_by: None,
         };
         let kept = KeptTerminal { record, version: 9 };
         let from = ResumeFrom {

@@ -164,6 +164,21 @@ impl Net {
         net.started()
     }
 
+    /// As [`Net::with_fallback`], with the peers' `config` (e.g. a deadline).
+    pub(crate) fn with_fallback_config(
+        n: usize,
+        nodes: Vec<NodeSpec>,
+        fallback: Vec<NodeSpec>,
+        results: MemoryStore<serde_json::Value>,
+        config: SupervisorConfig,
+    ) -> Self {
+        let mut net = Self::build_unstarted(n, nodes, None, results, config);
+        for core in &mut net.cores {
+            core.set_fallback_plan(spec_of(fallback.clone()));
+        }
+        net.started()
+    }
+
     /// The name of node `node` of the plan peer `p` runs.
     fn name(&self, p: usize, node: u32) -> String {
         self.cores[p].plan().node(node).id.to_string()

@@ -54,6 +54,8 @@ pub struct PeerCore {
     /// Attempts of this peer's worker, by node, with their deadlines.
     timeouts: AttemptTimeouts<u32>,
     stopping: bool,
+    /// Why this peer stops (the cause its cancellations carry), once it does.
+    stop_cause: Option<StopReason>,
     done: Option<StopReason>,
     effects: VecDeque<PeerEffect>,
     steps: u64,
@@ -117,6 +119,7 @@ impl PeerCore {
             busy: false,
             timeouts: AttemptTimeouts::default(),
             stopping: false,
+            stop_cause: None,
             done: None,
             effects: VecDeque::new(),
             steps: 0,
@@ -465,6 +468,7 @@ impl PeerCore {
             evidence: ev,
             cause,
             by: self.index,
+            dropped_by: None,
         };
         self.effects.push_back(PeerEffect::CommitTerminal(record));
     }
@@ -502,6 +506,7 @@ impl PeerCore {
         if !first {
             return;
         }
+        self.stop_cause = Some(cause.clone());
         for i in 0..self.tasks.len() as u32 {
             let t = &self.tasks[i as usize];
             if t.settled() || t.committing {

@@ -11,6 +11,26 @@
 //! does not know (kept until the read is answered, then handled again), and before it calls
 //! itself done.
 //!
+//! The switch is decided before it is proposed, on the record of the node whose check failed,
+//! when the fallback drops that node (BUG-5, docs/reliability.md): every peer checks a node when
+//! it becomes ready in its own view, and another peer may have claimed it, run it and be about
+//! to commit (or have committed) its terminal record under the first plan while this peer's
+//! check fails. So the peer whose check failed first commits the node's record as *dropped by
+//! version 2* ([`Terminal::dropped_by`]) by CAS on `state/<run>/<node>`, and:
+//!
+//! * if it wins, no peer can commit the node under the first plan any more: it proposes the
+//!   switch; any peer that finds the dropped record when it commits the node (the claimant
+//!   whose attempt ended, a stopping peer cancelling it, a peer adopting the record of a lost
+//!   claim) cancels its attempt and proposes the same switch (CAS from absent: the first
+//!   proposal stands), so the switch happens even if its first proposer never proposes;
+//! * if it loses, another peer committed the node's record first (it ran the node, or
+//!   cancelled it while stopping): that record is adopted like any other and the run keeps its
+//!   plan.
+//!
+//! A dropped record never stops the run: it is not the task's end, the switch retires the
+//! node. A switch on a peer that is stopping cancels the new plan's tasks, as its stop
+//! cancelled the others.
+//!
 //! The switch is carried out once the effects queued before it are (in
 //! [`PeerCore::poll_effect`], when the queue is empty): their answers name tasks by the old
 //! plan's node indices, which the switch renumbers.
@@ -24,7 +44,7 @@ use super::PeerCore;
 use crate::core::check_new_version;
 use crate::event::{EventKind, Rejection};
 use crate::peer::slot::PeerTask;
-use crate::peer::{PeerEffect, PeerMsg, PlanVersion};
+use crate::peer::{PeerEffect, PeerMsg, PlanVersion, Terminal};
 
 /// One peer's side of the plan version: the fallback, and what it asked of `plan/<run>`.
 #[derive(Debug)]
@@ -37,6 +57,9 @@ pub(super) struct PeerReplan {
     asking: bool,
     /// The node whose failed precondition asked for the switch, with the failure.
     cause: Option<(u32, String)>,
+    /// The node whose failed precondition asks for a switch that drops it, with the failure,
+    /// while this peer's dropped record of it is being committed (the switch is not decided).
+    deciding: Option<(u32, String)>,
     /// This peer's own proposal (the store's record may be another peer's).
     proposed: Option<PlanVersion>,
     /// The version to switch to once the effects queued before it are carried out, and when
@@ -58,6 +81,7 @@ impl Default for PeerReplan {
             version: 1,
             asking: false,
             cause: None,
+            deciding: None,
             proposed: None,
             pending: None,
             confirmed: false,
@@ -137,7 +161,10 @@ impl PeerCore {
     /// Node `node`'s store precondition failed (`observation`): switch to the fallback if there
     /// is one, else (or if the fallback is refused) the task fails.
     pub(super) fn precondition_failed(&mut self, now: u64, node: u32, observation: String) {
-        if self.replan.cause.is_some() || self.replan.pending.is_some() {
+        if self.replan.cause.is_some()
+            || self.replan.deciding.is_some()
+            || self.replan.pending.is_some()
+        {
             // A switch is under way: the node is checked again under the new plan.
             return;
         }
@@ -145,8 +172,12 @@ impl PeerCore {
             self.fail(node, format!("precondition: {observation}"));
             return;
         };
-        let tasks = &self.tasks;
-        match check_new_version(&self.plan, |i| tasks[i as usize].state, spec) {
+        let states = self.replan_states(&spec);
+        match check_new_version(&self.plan, |i| states[i as usize], spec) {
+            Ok(plan) if plan.index_of(&self.plan.node(node).id).is_none() => {
+                // The fallback drops the node: decide on its record first (module docs).
+                self.decide_switch(node, observation);
+            }
             Ok(_) => {
                 self.replan.cause = Some((node, observation));
                 self.propose_switch(now);
@@ -159,6 +190,97 @@ impl PeerCore {
                 );
             }
         }
+    }
+
+    /// Commits node `node`'s record as dropped by the next plan version: the switch is decided
+    /// if it is written ([`dropped_known`](Self::dropped_known)), and not made if another
+    /// record was there first (it is adopted; see [`apply`](Self::apply)).
+    fn decide_switch(&mut self, node: u32, observation: String) {
+        let t = &mut self.tasks[node as usize];
+        t.committing = true;
+        let record = Terminal {
+            node,
+            state: TaskState::Cancelled,
+            result: None,
+            evidence: Vec::new(),
+            cause: None,
+            by: self.index,
+            dropped_by: Some(self.replan.version + 1),
+        };
+        self.replan.deciding = Some((node, observation));
+        self.effects.push_back(PeerEffect::CommitTerminal(record));
+    }
+
+    /// Node `record.node`'s terminal record is a switch that drops it (this peer's own or one
+    /// found in the store, at store version `version`): the switch is decided. This peer stops
+    /// working on the node and proposes the switch (the first proposal stands; every peer follows
+    /// what `plan/<run>` holds). A peer that gave its fallback up (its view refused it) cannot
+    /// switch: it takes the record as the node's cancellation.
+    pub(super) fn dropped_known(&mut self, now: u64, record: Terminal, version: u64) {
+        let i = record.node;
+        let Some(t) = self.tasks.get_mut(i as usize) else {
+            return;
+        };
+        t.committing = false;
+        t.commit_tries = 0;
+        if t.settled() {
+            return;
+        }
+        // Not claimed here any more before the switch retires it.
+        t.claim_tried = true;
+        let deciding = self.replan.deciding.take();
+        if !self.replan.can_switch() {
+            self.apply(now, record, version);
+            self.after_input(now);
+            return;
+        }
+        let t = &mut self.tasks[i as usize];
+        if t.worker_live {
+            t.worker_live = false;
+            self.busy = false;
+            self.control(i, Control::Cancel);
+        }
+        let to = record.dropped_by.unwrap_or(self.replan.version + 1);
+        if self.replan.cause.is_none() {
+            let why = deciding.map_or_else(|| format!("plan version {to} drops it"), |(_, o)| o);
+            self.replan.cause = Some((i, why));
+        }
+        if self.replan.pending.is_none() && self.replan.version < to {
+            self.propose_switch(now);
+        }
+        self.after_input(now);
+    }
+
+    /// A record of node `i` that is the task's end is known here: a switch this peer was
+    /// deciding on the node is not made (the node ran, or was cancelled by a stop, first).
+    pub(super) fn switch_not_decided(&mut self, i: u32) {
+        if self.replan.deciding.as_ref().is_some_and(|(n, _)| *n == i) {
+            self.replan.deciding = None;
+        }
+    }
+
+    /// Each task's state as the check of a switch to `spec` judges it: a task completed here
+    /// with a dependency that `spec` drops and that is not completed here was completed under
+    /// `spec`'s version (another peer switched first and this peer took its record before it
+    /// switched: under this plan the task could not have run), so it counts as not completed:
+    /// its dependencies in this plan do not bind the new one.
+    fn replan_states(&self, spec: &PlanSpec) -> Vec<TaskState> {
+        let kept = |d: u32| spec.nodes.iter().any(|n| n.id == self.plan.node(d).id);
+        (0..self.plan.len() as u32)
+            .map(|i| {
+                let state = self.tasks[i as usize].state;
+                let newer =
+                    state == TaskState::Completed
+                        && self.plan.deps(i).iter().any(|&d| {
+                            !kept(d) && self.tasks[d as usize].state != TaskState::Completed
+                        });
+                if newer {
+                    TaskState::Pending
+                } else {
+                    state
+                }
+            })
+            .collect()
     }
 
     /// Proposes the fallback as the next plan version (ids for its new tasks drawn here).
@@ -224,8 +346,8 @@ impl PeerCore {
             return;
         };
         let cause = self.replan.cause.take();
-        let tasks = &self.tasks;
-        let plan = match check_new_version(&self.plan, |i| tasks[i as usize].state, spec) {
+        let states = self.replan_states(&spec);
+        let plan = match check_new_version(&self.plan, |i| states[i as usize], spec) {
             Ok(plan) if plan.len() == record.tasks.len() => plan,
             refused => {
                 // Another peer switched to a plan this peer cannot take (its view of the
@@ -336,6 +458,11 @@ impl PeerCore {
                 if t.state == TaskState::Pending && t.deps_left == 0 && !t.settled() {
                     self.make_ready(now, j);
                 }
+            }
+        } else if let Some(cause) = self.stop_cause.clone() {
+            // Stopping: the new plan's tasks are cancelled as the stop cancelled the others.
+            for j in 0..n as u32 {
+                self.propose(j, TaskState::Cancelled, Some(cause.clone()));
             }
         }
         for env in std::mem::take(&mut self.replan.stash) {

@@ -84,6 +84,14 @@ impl PeerCore {
     pub(super) fn start_resumed(&mut self, now: u64, replayed: u64) {
         let n = self.plan.len() as u32;
         let mut again = Vec::new();
+        // A record that drops its node is the run's decision to switch, not the task's end: it
+        // is taken again below (module `replan`).
+        let mut dropped = Vec::new();
+        for t in &mut self.tasks {
+            if t.terminal.as_ref().is_some_and(|(r, _)| r.is_dropped()) {
+                dropped.extend(t.terminal.take());
+            }
+        }
         for i in 0..n {
             let t = &self.tasks[i as usize];
             if let Some((record, _)) = &t.terminal {
@@ -136,6 +144,9 @@ impl PeerCore {
                     self.make_ready(now, i);
                 }
             }
+        }
+        for (record, version) in dropped {
+            self.dropped_known(now, record, version);
         }
         self.after_input(now);
     }

@@ -29,6 +29,11 @@ impl PeerCore {
                 return;
             }
         };
+        if record.is_dropped() {
+            // A switch of plan version dropping the node (module `replan`).
+            self.dropped_known(now, record, version);
+            return;
+        }
         let i = record.node;
         if self.tasks.get(i as usize).is_none() {
             return;
@@ -89,6 +94,7 @@ impl PeerCore {
                 evidence: Vec::new(),
                 cause: Some(StopReason::Failed { node, observation }),
                 by: self.index,
+                dropped_by: None,
             };
             // No store version: this peer's own view, ordered before every committed record.
             self.apply(now, given_up, 0);
@@ -156,8 +162,9 @@ impl PeerCore {
     }
 
     /// Node `i`'s terminal record is known: adopt it, release what this peer held, and move on.
-    fn apply(&mut self, now: u64, record: Terminal, version: u64) {
+    pub(super) fn apply(&mut self, now: u64, record: Terminal, version: u64) {
         let i = record.node;
+        self.switch_not_decided(i);
         if self.tasks[i as usize].worker_live {
             self.tasks[i as usize].worker_live = false;
             self.busy = false;
