@@ -301,16 +301,20 @@ fn three_peers_with_their_own_users_complete_a_plan_and_refuse_a_forgery() {
         let snapshot = || async {
             let states = other.store::<Terminal>("peer-states");
             let states: Vec<_> = states.scan("").await.expect("peer 1 reads");
+            // The peers' action books (typed: a book is not a JSON value in the store's codec).
+            let books = other.store::<quorate::workers::StoredBook>("book");
+            let books: Vec<_> = books.scan("").await.expect("peer 1 reads");
             let mut all = Vec::new();
-            for store in ["book", "results", "runs", "intents", "budget"] {
+            for store in ["results", "runs", "intents", "budget"] {
                 let s = other.store::<serde_json::Value>(store);
                 let kept = s.scan("").await.expect("peer 1 reads");
                 all.push((store, kept));
             }
-            (states, all)
+            (states, books, all)
         };
         let before = snapshot().await;
         assert_eq!(before.0.len(), 3, "the run's terminal records are there");
+        assert!(!before.1.is_empty(), "the peers' action books are on etcd");
         let forged = serde_json::json!("forged");
         for (store, key) in [
             (format!("book/{}", PEERS[1]), format!("{RUN}/save/1")),
