@@ -210,6 +210,12 @@ impl WorkerCore {
         quorate_state::pop_rewinding(&mut self.effects)
     }
 
+    /// Puts `effect` back at the head of the queue (tests: carry out an effect they polled).
+    #[cfg(test)]
+    pub(crate) fn push_front_effect(&mut self, effect: Effect) {
+        self.effects.push_front(effect);
+    }
+
     // ----- handlers
 
     /// Starts an attempt. A newer attempt of the same task replaces an older one (whose late

@@ -56,6 +56,7 @@ mod attempt;
 mod book;
 mod core;
 mod delegate;
+pub mod drive;
 pub mod edge;
 mod failover;
 mod gate;
