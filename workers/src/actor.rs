@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use actix::{Actor, AsyncContext, Context, Handler, Message, Recipient};
+use actix::{Actor, Context, Handler, Message, Recipient};
 use quorate_protocols::{ActionId, AgentId, Envelope, Millis, RunId, TaskId};
 use quorate_state::MemoryStore;
 
@@ -344,10 +344,9 @@ impl WorkerActor {
 
     /// Carries out the core's effects ([`crate::drive::drive`]).
     fn carry_out(&mut self, ctx: &mut Context<Self>) {
-        let me = ctx.address();
         let mut env = ActorEnv {
             shell: &mut self.shell,
-            me: &me,
+            ctx,
         };
         let drained = drive(&mut self.core, &mut env);
         for error in drained.refused {

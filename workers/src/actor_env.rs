@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use actix::Addr;
+use actix::{AsyncContext, Context};
 use quorate_protocols::drive::Answer;
 use quorate_protocols::wire::Report;
 use quorate_protocols::{ActionId, Envelope, Millis, TaskId};
@@ -21,7 +21,8 @@ use crate::tool::{ToolAnswer, ToolHandle};
 /// checks and book writes answer at once.
 pub(super) struct ActorEnv<'a> {
     pub(super) shell: &'a mut Shell,
-    pub(super) me: &'a Addr<WorkerActor>,
+    /// Where a call's or query's end comes back (its address is taken only for those).
+    pub(super) ctx: &'a mut Context<WorkerActor>,
 }
 
 impl WorkerEnv for ActorEnv<'_> {
@@ -68,7 +69,7 @@ impl WorkerEnv for ActorEnv<'_> {
             });
         }
         let call = handle.call(action, params);
-        let me = self.me.clone();
+        let me = self.ctx.address();
         let wait = self.shell.wait_until(deadline);
         let fut_span = span.clone();
         let kept_span = span.clone();
@@ -115,7 +116,7 @@ impl WorkerEnv for ActorEnv<'_> {
         } = query;
         let span = self.shell.call_span(CallKind::Query, action, &tool);
         let query = handle.query(action);
-        let me = self.me.clone();
+        let me = self.ctx.address();
         let wait = self.shell.wait_until(deadline);
         let fut_span = span.clone();
         actix::spawn(
