@@ -12,6 +12,8 @@
 //!   approval `Quiet` handshake, attempt timeouts) live in one module, `coordinator/src/rules/`;
 //!   every state change of a task goes through `TaskState::on` (in `quorate-protocols`).
 //! * The actix shell delivers messages to it and carries out its effects.
+//! * [`peer::drive`] holds the peer core's one drive loop (`PeerEnv` + `drive`), which the peer
+//!   actor, the peer process, the simulator and the tests all use.
 //! * [`RunReport`] is what a run reports; [`StopReason`] why it ended; [`Event`] each decision;
 //!   [`run_metrics`] publishes a stopped run's counters to the `metrics` facade.
 //! * [`vote::MajorityVote`] is a runtime primitive a pipeline puts after several agents: a pure

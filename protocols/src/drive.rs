@@ -1,5 +1,6 @@
 //! The vocabulary every core's drive loop shares (`quorate_coordinator::drive` for the supervisor
-//! and peer cores, `quorate_workers::drive` for the worker core).
+//! core, `quorate_coordinator::peer::drive` for the peer core, `quorate_workers::drive` for the
+//! worker core).
 //!
 //! A core returns effects; its driver (an actix shell, a process shell, the simulator, a test
 //! harness, the fuzz target) carries each one out through an environment: the store, the clock,

@@ -1,7 +1,8 @@
 //! The worker actor: a thin actix shell around [`WorkerCore`].
 //!
 //! Each handler turns a message into a core input, calls the core, then carries out the
-//! effects: a tool call or query is spawned with `tokio::time::timeout` up to the effect's
+//! effects through the one drive loop ([`crate::drive::drive`], with [`ActorEnv`] as its
+//! environment): a tool call or query is spawned with `tokio::time::timeout` up to the effect's
 //! deadline (at which the tool's future is dropped), a call whose attempt ended is aborted
 //! ([`Effect::AbortCall`]: its task is aborted, which drops the future), and its result comes back to the actor as a message (no decision is taken while
 //! awaiting); a reply is sent to the `Recipient<ReportMsg>` given at construction.
@@ -10,13 +11,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use actix::{Actor, AsyncContext, Context, Handler, Message, Recipient};
+use actix::{Actor, Context, Handler, Message, Recipient};
 use quorate_protocols::{ActionId, AgentId, Envelope, Millis, RunId, TaskId};
 use quorate_state::MemoryStore;
-use tracing::Instrument;
 
 use crate::agent::AgentRegistry;
-use crate::core::{Effect, InputError, WorkerConfig, WorkerCore};
+use crate::core::{InputError, WorkerConfig, WorkerCore};
+use crate::drive::{drive, feed, QueryEnd, WorkerAnswer};
 use crate::telemetry::{ATTEMPT_SPAN, CALL_DURATION_SECONDS, TOOL_CALL_SPAN, TOOL_QUERY_SPAN};
 use crate::tool::{ToolAnswer, ToolRegistry};
 use quorate_protocols::wire::{Assignment, Control, Report};
@@ -108,12 +109,12 @@ struct CallEnded {
     answer: Option<ToolAnswer>,
 }
 
-/// A query ended (`Err(())`: timed out).
+/// A query ended.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct QueryEnded {
     action: ActionId,
-    answer: Result<Option<ToolAnswer>, ()>,
+    end: QueryEnd,
 }
 
 /// An open attempt's span and what its calls' spans repeat of it.
@@ -173,6 +174,14 @@ struct AttemptSpan {
 #[derive(Debug)]
 pub struct WorkerActor {
     core: WorkerCore,
+    /// Everything else: what the drive loop carries the core's effects out with.
+    shell: Shell,
+}
+
+/// The worker actor's side of the drive loop ([`WorkerEnv`]): its sends, stores, spans and
+/// calls in flight.
+#[derive(Debug)]
+struct Shell {
     reports: Replies,
     /// Replies of the input being handled, sent together when it is done (batched mode).
     /// Boxed on purpose: each reply arrives boxed and leaves in a [`ReportBatch`] as it came.
@@ -225,15 +234,17 @@ impl WorkerActor {
         core.set_store_checks(false);
         Self {
             core,
-            reports,
-            outbox: Vec::new(),
-            store: None,
-            run_span: tracing::Span::none(),
-            attempts: HashMap::new(),
-            journal: None,
-            books: None,
-            clock: crate::edge::Clock::start(),
-            in_flight: HashMap::new(),
+            shell: Shell {
+                reports,
+                outbox: Vec::new(),
+                store: None,
+                run_span: tracing::Span::none(),
+                attempts: HashMap::new(),
+                journal: None,
+                books: None,
+                clock: crate::edge::Clock::start(),
+                in_flight: HashMap::new(),
+            },
         }
     }
 
@@ -243,7 +254,7 @@ impl WorkerActor {
     /// no span is opened and nothing is kept.
     #[must_use]
     pub fn with_run_span(mut self, run: tracing::Span) -> Self {
-        self.run_span = run;
+        self.shell.run_span = run;
         self
     }
 
@@ -256,7 +267,7 @@ impl WorkerActor {
         ctx: &mut Context<Self>,
     ) {
         let envelope = envelope.into();
-        let traced = (!self.run_span.is_disabled()).then(|| {
+        let traced = (!self.shell.run_span.is_disabled()).then(|| {
             (
                 envelope.run,
                 envelope.task,
@@ -271,7 +282,7 @@ impl WorkerActor {
         let span = match (&result, traced) {
             (Ok(()), Some((run, task, attempt, node))) => {
                 let span = tracing::info_span!(
-                    parent: &self.run_span,
+                    parent: &self.shell.run_span,
                     ATTEMPT_SPAN,
                     run = %run,
                     task = %task,
@@ -279,7 +290,7 @@ impl WorkerActor {
                     attempt,
                     outcome = tracing::field::Empty,
                 );
-                self.attempts.insert(
+                self.shell.attempts.insert(
                     task,
                     AttemptSpan {
                         span: span.clone(),
@@ -291,11 +302,68 @@ impl WorkerActor {
             }
             _ => tracing::Span::none(),
         };
-        Self::note(result);
+        note(result);
         let _entered = span.enter();
         self.carry_out(ctx);
     }
 
+    /// The same worker, checking tasks' store preconditions against `store` (the run's) before
+    /// each write call. Without a store, the core refuses a write of a task that has store
+    /// preconditions: they cannot be shown to hold ([`WorkerCore::set_store_checks`]).
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<MemoryStore<serde_json::Value>>) -> Self {
+        self.shell.store = Some(store);
+        self.core.set_store_checks(true);
+        self
+    }
+
+    /// The same worker in a durable run: each action is written to `journal` before its tool
+    /// is called, and the `restored` actions (those a crashed process sent) are known as
+    /// `outcome-unknown` (see [`WorkerCore::restore_actions`]).
+    #[must_use]
+    pub fn with_journal(
+        mut self,
+        journal: Arc<dyn crate::ActionJournal>,
+        restored: &[crate::ActionIntent],
+    ) -> Self {
+        self.core.restore_actions(restored);
+        self.shell.journal = Some(journal);
+        self
+    }
+
+    fn fed(&mut self, result: Result<(), InputError>, ctx: &mut Context<Self>) {
+        note(result);
+        self.carry_out(ctx);
+        self.flush();
+    }
+
+    /// Sends the replies collected in batched mode.
+    fn flush(&mut self) {
+        self.shell.flush();
+    }
+
+    /// Carries out the core's effects ([`crate::drive::drive`]).
+    fn carry_out(&mut self, ctx: &mut Context<Self>) {
+        let mut env = ActorEnv {
+            shell: &mut self.shell,
+            ctx,
+        };
+        let drained = drive(&mut self.core, &mut env);
+        for error in drained.refused {
+            note(Err(error));
+        }
+    }
+}
+
+/// Counts and logs an input the core refused.
+fn note(result: Result<(), InputError>) {
+    if let Err(error) = result {
+        metrics::counter!("quorate_worker_inputs_refused_total").increment(1);
+        tracing::debug!(%error, "worker input refused");
+    }
+}
+
+impl Shell {
     /// The span of a call (or query) of `tool` for `action`, under its attempt's span, or
     /// under the run's for a task this worker has no attempt span of (a delegated sub-task:
     /// attempt 0, no run id).
@@ -341,43 +409,6 @@ impl WorkerActor {
         }
     }
 
-    /// The same worker, checking tasks' store preconditions against `store` (the run's) before
-    /// each write call. Without a store, the core refuses a write of a task that has store
-    /// preconditions: they cannot be shown to hold ([`WorkerCore::set_store_checks`]).
-    #[must_use]
-    pub fn with_store(mut self, store: Arc<MemoryStore<serde_json::Value>>) -> Self {
-        self.store = Some(store);
-        self.core.set_store_checks(true);
-        self
-    }
-
-    /// The same worker in a durable run: each action is written to `journal` before its tool
-    /// is called, and the `restored` actions (those a crashed process sent) are known as
-    /// `outcome-unknown` (see [`WorkerCore::restore_actions`]).
-    #[must_use]
-    pub fn with_journal(
-        mut self,
-        journal: Arc<dyn crate::ActionJournal>,
-        restored: &[crate::ActionIntent],
-    ) -> Self {
-        self.core.restore_actions(restored);
-        self.journal = Some(journal);
-        self
-    }
-
-    fn fed(&mut self, result: Result<(), InputError>, ctx: &mut Context<Self>) {
-        Self::note(result);
-        self.carry_out(ctx);
-        self.flush();
-    }
-
-    fn note(result: Result<(), InputError>) {
-        if let Err(error) = result {
-            metrics::counter!("quorate_worker_inputs_refused_total").increment(1);
-            tracing::debug!(%error, "worker input refused");
-        }
-    }
-
     /// Sends the replies collected in batched mode.
     fn flush(&mut self) {
         if let Replies::Batched(to) = &self.reports {
@@ -396,117 +427,6 @@ impl WorkerActor {
         self.clock
             .instant(deadline)
             .saturating_duration_since(Instant::now())
-    }
-
-    fn carry_out(&mut self, ctx: &mut Context<Self>) {
-        while let Some(effect) = self.core.poll_effect() {
-            match effect {
-                Effect::CallTool {
-                    task,
-                    action,
-                    tool,
-                    handle,
-                    params,
-                    deadline,
-                    call: tag,
-                } => {
-                    if !self.book_written(task, &tool) {
-                        continue;
-                    }
-                    metrics::counter!("quorate_worker_tool_calls_total").increment(1);
-                    let span = self.call_span(CallKind::Call, action, &tool);
-                    if let Some(journal) = &self.journal {
-                        journal.intent(&crate::ActionIntent {
-                            action,
-                            tool: tool.clone(),
-                            digest: quorate_protocols::ParamDigest::of(&params),
-                        });
-                    }
-                    let call = handle.call(action, params);
-                    let me = ctx.address();
-                    let wait = self.wait_until(deadline);
-                    let fut_span = span.clone();
-                    let kept_span = span.clone();
-                    let task = actix::spawn(
-                        async move {
-                            let started = Instant::now();
-                            let answer = tokio::time::timeout(wait, call).await.ok();
-                            let outcome = match &answer {
-                                Some(ToolAnswer::Lost { .. }) => "lost",
-                                Some(_) => "answered",
-                                None => "timed-out",
-                            };
-                            fut_span.record("outcome", outcome);
-                            record_call_duration(tool, outcome, started.elapsed());
-                            me.do_send(CallEnded {
-                                action,
-                                call: tag,
-                                answer,
-                            });
-                        }
-                        .instrument(span),
-                    );
-                    self.in_flight.insert(tag, (task, kept_span));
-                }
-                Effect::AbortCall { call, .. } => {
-                    if let Some((task, span)) = self.in_flight.remove(&call) {
-                        // Dropping the tool's future closes what it had open (a model's HTTP
-                        // request); no answer comes back.
-                        task.abort();
-                        span.record("outcome", "aborted");
-                        metrics::counter!("quorate_worker_calls_aborted_total").increment(1);
-                    }
-                }
-                Effect::QueryTool {
-                    action,
-                    tool,
-                    handle,
-                    deadline,
-                    ..
-                } => {
-                    let span = self.call_span(CallKind::Query, action, &tool);
-                    let query = handle.query(action);
-                    let me = ctx.address();
-                    let wait = self.wait_until(deadline);
-                    let fut_span = span.clone();
-                    actix::spawn(
-                        async move {
-                            let answer = tokio::time::timeout(wait, query).await.map_err(|_| ());
-                            let outcome = if answer.is_ok() {
-                                "answered"
-                            } else {
-                                "timed-out"
-                            };
-                            fut_span.record("outcome", outcome);
-                            me.do_send(QueryEnded { action, answer });
-                        }
-                        .instrument(span),
-                    );
-                }
-                Effect::CheckPreconditions { action, checks } => {
-                    // Asked only of a worker with a store (`with_store`): the core refuses the
-                    // guarded writes of one without.
-                    let outcome = match &self.store {
-                        Some(store) => quorate_state::check_preconditions(store, &checks),
-                        None => Err(quorate_state::PreconditionFailure::NoStore),
-                    };
-                    let result = self
-                        .core
-                        .handle_preconditions(self.clock.now(), action, outcome);
-                    Self::note(result);
-                }
-                Effect::Reply(envelope) => {
-                    self.replied(&envelope);
-                    match &self.reports {
-                        Replies::Each(to) => {
-                            metrics::counter!("quorate_worker_replies_total").increment(1);
-                            to.do_send(ReportMsg(*envelope));
-                        }
-                        Replies::Batched(_) => self.outbox.push(envelope),
-                    }
-                }
-            }
-        }
     }
 }
 
@@ -532,7 +452,7 @@ impl Actor for WorkerActor {
 impl Handler<AssignMsg> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: AssignMsg, ctx: &mut Context<Self>) {
-        self.assign(self.clock.now(), msg.0, ctx);
+        self.assign(self.shell.clock.now(), msg.0, ctx);
         self.flush();
     }
 }
@@ -540,10 +460,10 @@ impl Handler<AssignMsg> for WorkerActor {
 impl Handler<AssignBatch> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: AssignBatch, ctx: &mut Context<Self>) {
-        let now = self.clock.now();
+        let now = self.shell.clock.now();
         for envelope in msg.0 {
             self.assign(now, envelope, ctx);
-            if self.outbox.len() >= BATCH {
+            if self.shell.outbox.len() >= BATCH {
                 // Replies leave in bounded batches, so a supervisor on another thread works on
                 // the first ones while this worker is still on the rest.
                 self.flush();
@@ -557,7 +477,7 @@ impl Handler<ControlMsg> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: ControlMsg, ctx: &mut Context<Self>) {
         let _span = tracing::debug_span!("control", run = %msg.0.run, task = %msg.0.task).entered();
-        let result = self.core.handle_control(self.clock.now(), msg.0);
+        let result = self.core.handle_control(self.shell.clock.now(), msg.0);
         self.fed(result, ctx);
     }
 }
@@ -565,14 +485,13 @@ impl Handler<ControlMsg> for WorkerActor {
 impl Handler<CallEnded> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: CallEnded, ctx: &mut Context<Self>) {
-        self.in_flight.remove(&msg.call);
-        let now = self.clock.now();
-        let result = match msg.answer {
-            Some(answer) => self
-                .core
-                .handle_tool_answer(now, msg.action, msg.call, answer),
-            None => self.core.handle_tool_timeout(now, msg.action, msg.call),
+        self.shell.in_flight.remove(&msg.call);
+        let answer = WorkerAnswer::Call {
+            action: msg.action,
+            call: msg.call,
+            answer: msg.answer,
         };
+        let result = feed(&mut self.core, self.shell.clock.now(), answer);
         self.fed(result, ctx);
     }
 }
@@ -580,17 +499,21 @@ impl Handler<CallEnded> for WorkerActor {
 impl Handler<QueryEnded> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: QueryEnded, ctx: &mut Context<Self>) {
-        let now = self.clock.now();
-        let result = match msg.answer {
-            Ok(answer) => self.core.handle_query_answer(now, msg.action, answer),
-            Err(()) => self.core.handle_query_timeout(now, msg.action),
+        let answer = WorkerAnswer::Query {
+            action: msg.action,
+            end: msg.end,
         };
+        let result = feed(&mut self.core, self.shell.clock.now(), answer);
         self.fed(result, ctx);
     }
 }
 
+#[path = "actor_env.rs"]
+mod env;
 #[path = "actor_failover.rs"]
 mod failover;
+
+use env::ActorEnv;
 
 #[cfg(test)]
 #[path = "actor_tests.rs"]

@@ -1,6 +1,7 @@
 //! The worker core: a pure state machine for every task attempt a worker runs (no I/O, no
 //! clock, no actix). Handlers (`handle_*`, with `now`) feed one input each; drain
-//! [`WorkerCore::poll_effect`] after each and carry out every [`Effect`]. A handler's `Err`
+//! [`WorkerCore::poll_effect`] after each and carry out every [`Effect`] (the one drive loop,
+//! [`crate::drive::drive`], does). A handler's `Err`
 //! ([`InputError`]) says the input did not fit (late, stale, duplicate); the state is then as
 //! before, except that a late tool answer is still recorded in the task's [`ActionBook`].
 //! Failover (taking a task over from a lost worker, fencing) is in `core/takeover.rs`.
@@ -208,6 +209,12 @@ impl WorkerCore {
     /// The next effect to carry out, in order.
     pub fn poll_effect(&mut self) -> Option<Effect> {
         quorate_state::pop_rewinding(&mut self.effects)
+    }
+
+    /// Puts `effect` back at the head of the queue (tests: carry out an effect they polled).
+    #[cfg(test)]
+    pub(crate) fn push_front_effect(&mut self, effect: Effect) {
+        self.effects.push_front(effect);
     }
 
     // ----- handlers

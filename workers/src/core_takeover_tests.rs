@@ -26,24 +26,14 @@ fn two_workers(steps: serde_json::Value) -> (Driver, Driver) {
 /// written (fenced by its attempt) before each call; a refused write stops the attempt. A call
 /// commits in the world but its answer is lost with the worker when `die_on_call`.
 fn drive_with_store(d: &mut Driver, stored: &mut Option<StoredBook>, die_on_call: bool) {
-    while let Some(effect) = d.core.poll_effect() {
-        if let Effect::CallTool { action, .. } = &effect {
-            let action = *action;
-            let book = d.core.stored_book(action.task).expect("a running attempt");
-            if let Err(fenced) = StoredBook::write(stored, action.task, book) {
-                d.core.handle_fenced(d.now, fenced).unwrap();
-                continue;
-            }
-            if die_on_call {
-                let Effect::CallTool { handle, params, .. } = effect else {
-                    unreachable!()
-                };
-                let _lost = crate::testing::poll_once(handle.call(action, params));
-                return;
-            }
-        }
-        d.carry_out(effect);
-    }
+    let refused = d.drive_with(Some(stored), die_on_call);
+    assert!(
+        !refused.iter().any(|e| matches!(
+            e,
+            crate::InputError::StaleAttempt { .. } | crate::InputError::UnknownTask { .. }
+        )),
+        "every fence named a newer attempt: {refused:?}"
+    );
 }
 
 fn two_saves() -> serde_json::Value {

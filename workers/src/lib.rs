@@ -38,7 +38,9 @@
 //! Decision logic (gate, book, progress, core) is pure: time comes in as an argument
 //! ([`Millis`](quorate_protocols::Millis)), ids from the core's
 //! [`IdSource`](quorate_protocols::IdSource), and effects come out of
-//! [`WorkerCore::poll_effect`]. [`WorkerActor`] only translates. The real clock and the
+//! [`WorkerCore::poll_effect`]. [`drive`] holds the worker core's one drive loop
+//! ([`drive::WorkerEnv`] + [`drive::drive`]), which the actor, the simulator and the tests all
+//! use; [`WorkerActor`] only translates. The real clock and the
 //! operating system's randomness enter in [`edge`] (the shells' [`edge::Clock`] and
 //! [`edge::random_ids`]), nowhere else.
 //!
@@ -56,6 +58,7 @@ mod attempt;
 mod book;
 mod core;
 mod delegate;
+pub mod drive;
 pub mod edge;
 mod failover;
 mod gate;

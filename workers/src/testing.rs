@@ -1,8 +1,7 @@
-//! A deterministic driver for the worker core (tests only): carries out effects
-//! synchronously on a virtual clock. A tool future that is not ready when first polled never
+//! A deterministic driver for the worker core (tests only): drives it with the one drive loop
+//! ([`crate::drive::drive`]) synchronously on a virtual clock. A tool future that is not ready when first polled never
 //! answers, so the driver jumps the clock to the call's deadline and reports a timeout.
 
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use quorate_protocols::{
@@ -11,17 +10,15 @@ use quorate_protocols::{
 
 use crate::agent::AgentRegistry;
 use crate::core::{Effect, WorkerConfig, WorkerCore};
+use crate::drive::{drive, poll_now, QueryEnd, ToolCall, ToolQuery, WorkerEnv};
+use crate::failover::{Fenced, StoredBook};
 use crate::scripted::{Script, ScriptBook, World};
-use crate::tool::ToolFuture;
+use crate::tool::ToolAnswer;
+use quorate_protocols::drive::{Answer, Flow};
 use quorate_protocols::wire::{Assignment, Control, Report};
+use quorate_protocols::Millis;
 
-pub(crate) fn poll_once<T>(mut fut: ToolFuture<T>) -> Option<T> {
-    let mut cx = Context::from_waker(Waker::noop());
-    match fut.as_mut().poll(&mut cx) {
-        Poll::Ready(v) => Some(v),
-        Poll::Pending => None,
-    }
-}
+pub(crate) use crate::drive::poll_now as poll_once;
 
 pub(crate) fn script(json: serde_json::Value) -> Script {
     serde_json::from_value(json).expect("test script parses")
@@ -137,70 +134,159 @@ impl Driver {
         let Some(effect) = self.core.poll_effect() else {
             return false;
         };
-        self.carry_out(effect);
+        self.core.push_front_effect(effect);
+        let (core, mut one) = self.split(None, false, 1);
+        let _ = drive(core, &mut one);
         true
     }
 
-    /// Steps until quiet; panics on a livelock.
+    /// Drives until quiet ([`crate::drive::drive`]); panics on a livelock.
     pub(crate) fn drive(&mut self) {
-        for _ in 0..10_000 {
-            if !self.step() {
-                return;
-            }
-        }
-        panic!("worker core did not go quiet");
+        self.drive_with(None, false);
     }
 
+    /// Drives until quiet as a shell with the store of record `books` does (each call waits
+    /// for its task's book to be written, fenced by its attempt); with `die_on_call`, the
+    /// first call commits in the world but its answer is lost with the worker, which stops.
+    /// What the core refused.
+    pub(crate) fn drive_with(
+        &mut self,
+        books: Option<&mut Option<crate::failover::StoredBook>>,
+        die_on_call: bool,
+    ) -> Vec<crate::InputError> {
+        let (core, mut harness) = self.split(books, die_on_call, 10_000);
+        let drained = drive(core, &mut harness);
+        assert!(harness.budget > 0, "worker core did not go quiet");
+        drained.refused
+    }
+
+    /// Carries out `effect` (one the test polled itself), as the next effect.
     pub(crate) fn carry_out(&mut self, effect: Effect) {
-        match effect {
-            Effect::CallTool {
-                action,
-                tool,
-                handle,
-                params,
-                deadline,
-                call,
-                ..
-            } => {
-                self.calls.push((action, tool));
-                let fut = handle.call(action, params);
-                let result = match poll_once(fut) {
-                    Some(answer) => self.core.handle_tool_answer(self.now, action, call, answer),
-                    None => {
-                        self.now = deadline;
-                        self.core.handle_tool_timeout(self.now, action, call)
-                    }
-                };
-                let _late_or_stale = result;
-            }
-            Effect::QueryTool {
-                action,
-                handle,
-                deadline,
-                ..
-            } => {
-                self.queries.push(action);
-                let fut = handle.query(action);
-                let result = match poll_once(fut) {
-                    Some(answer) => self.core.handle_query_answer(self.now, action, answer),
-                    None => {
-                        self.now = deadline;
-                        self.core.handle_query_timeout(self.now, action)
-                    }
-                };
-                let _late_or_stale = result;
-            }
-            Effect::CheckPreconditions { action, checks } => {
-                self.checked.push(action);
-                let outcome = quorate_state::check_preconditions(&self.store, &checks);
-                let _late = self.core.handle_preconditions(self.now, action, outcome);
-            }
-            Effect::Reply(reply) => self.replies.push(*reply),
-            Effect::AbortCall { action, call, .. } => self.aborted.push((action, call)),
-        }
+        self.core.push_front_effect(effect);
+        assert!(self.step(), "the effect was carried out");
+    }
+
+    /// The core, and the rest of the driver as its environment (at most `budget` effects).
+    fn split<'a>(
+        &'a mut self,
+        books: Option<&'a mut Option<StoredBook>>,
+        die_on_call: bool,
+        budget: usize,
+    ) -> (&'a mut WorkerCore, Harness<'a>) {
+        let Driver {
+            core,
+            now,
+            replies,
+            calls,
+            queries,
+            store,
+            checked,
+            aborted,
+            ..
+        } = self;
+        let harness = Harness {
+            now,
+            replies,
+            calls,
+            queries,
+            store,
+            checked,
+            aborted,
+            books,
+            die_on_call,
+            died: false,
+            budget,
+        };
+        (core, harness)
     }
 
     pub(crate) fn last(&self) -> &Report {
         &self.replies.last().expect("a reply").payload
+    }
+}
+
+/// A [`Driver`]'s environment: tools answer when first polled, or never (the clock then jumps
+/// to the call's deadline and the call times out); preconditions are checked against its store.
+struct Harness<'a> {
+    now: &'a mut Millis,
+    replies: &'a mut Vec<Envelope<Report>>,
+    calls: &'a mut Vec<(ActionId, String)>,
+    queries: &'a mut Vec<ActionId>,
+    store: &'a quorate_state::MemoryStore<serde_json::Value>,
+    checked: &'a mut Vec<ActionId>,
+    aborted: &'a mut Vec<(ActionId, u64)>,
+    /// The store of record of the tasks' books, if the driver keeps one.
+    books: Option<&'a mut Option<StoredBook>>,
+    /// The first call's answer is lost with the worker, which stops.
+    die_on_call: bool,
+    died: bool,
+    /// Effects still allowed (a livelock guard).
+    budget: usize,
+}
+
+impl WorkerEnv for Harness<'_> {
+    fn now(&mut self) -> Millis {
+        *self.now
+    }
+
+    fn go_on(&mut self) -> Flow {
+        if self.died || self.budget == 0 {
+            return Flow::Halt;
+        }
+        self.budget -= 1;
+        Flow::Continue
+    }
+
+    fn keeps_book_before(&self, _: &crate::ToolHandle) -> bool {
+        self.books.is_some()
+    }
+
+    fn write_book(&mut self, task: TaskId, book: StoredBook) -> Result<(), Fenced> {
+        match &mut self.books {
+            Some(stored) => StoredBook::write(stored, task, book),
+            None => Ok(()),
+        }
+    }
+
+    fn call_tool(&mut self, call: ToolCall) -> Answer<Option<ToolAnswer>> {
+        let answer = poll_now(call.handle.call(call.action, call.params));
+        if self.die_on_call {
+            // Committed in the world; the answer is lost with the worker.
+            self.died = true;
+            return Answer::Later;
+        }
+        self.calls.push((call.action, call.tool));
+        if answer.is_none() {
+            *self.now = call.deadline;
+        }
+        Answer::Now(answer)
+    }
+
+    fn abort_call(&mut self, _: TaskId, action: ActionId, call: u64) {
+        self.aborted.push((action, call));
+    }
+
+    fn query_tool(&mut self, query: ToolQuery) -> Answer<QueryEnd> {
+        self.queries.push(query.action);
+        match poll_now(query.handle.query(query.action)) {
+            Some(answer) => Answer::Now(QueryEnd::Answered(answer)),
+            None => {
+                *self.now = query.deadline;
+                Answer::Now(QueryEnd::TimedOut)
+            }
+        }
+    }
+
+    fn check_preconditions(
+        &mut self,
+        action: ActionId,
+        checks: Vec<quorate_protocols::Precondition>,
+    ) -> Answer<Result<(), quorate_state::PreconditionFailure>> {
+        self.checked.push(action);
+        Answer::Now(quorate_state::check_preconditions(self.store, &checks))
+    }
+
+    fn reply(&mut self, reply: Box<Envelope<Report>>) {
+        self.replies.push(*reply);
     }
 }

@@ -215,6 +215,12 @@ impl ToolHandle {
         self.0.name()
     }
 
+    /// What a call does to the world (see [`Tool::side_effect`]).
+    #[must_use]
+    pub fn side_effect(&self) -> SideEffect {
+        self.0.side_effect()
+    }
+
     /// The tool's own call timeout (see [`Tool::timeout`]).
     #[must_use]
     pub fn timeout(&self) -> Option<Duration> {

@@ -1,19 +1,23 @@
 //! The actix shell around [`PeerCore`]: it carries out the core's effects on the shared stores,
-//! its own worker and the links to the other peers, and feeds outcomes back. No domain decisions.
+//! its own worker and the links to the other peers through the one drive loop
+//! ([`super::drive::drive`]), which feeds outcomes back. No domain decisions.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use quorate_protocols::{Budget, Envelope, RunId};
-use quorate_state::{Account, AccountId, MemoryStore, PackedLog};
+use quorate_protocols::drive::{Answer, Flow};
+use quorate_protocols::wire::{Assignment, Control};
+use quorate_protocols::{Budget, Envelope, Payload, Precondition, RunId, TaskId};
+use quorate_state::{Account, AccountId, MemoryStore, PackedLog, PreconditionFailure};
 use quorate_workers::{AssignMsg, ControlMsg, ReportMsg};
 use tokio::sync::oneshot;
 
+use super::drive::{drive, PeerEnv, StoredResult};
 use super::{
-    commit_terminal, propose_plan, update_root_once, PeerCore, PeerEffect, PeerMsg, PlanVersion,
-    Terminal,
+    commit_terminal, propose_plan, update_root_once, PeerCore, PeerMsg, PlanVersion, RootUpdate,
+    Terminal, TerminalCommit,
 };
 use crate::shell::{commit_result, RunClock, Tick, Wakeup};
 use crate::trace::TraceSink;
@@ -169,30 +173,11 @@ impl PeerActor {
 
     /// Writes the events collected since the last call, and the records waiting for them.
     fn sync_journal(&mut self) {
-        if let Some((journal, pending, kept)) = &mut self.journal {
-            if !pending.is_empty() || *kept {
-                journal.events(pending);
-                pending.clear();
-                *kept = false;
-            }
-        }
-    }
-
-    /// Keeps `value` under `key` with the next events (durable before this peer acts on it).
-    fn keep(&mut self, key: &str, value: impl serde::Serialize) {
-        if let Some((journal, _, kept)) = &mut self.journal {
-            let value = serde_json::to_value(value).expect("records serialize");
-            journal.result(key, &value);
-            *kept = true;
-        }
+        sync_journal(&mut self.journal);
     }
 
     fn now(&self) -> u64 {
         self.clock.now()
-    }
-
-    fn node_id(&self, node: u32) -> String {
-        self.core.plan().node(node).id.to_string()
     }
 
     /// Hands the core one input at the current run time, then carries out what it asks for.
@@ -202,119 +187,222 @@ impl PeerActor {
         self.drive(ctx);
     }
 
+    /// Carries out the core's effects through the one drive loop ([`super::drive::drive`]).
     fn drive(&mut self, ctx: &mut Context<Self>) {
-        let run = self.core.run();
-        while let Some(effect) = self.core.poll_effect() {
-            let now = self.now();
-            match effect {
-                PeerEffect::TryClaim { node } => {
-                    let key = PeerStores::claim_key(run, &self.node_id(node));
-                    let won = self
-                        .stores
-                        .claims
-                        .cas_now(&key, None, self.core.index())
-                        .is_committed();
-                    self.core.handle_claim_result(now, node, won);
-                }
-                PeerEffect::Allocate { node, task, slice } => {
-                    let key = PeerStores::budget_key(run);
-                    let outcome = update_root_once(&self.stores.budget, &key, |root| {
-                        root.allocate(AccountId::Root, AccountId::Task(task), slice)
-                    });
-                    self.core.handle_allocation(now, node, outcome);
-                }
-                PeerEffect::CloseSlice { node, task, spent } => {
-                    let key = PeerStores::budget_key(run);
-                    let outcome = update_root_once(&self.stores.budget, &key, |root| {
-                        root.child_closed(AccountId::Task(task), spent)
-                    });
-                    self.core.handle_slice_closed(now, node, outcome);
-                }
-                PeerEffect::CheckPreconditions { node, checks } => {
-                    let outcome = quorate_state::check_preconditions(&self.stores.results, &checks);
-                    self.core.handle_preconditions(now, node, outcome);
-                }
-                PeerEffect::RaiseFence { node, past, .. } => {
-                    // Peers of one process keep no books in a shared store (the core asks for
-                    // fences only with `set_fenced`): the next attempt.
-                    self.core.handle_fence_raised(now, node, Some(past + 1));
-                }
-                PeerEffect::Execute(envelope) => {
-                    self.sync_journal();
-                    self.assign.do_send(AssignMsg(*envelope));
-                }
-                PeerEffect::Control(envelope) => {
-                    self.sync_journal();
-                    self.control.do_send(ControlMsg(envelope));
-                }
-                PeerEffect::CommitTerminal(record) => {
-                    let key = PeerStores::state_key(run, &self.node_id(record.node));
-                    let outcome = commit_terminal(&self.stores.states, &key, record);
-                    if let super::TerminalCommit::Won { record, version } = &outcome {
-                        self.keep(&key, super::resume::KeptTerminal::of(record, *version));
-                    }
-                    self.core.handle_commit(now, outcome);
-                }
-                PeerEffect::CommitResult { node, key, value } => {
-                    let kept = self.journal.as_ref().map(|_| value.clone());
-                    let stored = commit_result(&self.stores.results, key.clone(), value);
-                    if let (None, Some(value)) = (&stored, kept) {
-                        self.keep(&key, value.value());
-                    }
-                    self.core.handle_result_commit(now, node, stored);
-                }
-                PeerEffect::ProposePlan(record) => {
-                    let key = PeerStores::plan_key(run);
-                    let stored = propose_plan(&self.stores.plans, &key, record.clone());
-                    if stored.as_ref() == Some(&record) {
-                        self.keep(&key, &record);
-                    }
-                    self.core.handle_plan_version(now, stored);
-                }
-                PeerEffect::ReadPlan => {
-                    let key = PeerStores::plan_key(run);
-                    let stored = self.stores.plans.get_now(&key).map(|v| v.value);
-                    self.core.handle_plan_version(now, stored);
-                }
-                PeerEffect::Broadcast(envelope) => {
-                    self.sync_journal();
-                    for other in &self.others {
-                        other.do_send(PeerMsgEnvelope((*envelope).clone()));
-                    }
-                }
-                PeerEffect::Record(mut event) => {
-                    self.tally.observe(&event.kind);
-                    event.seq = self.stores.seq.fetch_add(1, Ordering::Relaxed);
-                    self.stores.log.append_now(event.run_id, &event);
-                    if let Some((_, pending, _)) = &mut self.journal {
-                        pending.push(event.clone());
-                    }
-                    if let Some(trace) = &self.trace {
-                        trace.send(event);
-                    }
-                }
-                PeerEffect::Done(reason) => {
-                    self.sync_journal();
-                    tracing::info!(run = %run, peer = self.core.index(), %reason, "peer done");
-                    self.trace = None;
-                    self.tally.publish();
-                    if let Some(done) = self.done.take() {
-                        let n = self.core.plan().len() as u32;
-                        let _ = done.send(PeerSummary {
-                            reason,
-                            messages: self.core.messages(),
-                            actions: self.core.actions(),
-                            executions: (0..n).map(|i| self.core.execution(i)).collect(),
-                            plan: (self.core.plan().clone(), self.core.plan_version()),
-                        });
-                    }
-                    ctx.stop();
-                    return;
-                }
-            }
+        let PeerActor {
+            core,
+            others,
+            assign,
+            control,
+            stores,
+            trace,
+            tally,
+            clock,
+            done,
+            journal,
+            ..
+        } = self;
+        let mut env = ActorEnv {
+            run: core.run(),
+            index: core.index(),
+            others,
+            assign,
+            control,
+            stores,
+            trace,
+            tally,
+            clock: *clock,
+            done,
+            journal,
+            stopped: false,
+        };
+        let _ = drive(core, &mut env);
+        if env.stopped {
+            ctx.stop();
+            return;
         }
         self.sync_journal();
         self.timer.arm(ctx, self.clock, self.core.poll_timeout());
+    }
+}
+
+/// A durable run's journal, the events not yet given to it, and whether a kept record waits
+/// for them.
+type Journal = Option<(Arc<dyn crate::RunJournal>, Vec<Event>, bool)>;
+
+/// Writes the events collected since the last call, and the records waiting for them.
+fn sync_journal(journal: &mut Journal) {
+    if let Some((journal, pending, kept)) = journal {
+        if !pending.is_empty() || *kept {
+            journal.events(pending);
+            pending.clear();
+            *kept = false;
+        }
+    }
+}
+
+/// Keeps `value` under `key` with the next events (durable before this peer acts on it).
+fn keep(journal: &mut Journal, key: &str, value: impl serde::Serialize) {
+    if let Some((journal, _, kept)) = journal {
+        let value = serde_json::to_value(value).expect("records serialize");
+        journal.result(key, &value);
+        *kept = true;
+    }
+}
+
+/// The peer actor as its core's drive environment: every store call is answered at once
+/// (in-memory stores); sends are actix messages.
+struct ActorEnv<'a> {
+    run: RunId,
+    /// This peer's index (what its claims hold).
+    index: usize,
+    others: &'a [Recipient<PeerMsgEnvelope>],
+    assign: &'a Recipient<AssignMsg>,
+    control: &'a Recipient<ControlMsg>,
+    stores: &'a PeerStores,
+    trace: &'a mut Option<TraceSink>,
+    tally: &'a mut crate::run_metrics::RunTally,
+    clock: RunClock,
+    done: &'a mut Option<oneshot::Sender<PeerSummary>>,
+    journal: &'a mut Journal,
+    /// The peer is done: the actor stops, nothing more is carried out.
+    stopped: bool,
+}
+
+impl PeerEnv for ActorEnv<'_> {
+    fn now(&mut self) -> u64 {
+        self.clock.now()
+    }
+
+    fn go_on(&mut self) -> Flow {
+        if self.stopped {
+            Flow::Halt
+        } else {
+            Flow::Continue
+        }
+    }
+
+    fn try_claim(&mut self, _: u32, name: &str) -> Answer<bool> {
+        let key = PeerStores::claim_key(self.run, name);
+        Answer::Now(
+            self.stores
+                .claims
+                .cas_now(&key, None, self.index)
+                .is_committed(),
+        )
+    }
+
+    fn allocate(&mut self, _: u32, task: TaskId, slice: Budget) -> Answer<RootUpdate> {
+        let key = PeerStores::budget_key(self.run);
+        Answer::Now(update_root_once(&self.stores.budget, &key, |root| {
+            root.allocate(AccountId::Root, AccountId::Task(task), slice)
+        }))
+    }
+
+    fn close_slice(&mut self, _: u32, task: TaskId, spent: Budget) -> Answer<RootUpdate> {
+        let key = PeerStores::budget_key(self.run);
+        Answer::Now(update_root_once(&self.stores.budget, &key, |root| {
+            root.child_closed(AccountId::Task(task), spent)
+        }))
+    }
+
+    fn check_preconditions(
+        &mut self,
+        _: u32,
+        checks: Vec<Precondition>,
+    ) -> Answer<Result<(), PreconditionFailure>> {
+        Answer::Now(quorate_state::check_preconditions(
+            &self.stores.results,
+            &checks,
+        ))
+    }
+
+    fn execute(&mut self, envelope: Box<Envelope<Assignment>>) {
+        sync_journal(self.journal);
+        self.assign.do_send(AssignMsg(*envelope));
+    }
+
+    fn control(&mut self, envelope: Envelope<Control>) {
+        sync_journal(self.journal);
+        self.control.do_send(ControlMsg(envelope));
+    }
+
+    fn commit_terminal(
+        &mut self,
+        name: &str,
+        _claimed: bool,
+        record: Terminal,
+    ) -> Answer<TerminalCommit> {
+        let key = PeerStores::state_key(self.run, name);
+        let outcome = commit_terminal(&self.stores.states, &key, record);
+        if let TerminalCommit::Won { record, version } = &outcome {
+            keep(
+                self.journal,
+                &key,
+                super::resume::KeptTerminal::of(record, *version),
+            );
+        }
+        Answer::Now(outcome)
+    }
+
+    fn commit_result(&mut self, _: u32, key: &str, value: Payload) -> Answer<StoredResult> {
+        let kept = self.journal.as_ref().map(|_| value.clone());
+        let stored = commit_result(&self.stores.results, key.to_string(), value);
+        if let (None, Some(value)) = (&stored, kept) {
+            keep(self.journal, key, value.value());
+        }
+        Answer::Now(stored)
+    }
+
+    fn propose_plan(&mut self, record: PlanVersion) -> Answer<Option<PlanVersion>> {
+        let key = PeerStores::plan_key(self.run);
+        let stored = propose_plan(&self.stores.plans, &key, record.clone());
+        if stored.as_ref() == Some(&record) {
+            keep(self.journal, &key, &record);
+        }
+        Answer::Now(stored)
+    }
+
+    fn read_plan(&mut self) -> Answer<Option<PlanVersion>> {
+        let key = PeerStores::plan_key(self.run);
+        Answer::Now(self.stores.plans.get_now(&key).map(|v| v.value))
+    }
+
+    fn broadcast(&mut self, envelope: Box<Envelope<PeerMsg>>) {
+        sync_journal(self.journal);
+        for other in self.others {
+            other.do_send(PeerMsgEnvelope((*envelope).clone()));
+        }
+    }
+
+    fn record(&mut self, mut event: Event) {
+        self.tally.observe(&event.kind);
+        event.seq = self.stores.seq.fetch_add(1, Ordering::Relaxed);
+        self.stores.log.append_now(event.run_id, &event);
+        if let Some((_, pending, _)) = self.journal {
+            pending.push(event.clone());
+        }
+        if let Some(trace) = self.trace {
+            trace.send(event);
+        }
+    }
+
+    fn done(&mut self, core: &PeerCore, reason: StopReason) {
+        sync_journal(self.journal);
+        tracing::info!(run = %self.run, peer = core.index(), %reason, "peer done");
+        *self.trace = None;
+        self.tally.publish();
+        if let Some(done) = self.done.take() {
+            let n = core.plan().len() as u32;
+            let _ = done.send(PeerSummary {
+                reason,
+                messages: core.messages(),
+                actions: core.actions(),
+                executions: (0..n).map(|i| core.execution(i)).collect(),
+                plan: (core.plan().clone(), core.plan_version()),
+            });
+        }
+        self.stopped = true;
     }
 }
 

@@ -22,12 +22,15 @@
 //! and follow; see [`PlanVersion`]).
 //!
 //! * [`PeerCore`]: the pure decision logic of one peer (no clock, no I/O).
+//! * [`drive`]: the one drive loop of the peer core, over an environment ([`drive::PeerEnv`])
+//!   that every driver implements.
 //! * [`PeerActor`]: its actix shell (stores, worker, links to the other peers).
 //! * [`run_peer`]: runs a plan in peer mode and builds the same [`RunReport`](crate::RunReport)
 //!   as the star.
 
 mod actor;
 mod core;
+pub mod drive;
 pub mod resume;
 mod run;
 mod slot;

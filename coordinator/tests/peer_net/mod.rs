@@ -4,17 +4,20 @@
 
 use std::collections::VecDeque;
 
+use quorate_coordinator::peer::drive::{drive, PeerEnv, StoredResult};
 use quorate_coordinator::peer::{
-    commit_terminal, propose_plan, update_root_once, PeerEffect, PeerMsg, PlanVersion, RootUpdate,
-    Terminal, TerminalCommit,
+    commit_terminal, propose_plan, update_root_once, PeerMsg, PlanVersion, RootUpdate, Terminal,
+    TerminalCommit,
 };
 use quorate_coordinator::trace::check_terminal_is_final;
 use quorate_coordinator::{Event, PeerCore, StopReason, SupervisorConfig};
+use quorate_protocols::drive::{Answer, Flow};
 use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
 use quorate_protocols::{
-    AgentId, Budget, Envelope, NodeSpec, ResultKind, Role, RunId, Sender, TaskId,
+    AgentId, Budget, Envelope, NodeSpec, Payload, Precondition, ResultKind, Role, RunId, Sender,
+    TaskId,
 };
-use quorate_state::{Account, AccountId, MemoryStore};
+use quorate_state::{Account, AccountId, MemoryStore, PreconditionFailure};
 use serde_json::json;
 
 #[allow(unused_imports)] // each test binary uses some of them
@@ -179,11 +182,6 @@ impl Net {
         net.started()
     }
 
-    /// The name of node `node` of the plan peer `p` runs.
-    fn name(&self, p: usize, node: u32) -> String {
-        self.cores[p].plan().node(node).id.to_string()
-    }
-
     /// `n` fenced peers ([`PeerCore::set_fenced`]) on `nodes`, started.
     pub(crate) fn fenced(n: usize, nodes: Vec<NodeSpec>) -> Self {
         let mut net = Self::unstarted(n, nodes, SupervisorConfig::default());
@@ -206,113 +204,13 @@ impl Net {
         }
     }
 
+    /// Carries out peer `p`'s effects through the peer core's one drive loop ([`drive`]).
     pub(crate) fn drain(&mut self, p: usize) {
-        while let Some(effect) = self.cores[p].poll_effect() {
-            match effect {
-                PeerEffect::TryClaim { node } => {
-                    let won = self
-                        .claims
-                        .cas_now(&format!("claim/{}", self.name(p, node)), None, p)
-                        .is_committed();
-                    self.cores[p].handle_claim_result(0, node, won);
-                }
-                PeerEffect::Allocate { node, task, slice } => {
-                    let outcome = if self.contend > 0 {
-                        // Another peer got there first, `contend` times in a row.
-                        self.contend -= 1;
-                        RootUpdate::Contended
-                    } else {
-                        update_root_once(&self.budget, ROOT, |acc| {
-                            acc.allocate(AccountId::Root, AccountId::Task(task), slice)
-                        })
-                    };
-                    self.cores[p].handle_allocation(0, node, outcome);
-                }
-                PeerEffect::CloseSlice { node, task, spent } => {
-                    let outcome = update_root_once(&self.budget, ROOT, |acc| {
-                        acc.child_closed(AccountId::Task(task), spent)
-                            .map(|closed| assert!(closed, "a slice is returned once"))
-                    });
-                    assert_eq!(outcome, RootUpdate::Done);
-                    self.cores[p].handle_slice_closed(0, node, outcome);
-                }
-                PeerEffect::CheckPreconditions { node, checks } => {
-                    let outcome = quorate_state::check_preconditions(&self.results, &checks);
-                    self.cores[p].handle_preconditions(0, node, outcome);
-                }
-                PeerEffect::RaiseFence { node, task, past } => {
-                    // Raised by CAS, only by the claim's holder, and only up.
-                    let claim = format!("claim/{}", self.name(p, node));
-                    let raised =
-                        (self.claims.get_now(&claim).map(|c| c.value) == Some(p)).then(|| {
-                            let key = format!("fence/{task}");
-                            let current = self.fences.get_now(&key);
-                            let attempt = current.as_ref().map_or(0, |f| f.value).max(past) + 1;
-                            let version = current.map(|f| f.version);
-                            assert!(self.fences.cas_now(&key, version, attempt).is_committed());
-                            attempt
-                        });
-                    self.raised.push((p, self.name(p, node), raised));
-                    self.cores[p].handle_fence_raised(0, node, raised);
-                }
-                PeerEffect::Execute(env) => {
-                    self.executed.push((p, env.payload.node.to_string()));
-                    self.running.push((p, *env));
-                }
-                PeerEffect::Control(env) => self.controls.push((p, env.task, env.payload)),
-                PeerEffect::CommitTerminal(record) => {
-                    let key = format!("state/{}", self.name(p, record.node));
-                    // A claimed task's record only while the claim is the peer's (as etcd's
-                    // guarded transaction).
-                    let claim = format!("claim/{}", self.name(p, record.node));
-                    let unclaimed = self.cores[p].claimed(record.node)
-                        && self.claims.get_now(&claim).map(|c| c.value) != Some(p);
-                    let outcome = if unclaimed {
-                        match self.states.get_now(&key) {
-                            Some(c) => TerminalCommit::Taken {
-                                record: c.value,
-                                version: c.version.raw(),
-                            },
-                            None => TerminalCommit::Unclaimed { record },
-                        }
-                    } else if self.vanish > 0 {
-                        // The key reads as taken, yet holds nothing, `vanish` times in a row.
-                        self.vanish -= 1;
-                        TerminalCommit::Vanished { record }
-                    } else {
-                        commit_terminal(&self.states, &key, record)
-                    };
-                    self.cores[p].handle_commit(0, outcome);
-                }
-                PeerEffect::CommitResult { node, key, value } => {
-                    let stored = match self.results.create_now(key.clone(), value.into_value()) {
-                        quorate_state::CasOutcome::Committed(_) => None,
-                        quorate_state::CasOutcome::Conflict { current } => current,
-                    };
-                    self.committed.push((p, key));
-                    self.cores[p].handle_result_commit(0, node, stored);
-                }
-                PeerEffect::ProposePlan(record) => {
-                    let stored = propose_plan(&self.plans, "plan", record);
-                    self.cores[p].handle_plan_version(0, stored);
-                }
-                PeerEffect::ReadPlan => {
-                    let stored = self.plans.get_now("plan").map(|v| v.value);
-                    self.cores[p].handle_plan_version(0, stored);
-                }
-                PeerEffect::Broadcast(env) => {
-                    self.sent.push((*env).clone());
-                    for q in (0..self.cores.len()).filter(|&q| q != p) {
-                        self.inbox.push_back((q, (*env).clone()));
-                    }
-                }
-                PeerEffect::Record(event) => self.events[p].push(event),
-                PeerEffect::Done(reason) => {
-                    assert!(self.done[p].is_none(), "a peer is done once");
-                    self.done[p] = Some(reason);
-                }
-            }
-        }
+        let mut cores = std::mem::take(&mut self.cores);
+        let n = cores.len();
+        let flow = drive(&mut cores[p], &mut NetPeer { net: self, p, n });
+        self.cores = cores;
+        assert_eq!(flow, Flow::Continue, "nothing halts a test net");
         // Each peer's trace names it, and a task ends once in its view.
         assert!(self.events[p].iter().all(|e| e.peer == Some(p)));
         if let Err(e) = check_terminal_is_final(&self.events[p]) {
@@ -489,4 +387,153 @@ pub(crate) fn switch_to_fallback() -> Net {
     net.deliver_all();
     assert_eq!(net.done, vec![Some(StopReason::Completed); 3]);
     net
+}
+
+/// Peer `p` of `n` in a [`Net`] as its core's drive environment: store calls are answered at
+/// once (with the contention and vanished records the test asked for), envelopes are queued.
+struct NetPeer<'a> {
+    net: &'a mut Net,
+    p: usize,
+    n: usize,
+}
+
+impl PeerEnv for NetPeer<'_> {
+    fn now(&mut self) -> u64 {
+        0
+    }
+
+    fn try_claim(&mut self, _: u32, name: &str) -> Answer<bool> {
+        let key = format!("claim/{name}");
+        Answer::Now(self.net.claims.cas_now(&key, None, self.p).is_committed())
+    }
+
+    fn allocate(&mut self, _: u32, task: TaskId, slice: Budget) -> Answer<RootUpdate> {
+        Answer::Now(if self.net.contend > 0 {
+            // Another peer got there first, `contend` times in a row.
+            self.net.contend -= 1;
+            RootUpdate::Contended
+        } else {
+            update_root_once(&self.net.budget, ROOT, |acc| {
+                acc.allocate(AccountId::Root, AccountId::Task(task), slice)
+            })
+        })
+    }
+
+    fn close_slice(&mut self, _: u32, task: TaskId, spent: Budget) -> Answer<RootUpdate> {
+        let outcome = update_root_once(&self.net.budget, ROOT, |acc| {
+            acc.child_closed(AccountId::Task(task), spent)
+                .map(|closed| assert!(closed, "a slice is returned once"))
+        });
+        assert_eq!(outcome, RootUpdate::Done);
+        Answer::Now(outcome)
+    }
+
+    fn check_preconditions(
+        &mut self,
+        _: u32,
+        checks: Vec<Precondition>,
+    ) -> Answer<Result<(), PreconditionFailure>> {
+        Answer::Now(quorate_state::check_preconditions(
+            &self.net.results,
+            &checks,
+        ))
+    }
+
+    fn raise_fence(&mut self, _: u32, name: &str, task: TaskId, past: u32) -> Answer<Option<u32>> {
+        // Raised by CAS, only by the claim's holder, and only up.
+        let claim = format!("claim/{name}");
+        let fences = &self.net.fences;
+        let raised =
+            (self.net.claims.get_now(&claim).map(|c| c.value) == Some(self.p)).then(|| {
+                let key = format!("fence/{task}");
+                let current = fences.get_now(&key);
+                let attempt = current.as_ref().map_or(0, |f| f.value).max(past) + 1;
+                let version = current.map(|f| f.version);
+                assert!(fences.cas_now(&key, version, attempt).is_committed());
+                attempt
+            });
+        self.net.raised.push((self.p, name.to_string(), raised));
+        Answer::Now(raised)
+    }
+
+    fn execute(&mut self, env: Box<Envelope<Assignment>>) {
+        self.net
+            .executed
+            .push((self.p, env.payload.node.to_string()));
+        self.net.running.push((self.p, *env));
+    }
+
+    fn control(&mut self, env: Envelope<Control>) {
+        self.net.controls.push((self.p, env.task, env.payload));
+    }
+
+    fn commit_terminal(
+        &mut self,
+        name: &str,
+        claimed: bool,
+        record: Terminal,
+    ) -> Answer<TerminalCommit> {
+        let key = format!("state/{name}");
+        // A claimed task's record only while the claim is the peer's (as etcd's guarded
+        // transaction).
+        let unclaimed = claimed
+            && self
+                .net
+                .claims
+                .get_now(&format!("claim/{name}"))
+                .map(|c| c.value)
+                != Some(self.p);
+        Answer::Now(if unclaimed {
+            match self.net.states.get_now(&key) {
+                Some(c) => TerminalCommit::Taken {
+                    record: c.value,
+                    version: c.version.raw(),
+                },
+                None => TerminalCommit::Unclaimed { record },
+            }
+        } else if self.net.vanish > 0 {
+            // The key reads as taken, yet holds nothing, `vanish` times in a row.
+            self.net.vanish -= 1;
+            TerminalCommit::Vanished { record }
+        } else {
+            commit_terminal(&self.net.states, &key, record)
+        })
+    }
+
+    fn commit_result(&mut self, _: u32, key: &str, value: Payload) -> Answer<StoredResult> {
+        let stored = match self
+            .net
+            .results
+            .create_now(key.to_string(), value.into_value())
+        {
+            quorate_state::CasOutcome::Committed(_) => None,
+            quorate_state::CasOutcome::Conflict { current } => current,
+        };
+        self.net.committed.push((self.p, key.to_string()));
+        Answer::Now(stored)
+    }
+
+    fn propose_plan(&mut self, record: PlanVersion) -> Answer<Option<PlanVersion>> {
+        Answer::Now(propose_plan(&self.net.plans, "plan", record))
+    }
+
+    fn read_plan(&mut self) -> Answer<Option<PlanVersion>> {
+        Answer::Now(self.net.plans.get_now("plan").map(|v| v.value))
+    }
+
+    fn broadcast(&mut self, env: Box<Envelope<PeerMsg>>) {
+        self.net.sent.push((*env).clone());
+        for q in (0..self.n).filter(|&q| q != self.p) {
+            self.net.inbox.push_back((q, (*env).clone()));
+        }
+    }
+
+    fn record(&mut self, event: Event) {
+        self.net.events[self.p].push(event);
+    }
+
+    fn done(&mut self, _: &PeerCore, reason: StopReason) {
+        assert!(self.net.done[self.p].is_none(), "a peer is done once");
+        self.net.done[self.p] = Some(reason);
+    }
 }

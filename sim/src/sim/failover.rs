@@ -8,7 +8,7 @@
 
 use quorate_protocols::wire::Assignment;
 use quorate_protocols::{Envelope, TaskId};
-use quorate_workers::StoredBook;
+use quorate_workers::{Fenced, StoredBook};
 
 use super::{Msg, Persistence, Sim};
 use crate::fault::Fault;
@@ -116,28 +116,17 @@ impl Sim {
         }
     }
 
-    /// Writes worker `w`'s book of `task` to the store before its call; `false` (and the
-    /// attempt is stopped) if a newer attempt owns the book.
-    pub(super) fn write_book(&mut self, w: usize, task: TaskId) -> bool {
-        if self.opts.persistence == Persistence::Volatile {
-            return true;
-        }
-        let Some(book) = self.workers[w].core.stored_book(task) else {
-            return true;
-        };
+    /// Writes `task`'s book (of a worker's running attempt) to the store before its call;
+    /// `Err` if a newer attempt owns the book (the drive loop then stops the attempt).
+    pub(super) fn write_book(&mut self, task: TaskId, book: StoredBook) -> Result<(), Fenced> {
         let mut stored = self.books.remove(&task);
         let written = StoredBook::write(&mut stored, task, book);
         if let Some(book) = stored {
             self.books.insert(task, book);
         }
-        match written {
-            Ok(()) => true,
-            Err(fenced) => {
-                self.counts.bump(Fault::Fenced);
-                let now = self.now;
-                let _stale = self.workers[w].core.handle_fenced(now, fenced);
-                false
-            }
+        if written.is_err() {
+            self.counts.bump(Fault::Fenced);
         }
+        written
     }
 }

@@ -14,7 +14,7 @@
 //!
 //! A `[fallback]` plan is drawn as for the star (`gen::fallback_plan`) and given to every
 //! peer: a peer whose readiness check of the guarded node fails proposes the switch by CAS on
-//! the plan version (`plan/<run>`, [`PeerEffect::ProposePlan`]) and every peer follows what the
+//! the plan version (`plan/<run>`, [`quorate_coordinator::PeerEffect::ProposePlan`]) and every peer follows what the
 //! key holds. Claims and terminal records are keyed by node name, as the actor's stores key
 //! them (a switch renumbers the nodes). The checkers shadow the plan and its fallback by node
 //! name, so the per-peer rows hold across the switch; at the end every peer must be on the
@@ -30,14 +30,16 @@
 //! record from its broadcast, or from the store only when it commits one of its own for that
 //! task, so a broadcast lost for good can leave a peer waiting.
 
+use quorate_coordinator::peer::drive::{drive, PeerEnv, StoredResult};
 use quorate_coordinator::peer::{commit_terminal, propose_plan, update_root_once, PeerMsg};
-use quorate_coordinator::peer::{PeerEffect, PlanVersion, RootUpdate, Terminal};
-use quorate_coordinator::EventKind;
+use quorate_coordinator::peer::{PlanVersion, RootUpdate, Terminal, TerminalCommit};
+use quorate_coordinator::{Event, EventKind};
 use quorate_coordinator::{PeerCore, StopReason, SupervisorConfig};
-use quorate_protocols::wire::Report;
-use quorate_protocols::TaskState;
+use quorate_protocols::drive::Answer;
+use quorate_protocols::wire::{Assignment, Control, Report};
 use quorate_protocols::{AgentId, Envelope, IdSource, Plan, PlanSpec, Role, RunId, Sender};
-use quorate_state::{Account, AccountId, CasOutcome, MemoryStore};
+use quorate_protocols::{Budget, Payload, Precondition, TaskId, TaskState};
+use quorate_state::{Account, AccountId, CasOutcome, MemoryStore, PreconditionFailure};
 use rand::Rng;
 
 use super::{Msg, Sim};
@@ -196,119 +198,15 @@ impl Sim {
         self.drain_peer(q);
     }
 
-    /// Carries out peer `p`'s effects: store calls are answered at once, envelopes go to the
-    /// network.
+    /// Carries out peer `p`'s effects through the peer core's one drive loop
+    /// ([`quorate_coordinator::peer::drive::drive`], with [`SimPeer`] as its environment).
     fn drain_peer(&mut self, p: usize) {
-        while let Some(effect) = self.peers().cores[p].poll_effect() {
-            self.carry_out_peer(p, effect);
-        }
+        // The cores leave the sim while one is driven (the environment is the rest of the sim).
+        let mut cores = std::mem::take(&mut self.peers().cores);
+        let n = cores.len();
+        let _ = drive(&mut cores[p], &mut SimPeer { sim: self, p, n });
+        self.peers().cores = cores;
     }
-
-    fn carry_out_peer(&mut self, p: usize, effect: PeerEffect) {
-        let now = self.now;
-        match effect {
-            PeerEffect::TryClaim { node } => {
-                let side = self.peers();
-                let key = format!("claim/{}", side.cores[p].plan().node(node).id);
-                let won = side.claims.cas_now(&key, None, p).is_committed();
-                side.cores[p].handle_claim_result(now, node, won);
-            }
-            PeerEffect::Allocate { node, task, slice } => {
-                let side = self.peers();
-                let outcome = update_root_once(&side.budget, ROOT, |acc| {
-                    acc.allocate(AccountId::Root, AccountId::Task(task), slice)
-                });
-                side.cores[p].handle_allocation(now, node, outcome);
-            }
-            PeerEffect::CloseSlice { node, task, spent } => {
-                let side = self.peers();
-                let mut twice = false;
-                let outcome = update_root_once(&side.budget, ROOT, |acc| {
-                    acc.child_closed(AccountId::Task(task), spent)
-                        .map(|closed| twice = !closed)
-                });
-                side.cores[p].handle_slice_closed(now, node, outcome.clone());
-                if twice && outcome == RootUpdate::Done {
-                    let detail = format!("peer {p} returned node {node}'s slice twice");
-                    self.fail(Invariant::Budget, detail);
-                }
-            }
-            PeerEffect::CheckPreconditions { node, checks } => {
-                let outcome = quorate_state::check_preconditions(&self.results, &checks);
-                self.peers().cores[p].handle_preconditions(now, node, outcome);
-            }
-            PeerEffect::RaiseFence { node, past, .. } => {
-                // The simulated peers are not fenced (no `set_fenced`): the next attempt.
-                self.peers().cores[p].handle_fence_raised(now, node, Some(past + 1));
-            }
-            PeerEffect::Execute(env) => self.send(Msg::Assign(p, env)),
-            PeerEffect::Control(env) => self.send(Msg::Control(p, Box::new(env))),
-            PeerEffect::CommitTerminal(record) => {
-                let side = self.peers();
-                // By name: a switch of plan version renumbers the nodes.
-                let key = format!("state/{}", side.cores[p].plan().node(record.node).id);
-                let outcome = commit_terminal(&side.states, &key, record);
-                side.cores[p].handle_commit(now, outcome);
-            }
-            PeerEffect::CommitResult { node, key, value } => {
-                let stored = match self.results.create_now(key.clone(), value.into_value()) {
-                    CasOutcome::Committed(_) => None,
-                    CasOutcome::Conflict { current } => current,
-                };
-                let side = self.peers();
-                side.cores[p].handle_result_commit(now, node, stored.clone());
-                if let Some(stored) = stored {
-                    if side.cores[p].result(node) != Some(&stored.value) {
-                        let detail = format!("result {key}: peer {p} kept another value");
-                        self.fail(Invariant::ResultLost, detail);
-                    }
-                }
-            }
-            PeerEffect::ProposePlan(record) => {
-                let side = self.peers();
-                let stored = propose_plan(&side.plans, PLAN, record);
-                side.cores[p].handle_plan_version(now, stored);
-            }
-            PeerEffect::ReadPlan => {
-                let side = self.peers();
-                let stored = side.plans.get_now(PLAN).map(|v| v.value);
-                side.cores[p].handle_plan_version(now, stored);
-            }
-            PeerEffect::Broadcast(env) => {
-                for q in (0..self.peers().cores.len()).filter(|&q| q != p) {
-                    self.send(Msg::Broadcast(q, env.clone()));
-                }
-            }
-            PeerEffect::Record(mut event) => {
-                let side = self.peers();
-                event.seq = side.seq;
-                side.seq += 1;
-                if event.peer != Some(p) {
-                    let detail = format!("peer {p} wrote an event naming {:?}", event.peer);
-                    self.fail(Invariant::StopReason, detail);
-                }
-                self.trace.event(now, &event);
-                if matches!(event.kind, EventKind::Replanned { .. }) {
-                    // Each peer that switches counts once.
-                    self.counts.bump(Fault::Replan);
-                }
-                let side = self.peer.as_deref_mut().expect("peer mode");
-                side.checkers[p].on_event(now, &event);
-                if let Some(v) = side.checkers[p].violation.take() {
-                    let detail = format!("peer {p}: {}", v.detail);
-                    self.checker.fail(v.invariant, v.at_ms, detail);
-                }
-            }
-            PeerEffect::Done(reason) => {
-                let side = self.peers();
-                if side.done[p].replace(reason).is_some() {
-                    self.fail(Invariant::StopReason, format!("peer {p} was done twice"));
-                }
-                self.stopped = self.peers().done.iter().all(Option::is_some);
-            }
-        }
-    }
-
     /// After every step: the shared root account holds reserve + outstanding slices <= limit.
     pub(super) fn peer_after_step(&mut self) {
         let side = self.peers();
@@ -410,5 +308,149 @@ impl Sim {
     pub(super) fn redeliver(&mut self, msg: Msg) {
         let again = self.rng.gen_range(500..1_500);
         self.schedule(self.now + again, msg);
+    }
+}
+
+/// Peer `p` of `n` in a sim as its core's drive environment: store calls are answered at once,
+/// envelopes go to the network, and every answer is checked against the invariants.
+struct SimPeer<'a> {
+    sim: &'a mut Sim,
+    p: usize,
+    n: usize,
+}
+
+impl PeerEnv for SimPeer<'_> {
+    fn now(&mut self) -> u64 {
+        self.sim.now
+    }
+
+    fn try_claim(&mut self, _: u32, name: &str) -> Answer<bool> {
+        let key = format!("claim/{name}");
+        Answer::Now(
+            self.sim
+                .peers()
+                .claims
+                .cas_now(&key, None, self.p)
+                .is_committed(),
+        )
+    }
+
+    fn allocate(&mut self, _: u32, task: TaskId, slice: Budget) -> Answer<RootUpdate> {
+        Answer::Now(update_root_once(&self.sim.peers().budget, ROOT, |acc| {
+            acc.allocate(AccountId::Root, AccountId::Task(task), slice)
+        }))
+    }
+
+    fn close_slice(&mut self, node: u32, task: TaskId, spent: Budget) -> Answer<RootUpdate> {
+        let mut twice = false;
+        let outcome = update_root_once(&self.sim.peers().budget, ROOT, |acc| {
+            acc.child_closed(AccountId::Task(task), spent)
+                .map(|closed| twice = !closed)
+        });
+        if twice && outcome == RootUpdate::Done {
+            let detail = format!("peer {} returned node {node}'s slice twice", self.p);
+            self.sim.fail(Invariant::Budget, detail);
+        }
+        Answer::Now(outcome)
+    }
+
+    fn check_preconditions(
+        &mut self,
+        _: u32,
+        checks: Vec<Precondition>,
+    ) -> Answer<Result<(), PreconditionFailure>> {
+        Answer::Now(quorate_state::check_preconditions(
+            &self.sim.results,
+            &checks,
+        ))
+    }
+
+    fn execute(&mut self, envelope: Box<Envelope<Assignment>>) {
+        self.sim.send(Msg::Assign(self.p, envelope));
+    }
+
+    fn control(&mut self, envelope: Envelope<Control>) {
+        self.sim.send(Msg::Control(self.p, Box::new(envelope)));
+    }
+
+    fn commit_terminal(
+        &mut self,
+        name: &str,
+        _claimed: bool,
+        record: Terminal,
+    ) -> Answer<TerminalCommit> {
+        let key = format!("state/{name}");
+        Answer::Now(commit_terminal(&self.sim.peers().states, &key, record))
+    }
+
+    fn commit_result(&mut self, _: u32, key: &str, value: Payload) -> Answer<StoredResult> {
+        Answer::Now(
+            match self
+                .sim
+                .results
+                .create_now(key.to_string(), value.into_value())
+            {
+                CasOutcome::Committed(_) => None,
+                CasOutcome::Conflict { current } => current,
+            },
+        )
+    }
+
+    fn result_kept(
+        &mut self,
+        _: u32,
+        key: &str,
+        stored: &serde_json::Value,
+        held: Option<&serde_json::Value>,
+    ) {
+        if held != Some(stored) {
+            let detail = format!("result {key}: peer {} kept another value", self.p);
+            self.sim.fail(Invariant::ResultLost, detail);
+        }
+    }
+
+    fn propose_plan(&mut self, record: PlanVersion) -> Answer<Option<PlanVersion>> {
+        Answer::Now(propose_plan(&self.sim.peers().plans, PLAN, record))
+    }
+
+    fn read_plan(&mut self) -> Answer<Option<PlanVersion>> {
+        Answer::Now(self.sim.peers().plans.get_now(PLAN).map(|v| v.value))
+    }
+
+    fn broadcast(&mut self, envelope: Box<Envelope<PeerMsg>>) {
+        for q in (0..self.n).filter(|&q| q != self.p) {
+            self.sim.send(Msg::Broadcast(q, envelope.clone()));
+        }
+    }
+
+    fn record(&mut self, mut event: Event) {
+        let (p, now) = (self.p, self.sim.now);
+        let side = self.sim.peers();
+        event.seq = side.seq;
+        side.seq += 1;
+        if event.peer != Some(p) {
+            let detail = format!("peer {p} wrote an event naming {:?}", event.peer);
+            self.sim.fail(Invariant::StopReason, detail);
+        }
+        self.sim.trace.event(now, &event);
+        if matches!(event.kind, EventKind::Replanned { .. }) {
+            // Each peer that switches counts once.
+            self.sim.counts.bump(Fault::Replan);
+        }
+        let side = self.sim.peers();
+        side.checkers[p].on_event(now, &event);
+        if let Some(v) = side.checkers[p].violation.take() {
+            let detail = format!("peer {p}: {}", v.detail);
+            self.sim.checker.fail(v.invariant, v.at_ms, detail);
+        }
+    }
+
+    fn done(&mut self, _: &PeerCore, reason: StopReason) {
+        let p = self.p;
+        if self.sim.peers().done[p].replace(reason).is_some() {
+            self.sim
+                .fail(Invariant::StopReason, format!("peer {p} was done twice"));
+        }
+        self.sim.stopped = self.sim.peers().done.iter().all(Option::is_some);
     }
 }

@@ -1,15 +1,19 @@
 //! The worker side of a schedule: tool calls and queries on the virtual clock, worker crashes.
 
-use std::task::{Context, Poll, Waker};
+use std::collections::HashMap;
 use std::time::Duration;
 
-use quorate_protocols::{ActionId, AgentId, IdSource};
+use quorate_protocols::drive::Answer;
+use quorate_protocols::wire::Report;
+use quorate_protocols::{ActionId, AgentId, Envelope, IdSource, Precondition, TaskId};
+use quorate_state::PreconditionFailure;
+use quorate_workers::drive::{drive, poll_now, QueryEnd, ToolCall, ToolQuery, WorkerEnv};
 use quorate_workers::{
-    AgentRegistry, Effect as WorkEffect, ScriptBook, ToolFuture, WorkerConfig, WorkerCore,
+    AgentRegistry, Fenced, ScriptBook, StoredBook, ToolAnswer, ToolHandle, WorkerConfig, WorkerCore,
 };
 use rand::Rng;
 
-use super::{Msg, OpenCall, Persistence, Sim};
+use super::{Msg, OpenCall, Persistence, Sim, WorkerSlot};
 use crate::check::Invariant;
 use crate::fault::Fault;
 
@@ -21,14 +25,6 @@ pub(super) fn worker_core(agent: AgentId, book: &ScriptBook, ids: IdSource) -> W
         no_progress_limit: 3,
     };
     WorkerCore::new(agent, config, agents, tools, ids)
-}
-
-fn poll_once<T>(mut fut: ToolFuture<T>) -> Option<T> {
-    let mut cx = Context::from_waker(Waker::noop());
-    match fut.as_mut().poll(&mut cx) {
-        Poll::Ready(v) => Some(v),
-        Poll::Pending => None,
-    }
 }
 
 impl Sim {
@@ -48,6 +44,7 @@ impl Sim {
                 for (action, tag) in open {
                     let _late = slot.core.handle_tool_timeout(now, action, tag);
                 }
+                // Not carried out: the crashed worker's effects are lost with it.
                 while slot.core.poll_effect().is_some() {}
             }
             Persistence::Volatile => {
@@ -59,45 +56,107 @@ impl Sim {
         slot.down_until = self.now + self.rng.gen_range(50..500);
     }
 
+    /// Carries out worker `w`'s effects through the worker core's one drive loop
+    /// ([`quorate_workers::drive::drive`], with [`SimWorker`] as its environment).
     pub(super) fn drain_worker(&mut self, w: usize) {
-        while let Some(effect) = self.workers[w].core.poll_effect() {
-            match effect {
-                call @ WorkEffect::CallTool { .. } => self.call_tool(w, call),
-                WorkEffect::QueryTool {
-                    action,
-                    handle,
-                    deadline,
-                    ..
-                } => {
-                    let inc = self.workers[w].incarnation;
-                    let answer = poll_once(handle.query(action)).flatten();
-                    if !self.healed() && self.rng.gen_bool(self.faults.query_timeout) {
-                        self.counts.bump(Fault::QueryTimeout);
-                        self.schedule(deadline, Msg::QueryTimeout(w, inc, action));
-                    } else {
-                        let at = self.rng.gen_range(self.now..deadline.max(self.now + 1));
-                        self.schedule(at, Msg::QueryAnswer(w, inc, action, answer));
-                    }
-                }
-                WorkEffect::CheckPreconditions { action, checks } => {
-                    // Checked at once against the run's store, as the actor shell does.
-                    let outcome = quorate_state::check_preconditions(&self.results, &checks);
-                    let now = self.now;
-                    let _stale = self.workers[w]
-                        .core
-                        .handle_preconditions(now, action, outcome);
-                }
-                WorkEffect::Reply(reply) => self.send(Msg::Report(reply)),
-                // The sim's calls run to their end when made (their answers are scheduled): an
-                // aborted call's answer, if any, comes late and only updates the book.
-                WorkEffect::AbortCall { .. } => {}
-            }
-        }
+        // The core leaves the sim while it is driven (the environment is the rest of the sim).
+        let mut workers = std::mem::take(&mut self.workers);
+        let WorkerSlot {
+            core,
+            incarnation,
+            current,
+            calls,
+            ..
+        } = &mut workers[w];
+        let mut env = SimWorker {
+            sim: self,
+            w,
+            incarnation: *incarnation,
+            current,
+            calls,
+        };
+        let _late_or_stale = drive(core, &mut env);
+        self.workers = workers;
+    }
+}
+
+/// Worker `w` of a sim as its core's drive environment: a tool call's or query's answer is
+/// scheduled on the virtual clock (`Answer::Later`), store preconditions are checked at once
+/// against the run's store, replies go on the network.
+struct SimWorker<'a> {
+    sim: &'a mut Sim,
+    w: usize,
+    incarnation: u32,
+    current: &'a HashMap<TaskId, (u32, u64)>,
+    calls: &'a mut HashMap<(TaskId, u32), u64>,
+}
+
+impl WorkerEnv for SimWorker<'_> {
+    fn now(&mut self) -> u64 {
+        self.sim.now
     }
 
-    /// Carries out a `CallTool` effect of worker `w` (other effects are ignored).
-    fn call_tool(&mut self, w: usize, effect: WorkEffect) {
-        let WorkEffect::CallTool {
+    fn keeps_book_before(&self, _: &ToolHandle) -> bool {
+        self.sim.opts.persistence == Persistence::DurableBook
+    }
+
+    fn write_book(&mut self, task: TaskId, book: StoredBook) -> Result<(), Fenced> {
+        self.sim.write_book(task, book)
+    }
+
+    fn call_tool(&mut self, call: ToolCall) -> Answer<Option<ToolAnswer>> {
+        self.sim
+            .call_tool(self.w, self.incarnation, self.current, self.calls, call);
+        Answer::Later
+    }
+
+    fn query_tool(&mut self, query: ToolQuery) -> Answer<QueryEnd> {
+        let sim = &mut *self.sim;
+        let (w, inc, action, deadline) = (self.w, self.incarnation, query.action, query.deadline);
+        let answer = poll_now(query.handle.query(action)).flatten();
+        if !sim.healed() && sim.rng.gen_bool(sim.faults.query_timeout) {
+            sim.counts.bump(Fault::QueryTimeout);
+            sim.schedule(deadline, Msg::QueryTimeout(w, inc, action));
+        } else {
+            let at = sim.rng.gen_range(sim.now..deadline.max(sim.now + 1));
+            sim.schedule(at, Msg::QueryAnswer(w, inc, action, answer));
+        }
+        Answer::Later
+    }
+
+    fn check_preconditions(
+        &mut self,
+        _: ActionId,
+        checks: Vec<Precondition>,
+    ) -> Answer<Result<(), PreconditionFailure>> {
+        // Checked at once against the run's store, as the actor shell does.
+        Answer::Now(quorate_state::check_preconditions(
+            &self.sim.results,
+            &checks,
+        ))
+    }
+
+    fn reply(&mut self, reply: Box<Envelope<Report>>) {
+        self.sim.send(Msg::Report(reply));
+    }
+
+    // The sim's calls run to their end when made (their answers are scheduled): an aborted
+    // call's answer, if any, comes late and only updates the book (the default `abort_call`).
+}
+
+impl Sim {
+    /// Makes a tool call of worker `w` (incarnation `inc`, with its `current` attempts and the
+    /// `made` calls per attempt), checking the guarded write, budget and effect invariants; its
+    /// answer and its timeout are scheduled.
+    fn call_tool(
+        &mut self,
+        w: usize,
+        inc: u32,
+        current: &HashMap<TaskId, (u32, u64)>,
+        made: &mut HashMap<(TaskId, u32), u64>,
+        call: ToolCall,
+    ) {
+        let ToolCall {
             task,
             action,
             tool,
@@ -105,29 +164,17 @@ impl Sim {
             params,
             deadline,
             call: tag,
-        } = effect
-        else {
-            return;
-        };
-        // The task's book goes to the store before the call, fenced by the attempt.
-        if !self.write_book(w, task) {
-            return;
-        }
+        } = call;
         let tool = tool.as_str();
-        let writes = self.workers[w]
-            .core
-            .tools()
-            .get(tool)
-            .is_some_and(|t| t.side_effect().writes());
+        let writes = handle.side_effect().writes();
         if let Some(checks) = self.guards.get(&task).filter(|_| writes) {
             if let Err(observation) = quorate_state::check_preconditions(&self.results, checks) {
                 let detail = format!("{tool} for {action} ran although {observation}");
                 self.fail(Invariant::GuardedWrite, detail);
             }
         }
-        let slot = &mut self.workers[w];
-        let (attempt, slice) = slot.current.get(&task).copied().unwrap_or((0, u64::MAX));
-        let made = slot.calls.entry((task, attempt)).or_default();
+        let (attempt, slice) = current.get(&task).copied().unwrap_or((0, u64::MAX));
+        let made = made.entry((task, attempt)).or_default();
         *made += 1;
         if *made > slice {
             let detail =
@@ -139,8 +186,7 @@ impl Sim {
         if *total > slice {
             self.slice_reused = true;
         }
-        let inc = self.workers[w].incarnation;
-        let answer = poll_once(handle.call(action, params));
+        let answer = poll_now(handle.call(action, params));
         let effects = self.world.effects_for(&action);
         if effects > 1 {
             self.fail(

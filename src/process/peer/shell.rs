@@ -1,9 +1,9 @@
-//! The shell of one peer process: it drives an unchanged [`PeerCore`] in one loop, carrying out
-//! its effects against etcd (claims under this peer's lease, tasks' fences, terminal records,
-//! the root account, results) and NATS (broadcasts), handing assignments to the process's own
-//! worker, and feeding back every outcome, reply, broadcast and tick. It decides nothing: which
-//! claim to take over, when to raise a fence, what a lost commit means, when the peer is done,
-//! is the core's.
+//! The shell of one peer process: it drives an unchanged [`PeerCore`] with the peer core's one
+//! drive loop ([`drive`]), carrying out its effects against etcd (claims under this peer's
+//! lease, tasks' fences, terminal records, the root account, results) and NATS (broadcasts),
+//! handing assignments to the process's own worker, and feeding back every outcome, reply,
+//! broadcast and tick. It decides nothing: which claim to take over, when to raise a fence,
+//! what a lost commit means, when the peer is done, is the core's.
 //!
 //! Every etcd request that fails (a member lost, a leader changing) is tried again after a
 //! short pause, and a write whose answer was lost is resolved by what the store holds: a
@@ -13,11 +13,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorate_coordinator::peer::{RootUpdate, Terminal, TerminalCommit};
-use quorate_coordinator::{Event, PeerCore, PeerEffect, PeerMsg, StopReason};
+use quorate_coordinator::peer::drive::{drive, feed, PeerAnswer, PeerEnv, StoredResult};
+use quorate_coordinator::peer::{PeerStores, PlanVersion, RootUpdate, Terminal, TerminalCommit};
+use quorate_coordinator::{Event, PeerCore, PeerMsg, StopReason};
 use quorate_nats::codec::{outgoing, Outgoing};
-use quorate_protocols::wire::Report;
-use quorate_protocols::{AgentId, Envelope, Precondition, TaskId};
+use quorate_protocols::drive::{Answer, Flow};
+use quorate_protocols::wire::{Assignment, Control, Report};
+use quorate_protocols::{AgentId, Budget, Envelope, Payload, Precondition, RunId, TaskId};
 use quorate_state::{
     Account, AccountId, CasOutcome, Etcd, EtcdLease, EtcdStore, Guarded, LedgerError, PackedLog,
     PreconditionFailure, Store,
@@ -210,126 +212,113 @@ impl Shell {
         }
     }
 
-    /// Carries out every effect the core has, feeding back each outcome.
+    /// Carries out every effect the core has through the peer core's one drive loop
+    /// ([`drive`]): each etcd call is answered later ([`ShellEnv`] halts the loop until it is),
+    /// here, then fed back.
     async fn carry_out(&mut self) -> Result<(), PeerProcessError> {
+        loop {
+            let Shell {
+                core,
+                others,
+                publish,
+                worker,
+                log,
+                started,
+                seq,
+                done,
+                ..
+            } = self;
+            let mut env = ShellEnv {
+                run: core.run(),
+                started: *started,
+                others,
+                publish,
+                worker,
+                log,
+                seq,
+                done,
+                pending: None,
+            };
+            let _ = drive(core, &mut env);
+            let Some(request) = env.pending else {
+                return Ok(());
+            };
+            let answer = self.answer(request).await?;
+            let now = self.now();
+            feed(&mut self.core, now, answer);
+        }
+    }
+
+    /// Makes the etcd call of `request`; the answer to feed to the core.
+    async fn answer(&self, request: Request) -> Result<PeerAnswer, PeerProcessError> {
         let run = self.core.run();
         let budget_key = quorate_coordinator::peer::PeerStores::budget_key(run);
-        while let Some(effect) = self.core.poll_effect() {
-            match effect {
-                PeerEffect::TryClaim { node } => {
-                    let key =
-                        quorate_coordinator::peer::PeerStores::claim_key(run, &self.node_id(node));
-                    let state =
-                        quorate_coordinator::peer::PeerStores::state_key(run, &self.node_id(node));
-                    let won = self.claim(&key, &state).await?;
-                    let now = self.now();
-                    self.core.handle_claim_result(now, node, won);
-                }
-                PeerEffect::Allocate { node, task, slice } => {
-                    let outcome = self
-                        .update_root(&budget_key, |root| {
-                            root.allocate(AccountId::Root, AccountId::Task(task), slice)
-                                .map(drop)
-                        })
-                        .await?;
-                    let now = self.now();
-                    self.core.handle_allocation(now, node, outcome);
-                }
-                PeerEffect::CloseSlice { node, task, spent } => {
-                    let outcome = self
-                        .update_root(&budget_key, |root| {
-                            root.child_closed(AccountId::Task(task), spent).map(drop)
-                        })
-                        .await?;
-                    let now = self.now();
-                    self.core.handle_slice_closed(now, node, outcome);
-                }
-                PeerEffect::CheckPreconditions { node, checks } => {
-                    let outcome = self.check(&checks).await?;
-                    let now = self.now();
-                    self.core.handle_preconditions(now, node, outcome);
-                }
-                PeerEffect::RaiseFence { node, task, past } => {
-                    let claim =
-                        quorate_coordinator::peer::PeerStores::claim_key(run, &self.node_id(node));
-                    let raised = self.raise_fence(&claim, task, past).await?;
-                    let now = self.now();
-                    self.core.handle_fence_raised(now, node, raised);
-                }
-                PeerEffect::Execute(envelope) => self.worker.do_send(AssignMsg(*envelope)),
-                PeerEffect::Control(envelope) => self.worker.do_send(ControlMsg(envelope)),
-                PeerEffect::CommitTerminal(record) => {
-                    let key = quorate_coordinator::peer::PeerStores::state_key(
-                        run,
-                        &self.node_id(record.node),
-                    );
-                    // A task this peer claimed is committed only while it holds the claim.
-                    let claim = self.core.claimed(record.node).then(|| {
-                        quorate_coordinator::peer::PeerStores::claim_key(
-                            run,
-                            &self.node_id(record.node),
-                        )
-                    });
-                    let outcome = self.commit_terminal(&key, claim.as_deref(), record).await?;
-                    let now = self.now();
-                    self.core.handle_commit(now, outcome);
-                }
-                PeerEffect::CommitResult { node, key, value } => {
-                    let value = value.into_value();
-                    let stored = match retry("commit a result", || {
-                        self.stores.results.cas(&key, None, value.clone())
+        Ok(match request {
+            Request::Claim { node, key, state } => PeerAnswer::Claim {
+                node,
+                won: self.claim(&key, &state).await?,
+            },
+            Request::Allocate { node, task, slice } => PeerAnswer::Allocation {
+                node,
+                outcome: self
+                    .update_root(&budget_key, |root| {
+                        root.allocate(AccountId::Root, AccountId::Task(task), slice)
+                            .map(drop)
                     })
-                    .await?
-                    {
-                        CasOutcome::Committed(_) => None,
-                        CasOutcome::Conflict { current } => current,
-                    };
-                    let now = self.now();
-                    self.core.handle_result_commit(now, node, stored);
-                }
-                PeerEffect::ProposePlan(record) => {
-                    let key = quorate_coordinator::peer::PeerStores::plan_key(run);
-                    let stored = match retry("propose a plan version", || {
-                        self.stores.plans.cas(&key, None, record.clone())
+                    .await?,
+            },
+            Request::Close { node, task, spent } => PeerAnswer::SliceClosed {
+                node,
+                outcome: self
+                    .update_root(&budget_key, |root| {
+                        root.child_closed(AccountId::Task(task), spent).map(drop)
                     })
-                    .await?
-                    {
-                        CasOutcome::Committed(_) => Some(record),
-                        CasOutcome::Conflict { current } => current.map(|c| c.value),
-                    };
-                    let now = self.now();
-                    self.core.handle_plan_version(now, stored);
-                }
-                PeerEffect::ReadPlan => {
-                    let key = quorate_coordinator::peer::PeerStores::plan_key(run);
-                    let stored = retry("read the plan version", || self.stores.plans.get(&key))
-                        .await?
-                        .map(|v| v.value);
-                    let now = self.now();
-                    self.core.handle_plan_version(now, stored);
-                }
-                PeerEffect::Broadcast(envelope) => {
-                    // One envelope to every other peer: JetStream dedupes publishes by
-                    // `Nats-Msg-Id`, so each copy's id names its recipient too (the cores'
-                    // duplicate rule still goes by the envelope's own dedupe key).
-                    for &to in &self.others {
-                        let mut copy = outgoing(&envelope, to);
-                        copy.msg_id = format!("{}.{to}", copy.msg_id);
-                        let _ = self.publish.send(copy);
-                    }
-                }
-                PeerEffect::Record(mut event) => {
-                    event.seq = self.seq;
-                    self.seq += 1;
-                    self.log.append_now(event.run_id, &event);
-                }
-                PeerEffect::Done(reason) => {
-                    self.done = Some(reason);
-                    return Ok(());
-                }
+                    .await?,
+            },
+            Request::Check { node, checks } => PeerAnswer::Preconditions {
+                node,
+                outcome: self.check(&checks).await?,
+            },
+            Request::Fence {
+                node,
+                claim,
+                task,
+                past,
+            } => PeerAnswer::Fence {
+                node,
+                raised: self.raise_fence(&claim, task, past).await?,
+            },
+            Request::Commit { key, claim, record } => {
+                PeerAnswer::Commit(self.commit_terminal(&key, claim.as_deref(), record).await?)
             }
-        }
-        Ok(())
+            Request::Result { node, key, value } => {
+                let stored = match retry("commit a result", || {
+                    self.stores.results.cas(&key, None, value.clone())
+                })
+                .await?
+                {
+                    CasOutcome::Committed(_) => None,
+                    CasOutcome::Conflict { current } => current,
+                };
+                PeerAnswer::Result { node, stored }
+            }
+            Request::Propose { key, record } => {
+                let stored = match retry("propose a plan version", || {
+                    self.stores.plans.cas(&key, None, record.clone())
+                })
+                .await?
+                {
+                    CasOutcome::Committed(_) => Some(record),
+                    CasOutcome::Conflict { current } => current.map(|c| c.value),
+                };
+                PeerAnswer::Plan(stored)
+            }
+            Request::ReadPlan { key } => PeerAnswer::Plan(
+                retry("read the plan version", || self.stores.plans.get(&key))
+                    .await?
+                    .map(|v| v.value),
+            ),
+        })
     }
 
     /// Creates claim `key` for this peer under its lease; `true` if this peer holds it (also
@@ -549,5 +538,184 @@ impl Shell {
             }
         }
         Ok(Ok(()))
+    }
+}
+
+/// An etcd call the drive loop handed over, made by [`Shell::answer`].
+#[derive(Debug)]
+enum Request {
+    Claim {
+        node: u32,
+        key: String,
+        state: String,
+    },
+    Allocate {
+        node: u32,
+        task: TaskId,
+        slice: Budget,
+    },
+    Close {
+        node: u32,
+        task: TaskId,
+        spent: Budget,
+    },
+    Check {
+        node: u32,
+        checks: Vec<Precondition>,
+    },
+    Fence {
+        node: u32,
+        claim: String,
+        task: TaskId,
+        past: u32,
+    },
+    Commit {
+        key: String,
+        /// The claim the record is guarded by (a task this peer claimed).
+        claim: Option<String>,
+        record: Terminal,
+    },
+    Result {
+        node: u32,
+        key: String,
+        value: serde_json::Value,
+    },
+    Propose {
+        key: String,
+        record: PlanVersion,
+    },
+    ReadPlan {
+        key: String,
+    },
+}
+
+/// The shell as its core's drive environment: every etcd call is answered later (the loop
+/// halts until [`Shell::carry_out`] has made it and fed its answer, so effects are carried
+/// out in order, one store call at a time); sends, the worker and the log answer nothing.
+struct ShellEnv<'a> {
+    run: RunId,
+    started: Instant,
+    others: &'a [AgentId],
+    publish: &'a UnboundedSender<Outgoing>,
+    worker: &'a actix::Addr<quorate_workers::WorkerActor>,
+    log: &'a PackedLog<Event>,
+    seq: &'a mut u64,
+    done: &'a mut Option<StopReason>,
+    /// The etcd call out, if any.
+    pending: Option<Request>,
+}
+
+impl ShellEnv<'_> {
+    fn later<T>(&mut self, request: Request) -> Answer<T> {
+        self.pending = Some(request);
+        Answer::Later
+    }
+}
+
+impl PeerEnv for ShellEnv<'_> {
+    fn now(&mut self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn go_on(&mut self) -> Flow {
+        if self.pending.is_some() || self.done.is_some() {
+            Flow::Halt
+        } else {
+            Flow::Continue
+        }
+    }
+
+    fn try_claim(&mut self, node: u32, name: &str) -> Answer<bool> {
+        let key = PeerStores::claim_key(self.run, name);
+        let state = PeerStores::state_key(self.run, name);
+        self.later(Request::Claim { node, key, state })
+    }
+
+    fn allocate(&mut self, node: u32, task: TaskId, slice: Budget) -> Answer<RootUpdate> {
+        self.later(Request::Allocate { node, task, slice })
+    }
+
+    fn close_slice(&mut self, node: u32, task: TaskId, spent: Budget) -> Answer<RootUpdate> {
+        self.later(Request::Close { node, task, spent })
+    }
+
+    fn check_preconditions(
+        &mut self,
+        node: u32,
+        checks: Vec<Precondition>,
+    ) -> Answer<Result<(), PreconditionFailure>> {
+        self.later(Request::Check { node, checks })
+    }
+
+    fn execute(&mut self, envelope: Box<Envelope<Assignment>>) {
+        self.worker.do_send(AssignMsg(*envelope));
+    }
+
+    fn control(&mut self, envelope: Envelope<Control>) {
+        self.worker.do_send(ControlMsg(envelope));
+    }
+
+    fn raise_fence(
+        &mut self,
+        node: u32,
+        name: &str,
+        task: TaskId,
+        past: u32,
+    ) -> Answer<Option<u32>> {
+        let claim = PeerStores::claim_key(self.run, name);
+        self.later(Request::Fence {
+            node,
+            claim,
+            task,
+            past,
+        })
+    }
+
+    fn commit_terminal(
+        &mut self,
+        name: &str,
+        claimed: bool,
+        record: Terminal,
+    ) -> Answer<TerminalCommit> {
+        let key = PeerStores::state_key(self.run, name);
+        // A task this peer claimed is committed only while it holds the claim.
+        let claim = claimed.then(|| PeerStores::claim_key(self.run, name));
+        self.later(Request::Commit { key, claim, record })
+    }
+
+    fn commit_result(&mut self, node: u32, key: &str, value: Payload) -> Answer<StoredResult> {
+        let (key, value) = (key.to_string(), value.into_value());
+        self.later(Request::Result { node, key, value })
+    }
+
+    fn propose_plan(&mut self, record: PlanVersion) -> Answer<Option<PlanVersion>> {
+        let key = PeerStores::plan_key(self.run);
+        self.later(Request::Propose { key, record })
+    }
+
+    fn read_plan(&mut self) -> Answer<Option<PlanVersion>> {
+        let key = PeerStores::plan_key(self.run);
+        self.later(Request::ReadPlan { key })
+    }
+
+    fn broadcast(&mut self, envelope: Box<Envelope<PeerMsg>>) {
+        // One envelope to every other peer: JetStream dedupes publishes by `Nats-Msg-Id`, so
+        // each copy's id names its recipient too (the cores' duplicate rule still goes by the
+        // envelope's own dedupe key).
+        for &to in self.others {
+            let mut copy = outgoing(&envelope, to);
+            copy.msg_id = format!("{}.{to}", copy.msg_id);
+            let _ = self.publish.send(copy);
+        }
+    }
+
+    fn record(&mut self, mut event: Event) {
+        event.seq = *self.seq;
+        *self.seq += 1;
+        self.log.append_now(event.run_id, &event);
+    }
+
+    fn done(&mut self, _: &PeerCore, reason: StopReason) {
+        *self.done = Some(reason);
     }
 }

@@ -3,7 +3,8 @@
 //! Call order: [`PeerCore::start`] once, then any `handle_*` in any order, draining
 //! [`PeerCore::poll_effect`] after each (the shell feeds the outcome of `TryClaim`,
 //! `CheckPreconditions`, `Allocate`, `CloseSlice`, `CommitTerminal` and `CommitResult` back
-//! through the matching handler), until [`PeerCore::done`] is `Some`.
+//! through the matching handler; the one drive loop, [`crate::peer::drive::drive`], does), until
+//! [`PeerCore::done`] is `Some`.
 //!
 //! The task rules are the star's (`coordinator/src/rules/`):
 //! every state change goes through `TaskState::on`, replies are judged by the same `judge`, a
