@@ -136,7 +136,7 @@ impl SupervisorActor {
         let mut burst = Burst {
             workers: &self.workers,
             results: &self.results,
-            log: Some(writer.hold()),
+            log: writer.hold(),
             tally: &mut self.tally,
             outgoing: &mut self.outgoing,
             trace: &mut self.trace,
@@ -146,19 +146,26 @@ impl SupervisorActor {
         };
         let drained = crate::drive::drive(&mut self.core, &mut burst);
         note(drained.refused);
-        burst.sync_journal();
-        for w in 0..burst.outgoing.len() {
-            burst.send_assignments(w);
-        }
         let Some(reason) = burst.stopped.take() else {
+            burst.sync_journal();
+            for w in 0..burst.outgoing.len() {
+                burst.send_assignments(w);
+            }
             drop(burst);
             self.timer.arm(ctx, self.clock, self.core.poll_timeout());
             return;
         };
         tracing::info!(run = %self.core.run(), %reason, "run stopped");
-        // Dropping the sink lets the trace writer finish.
+        // Dropping the sink lets the trace writer finish. It goes first, before the journal's
+        // last events, as it did before the drive loop (tests/durable_crash.rs kills a run at
+        // its trace's last lines and expects to find it interrupted in the store).
         *burst.trace = None;
+        burst.sync_journal();
+        for w in 0..burst.outgoing.len() {
+            burst.send_assignments(w);
+        }
         burst.tally.publish();
+        // Lets go of the run log before the report is sent: its reader may read it then.
         drop(burst);
         if let (Some(done), Some(report)) = (self.done.take(), self.core.final_report()) {
             let _ = done.send(report);
@@ -173,7 +180,7 @@ struct Burst<'a> {
     workers: &'a [WorkerLink],
     results: &'a MemoryStore<serde_json::Value>,
     /// The run log, held for the burst.
-    log: Option<quorate_state::PackedAppender<'a, Event>>,
+    log: quorate_state::PackedAppender<'a, Event>,
     tally: &'a mut crate::run_metrics::RunTally,
     #[allow(clippy::vec_box)]
     outgoing: &'a mut [Vec<Box<Envelope<Assignment>>>],
@@ -263,18 +270,16 @@ impl crate::drive::SupervisorEnv for Burst<'_> {
         if let Some((_, pending)) = self.journal {
             pending.push(core.event(record.clone()));
         }
-        if let Some(log) = &mut self.log {
-            log.append_with(|at, names, out| core.pack_record(&record, at, names, out));
-        }
+        self.log
+            .append_with(|at, names, out| core.pack_record(&record, at, names, out));
         if let Some(trace) = &self.trace {
             trace.send(core.event(record));
         }
     }
 
+    /// The rest (the trace, the journal, the report) is the actor's, once the drive halted.
     fn stop(&mut self, _core: &SupervisorCore, reason: crate::StopReason) -> Flow {
         self.stopped = Some(reason);
-        // The log is let go before the run's report is sent: its reader may read it then.
-        self.log = None;
         Flow::Halt
     }
 }
