@@ -266,6 +266,7 @@ fn a_result_is_shared_by_its_record_and_every_dependent() {
     };
     let sent = sent.clone();
     h.core.handle_report(1, reply).expect("accepted");
+    // Polled by hand: an assertion over the raw effects (what each one carries), not a driver.
     let mut held = Vec::new();
     let mut ticket = None;
     while let Some(e) = h.core.poll_effect() {
