@@ -10,9 +10,14 @@ use quorate_state::{MemoryStore, PackedLog, PackedWriter};
 use quorate_workers::{AssignBatch, Assignment, ControlMsg, ReportBatch, ReportMsg};
 use tokio::sync::oneshot;
 
+use quorate_protocols::wire::Control;
+use quorate_protocols::{Payload, Precondition};
+use quorate_state::PreconditionFailure;
+
+use crate::drive::{Answer, Flow};
 use crate::shell::{commit_result, RunClock, Tick, Wakeup};
 use crate::trace::TraceSink;
-use crate::{CommitOutcome, Event, RunReport, SupervisorCore, SupervisorEffect};
+use crate::{CheckTicket, CommitOutcome, CommitTicket, Event, Record, RunReport, SupervisorCore};
 
 /// How the supervisor reaches one worker.
 #[derive(Clone, Debug)]
@@ -117,9 +122,79 @@ impl SupervisorActor {
         self
     }
 
+    fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    /// Carries out every pending effect ([`crate::drive::drive`] over the actor's [`Burst`]),
+    /// then arms the timer for the core's next deadline, or stops the actor if the run stopped.
+    ///
+    /// The run log is held for the whole burst: one lock for all of an input's events instead
+    /// of a lock and an unlock (two atomic operations) per event. Nothing here reads the log.
+    fn drive(&mut self, ctx: &mut Context<Self>) {
+        let writer = self.log.clone();
+        let mut burst = Burst {
+            workers: &self.workers,
+            results: &self.results,
+            log: writer.hold(),
+            tally: &mut self.tally,
+            outgoing: &mut self.outgoing,
+            trace: &mut self.trace,
+            clock: self.clock,
+            journal: &mut self.journal,
+            stopped: None,
+        };
+        let drained = crate::drive::drive(&mut self.core, &mut burst);
+        note(drained.refused);
+        let Some(reason) = burst.stopped.take() else {
+            burst.sync_journal();
+            for w in 0..burst.outgoing.len() {
+                burst.send_assignments(w);
+            }
+            drop(burst);
+            self.timer.arm(ctx, self.clock, self.core.poll_timeout());
+            return;
+        };
+        tracing::info!(run = %self.core.run(), %reason, "run stopped");
+        // Dropping the sink lets the trace writer finish. It goes first, before the journal's
+        // last events, as it did before the drive loop (tests/durable_crash.rs kills a run at
+        // its trace's last lines and expects to find it interrupted in the store).
+        *burst.trace = None;
+        burst.sync_journal();
+        for w in 0..burst.outgoing.len() {
+            burst.send_assignments(w);
+        }
+        burst.tally.publish();
+        // Lets go of the run log before the report is sent: its reader may read it then.
+        drop(burst);
+        if let (Some(done), Some(report)) = (self.done.take(), self.core.final_report()) {
+            let _ = done.send(report);
+        }
+        ctx.stop();
+    }
+}
+
+/// The actor's side of one drive: what carries out the core's effects (see
+/// [`crate::drive::SupervisorEnv`]), borrowed from the actor for the burst.
+struct Burst<'a> {
+    workers: &'a [WorkerLink],
+    results: &'a MemoryStore<serde_json::Value>,
+    /// The run log, held for the burst.
+    log: quorate_state::PackedAppender<'a, Event>,
+    tally: &'a mut crate::run_metrics::RunTally,
+    #[allow(clippy::vec_box)]
+    outgoing: &'a mut [Vec<Box<Envelope<Assignment>>>],
+    trace: &'a mut Option<TraceSink>,
+    clock: RunClock,
+    journal: &'a mut Option<(std::sync::Arc<dyn crate::RunJournal>, Vec<Event>)>,
+    /// Why the run stopped, once it did (the drive halts there).
+    stopped: Option<crate::StopReason>,
+}
+
+impl Burst<'_> {
     /// Writes the events collected since the last call to the journal, if any.
     fn sync_journal(&mut self) {
-        if let Some((journal, pending)) = &mut self.journal {
+        if let Some((journal, pending)) = self.journal {
             if !pending.is_empty() {
                 journal.events(pending);
                 pending.clear();
@@ -127,103 +202,6 @@ impl SupervisorActor {
         }
     }
 
-    fn now(&self) -> u64 {
-        self.clock.now()
-    }
-
-    /// Carries out every pending effect, then arms the timer for the core's next deadline.
-    ///
-    /// The run log is held for the whole burst: one lock for all of an input's events instead
-    /// of a lock and an unlock (two atomic operations) per event. Nothing here reads the log.
-    fn drive(&mut self, ctx: &mut Context<Self>) {
-        let writer = self.log.clone();
-        let mut log = writer.hold();
-        while let Some(effect) = self.core.poll_effect() {
-            match effect {
-                SupervisorEffect::Dispatch { worker, envelope } => {
-                    self.outgoing[worker].push(envelope);
-                    if self.outgoing[worker].len() >= quorate_workers::BATCH {
-                        self.send_assignments(worker);
-                    }
-                }
-                SupervisorEffect::Control { worker, envelope } => {
-                    // After the assignments before it: a cancel never overtakes its task.
-                    self.send_assignments(worker);
-                    self.sync_journal();
-                    self.workers[worker].control.do_send(ControlMsg(*envelope))
-                }
-                SupervisorEffect::CommitResult { ticket, key, value } => {
-                    let durable = self.journal.as_ref().map(|_| (key.clone(), value.clone()));
-                    let outcome = match commit_result(&self.results, key, value) {
-                        None => {
-                            if let (Some((journal, _)), Some((key, value))) =
-                                (&self.journal, durable)
-                            {
-                                journal.result(&key, &value);
-                            }
-                            CommitOutcome::Committed
-                        }
-                        Some(stored) => CommitOutcome::Kept {
-                            value: stored.value.into(),
-                            version: stored.version,
-                        },
-                    };
-                    let now = self.now();
-                    note(self.core.handle_result_commit(now, ticket, outcome).err());
-                }
-                SupervisorEffect::CheckPreconditions { ticket, checks } => {
-                    let outcome = quorate_state::check_preconditions(&self.results, &checks);
-                    let now = self.now();
-                    note(self.core.handle_preconditions(now, ticket, outcome).err());
-                }
-                SupervisorEffect::Record(record) => {
-                    self.tally.observe(&record.kind);
-                    if let Some((_, pending)) = &mut self.journal {
-                        pending.push(self.core.event(record.clone()));
-                    }
-                    let core = &self.core;
-                    log.append_with(|at, names, out| core.pack_record(&record, at, names, out));
-                    if let Some(trace) = &self.trace {
-                        trace.send(self.core.event(record));
-                    }
-                }
-                SupervisorEffect::Stop(reason) => {
-                    tracing::info!(run = %self.core.run(), %reason, "run stopped");
-                    // Dropping the sink lets the trace writer finish.
-                    self.trace = None;
-                    self.sync_journal();
-                    for w in 0..self.outgoing.len() {
-                        self.send_assignments(w);
-                    }
-                    self.tally.publish();
-                    drop(log);
-                    if let (Some(done), Some(report)) = (self.done.take(), self.core.final_report())
-                    {
-                        let _ = done.send(report);
-                    }
-                    ctx.stop();
-                    return;
-                }
-            }
-        }
-        self.sync_journal();
-        for w in 0..self.outgoing.len() {
-            self.send_assignments(w);
-        }
-        self.timer.arm(ctx, self.clock, self.core.poll_timeout());
-    }
-}
-
-/// Counts and logs the inputs the core refused (a rejected reply is in the run's counters and
-/// trace already; this is the shell's view of every kind).
-fn note(refused: impl IntoIterator<Item = crate::InputRefused>) {
-    for error in refused {
-        metrics::counter!("quorate_supervisor_inputs_refused_total").increment(1);
-        tracing::debug!(%error, "supervisor input refused");
-    }
-}
-
-impl SupervisorActor {
     /// Sends worker `w` the assignments collected for it.
     fn send_assignments(&mut self, w: usize) {
         if !self.outgoing[w].is_empty() {
@@ -233,6 +211,85 @@ impl SupervisorActor {
             let batch = std::mem::replace(&mut self.outgoing[w], Vec::with_capacity(size));
             self.workers[w].assign.do_send(AssignBatch(batch));
         }
+    }
+}
+
+impl crate::drive::SupervisorEnv for Burst<'_> {
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    #[inline]
+    fn dispatch(&mut self, worker: usize, envelope: Box<Envelope<Assignment>>) {
+        self.outgoing[worker].push(envelope);
+        if self.outgoing[worker].len() >= quorate_workers::BATCH {
+            self.send_assignments(worker);
+        }
+    }
+
+    fn control(&mut self, worker: usize, envelope: Box<Envelope<Control>>) {
+        // After the assignments before it: a cancel never overtakes its task.
+        self.send_assignments(worker);
+        self.sync_journal();
+        self.workers[worker].control.do_send(ControlMsg(*envelope))
+    }
+
+    fn commit_result(
+        &mut self,
+        _ticket: CommitTicket,
+        key: String,
+        value: Payload,
+    ) -> Answer<CommitOutcome> {
+        let durable = self.journal.as_ref().map(|_| (key.clone(), value.clone()));
+        Answer::Now(match commit_result(self.results, key, value) {
+            None => {
+                if let (Some((journal, _)), Some((key, value))) = (&self.journal, durable) {
+                    journal.result(&key, &value);
+                }
+                CommitOutcome::Committed
+            }
+            Some(stored) => CommitOutcome::Kept {
+                value: stored.value.into(),
+                version: stored.version,
+            },
+        })
+    }
+
+    fn check_preconditions(
+        &mut self,
+        _ticket: CheckTicket,
+        checks: Vec<Precondition>,
+    ) -> Answer<Result<(), PreconditionFailure>> {
+        Answer::Now(quorate_state::check_preconditions(self.results, &checks))
+    }
+
+    #[inline]
+    fn record(&mut self, core: &SupervisorCore, record: Record) {
+        self.tally.observe(&record.kind);
+        if let Some((_, pending)) = self.journal {
+            pending.push(core.event(record.clone()));
+        }
+        self.log
+            .append_with(|at, names, out| core.pack_record(&record, at, names, out));
+        if let Some(trace) = &self.trace {
+            trace.send(core.event(record));
+        }
+    }
+
+    /// The rest (the trace, the journal, the report) is the actor's, once the drive halted.
+    fn stop(&mut self, _core: &SupervisorCore, reason: crate::StopReason) -> Flow {
+        self.stopped = Some(reason);
+        Flow::Halt
+    }
+}
+
+/// Counts and logs the inputs the core refused (a rejected reply is in the run's counters and
+/// trace already; this is the shell's view of every kind).
+fn note(refused: impl IntoIterator<Item = crate::InputRefused>) {
+    for error in refused {
+        metrics::counter!("quorate_supervisor_inputs_refused_total").increment(1);
+        tracing::debug!(%error, "supervisor input refused");
     }
 }
 

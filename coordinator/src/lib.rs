@@ -12,6 +12,8 @@
 //!   approval `Quiet` handshake, attempt timeouts) live in one module, `coordinator/src/rules/`;
 //!   every state change of a task goes through `TaskState::on` (in `quorate-protocols`).
 //! * The actix shell delivers messages to it and carries out its effects.
+//! * [`drive`] holds the core's one drive loop ([`drive::drive`] over a [`drive::SupervisorEnv`]),
+//!   which the actix shell, the simulator, the test harnesses and the fuzz target all use.
 //! * [`peer::drive`] holds the peer core's one drive loop (`PeerEnv` + `drive`), which the peer
 //!   actor, the peer process, the simulator and the tests all use.
 //! * [`RunReport`] is what a run reports; [`StopReason`] why it ended; [`Event`] each decision;
@@ -31,6 +33,7 @@ mod assign;
 mod blob;
 pub mod chaos;
 mod core;
+pub mod drive;
 mod event;
 mod event_pack;
 mod journal;

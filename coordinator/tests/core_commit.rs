@@ -4,11 +4,14 @@
 
 mod support;
 
+use quorate_coordinator::drive::{drive, Answer, Flow, SupervisorEnv};
 use quorate_coordinator::{
-    CommitOutcome, CommitTicket, EventKind, InputRefused, StopReason, SupervisorConfig,
-    SupervisorCore, SupervisorEffect,
+    CheckTicket, CommitOutcome, CommitTicket, EventKind, InputRefused, Record, StopReason,
+    SupervisorConfig, SupervisorCore, SupervisorEffect,
 };
-use quorate_protocols::{TaskState, Version};
+use quorate_protocols::wire::{Assignment, Control};
+use quorate_protocols::{Envelope, Payload, Precondition, TaskState, Version};
+use quorate_state::PreconditionFailure;
 use serde_json::{json, Value};
 
 use support::{node, Harness};
@@ -30,48 +33,82 @@ enum Seen {
     Stop(StopReason),
 }
 
-/// Polls every effect of `core`, the commit tickets apart.
+/// Drives `core` with every result commit left unanswered (its ticket pushed on `tickets`),
+/// returning the effects as seen.
 fn poll(core: &mut SupervisorCore, tickets: &mut Vec<CommitTicket>) -> Vec<Seen> {
-    let mut effects = Vec::new();
-    while let Some(e) = core.poll_effect() {
-        effects.push(e);
+    let mut polled = Polled {
+        effects: Vec::new(),
+        tickets,
+    };
+    let drained = drive(core, &mut polled);
+    assert_eq!(drained.refused, vec![], "nothing answered, nothing refused");
+    polled.effects
+}
+
+/// The environment of [`poll`].
+struct Polled<'a> {
+    effects: Vec<Seen>,
+    tickets: &'a mut Vec<CommitTicket>,
+}
+
+impl SupervisorEnv for Polled<'_> {
+    fn now(&self) -> u64 {
+        unreachable!("nothing is answered at once")
     }
-    effects
-        .into_iter()
-        .map(|e| match e {
-            SupervisorEffect::Record(r) => {
-                let event = core.event(r);
-                match event.kind {
-                    EventKind::ResultKept { same, result, .. } => {
-                        Seen::Kept(same, result.into_value())
-                    }
-                    EventKind::ResultCommitted { result } => Seen::Committed(result.into_value()),
-                    kind => Seen::Record(event.task.as_deref().map(str::to_string), {
-                        match kind {
-                            EventKind::Transition { to, .. } => format!("to {to}"),
-                            other => other.name().to_string(),
-                        }
-                    }),
+
+    fn dispatch(&mut self, _worker: usize, envelope: Box<Envelope<Assignment>>) {
+        self.effects.push(Seen::Dispatch(
+            envelope.payload.node.to_string(),
+            envelope
+                .payload
+                .inputs
+                .iter()
+                .map(|i| (i.node.to_string(), i.value.value().clone()))
+                .collect(),
+        ));
+    }
+
+    fn control(&mut self, _worker: usize, _envelope: Box<Envelope<Control>>) {
+        self.effects.push(Seen::Control);
+    }
+
+    fn commit_result(
+        &mut self,
+        ticket: CommitTicket,
+        key: String,
+        value: Payload,
+    ) -> Answer<CommitOutcome> {
+        self.tickets.push(ticket);
+        self.effects.push(Seen::Commit(key, value.into_value()));
+        Answer::Later
+    }
+
+    fn check_preconditions(
+        &mut self,
+        _ticket: CheckTicket,
+        _checks: Vec<Precondition>,
+    ) -> Answer<Result<(), PreconditionFailure>> {
+        unreachable!("no preconditions")
+    }
+
+    fn record(&mut self, core: &SupervisorCore, r: Record) {
+        let event = core.event(r);
+        self.effects.push(match event.kind {
+            EventKind::ResultKept { same, result, .. } => Seen::Kept(same, result.into_value()),
+            EventKind::ResultCommitted { result } => Seen::Committed(result.into_value()),
+            kind => Seen::Record(event.task.as_deref().map(str::to_string), {
+                match kind {
+                    EventKind::Transition { to, .. } => format!("to {to}"),
+                    other => other.name().to_string(),
                 }
-            }
-            SupervisorEffect::CommitResult { ticket, key, value } => {
-                tickets.push(ticket);
-                Seen::Commit(key, value.into_value())
-            }
-            SupervisorEffect::Dispatch { envelope, .. } => Seen::Dispatch(
-                envelope.payload.node.to_string(),
-                envelope
-                    .payload
-                    .inputs
-                    .iter()
-                    .map(|i| (i.node.to_string(), i.value.value().clone()))
-                    .collect(),
-            ),
-            SupervisorEffect::Control { .. } => Seen::Control,
-            SupervisorEffect::Stop(reason) => Seen::Stop(reason),
-            SupervisorEffect::CheckPreconditions { .. } => unreachable!("no preconditions"),
-        })
-        .collect()
+            }),
+        });
+    }
+
+    fn stop(&mut self, _core: &SupervisorCore, reason: StopReason) -> Flow {
+        self.effects.push(Seen::Stop(reason));
+        Flow::Continue
+    }
 }
 
 fn record(task: &str, kind: &str) -> Seen {
@@ -229,6 +266,7 @@ fn a_result_is_shared_by_its_record_and_every_dependent() {
     };
     let sent = sent.clone();
     h.core.handle_report(1, reply).expect("accepted");
+    // Polled by hand: an assertion over the raw effects (what each one carries), not a driver.
     let mut held = Vec::new();
     let mut ticket = None;
     while let Some(e) = h.core.poll_effect() {

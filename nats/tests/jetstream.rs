@@ -5,16 +5,17 @@
 
 use std::time::Duration;
 
+use quorate_coordinator::drive::{drive, Answer, SupervisorEnv};
 use quorate_coordinator::{
-    InputRefused, ReplyRefusal, SupervisorConfig, SupervisorCore, SupervisorEffect,
+    CommitOutcome, CommitTicket, InputRefused, ReplyRefusal, SupervisorConfig, SupervisorCore,
 };
 use quorate_nats::codec::{outgoing, Directory, Refused};
 use quorate_nats::server::NatsServer;
 use quorate_nats::transport::{ack_all, connect, publish_all, Inbox, RunStream, Settings};
 use quorate_protocols::wire::{ActionCounts, Assignment, Outcome, Report};
 use quorate_protocols::{
-    AgentId, Budget, DecodeError, Envelope, IdSource, Limits, NodeSpec, PlanSpec, ResultKind, Role,
-    RunId, Sender, TaskId,
+    AgentId, Budget, DecodeError, Envelope, IdSource, Limits, NodeSpec, Payload, PlanSpec,
+    ResultKind, Role, RunId, Sender, TaskId,
 };
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -45,6 +46,23 @@ fn short_redelivery(max_deliver: i64) -> Settings {
     }
 }
 
+/// The drive environment of [`started_core`]: keeps worker 0's assignment.
+struct Sent(Option<Envelope<Assignment>>);
+
+impl SupervisorEnv for Sent {
+    fn now(&self) -> u64 {
+        0
+    }
+    fn dispatch(&mut self, worker: usize, envelope: Box<Envelope<Assignment>>) {
+        if worker == 0 {
+            self.0 = Some(*envelope);
+        }
+    }
+    fn commit_result(&mut self, _: CommitTicket, _: String, _: Payload) -> Answer<CommitOutcome> {
+        Answer::Later
+    }
+}
+
 /// A one-node run's supervisor core, started: its assignment is the first effect.
 fn started_core(run: RunId) -> (SupervisorCore, Envelope<Assignment>) {
     let plan = PlanSpec {
@@ -64,16 +82,10 @@ fn started_core(run: RunId) -> (SupervisorCore, Envelope<Assignment>) {
         IdSource::seeded(3),
     );
     core.start(0);
-    let mut assignment = None;
-    while let Some(effect) = core.poll_effect() {
-        if let SupervisorEffect::Dispatch {
-            worker: 0,
-            envelope,
-        } = effect
-        {
-            assignment = Some(*envelope);
-        }
-    }
+    let mut sent = Sent(None);
+    let drained = drive(&mut core, &mut sent);
+    assert_eq!(drained.refused, vec![], "nothing answered, nothing refused");
+    let assignment = sent.0;
     (core, assignment.expect("the node was dispatched"))
 }
 

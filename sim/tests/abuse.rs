@@ -8,9 +8,10 @@
 //! * budgets near `u64::MAX`;
 //! * self-loops, unknown dependencies and capability widening in plans.
 
+use quorate_coordinator::drive::{drive, Answer, SupervisorEnv};
 use quorate_coordinator::{
-    CommitOutcome::Committed, EventKind, InputRefused, Rejection, SupervisorConfig, SupervisorCore,
-    SupervisorEffect,
+    CommitOutcome, CommitOutcome::Committed, CommitTicket, EventKind, InputRefused, Record,
+    Rejection, SupervisorConfig, SupervisorCore,
 };
 use quorate_protocols::wire::{ActionCounts, Assignment, Outcome, Report};
 use quorate_protocols::{
@@ -20,6 +21,32 @@ use quorate_protocols::{
 };
 use quorate_state::{Account, AccountId, LedgerError};
 use serde_json::json;
+
+/// What [`Core::drain`] writes to.
+struct Seen<'a> {
+    dispatched: &'a mut Vec<Envelope<Assignment>>,
+    events: &'a mut Vec<EventKind>,
+}
+
+impl SupervisorEnv for Seen<'_> {
+    fn now(&self) -> u64 {
+        5
+    }
+    fn dispatch(&mut self, _: usize, envelope: Box<Envelope<Assignment>>) {
+        self.dispatched.push(*envelope);
+    }
+    fn commit_result(
+        &mut self,
+        _: CommitTicket,
+        _: String,
+        _: quorate_protocols::Payload,
+    ) -> Answer<CommitOutcome> {
+        Answer::Now(Committed)
+    }
+    fn record(&mut self, _: &SupervisorCore, record: Record) {
+        self.events.push(record.kind);
+    }
+}
 
 /// A fresh seeded id source per call (seeds 1, 2, ...): distinct ids, deterministically.
 fn ids() -> quorate_protocols::IdSource {
@@ -75,19 +102,14 @@ impl Core {
         c
     }
 
+    /// Carries out the core's effects: every result commit succeeds, answered at once.
     fn drain(&mut self) {
-        while let Some(e) = self.core.poll_effect() {
-            match e {
-                SupervisorEffect::Dispatch { envelope, .. } => self.dispatched.push(*envelope),
-                SupervisorEffect::Record(record) => self.events.push(record.kind),
-                // Every result commit succeeds, answered at once.
-                SupervisorEffect::CommitResult { ticket, .. } => {
-                    let answered = self.core.handle_result_commit(5, ticket, Committed);
-                    assert_eq!(answered, Ok(()), "a commit the core asked for");
-                }
-                _ => {}
-            }
-        }
+        let mut seen = Seen {
+            dispatched: &mut self.dispatched,
+            events: &mut self.events,
+        };
+        let drained = drive(&mut self.core, &mut seen);
+        assert_eq!(drained.refused, vec![], "a commit the core asked for");
     }
 
     /// A verified answer resting on the attempt's one call: the call's answer is in the reply's

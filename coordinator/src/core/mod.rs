@@ -2,7 +2,8 @@
 //!
 //! Inputs are methods named `handle_*` (with the current time passed in as
 //! [`Millis`](quorate_protocols::Millis), the one time type of every core); the
-//! outputs are [`SupervisorEffect`]s, drained with [`SupervisorCore::poll_effect`]. The core performs no
+//! outputs are [`SupervisorEffect`]s, drained with [`SupervisorCore::poll_effect`] (by the one drive
+//! loop, [`crate::drive::drive`]). The core performs no
 //! I/O, reads no clock and draws its ids (task-id prefix, dedupe keys, correlation ids) from the
 //! [`IdSource`] it is built with, so a seeded simulator, property tests and the actix shell all drive
 //! the same code. Call order: [`start`](SupervisorCore::start) once, then any `handle_*` in any

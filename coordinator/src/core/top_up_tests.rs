@@ -8,7 +8,7 @@ use quorate_protocols::{
 };
 
 use super::{TopUp, TopUpError, TopUpPolicy, TopUpRequest};
-use crate::core::{SupervisorConfig, SupervisorCore, SupervisorEffect};
+use crate::core::{SupervisorConfig, SupervisorCore};
 use crate::event::{Event, EventKind};
 use crate::StopReason;
 
@@ -60,20 +60,45 @@ fn core_with(nodes: Vec<NodeSpec>, top_ups: TopUpPolicy) -> SupervisorCore {
     )
 }
 
-/// Drains the effects: the assignments sent, and the events logged (appended to `log`).
+/// Drains the effects: the assignments sent, and the events logged (appended to `log`); no
+/// result commit is answered.
 fn drain(
     core: &mut SupervisorCore,
     log: &mut Vec<Event>,
 ) -> Vec<quorate_protocols::Envelope<Assignment>> {
-    let mut sent = Vec::new();
-    while let Some(e) = core.poll_effect() {
-        match e {
-            SupervisorEffect::Dispatch { envelope, .. } => sent.push(*envelope),
-            SupervisorEffect::Record(r) => log.push(core.event(r)),
-            _ => {}
-        }
+    let mut seen = Seen {
+        sent: Vec::new(),
+        log,
+    };
+    let drained = crate::drive::drive(core, &mut seen);
+    assert_eq!(drained.refused, vec![], "nothing answered, nothing refused");
+    seen.sent
+}
+
+/// The environment of [`drain`].
+struct Seen<'a> {
+    sent: Vec<quorate_protocols::Envelope<Assignment>>,
+    log: &'a mut Vec<Event>,
+}
+
+impl crate::drive::SupervisorEnv for Seen<'_> {
+    fn now(&self) -> u64 {
+        unreachable!("nothing is answered at once")
     }
-    sent
+    fn dispatch(&mut self, _: usize, envelope: Box<quorate_protocols::Envelope<Assignment>>) {
+        self.sent.push(*envelope);
+    }
+    fn commit_result(
+        &mut self,
+        _: crate::CommitTicket,
+        _: String,
+        _: quorate_protocols::Payload,
+    ) -> crate::drive::Answer<crate::CommitOutcome> {
+        crate::drive::Answer::Later
+    }
+    fn record(&mut self, core: &SupervisorCore, record: crate::Record) {
+        self.log.push(core.event(record));
+    }
 }
 
 /// The worker's final reply to `assignment`: out of steps, having spent `spent`.

@@ -3,14 +3,17 @@
 //! [`spec_of`]) serve the peer-core tests as well.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
+
+use quorate_coordinator::drive::{drive, Answer, Flow, SupervisorEnv};
 use quorate_coordinator::{
-    CommitOutcome, CommitTicket, Event, EventKind, InputRefused, StopReason, SupervisorConfig,
-    SupervisorCore, SupervisorEffect,
+    CheckTicket, CommitOutcome, CommitTicket, Event, EventKind, InputRefused, Record, StopReason,
+    SupervisorConfig, SupervisorCore,
 };
 use quorate_protocols::wire::{ActionCounts, Assignment, Control, Outcome, Report};
 use quorate_protocols::{
-    AgentId, Budget, Envelope, NodeSpec, Plan, PlanSpec, ResultKind, Role, RunId, Sender,
-    TaskState, Version,
+    AgentId, Budget, Envelope, NodeSpec, Payload, Plan, PlanSpec, Precondition, ResultKind, Role,
+    RunId, Sender, TaskState, Version,
 };
 use quorate_state::PreconditionFailure;
 
@@ -172,57 +175,46 @@ impl Harness {
             .collect()
     }
 
+    /// Carries out the core's effects ([`drive`] over the harness's [`Seen`] view).
     pub(crate) fn drain(&mut self) {
-        while let Some(e) = self.core.poll_effect() {
-            match e {
-                SupervisorEffect::Dispatch { worker, envelope } => {
-                    self.dispatched.push((worker, *envelope))
-                }
-                SupervisorEffect::Control { worker, envelope } => {
-                    self.controls.push((worker, *envelope))
-                }
-                SupervisorEffect::CommitResult { ticket, key, value } => {
-                    // Create-only, like the store: a taken key keeps its value.
-                    let outcome = match self.results.get(&key) {
-                        Some(stored) => CommitOutcome::Kept {
-                            value: stored.clone().into(),
-                            version: Version::new(self.versions[&key]),
-                        },
-                        None => {
-                            self.store_result(&key, value.into_value());
-                            CommitOutcome::Committed
-                        }
-                    };
-                    self.commits.push(key);
-                    if self.hold_commits {
-                        self.held.push((ticket, outcome));
-                    } else {
-                        // At the time of the input that completed the task.
-                        let now = self.log.last().map_or(0, |e| e.at_ms);
-                        let answered = self.core.handle_result_commit(now, ticket, outcome);
-                        self.refusals.extend(answered.err());
-                    }
-                }
-                SupervisorEffect::Record(record) => {
-                    let ev = self.core.event(record);
-                    self.log.push(ev.clone());
-                    self.events.push(ev.kind);
-                }
-                SupervisorEffect::Stop(r) => self.stops.push(r),
-                SupervisorEffect::CheckPreconditions { ticket, .. } => {
-                    self.checks.push(ticket.node());
-                    self.tickets.push(ticket);
-                }
-            }
-        }
+        let Harness {
+            core,
+            dispatched,
+            controls,
+            events,
+            commits,
+            stops,
+            checks,
+            tickets,
+            log,
+            results,
+            versions,
+            refusals,
+            hold_commits,
+            held,
+            ..
+        } = self;
+        let mut seen = Seen {
+            dispatched,
+            controls,
+            events,
+            commits,
+            stops,
+            checks,
+            tickets,
+            log,
+            results,
+            versions,
+            hold_commits: *hold_commits,
+            held,
+        };
+        refusals.extend(drive(core, &mut seen).refused);
     }
 
     /// Commits `value` under `key` at the store's next version (a result committed before the
     /// run, or by a run before a crash).
     pub(crate) fn store_result(&mut self, key: &str, value: serde_json::Value) {
-        let version = self.versions.len() as u64 + 1;
-        self.versions.insert(key.to_string(), version);
-        self.results.insert(key.to_string(), value);
+        store(&mut self.results, &mut self.versions, key, value);
     }
 
     /// The latest assignment of `node`.
@@ -273,6 +265,98 @@ impl Harness {
 
     pub(crate) fn state(&self, i: u32) -> TaskState {
         self.core.task_state(i)
+    }
+}
+
+/// Commits `value` under `key` at the store's next version (one counter for the store, from 1).
+fn store(
+    results: &mut HashMap<String, serde_json::Value>,
+    versions: &mut HashMap<String, u64>,
+    key: &str,
+    value: serde_json::Value,
+) {
+    let version = versions.len() as u64 + 1;
+    versions.insert(key.to_string(), version);
+    results.insert(key.to_string(), value);
+}
+
+/// The harness's fields the drive writes to: what the core sent, asked and logged.
+struct Seen<'a> {
+    dispatched: &'a mut Vec<(usize, Envelope<Assignment>)>,
+    controls: &'a mut Vec<(usize, Envelope<Control>)>,
+    events: &'a mut Vec<EventKind>,
+    commits: &'a mut Vec<String>,
+    stops: &'a mut Vec<StopReason>,
+    checks: &'a mut Vec<u32>,
+    tickets: &'a mut Vec<CheckTicket>,
+    log: &'a mut Vec<Event>,
+    results: &'a mut HashMap<String, serde_json::Value>,
+    versions: &'a mut HashMap<String, u64>,
+    hold_commits: bool,
+    held: &'a mut Vec<(CommitTicket, CommitOutcome)>,
+}
+
+impl SupervisorEnv for Seen<'_> {
+    /// At the time of the input that completed the task.
+    fn now(&self) -> u64 {
+        self.log.last().map_or(0, |e| e.at_ms)
+    }
+
+    fn dispatch(&mut self, worker: usize, envelope: Box<Envelope<Assignment>>) {
+        self.dispatched.push((worker, *envelope));
+    }
+
+    fn control(&mut self, worker: usize, envelope: Box<Envelope<Control>>) {
+        self.controls.push((worker, *envelope));
+    }
+
+    /// Create-only, like the store: a taken key keeps its value. With `hold_commits` the
+    /// answer waits in `held` ([`Answer::Later`]).
+    fn commit_result(
+        &mut self,
+        ticket: CommitTicket,
+        key: String,
+        value: Payload,
+    ) -> Answer<CommitOutcome> {
+        let outcome = match self.results.get(&key) {
+            Some(stored) => CommitOutcome::Kept {
+                value: stored.clone().into(),
+                version: Version::new(self.versions[&key]),
+            },
+            None => {
+                store(self.results, self.versions, &key, value.into_value());
+                CommitOutcome::Committed
+            }
+        };
+        self.commits.push(key);
+        if self.hold_commits {
+            self.held.push((ticket, outcome));
+            Answer::Later
+        } else {
+            Answer::Now(outcome)
+        }
+    }
+
+    /// Never answered here: a test answers with the ticket (`tickets`).
+    fn check_preconditions(
+        &mut self,
+        ticket: CheckTicket,
+        _checks: Vec<Precondition>,
+    ) -> Answer<Result<(), PreconditionFailure>> {
+        self.checks.push(ticket.node());
+        self.tickets.push(ticket);
+        Answer::Later
+    }
+
+    fn record(&mut self, core: &SupervisorCore, record: Record) {
+        let ev = core.event(record);
+        self.log.push(ev.clone());
+        self.events.push(ev.kind);
+    }
+
+    fn stop(&mut self, _core: &SupervisorCore, reason: StopReason) -> Flow {
+        self.stops.push(reason);
+        Flow::Continue
     }
 }
 
