@@ -32,64 +32,13 @@ use quorate_nats::secure::connect_with;
 use quorate_nats::transport::publish_all;
 use quorate_state::{RunLog, Store, StoreError};
 use secure::{
-    assert_no_secret, finish, plan_file, quorate, runtime, SecureEtcd, SecureNats, TestCerts, PEERS,
+    assert_no_secret, finish, plan_file, quorate, runtime, staged_plan, SecureEtcd, SecureNats,
+    TestCerts, API_KEY_ENV, PEERS,
 };
 
 const RUN: &str = "0192f4d3-7a1e-7c3b-9f00-0000000000e5";
 /// The model API key the plan's `[models.remote]` reads (never used: no task is a model task).
-const API_KEY_ENV: &str = "QUORATE_TEST_MODEL_KEY";
 const API_KEY: &str = "sk-test-model-key-peer-0123456789abcdef";
-
-/// Two independent tasks, then a slow one that needs both: the run lasts long enough for the
-/// rogue's broadcast to reach its recipient while the peers run.
-fn plan_text() -> String {
-    format!(
-        r#"
-[run]
-topology = "peer"
-workers = 3
-budget = {{ steps = 60, tool_calls = 12, tokens = 1000, cost = 50 }}
-reserve = {{ steps = 4 }}
-capabilities = ["db.stage", "db.save"]
-deadline_ms = 30000
-call_timeout_ms = 10000
-attempt_timeout_ms = 20000
-
-[models.remote]
-base_url = "http://127.0.0.1:9/v1"
-model = "unused"
-api_key_env = "{API_KEY_ENV}"
-
-[[tasks]]
-id = "left"
-capabilities = ["db.stage"]
-budget = {{ steps = 6, tool_calls = 2, tokens = 200, cost = 10 }}
-script = [
-  {{ do = "call", tool = "db.stage", params = {{ key = "left" }}, output = {{ rows = 1 }}, latency-ms = 300 }},
-  {{ do = "answer", value = {{ rows = 1 }} }},
-]
-
-[[tasks]]
-id = "right"
-capabilities = ["db.stage"]
-budget = {{ steps = 6, tool_calls = 2, tokens = 200, cost = 10 }}
-script = [
-  {{ do = "call", tool = "db.stage", params = {{ key = "right" }}, output = {{ rows = 2 }}, latency-ms = 300 }},
-  {{ do = "answer", value = {{ rows = 2 }} }},
-]
-
-[[tasks]]
-id = "save"
-deps = ["left", "right"]
-capabilities = ["db.save"]
-budget = {{ steps = 6, tool_calls = 2, tokens = 200, cost = 10 }}
-script = [
-  {{ do = "call", tool = "db.save", params = {{ key = "batches/1" }}, output = "saved", latency-ms = 1500 }},
-  {{ do = "answer", value = "saved" }},
-]
-"#
-    )
-}
 
 /// `quorate peer` of run [`RUN`] (3 peers) with `plan`, as peer `i` when `creds` (TLS, its etcd
 /// user and its NATS user).
@@ -189,7 +138,10 @@ fn three_peers_with_their_own_users_complete_a_plan_and_refuse_a_forgery() {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let plan = plan_file(dir.path(), &plan_text());
+    let plan = plan_file(
+        dir.path(),
+        &staged_plan("topology = \"peer\"\nworkers = 3", 1500),
+    );
     let rt = runtime();
     let observer = rt
         .block_on(connect_with(&nats.url(), &nats.observer_options()))
@@ -359,7 +311,10 @@ fn a_peer_without_tls_its_users_or_its_own_id_is_refused() {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let plan = plan_file(dir.path(), &plan_text());
+    let plan = plan_file(
+        dir.path(),
+        &staged_plan("topology = \"peer\"\nworkers = 3", 1500),
+    );
     let mut secrets = nats.secrets();
     secrets.extend(etcd.secrets());
 

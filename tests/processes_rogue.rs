@@ -24,62 +24,9 @@ use quorate_nats::codec::Outgoing;
 use quorate_nats::secure::connect_with;
 use quorate_nats::transport::publish_all;
 use secure::{
-    assert_no_secret, finish, plan_file, quorate, runtime, SecureEtcd, SecureNats, A, AGENTS, B,
-    SUP,
+    assert_no_secret, finish, plan_file, quorate, runtime, staged_plan, SecureEtcd, SecureNats, A,
+    AGENTS, API_KEY_ENV, B, SUP,
 };
-
-/// The model API key the plan's `[models.remote]` reads (never used: no task is a model task).
-const API_KEY_ENV: &str = "QUORATE_TEST_MODEL_KEY";
-
-/// Two independent tasks (one for each worker), then a slow one: the run lasts long enough for
-/// the rogue's messages to reach the supervisor while it runs.
-fn plan_text(save_latency_ms: u64) -> String {
-    format!(
-        r#"
-[run]
-workers = 2
-budget = {{ steps = 60, tool_calls = 12, tokens = 1000, cost = 50 }}
-reserve = {{ steps = 4 }}
-capabilities = ["db.stage", "db.save"]
-deadline_ms = 30000
-call_timeout_ms = 10000
-attempt_timeout_ms = 20000
-
-[models.remote]
-base_url = "http://127.0.0.1:9/v1"
-model = "unused"
-api_key_env = "{API_KEY_ENV}"
-
-[[tasks]]
-id = "left"
-capabilities = ["db.stage"]
-budget = {{ steps = 6, tool_calls = 2, tokens = 200, cost = 10 }}
-script = [
-  {{ do = "call", tool = "db.stage", params = {{ key = "left" }}, output = {{ rows = 1 }}, latency-ms = 300 }},
-  {{ do = "answer", value = {{ rows = 1 }} }},
-]
-
-[[tasks]]
-id = "right"
-capabilities = ["db.stage"]
-budget = {{ steps = 6, tool_calls = 2, tokens = 200, cost = 10 }}
-script = [
-  {{ do = "call", tool = "db.stage", params = {{ key = "right" }}, output = {{ rows = 2 }}, latency-ms = 300 }},
-  {{ do = "answer", value = {{ rows = 2 }} }},
-]
-
-[[tasks]]
-id = "save"
-deps = ["left", "right"]
-capabilities = ["db.save"]
-budget = {{ steps = 6, tool_calls = 2, tokens = 200, cost = 10 }}
-script = [
-  {{ do = "call", tool = "db.save", params = {{ key = "batches/1" }}, output = "saved", latency-ms = {save_latency_ms} }},
-  {{ do = "answer", value = "saved" }},
-]
-"#
-    )
-}
 
 fn worker(nats: &SecureNats, i: usize, run: &str, plan: &Path) -> Child {
     let mut cmd = quorate();
@@ -241,7 +188,7 @@ fn a_rogue_worker_is_refused_and_counted_while_the_run_completes_once() {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let plan = plan_file(dir.path(), &plan_text(1500));
+    let plan = plan_file(dir.path(), &staged_plan("workers = 2", 1500));
     let trace = dir.path().join("trace.jsonl");
     let run1 = "0192f4d3-7a1e-7c3b-9f00-000000000001";
     let mut captured: Option<(usize, String, Vec<u8>)> = None;
@@ -424,7 +371,7 @@ fn with_a_workers_etcd_credentials_results_and_other_books_are_denied() {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let plan = plan_file(dir.path(), &plan_text(0));
+    let plan = plan_file(dir.path(), &staged_plan("workers = 2", 0));
     let url = etcd.url();
     let mut run = quorate();
     run.arg("run")

@@ -400,3 +400,59 @@ pub(crate) fn assert_no_secret(what: &str, text: &[u8], secrets: &[String]) {
         assert!(!text.contains(s.as_str()), "{what} shows a secret");
     }
 }
+
+/// The environment variable the process tests' plan reads its model API key from.
+pub(crate) const API_KEY_ENV: &str = "QUORATE_TEST_MODEL_KEY";
+
+/// The process tests' plan: two staging writes, then a save that depends on both and takes
+/// `save_latency_ms` (time for a rogue to act while the run is on). `run_header` opens its `[run]`
+/// table (`workers = 2`, or `topology = "peer"` and the peer count). Its `[models.remote]`
+/// reads the API key from [`API_KEY_ENV`] (never called: no task is a model task), so the
+/// secrets checks can look for it.
+pub(crate) fn staged_plan(run_header: &str, save_latency_ms: u64) -> String {
+    format!(
+        r#"
+[run]
+{run_header}
+budget = {{ steps = 60, tool_calls = 12, tokens = 1000, cost = 50 }}
+reserve = {{ steps = 4 }}
+capabilities = ["db.stage", "db.save"]
+deadline_ms = 30000
+call_timeout_ms = 10000
+attempt_timeout_ms = 20000
+
+[models.remote]
+base_url = "http://127.0.0.1:9/v1"
+model = "unused"
+api_key_env = "{API_KEY_ENV}"
+
+[[tasks]]
+id = "left"
+capabilities = ["db.stage"]
+budget = {{ steps = 6, tool_calls = 2, tokens = 200, cost = 10 }}
+script = [
+  {{ do = "call", tool = "db.stage", params = {{ key = "left" }}, output = {{ rows = 1 }}, latency-ms = 300 }},
+  {{ do = "answer", value = {{ rows = 1 }} }},
+]
+
+[[tasks]]
+id = "right"
+capabilities = ["db.stage"]
+budget = {{ steps = 6, tool_calls = 2, tokens = 200, cost = 10 }}
+script = [
+  {{ do = "call", tool = "db.stage", params = {{ key = "right" }}, output = {{ rows = 2 }}, latency-ms = 300 }},
+  {{ do = "answer", value = {{ rows = 2 }} }},
+]
+
+[[tasks]]
+id = "save"
+deps = ["left", "right"]
+capabilities = ["db.save"]
+budget = {{ steps = 6, tool_calls = 2, tokens = 200, cost = 10 }}
+script = [
+  {{ do = "call", tool = "db.save", params = {{ key = "batches/1" }}, output = "saved", latency-ms = {save_latency_ms} }},
+  {{ do = "answer", value = "saved" }},
+]
+"#
+    )
+}
