@@ -27,7 +27,7 @@
 //! consumer's name-to-filter pairing are beyond subject permissions (the name `to-A` and the
 //! filter's `A` are separate tokens): a peer could make a run's stream itself, before the run,
 //! with its own consumer filtered to another peer's subjects. So every peer checks the layout
-//! before it sends ([`crate::transport::RunStream::check_layout`]: the run's subjects,
+//! before it sends (`transport::RunStream::check_layout`: the run's subjects,
 //! work-queue retention, each `to-A` filtered to `A`) and refuses to run otherwise; once the
 //! layout is right, work-queue retention makes the server refuse any other consumer on a
 //! peer's subjects. What remains is denial: a stream made on a run's subjects in advance stops
@@ -59,7 +59,7 @@ pub enum AccessRole {
 }
 
 /// The JetStream API subjects with which a peer opens a run (`RunStream::open_or_create` of
-/// [`crate::transport`]: stream and consumer lookups, the stream's creation, and consumers
+/// `transport`: stream and consumer lookups, the stream's creation, and consumers
 /// filtered to a run subject `quorate.<run>.<to>.*`). No delete, purge or update.
 pub const PEER_OPENS_A_RUN: [&str; 4] = [
     "$JS.API.STREAM.INFO.*",
