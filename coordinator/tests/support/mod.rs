@@ -47,6 +47,17 @@ pub(crate) struct Harness {
     pub nodes: Vec<NodeSpec>,
     pub config: SupervisorConfig,
     pub workers: Vec<Sender>,
+    /// What the core's effects did (the harness's drive environment; its fields read as the
+    /// harness's own, through `Deref`).
+    pub seen: Seen,
+    /// What the core refused of the replies [`Harness::send`] fed it, in order.
+    pub refusals: Vec<InputRefused>,
+}
+
+/// The harness's view of the core's effects: every effect collected, result commits made in a
+/// create-only map, precondition checks left for the test to answer.
+#[derive(Default)]
+pub(crate) struct Seen {
     pub dispatched: Vec<(usize, Envelope<Assignment>)>,
     pub controls: Vec<(usize, Envelope<Control>)>,
     pub events: Vec<EventKind>,
@@ -56,15 +67,26 @@ pub(crate) struct Harness {
     /// The tickets of the checks asked for, in order (what an answer hands back).
     pub tickets: Vec<quorate_coordinator::CheckTicket>,
     pub log: Vec<quorate_coordinator::Event>,
-    pub results: std::collections::HashMap<String, serde_json::Value>,
+    pub results: HashMap<String, serde_json::Value>,
     /// The version each result was committed at (one counter for the store, from 1).
-    pub versions: std::collections::HashMap<String, u64>,
-    /// What the core refused of the replies [`Harness::send`] fed it, in order.
-    pub refusals: Vec<InputRefused>,
+    pub versions: HashMap<String, u64>,
     /// Result commits are carried out but not answered: their answers wait in `held` (for
     /// [`Harness::answer_commits`]).
     pub hold_commits: bool,
     pub held: Vec<(CommitTicket, CommitOutcome)>,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = Seen;
+    fn deref(&self) -> &Seen {
+        &self.seen
+    }
+}
+
+impl std::ops::DerefMut for Harness {
+    fn deref_mut(&mut self) -> &mut Seen {
+        &mut self.seen
+    }
 }
 
 impl Harness {
@@ -92,19 +114,8 @@ impl Harness {
             nodes,
             config,
             workers,
-            dispatched: vec![],
-            controls: vec![],
-            events: vec![],
-            commits: vec![],
-            stops: vec![],
-            checks: vec![],
-            tickets: vec![],
-            log: vec![],
-            results: Default::default(),
-            versions: Default::default(),
+            seen: Seen::default(),
             refusals: Vec::new(),
-            hold_commits: false,
-            held: Vec::new(),
         };
         h.core.start(0);
         h.drain();
@@ -177,44 +188,15 @@ impl Harness {
 
     /// Carries out the core's effects ([`drive`] over the harness's [`Seen`] view).
     pub(crate) fn drain(&mut self) {
-        let Harness {
-            core,
-            dispatched,
-            controls,
-            events,
-            commits,
-            stops,
-            checks,
-            tickets,
-            log,
-            results,
-            versions,
-            refusals,
-            hold_commits,
-            held,
-            ..
-        } = self;
-        let mut seen = Seen {
-            dispatched,
-            controls,
-            events,
-            commits,
-            stops,
-            checks,
-            tickets,
-            log,
-            results,
-            versions,
-            hold_commits: *hold_commits,
-            held,
-        };
-        refusals.extend(drive(core, &mut seen).refused);
+        let refused = drive(&mut self.core, &mut self.seen).refused;
+        self.refusals.extend(refused);
     }
 
     /// Commits `value` under `key` at the store's next version (a result committed before the
     /// run, or by a run before a crash).
     pub(crate) fn store_result(&mut self, key: &str, value: serde_json::Value) {
-        store(&mut self.results, &mut self.versions, key, value);
+        let seen = &mut self.seen;
+        store(&mut seen.results, &mut seen.versions, key, value);
     }
 
     /// The latest assignment of `node`.
@@ -281,22 +263,7 @@ fn store(
 }
 
 /// The harness's fields the drive writes to: what the core sent, asked and logged.
-struct Seen<'a> {
-    dispatched: &'a mut Vec<(usize, Envelope<Assignment>)>,
-    controls: &'a mut Vec<(usize, Envelope<Control>)>,
-    events: &'a mut Vec<EventKind>,
-    commits: &'a mut Vec<String>,
-    stops: &'a mut Vec<StopReason>,
-    checks: &'a mut Vec<u32>,
-    tickets: &'a mut Vec<CheckTicket>,
-    log: &'a mut Vec<Event>,
-    results: &'a mut HashMap<String, serde_json::Value>,
-    versions: &'a mut HashMap<String, u64>,
-    hold_commits: bool,
-    held: &'a mut Vec<(CommitTicket, CommitOutcome)>,
-}
-
-impl SupervisorEnv for Seen<'_> {
+impl SupervisorEnv for Seen {
     /// At the time of the input that completed the task.
     fn now(&self) -> u64 {
         self.log.last().map_or(0, |e| e.at_ms)
@@ -324,7 +291,12 @@ impl SupervisorEnv for Seen<'_> {
                 version: Version::new(self.versions[&key]),
             },
             None => {
-                store(self.results, self.versions, &key, value.into_value());
+                store(
+                    &mut self.results,
+                    &mut self.versions,
+                    &key,
+                    value.into_value(),
+                );
                 CommitOutcome::Committed
             }
         };
