@@ -189,6 +189,23 @@ pub enum PeerEffect {
     Done(StopReason),
 }
 
+/// The attempt a [`PeerEffect::RaiseFence`] raises a task's fence to: the first after both the
+/// attempt the fence names now (`stored`, none before the task's first) and this peer's last
+/// attempt of the task (`past`). So the fence only goes up, and a takeover runs a later attempt
+/// than the lost peer's.
+///
+/// ```
+/// use quorate_coordinator::peer::fence_after;
+///
+/// assert_eq!(fence_after(None, 0), 1, "a first claim");
+/// assert_eq!(fence_after(Some(1), 0), 2, "a takeover of attempt 1");
+/// assert_eq!(fence_after(Some(2), 3), 4, "this peer's own retry");
+/// ```
+#[must_use]
+pub fn fence_after(stored: Option<u32>, past: u32) -> u32 {
+    stored.unwrap_or(0).max(past) + 1
+}
+
 /// What one compare-and-swap on the shared root account came to (an allocation or a slice's
 /// return). The shell tries once per effect; the core decides what follows.
 #[derive(Clone, Debug, PartialEq)]

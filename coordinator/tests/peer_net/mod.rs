@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 
 use quorate_coordinator::peer::drive::{drive, PeerEnv, StoredResult};
 use quorate_coordinator::peer::{
-    commit_terminal, propose_plan, update_root_once, PeerMsg, PlanVersion, RootUpdate, Terminal,
-    TerminalCommit,
+    commit_terminal, fence_after, propose_plan, update_root_once, PeerMsg, PlanVersion, RootUpdate,
+    Terminal, TerminalCommit,
 };
 use quorate_coordinator::trace::check_terminal_is_final;
 use quorate_coordinator::{Event, PeerCore, StopReason, SupervisorConfig};
@@ -447,7 +447,7 @@ impl PeerEnv for NetPeer<'_> {
             (self.net.claims.get_now(&claim).map(|c| c.value) == Some(self.p)).then(|| {
                 let key = format!("fence/{task}");
                 let current = fences.get_now(&key);
-                let attempt = current.as_ref().map_or(0, |f| f.value).max(past) + 1;
+                let attempt = fence_after(current.as_ref().map(|f| f.value), past);
                 let version = current.map(|f| f.version);
                 assert!(fences.cas_now(&key, version, attempt).is_committed());
                 attempt

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quorate_coordinator::peer::drive::{drive, feed, PeerAnswer, PeerEnv, StoredResult};
-use quorate_coordinator::peer::{PeerStores, PlanVersion, RootUpdate, Terminal, TerminalCommit};
+use quorate_coordinator::peer::{
+    fence_after, PeerStores, PlanVersion, RootUpdate, Terminal, TerminalCommit,
+};
 use quorate_coordinator::{Event, PeerCore, PeerMsg, StopReason};
 use quorate_nats::codec::{outgoing, Outgoing};
 use quorate_protocols::drive::{Answer, Flow};
@@ -380,7 +382,7 @@ impl Shell {
             })?;
         loop {
             let current = retry("read a fence", || self.stores.fences.get(&key)).await?;
-            let attempt = current.as_ref().map_or(0, |f| f.value).max(past) + 1;
+            let attempt = fence_after(current.as_ref().map(|f| f.value), past);
             let version = current.map(|f| f.version);
             let outcome = retry("raise a fence", || {
                 self.stores
