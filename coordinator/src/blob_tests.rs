@@ -114,13 +114,13 @@ fn trace_bytes(calls: usize) -> (usize, usize) {
     let mut reports: Vec<Report> = Vec::new();
     while let Some(effect) = core.poll_effect() {
         match effect {
-            Effect::CallTool {
+            Effect::CallTool(quorate_workers::ToolCall {
                 action,
                 handle,
                 params,
                 call,
                 ..
-            } => {
+            }) => {
                 whole += params.to_string().len();
                 let mut fut = handle.call(action, params);
                 let Poll::Ready(answer) =

@@ -27,7 +27,7 @@ mod input_error;
 mod routing;
 mod takeover;
 
-pub use effect::Effect;
+pub use effect::{Effect, ToolCall, ToolQuery};
 pub use input_error::InputError;
 
 /// Tunables of a worker.

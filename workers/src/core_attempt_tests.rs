@@ -37,24 +37,24 @@ fn a_late_answer_of_an_earlier_call_does_not_settle_the_retry() {
         ]),
         &["db.save"],
     );
-    let Some(crate::Effect::CallTool {
+    let Some(crate::Effect::CallTool(crate::ToolCall {
         action,
         call: first,
         ..
-    }) = d.core.poll_effect()
+    })) = d.core.poll_effect()
     else {
         panic!("expected a call")
     };
     d.core.handle_tool_timeout(d.now, action, first).unwrap();
-    let Some(crate::Effect::QueryTool { .. }) = d.core.poll_effect() else {
+    let Some(crate::Effect::QueryTool(_)) = d.core.poll_effect() else {
         panic!("expected a query")
     };
     d.core.handle_query_answer(d.now, action, None).unwrap();
-    let Some(crate::Effect::CallTool {
+    let Some(crate::Effect::CallTool(crate::ToolCall {
         action: again,
         call: second,
         ..
-    }) = d.core.poll_effect()
+    })) = d.core.poll_effect()
     else {
         panic!("expected the retry")
     };
@@ -105,7 +105,7 @@ fn a_new_attempt_starts_with_what_earlier_attempts_spent() {
     // Slice: 10 steps, 1 tool call. Attempt 1 makes its call, which hangs.
     let slice = quorate_protocols::Budget::new(10, 1, 0, 0);
     d.assign(0, Driver::assignment(&["db.save"], slice));
-    let Some(crate::Effect::CallTool { .. }) = d.core.poll_effect() else {
+    let Some(crate::Effect::CallTool(_)) = d.core.poll_effect() else {
         panic!("expected a call")
     };
     // The supervisor gives up on attempt 1 and assigns attempt 2 to this worker. Attempt 1's
@@ -141,7 +141,7 @@ fn a_retry_that_cannot_start_reports_what_the_earlier_attempts_spent() {
     let mut d = Driver::with(agents, book.tools().unwrap(), world);
     // Attempt 1 spends a step and waits on its call; attempt 2 asks for a role with no agent.
     d.assign(1, Driver::assignment(&["db.save"], budget()));
-    let Some(crate::Effect::CallTool { .. }) = d.core.poll_effect() else {
+    let Some(crate::Effect::CallTool(_)) = d.core.poll_effect() else {
         panic!("expected a call")
     };
     let mut retry = Driver::assignment(&["db.save"], budget());

@@ -13,7 +13,8 @@ fn cancel_stops_further_calls() {
         &["db.save"],
     );
     // The first call is in flight; cancel arrives before its answer.
-    let Some(crate::Effect::CallTool { action, call, .. }) = d.core.poll_effect() else {
+    let Some(crate::Effect::CallTool(crate::ToolCall { action, call, .. })) = d.core.poll_effect()
+    else {
         panic!("expected a call")
     };
     cancel_during_call(&mut d, action, call);
@@ -89,7 +90,7 @@ fn a_cancel_overtaking_a_retry_also_stops_the_stale_attempt_still_running() {
     d.assign(1, Driver::assignment(&["db.save"], budget()));
     // Attempt 1 waits on its first call; the supervisor gave up on it, sent attempt 2 and then
     // cancelled the run, and the cancel of attempt 2 arrives first.
-    let Some(crate::Effect::CallTool { .. }) = d.core.poll_effect() else {
+    let Some(crate::Effect::CallTool(_)) = d.core.poll_effect() else {
         panic!("expected a call")
     };
     let mut retry = d.assignment.clone().expect("assigned");

@@ -19,9 +19,9 @@ fn a_cancel_reaches_delegated_sub_tasks() {
         &["db.save"],
     );
     // The child's first call is in flight; it belongs to the child task, not the parent.
-    let Some(crate::Effect::CallTool {
+    let Some(crate::Effect::CallTool(crate::ToolCall {
         action, task, call, ..
-    }) = d.core.poll_effect()
+    })) = d.core.poll_effect()
     else {
         panic!("expected the child's call")
     };
@@ -262,9 +262,11 @@ fn a_sub_task_request_is_followed_by_quiet_once_the_other_sub_tasks_stop_working
     let mut out = None;
     while let Some(effect) = d.core.poll_effect() {
         match effect {
-            crate::Effect::CallTool { action, call, .. } => out = Some((action, call)),
+            crate::Effect::CallTool(crate::ToolCall { action, call, .. }) => {
+                out = Some((action, call))
+            }
             crate::Effect::Reply(reply) => d.replies.push(*reply),
-            crate::Effect::QueryTool { .. } => panic!("no query expected"),
+            crate::Effect::QueryTool(_) => panic!("no query expected"),
             crate::Effect::CheckPreconditions { .. } => panic!("no preconditions"),
             crate::Effect::AbortCall { .. } => panic!("nothing is aborted"),
         }

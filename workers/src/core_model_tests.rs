@@ -195,12 +195,12 @@ fn call_in_flight(d: &mut Driver) -> (ActionId, u64, u64) {
     let mut call = None;
     while let Some(effect) = d.core.poll_effect() {
         match effect {
-            Effect::CallTool {
+            Effect::CallTool(crate::ToolCall {
                 action,
                 call: tag,
                 deadline,
                 ..
-            } => call = Some((action, tag, deadline)),
+            }) => call = Some((action, tag, deadline)),
             other => panic!("only a call: {other:?}"),
         }
     }

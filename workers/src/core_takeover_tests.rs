@@ -86,13 +86,13 @@ fn a_worker_back_after_a_takeover_is_fenced_off_at_its_next_call() {
     let mut stored = None;
     let slice = Budget::new(10, 2, 0, 0);
     a.assign(1, Driver::assignment(&["db.save"], slice));
-    let Some(Effect::CallTool {
+    let Some(Effect::CallTool(crate::ToolCall {
         action,
         call,
         handle,
         params,
         ..
-    }) = a.core.poll_effect()
+    })) = a.core.poll_effect()
     else {
         panic!("expected a call")
     };

@@ -422,13 +422,13 @@ fn call_and_query_effects_carry_the_registered_tool() {
         &["db.save"],
     );
     let registered = d.core.tools().handle("db.save").expect("registered");
-    let Some(crate::Effect::CallTool {
+    let Some(crate::Effect::CallTool(crate::ToolCall {
         action,
         tool,
         handle,
         call,
         ..
-    }) = d.core.poll_effect()
+    })) = d.core.poll_effect()
     else {
         panic!("expected a call")
     };
@@ -437,11 +437,11 @@ fn call_and_query_effects_carry_the_registered_tool() {
     d.core
         .handle_tool_timeout(d.now, action, call)
         .expect("the call is awaited");
-    let Some(crate::Effect::QueryTool {
+    let Some(crate::Effect::QueryTool(crate::ToolQuery {
         action: asked,
         handle,
         ..
-    }) = d.core.poll_effect()
+    })) = d.core.poll_effect()
     else {
         panic!("expected a query")
     };

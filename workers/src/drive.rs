@@ -62,42 +62,9 @@ use quorate_protocols::{ActionId, Envelope, Millis, Precondition, TaskId};
 use quorate_state::PreconditionFailure;
 
 use crate::core::{Effect, InputError, WorkerCore};
+pub use crate::core::{ToolCall, ToolQuery};
 use crate::failover::{Fenced, StoredBook};
 use crate::tool::{ToolAnswer, ToolFuture, ToolHandle};
-
-/// A tool call to make ([`Effect::CallTool`]'s fields).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolCall {
-    /// The task.
-    pub task: TaskId,
-    /// The action.
-    pub action: ActionId,
-    /// The tool's name.
-    pub tool: String,
-    /// The tool to call.
-    pub handle: ToolHandle,
-    /// Its parameters.
-    pub params: serde_json::Value,
-    /// When its outcome becomes unknown (on the core's clock).
-    pub deadline: Millis,
-    /// The call's tag, handed back with its answer.
-    pub call: u64,
-}
-
-/// A query to make ([`Effect::QueryTool`]'s fields).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolQuery {
-    /// The task.
-    pub task: TaskId,
-    /// The action asked about.
-    pub action: ActionId,
-    /// The tool's name.
-    pub tool: String,
-    /// The tool to ask.
-    pub handle: ToolHandle,
-    /// When to give up (on the core's clock).
-    pub deadline: Millis,
-}
 
 /// How a query ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -221,34 +188,17 @@ pub fn drive(core: &mut WorkerCore, env: &mut impl WorkerEnv) -> Drained {
             break;
         };
         let answer = match effect {
-            Effect::CallTool {
-                task,
-                action,
-                tool,
-                handle,
-                params,
-                deadline,
-                call,
-            } => {
-                if env.keeps_book_before(&handle) {
-                    if let Some(book) = core.stored_book(task) {
-                        if let Err(fenced) = env.write_book(task, book) {
+            Effect::CallTool(call) => {
+                if env.keeps_book_before(&call.handle) {
+                    if let Some(book) = core.stored_book(call.task) {
+                        if let Err(fenced) = env.write_book(call.task, book) {
                             let now = env.now();
                             note(&mut refused, core.handle_fenced(now, fenced));
                             continue;
                         }
                     }
                 }
-                let call = ToolCall {
-                    task,
-                    action,
-                    tool,
-                    handle,
-                    params,
-                    deadline,
-                    call,
-                };
-                let tag = call.call;
+                let (action, tag) = (call.action, call.call);
                 env.call_tool(call).now().map(|answer| WorkerAnswer::Call {
                     action,
                     call: tag,
@@ -259,20 +209,8 @@ pub fn drive(core: &mut WorkerCore, env: &mut impl WorkerEnv) -> Drained {
                 env.abort_call(task, action, call);
                 None
             }
-            Effect::QueryTool {
-                task,
-                action,
-                tool,
-                handle,
-                deadline,
-            } => {
-                let query = ToolQuery {
-                    task,
-                    action,
-                    tool,
-                    handle,
-                    deadline,
-                };
+            Effect::QueryTool(query) => {
+                let action = query.action;
                 env.query_tool(query)
                     .now()
                     .map(|end| WorkerAnswer::Query { action, end })

@@ -81,7 +81,7 @@ pub use agent::{
     SubtaskSpec, UnknownRole,
 };
 pub use book::{ActionBook, BookError, Resolved};
-pub use core::{Effect, InputError, WorkerConfig, WorkerCore};
+pub use core::{Effect, InputError, ToolCall, ToolQuery, WorkerConfig, WorkerCore};
 pub use delegate::DelegationError;
 pub use failover::{BookStore, Fenced, MemoryBooks, StoredBook};
 pub use gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{output_answer, Attempt, CheckedWrite, Deps, Phase};
 use crate::agent::Observation;
 use crate::book::{ActionBook, BookError};
-use crate::core::Effect;
+use crate::core::{Effect, ToolCall, ToolQuery};
 use crate::gate::{CallRequest, Gate, GateContext, GateDecision, GateRejection};
 use quorate_protocols::wire::{CallEvent, Outcome, ProgressSignature};
 
@@ -59,7 +59,7 @@ impl Attempt {
         });
         *d.calls += 1;
         let call = *d.calls;
-        d.out.push_back(Effect::CallTool {
+        d.out.push_back(Effect::CallTool(ToolCall {
             task: self.envelope.task,
             action: request.action,
             tool: request.tool.clone(),
@@ -67,7 +67,7 @@ impl Attempt {
             params: request.params.clone(),
             deadline: Self::deadline(d, &request.tool),
             call,
-        });
+        }));
         self.phase = Phase::Calling {
             request,
             reservation,
@@ -173,13 +173,13 @@ impl Attempt {
                     self.unregistered(d, &request.tool);
                     return;
                 };
-                d.out.push_back(Effect::QueryTool {
+                d.out.push_back(Effect::QueryTool(ToolQuery {
                     task: self.envelope.task,
                     action: query,
                     tool: request.tool.clone(),
                     handle,
                     deadline: Self::deadline(d, &request.tool),
-                });
+                }));
                 self.phase = Phase::Querying {
                     request,
                     reservation: None,

@@ -4,7 +4,7 @@ use quorate_protocols::{ActionEvent, ActionId, Budget, ParamDigest, ResultKind};
 
 use super::{cost_of, Attempt, Deps, Phase};
 use crate::book::Resolved;
-use crate::core::{Effect, InputError};
+use crate::core::{Effect, InputError, ToolQuery};
 use crate::gate::CallRequest;
 use crate::tool::ToolAnswer;
 use quorate_protocols::wire::{CallEvent, Outcome};
@@ -140,13 +140,13 @@ impl Attempt {
             self.unregistered(d, &request.tool);
             return Ok(());
         };
-        d.out.push_back(Effect::QueryTool {
+        d.out.push_back(Effect::QueryTool(ToolQuery {
             task: self.envelope.task,
             action,
             tool: request.tool.clone(),
             handle,
             deadline: Self::deadline(d, &request.tool),
-        });
+        }));
         self.phase = Phase::Querying {
             request,
             reservation: Some(reservation),
