@@ -135,17 +135,9 @@ pub trait SupervisorEnv {
     }
 }
 
-/// What one [`drive`] came to.
-#[derive(Debug, PartialEq)]
-#[must_use]
-pub struct Drained {
-    /// The answers given at once that the core refused, in order (typed: which input was
-    /// wrong). Allocates only if one was refused.
-    pub refused: Vec<InputRefused>,
-    /// `Halt` if the environment ended the drain early; `Continue` if the core has no effect
-    /// left.
-    pub flow: Flow,
-}
+/// What one [`drive`] came to: the inputs the core refused on the way, and whether the
+/// environment halted.
+pub type Drained = quorate_protocols::drive::Drained<InputRefused>;
 
 /// Carries out every pending effect of `core` through `env`, feeding each answer given at once
 /// back to the core before the next effect (the effects that answer brings queue behind the

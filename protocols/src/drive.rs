@@ -39,6 +39,18 @@ impl<T> Answer<T> {
     }
 }
 
+/// What one drive of a core came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Drained<E> {
+    /// The answers given at once that the core refused on the way, in order (typed: which
+    /// input was wrong). Allocates only if one was refused.
+    pub refused: Vec<E>,
+    /// [`Flow::Halt`] if the environment ended the drain with effects left queued;
+    /// [`Flow::Continue`] if the core has none left.
+    pub flow: Flow,
+}
+
 /// Whether a drive loop goes on after an effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]

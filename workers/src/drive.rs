@@ -161,16 +161,9 @@ pub trait WorkerEnv {
     fn reply(&mut self, reply: Box<Envelope<Report>>);
 }
 
-/// What one [`drive`] came to.
-#[derive(Debug, PartialEq)]
-#[must_use]
-pub struct Drained {
-    /// The inputs the core refused on the way (late, stale or duplicate answers, fences that
-    /// named no newer attempt), in order.
-    pub refused: Vec<InputError>,
-    /// [`Flow::Halt`] if the environment ended the drain with effects left queued.
-    pub flow: Flow,
-}
+/// What one [`drive`] came to: the inputs the core refused on the way (late, stale or
+/// duplicate answers, fences that named no newer attempt), and whether the environment halted.
+pub type Drained = quorate_protocols::drive::Drained<InputError>;
 
 /// Carries out every effect `core` has queued through `env`, feeding back each answer given at
 /// once, until the core has none left or `env` halts. See the module docs.
