@@ -54,8 +54,8 @@ pub struct PeerCore {
     busy: bool,
     /// Attempts of this peer's worker, by node, with their deadlines.
     timeouts: AttemptTimeouts<u32>,
-    stopping: bool,
-    /// Why this peer stops (the cause its cancellations carry), once it does.
+    /// Why this peer stops (the cause its cancellations carry), once it does: `Some` while it
+    /// stops claiming and cancels what is left.
     stop_cause: Option<StopReason>,
     done: Option<StopReason>,
     effects: VecDeque<PeerEffect>,
@@ -119,7 +119,6 @@ impl PeerCore {
             seen: HashSet::new(),
             busy: false,
             timeouts: AttemptTimeouts::default(),
-            stopping: false,
             stop_cause: None,
             done: None,
             effects: VecDeque::new(),
@@ -225,7 +224,7 @@ impl PeerCore {
     /// The earliest time at which [`handle_tick`](Self::handle_tick) has something to do: the
     /// deadline, or the timeout of this peer's running attempt.
     pub fn poll_timeout(&self) -> Option<u64> {
-        if self.done.is_some() || self.stopping {
+        if self.done.is_some() || self.stop_cause.is_some() {
             return None;
         }
         self.timeouts
@@ -270,7 +269,7 @@ impl PeerCore {
     pub fn handle_claim_result(&mut self, now: u64, node: u32, won: bool) {
         self.busy = won;
         let t = &self.tasks[node as usize];
-        let ending = t.settled() || t.committing || self.stopping;
+        let ending = t.settled() || t.committing || self.stop_cause.is_some();
         if !won {
             if t.state == TaskState::Ready {
                 // Another peer runs it: running, in this peer's view.
@@ -339,7 +338,7 @@ impl PeerCore {
         if self.done.is_none() && self.config.deadline_ms.is_some_and(|d| now >= d) {
             self.begin_stop(StopReason::Deadline);
         }
-        while !self.stopping && self.done.is_none() {
+        while self.stop_cause.is_none() && self.done.is_none() {
             let tasks = &self.tasks;
             let live = |i: u32, attempt: u32| live_attempt(&tasks[i as usize], attempt);
             let Some((i, attempt)) = self.timeouts.pop_due(now, live) else {
@@ -367,7 +366,7 @@ impl PeerCore {
         self.timeouts
             .prune(|i, attempt| live_attempt(&tasks[i as usize], attempt));
         if let Some(k) = self.config.cancel_after_steps {
-            if self.steps >= k && !self.stopping {
+            if self.steps >= k && self.stop_cause.is_none() {
                 self.record(now, None, EventKind::CancelRequested);
                 self.begin_stop(StopReason::Cancelled);
             }
@@ -378,7 +377,7 @@ impl PeerCore {
 
     /// Tries to claim one ready task (starting at this peer's offset, to spread the work).
     fn claim_next(&mut self) {
-        if self.busy || self.stopping {
+        if self.busy || self.stop_cause.is_some() {
             return;
         }
         let n = self.tasks.len();
@@ -502,9 +501,7 @@ impl PeerCore {
 
     /// Stops claiming and proposes `cancelled` for every task not yet settled.
     fn begin_stop(&mut self, cause: StopReason) {
-        let first = !self.stopping;
-        self.stopping = true;
-        if !first {
+        if self.stop_cause.is_some() {
             return;
         }
         self.stop_cause = Some(cause.clone());

@@ -452,17 +452,17 @@ impl PeerCore {
         for k in 0..self.replan.retired.len() {
             self.close_slice(now, (n + k) as u32);
         }
-        if !self.stopping {
+        if let Some(cause) = self.stop_cause.clone() {
+            // Stopping: the new plan's tasks are cancelled as the stop cancelled the others.
+            for j in 0..n as u32 {
+                self.propose(j, TaskState::Cancelled, Some(cause.clone()));
+            }
+        } else {
             for j in 0..n as u32 {
                 let t = &self.tasks[j as usize];
                 if t.state == TaskState::Pending && t.deps_left == 0 && !t.settled() {
                     self.make_ready(now, j);
                 }
-            }
-        } else if let Some(cause) = self.stop_cause.clone() {
-            // Stopping: the new plan's tasks are cancelled as the stop cancelled the others.
-            for j in 0..n as u32 {
-                self.propose(j, TaskState::Cancelled, Some(cause.clone()));
             }
         }
         for env in std::mem::take(&mut self.replan.stash) {

@@ -25,7 +25,7 @@ impl PeerCore {
                 t.root_tries = 0;
                 t.allocated = true;
                 t.granted = self.plan.node(i).budget;
-                if t.settled() || t.committing || self.stopping {
+                if t.settled() || t.committing || self.stop_cause.is_some() {
                     self.busy = false;
                     self.close_slice(now, i);
                 } else {

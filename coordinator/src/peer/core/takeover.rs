@@ -94,7 +94,7 @@ impl PeerCore {
     /// nothing of the task and waits on the claim as on any other peer's
     /// ([`awaiting_others`](Self::awaiting_others)). An answer nobody asked for changes nothing.
     pub fn handle_fence_raised(&mut self, now: u64, node: u32, raised: Option<u32>) {
-        let stopping = self.stopping;
+        let stopping = self.stop_cause.is_some();
         let Some(t) = self.tasks.get_mut(node as usize) else {
             return;
         };

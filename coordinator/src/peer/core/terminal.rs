@@ -195,7 +195,7 @@ impl PeerCore {
             for d in self.plan.dependents(i).to_vec() {
                 let t = &mut self.tasks[d as usize];
                 t.deps_left -= 1;
-                if t.deps_left == 0 && !self.stopping {
+                if t.deps_left == 0 && self.stop_cause.is_none() {
                     self.make_ready(now, d);
                 }
             }
