@@ -11,8 +11,9 @@
 
 #[path = "../shared-state/tests/support/etcd_cluster.rs"]
 mod etcd_cluster;
+mod support;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_cluster::EtcdCluster;
@@ -20,6 +21,7 @@ use quorate::process::failover::{newest_book, StoredEffect};
 use quorate::state::{Etcd, EtcdUrl, Store};
 use quorate::workers::StoredBook;
 use quorate_nats::server::NatsServer;
+use support::Running;
 
 const PLAN: &str = "tests/plans/worker_failover.toml";
 /// The effects the plan commits, by tool (each of its five actions once).
@@ -39,30 +41,6 @@ fn quorate() -> Command {
     // them with TLS and users).
     c.env("QUORATE_ALLOW_PLAINTEXT", "1");
     c
-}
-
-/// A process this test started: killed (SIGKILL, which ends a stopped process too) if the
-/// test ends without waiting for it, so a failing test leaves nothing behind.
-struct Running(Option<Child>);
-
-impl Running {
-    fn child(&self) -> &Child {
-        self.0.as_ref().expect("running")
-    }
-
-    /// The child, to wait for (no longer killed on drop).
-    fn take(mut self) -> Child {
-        self.0.take().expect("running")
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// The services and the three workers' ids of one run.
@@ -238,14 +216,6 @@ fn report(out: &Output) -> serde_json::Value {
     report
 }
 
-fn signal(running: &Running, name: &str) {
-    let status = Command::new("kill")
-        .args([format!("-{name}"), running.child().id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-}
-
 /// A task's attempts in the report.
 fn attempts(report: &serde_json::Value, id: &str) -> u64 {
     let tasks = report["tasks"].as_array().expect("tasks");
@@ -339,7 +309,7 @@ fn a_worker_paused_past_its_lease_is_fenced_and_its_late_replies_refused() {
         .iter()
         .position(|id| *id == reserved.by.to_string())
         .expect("a worker of the run committed it");
-    signal(&workers[paused], "STOP");
+    workers[paused].signal("STOP");
     let stopped = Instant::now();
     let book = s.wait_for_owner(&reserved, 2);
     eprintln!(
@@ -347,7 +317,7 @@ fn a_worker_paused_past_its_lease_is_fenced_and_its_late_replies_refused() {
         book.owner,
         stopped.elapsed().as_millis()
     );
-    signal(&workers[paused], "CONT");
+    workers[paused].signal("CONT");
     let out = finish(supervisor, Duration::from_secs(60));
     let report = report(&out);
     assert_eq!(attempts(&report, "ship"), 2);

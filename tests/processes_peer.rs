@@ -24,7 +24,7 @@ use quorate::process::peer::roster::{roster_key, Roster};
 use quorate::protocols::RunId;
 use quorate_nats::server::NatsServer;
 use quorate_state::{Etcd, EtcdUrl, Store};
-use support::{arg, temp_path, variant};
+use support::{arg, temp_path, variant, Running};
 
 const RUN: &str = "0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a6c";
 
@@ -291,34 +291,6 @@ fn window_plan(tag: &str, tasks: usize, window_ms: u64) -> PathBuf {
     let path = temp_path(&format!("{tag}.toml"));
     std::fs::write(&path, text).expect("plan written");
     path
-}
-
-/// A peer process this test started: killed (SIGKILL ends a stopped process too) if the test
-/// ends without waiting for it.
-struct Running(Option<Child>);
-
-impl Running {
-    fn signal(&self, name: &str) {
-        let pid = self.0.as_ref().expect("running").id().to_string();
-        let status = std::process::Command::new("kill")
-            .args([format!("-{name}"), pid])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
-    }
-
-    fn take(mut self) -> Child {
-        self.0.take().expect("running")
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// Three peers of `plan` on fresh services, with 1 s leases.

@@ -241,3 +241,33 @@ pub(crate) fn results(run: &FileRun) -> HashMap<String, serde_json::Value> {
         .map(|(k, v)| (k[prefix.len()..].to_string(), v.value))
         .collect()
 }
+
+/// A process a test started: killed (SIGKILL, which ends a stopped process too) if the test ends
+/// without waiting for it, so a failing test leaves nothing behind.
+pub(crate) struct Running(pub(crate) Option<std::process::Child>);
+
+impl Running {
+    /// Sends the signal `name` (`STOP`, `CONT`, `KILL`) with `kill`.
+    pub(crate) fn signal(&self, name: &str) {
+        let pid = self.0.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill")
+            .args([format!("-{name}"), pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{name}");
+    }
+
+    /// The child, to wait for (no longer killed on drop).
+    pub(crate) fn take(mut self) -> std::process::Child {
+        self.0.take().expect("running")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
