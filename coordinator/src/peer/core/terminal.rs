@@ -172,6 +172,16 @@ impl PeerCore {
                 self.control(i, Control::Cancel);
             }
         }
+        let t = &mut self.tasks[i as usize];
+        if t.mine && record.by != self.index && record.state != TaskState::Cancelled {
+            // Another peer ended a task this peer had claimed, and not by cancelling it (any
+            // peer cancels every open task when the run stops): only a claim's holder commits
+            // any other end, so the claim went with this peer's lease and the task was taken
+            // over. This peer's attempt is not the task's (the record's peer ran the attempt
+            // that counts), and the slice is the new holder's to close.
+            t.mine = false;
+            t.allocated = false;
+        }
         if self.tasks[i as usize].state != record.state {
             self.transition(now, i, TaskEvent::Settled(record.state));
         }
