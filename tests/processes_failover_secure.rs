@@ -8,35 +8,19 @@
 
 mod secure;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quorate::process::failover::{fence_key, newest_book, StoredEffect};
 use quorate::workers::StoredBook;
 use quorate_state::Store;
-use secure::{finish, quorate, runtime, SecureEtcd, SecureNats, TestCerts, A, AGENTS, B, SUP};
+use secure::{
+    finish, quorate, runtime, Running, SecureEtcd, SecureNats, TestCerts, A, AGENTS, B, SUP,
+};
 
 const PLAN: &str = "tests/plans/worker_failover.toml";
 const RUN: &str = "0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a21";
-
-/// A process this test started: killed if the test ends without waiting for it.
-struct Running(Option<Child>);
-
-impl Running {
-    fn take(mut self) -> Child {
-        self.0.take().expect("running")
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 /// `cmd` as agent `i`: TLS, its etcd user and its NATS user.
 fn as_agent(etcd: &SecureEtcd, nats: &SecureNats, mut cmd: Command, i: usize) -> Running {

@@ -24,7 +24,7 @@ use quorate::process::peer::roster::{roster_key, Roster};
 use quorate::protocols::RunId;
 use quorate_nats::server::NatsServer;
 use quorate_state::{Etcd, EtcdUrl, Store};
-use support::{arg, temp_path, variant, Running};
+use support::{arg, sum_of, temp_path, variant, Running};
 
 const RUN: &str = "0192f4d3-7a1e-7c3b-9f00-3c1d2e4f5a6c";
 
@@ -101,17 +101,6 @@ fn attempts(reports: &[serde_json::Value]) -> Vec<(String, u64)> {
         .collect()
 }
 
-fn total(reports: &[serde_json::Value], field: &str) -> u64 {
-    reports
-        .iter()
-        .map(|r| {
-            r.pointer(field)
-                .and_then(serde_json::Value::as_u64)
-                .expect(field)
-        })
-        .sum()
-}
-
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -151,12 +140,12 @@ fn three_peer_processes_complete_a_plan_with_each_task_and_effect_once() {
         assert_eq!(n, 1, "{task} ran once over all peers: {reports:#?}");
     }
     // One save over all the processes' worlds; two reads and the save executed.
-    assert_eq!(total(&reports, "/effects"), 1);
-    assert_eq!(total(&reports, "/actions/executed"), 3);
+    assert_eq!(sum_of(&reports, "/effects"), 1);
+    assert_eq!(sum_of(&reports, "/actions/executed"), 3);
     // One broadcast per task to each other peer, every one delivered through the stream.
-    assert_eq!(total(&reports, "/messages/sent"), 4 * 2);
-    assert_eq!(total(&reports, "/messages/delivered"), 4 * 2);
-    assert_eq!(total(&reports, "/messages/rejected_duplicate"), 0);
+    assert_eq!(sum_of(&reports, "/messages/sent"), 4 * 2);
+    assert_eq!(sum_of(&reports, "/messages/delivered"), 4 * 2);
+    assert_eq!(sum_of(&reports, "/messages/rejected_duplicate"), 0);
     // Every peer reports the same states and results (read from etcd).
     for r in &reports[1..] {
         for (a, b) in r["tasks"]
@@ -556,7 +545,7 @@ fn three_peers_complete_a_run_while_an_etcd_member_is_lost() {
         assert_eq!(n, 1, "{task} ran once over all peers");
     }
     assert_eq!(
-        total(&reports, "/effects"),
+        sum_of(&reports, "/effects"),
         TASKS as u64,
         "each effect once"
     );

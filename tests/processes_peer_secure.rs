@@ -21,19 +21,17 @@
 mod secure;
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use quorate::coordinator::peer::Terminal;
-use quorate_nats::codec::Outgoing;
 use quorate_nats::secure::connect_with;
-use quorate_nats::transport::publish_all;
 use quorate_state::{RunLog, Store, StoreError};
 use secure::{
-    assert_no_secret, finish, plan_file, quorate, runtime, staged_plan, SecureEtcd, SecureNats,
-    TestCerts, API_KEY_ENV, PEERS,
+    assert_no_secret, finish, plan_file, publish_as, quorate, runtime, staged_plan, sum_of,
+    Running, SecureEtcd, SecureNats, TestCerts, API_KEY_ENV, PEERS,
 };
 
 const RUN: &str = "0192f4d3-7a1e-7c3b-9f00-0000000000e5";
@@ -62,24 +60,6 @@ fn peer_command(etcd: &SecureEtcd, nats: &SecureNats, plan: &Path, i: Option<usi
     cmd
 }
 
-/// A process this test started: killed if the test ends without waiting for it.
-struct Running(Option<Child>);
-
-impl Running {
-    fn take(mut self) -> Child {
-        self.0.take().expect("running")
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 fn services() -> Option<(SecureEtcd, SecureNats)> {
     let certs = Arc::new(TestCerts::make(&[secure::CLIENT_CN]));
     let etcd = SecureEtcd::start_peers(certs.clone())?;
@@ -87,30 +67,9 @@ fn services() -> Option<(SecureEtcd, SecureNats)> {
     Some((etcd, nats))
 }
 
-/// Publishes `payload` on `subject` through JetStream as peer `who`; the server's answer.
-fn publish_as(
-    nats: &SecureNats,
-    who: usize,
-    subject: String,
-    payload: Vec<u8>,
-) -> Result<(), String> {
-    runtime().block_on(async {
-        let js = connect_with(&nats.url(), &nats.options(who))
-            .await
-            .map_err(|e| e.to_string())?;
-        let msg_id = format!("forged-{:032x}", fastrand::u128(..));
-        publish_all(
-            &js,
-            vec![Outgoing {
-                subject,
-                msg_id,
-                payload,
-            }],
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-    })
+/// A fresh JetStream message id for a forged publish.
+fn forged_id() -> String {
+    format!("forged-{:032x}", fastrand::u128(..))
 }
 
 /// The index in [`PEERS`] of the agent a subject token names.
@@ -119,17 +78,6 @@ fn peer_index(token: &str) -> usize {
         .iter()
         .position(|p| p.to_string() == token)
         .unwrap_or_else(|| panic!("{token} is one of the peers"))
-}
-
-fn total(reports: &[serde_json::Value], field: &str) -> u64 {
-    reports
-        .iter()
-        .map(|r| {
-            r.pointer(field)
-                .and_then(serde_json::Value::as_u64)
-                .expect(field)
-        })
-        .sum()
 }
 
 #[test]
@@ -179,6 +127,7 @@ fn three_peers_with_their_own_users_complete_a_plan_and_refuse_a_forgery() {
         &nats,
         from,
         format!("quorate.{RUN}.{}.{}", PEERS[to], PEERS[from]),
+        forged_id(),
         forged.clone(),
     )
     .expect("a peer may publish on its own subject");
@@ -187,6 +136,7 @@ fn three_peers_with_their_own_users_complete_a_plan_and_refuse_a_forgery() {
         &nats,
         from,
         format!("quorate.{RUN}.{}.{}", PEERS[to], PEERS[third]),
+        forged_id(),
         forged,
     );
     assert!(
@@ -230,9 +180,9 @@ fn three_peers_with_their_own_users_complete_a_plan_and_refuse_a_forgery() {
             assert_eq!(r["tasks"][t]["state"], "completed", "{r}");
         }
     }
-    assert_eq!(total(&reports, "/effects"), 3, "{reports:#?}");
-    assert_eq!(total(&reports, "/actions/executed"), 3);
-    assert_eq!(total(&reports, "/actions/duplicate_effects"), 0);
+    assert_eq!(sum_of(&reports, "/effects"), 3, "{reports:#?}");
+    assert_eq!(sum_of(&reports, "/actions/executed"), 3);
+    assert_eq!(sum_of(&reports, "/actions/duplicate_effects"), 0);
 
     // Secrets: in no output of any peer (they write no trace).
     let mut secrets = nats.secrets();

@@ -20,12 +20,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use quorate_nats::codec::Outgoing;
 use quorate_nats::secure::connect_with;
-use quorate_nats::transport::publish_all;
 use secure::{
-    assert_no_secret, finish, plan_file, quorate, runtime, staged_plan, SecureEtcd, SecureNats, A,
-    AGENTS, API_KEY_ENV, B, SUP,
+    assert_no_secret, finish, plan_file, publish_as, quorate, runtime, staged_plan, SecureEtcd,
+    SecureNats, A, AGENTS, API_KEY_ENV, B, SUP,
 };
 
 fn worker(nats: &SecureNats, i: usize, run: &str, plan: &Path) -> Child {
@@ -135,32 +133,6 @@ fn run_with_rogue(
         report,
         workers,
     }
-}
-
-/// Publishes `payload` on `subject` through JetStream as agent `who`; the server's answer.
-fn publish_as(
-    nats: &SecureNats,
-    who: usize,
-    subject: String,
-    msg_id: String,
-    payload: Vec<u8>,
-) -> Result<(), String> {
-    runtime().block_on(async {
-        let js = connect_with(&nats.url(), &nats.options(who))
-            .await
-            .map_err(|e| e.to_string())?;
-        publish_all(
-            &js,
-            vec![Outgoing {
-                subject,
-                msg_id,
-                payload,
-            }],
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-    })
 }
 
 /// The agent a reply subject `quorate.<run>.<to>.<from>` is from.

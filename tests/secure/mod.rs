@@ -15,6 +15,11 @@
 mod certs;
 #[path = "../../shared-state/tests/support/etcd_cluster.rs"]
 mod etcd_cluster;
+#[path = "../support/process.rs"]
+mod process;
+
+#[allow(unused_imports)] // each test file uses its own part
+pub(crate) use process::{sum_of, Running};
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -455,4 +460,30 @@ script = [
 ]
 "#
     )
+}
+
+/// Publishes `payload` on `subject` through JetStream as user `who` of `nats` (with JetStream
+/// message id `msg_id`); the server's answer.
+pub(crate) fn publish_as(
+    nats: &SecureNats,
+    who: usize,
+    subject: String,
+    msg_id: String,
+    payload: Vec<u8>,
+) -> Result<(), String> {
+    use quorate_nats::codec::Outgoing;
+    runtime().block_on(async {
+        let js = quorate_nats::secure::connect_with(&nats.url(), &nats.options(who))
+            .await
+            .map_err(|e| e.to_string())?;
+        let message = Outgoing {
+            subject,
+            msg_id,
+            payload,
+        };
+        quorate_nats::transport::publish_all(&js, vec![message])
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
 }

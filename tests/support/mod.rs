@@ -16,6 +16,9 @@ use quorate::state::{AccountId, BudgetLedger, BudgetLedgerError, LedgerError, Me
 
 use TaskState::{Cancelled, Completed, Failed, StoppedLimit, WaitingApproval};
 
+mod process;
+pub(crate) use process::{sum_of, Running};
+
 pub(crate) const CHAOS: &str = "dup=0.2,reorder=0.2,drop=0.1,delay=5";
 
 pub(crate) fn plan(name: &str) -> PathBuf {
@@ -240,34 +243,4 @@ pub(crate) fn results(run: &FileRun) -> HashMap<String, serde_json::Value> {
         .into_iter()
         .map(|(k, v)| (k[prefix.len()..].to_string(), v.value))
         .collect()
-}
-
-/// A process a test started: killed (SIGKILL, which ends a stopped process too) if the test ends
-/// without waiting for it, so a failing test leaves nothing behind.
-pub(crate) struct Running(pub(crate) Option<std::process::Child>);
-
-impl Running {
-    /// Sends the signal `name` (`STOP`, `CONT`, `KILL`) with `kill`.
-    pub(crate) fn signal(&self, name: &str) {
-        let pid = self.0.as_ref().expect("running").id().to_string();
-        let status = Command::new("kill")
-            .args([format!("-{name}"), pid])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -{name}");
-    }
-
-    /// The child, to wait for (no longer killed on drop).
-    pub(crate) fn take(mut self) -> std::process::Child {
-        self.0.take().expect("running")
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
