@@ -135,11 +135,31 @@ async fn a_worker_user_reads_only_its_consumer_and_publishes_only_as_itself() {
 /// server has no TLS; tests/processes_peer_secure.rs runs peers over TLS).
 fn peer_options(agent: AgentId) -> quorate_nats::access::NatsOptions {
     quorate_nats::access::NatsOptions {
-        user: Some((agent.to_string(), Secret::new(format!("pw-{agent}")))),
+        user: Some((agent.to_string(), peer_password(agent))),
         inbox_prefix: Some(quorate_nats::access::inbox_prefix(agent)),
         allow_plaintext: true,
         ..Default::default()
     }
+}
+
+/// The test password of peer `agent`'s user.
+fn peer_password(agent: AgentId) -> Secret {
+    Secret::new(format!("pw-{agent}"))
+}
+
+/// A server whose users are `peers`, each with the permissions of [`AccessRole::Peer`];
+/// `None` if nats-server is not installed (and services are not required).
+fn peer_server(peers: &[Sender]) -> Option<NatsServer> {
+    let users: Vec<NatsUser> = peers
+        .iter()
+        .map(|p| NatsUser {
+            user: p.agent.to_string(),
+            password: peer_password(p.agent),
+            agent: p.agent,
+            role: AccessRole::Peer,
+        })
+        .collect();
+    NatsServer::start_with_config_or_skip(&authorization(&users))
 }
 
 /// Three peers with the permissions of `quorate_nats::access` (as `scripts/credentials.sh
@@ -156,16 +176,7 @@ async fn peer_users_open_a_run_and_broadcast_only_as_themselves() {
         sender(0xc, Role::Peer),
     ];
     let (a, b, c) = (peers[0], peers[1], peers[2]);
-    let users: Vec<NatsUser> = peers
-        .iter()
-        .map(|p| NatsUser {
-            user: p.agent.to_string(),
-            password: Secret::new(format!("pw-{}", p.agent)),
-            agent: p.agent,
-            role: AccessRole::Peer,
-        })
-        .collect();
-    let Some(server) = NatsServer::start_with_config_or_skip(&authorization(&users)) else {
+    let Some(server) = peer_server(&peers) else {
         return;
     };
     let url = server.url();
@@ -273,16 +284,7 @@ async fn a_run_laid_out_by_a_rogue_peer_is_found_out() {
     use jetstream::stream::{Config, RetentionPolicy};
     use quorate_nats::subject::{inbox_filter, run_subjects};
     let peers = [sender(0xa, Role::Peer), sender(0xc, Role::Peer)];
-    let users: Vec<NatsUser> = peers
-        .iter()
-        .map(|p| NatsUser {
-            user: p.agent.to_string(),
-            password: Secret::new(format!("pw-{}", p.agent)),
-            agent: p.agent,
-            role: AccessRole::Peer,
-        })
-        .collect();
-    let Some(server) = NatsServer::start_with_config_or_skip(&authorization(&users)) else {
+    let Some(server) = peer_server(&peers) else {
         return;
     };
     let ids = peers.map(|p| p.agent);
