@@ -230,14 +230,8 @@ fn a_peer_whose_lease_lapsed_gives_its_claimed_task_up_and_waits_on_the_claim() 
         "no record from a void claim"
     );
     // Peer 1 takes the task over as attempt 2; peer 0 adopts its record.
-    net.cores[1].handle_claim_lost(0, 0, None);
-    net.drain(1);
+    peer_1_takes_a_over_and_completes_it(&mut net);
     assert_eq!(net.executed.len(), executed + 1);
-    assert_eq!(running_attempt(&net, "a"), 2);
-    net.ok("a");
-    net.deliver_all();
-    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
-    assert_eq!(net.states.get_now("state/a").map(|r| r.value.by), Some(1));
 }
 
 #[test]
@@ -264,10 +258,17 @@ fn a_peer_whose_claim_lapsed_before_its_record_commits_nothing_and_the_new_holde
     assert_eq!(net.cores[0].awaiting_others(), [0]);
     assert_eq!(net.done[0], None);
     // Peer 1 takes the task over and completes it; peer 0 adopts the record.
+    peer_1_takes_a_over_and_completes_it(&mut net);
+}
+
+/// Peer 1 learns that `a`'s claim is gone, claims `a`, runs it as attempt 2 and completes it;
+/// every peer hears of the record and the run completes.
+fn peer_1_takes_a_over_and_completes_it(net: &mut Net) {
     net.cores[1].handle_claim_lost(0, 0, None);
     net.drain(1);
-    assert_eq!(running_attempt(&net, "a"), 2);
+    assert_eq!(running_attempt(net, "a"), 2);
     net.ok("a");
+    assert_eq!(net.cores[1].execution(0).map(|e| e.0), Some(2));
     net.deliver_all();
     assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
     assert_eq!(net.states.get_now("state/a").map(|r| r.value.by), Some(1));
@@ -279,33 +280,25 @@ fn a_paused_peer_that_learns_the_takeover_from_the_new_record_does_not_count_its
     net.ok("b");
     net.deliver_all();
     // Peer 0 is paused past its lease; peer 1 takes `a` over and completes it as attempt 2.
-    let paused = net.running.iter().position(|(p, _)| *p == 0).expect("a");
-    let (_, stale) = net.running.remove(paused);
-    peer_0_dies(&mut net);
-    net.cores[1].handle_claim_lost(0, 0, None);
-    net.drain(1);
-    net.ok("a");
-    assert_eq!(net.cores[1].execution(0).map(|e| e.0), Some(2));
     // Peer 0 wakes up and hears of peer 1's record before it learns that its lease lapsed: the
     // task is not its own any more. Its attempt is cancelled and not reported as the task's
     // (the run's attempts are peer 1's 2, not 1 + 2), and the slice is peer 1's to close.
-    let closed_a = |net: &Net| {
-        net.events[0]
-            .iter()
-            .filter(|e| {
-                e.task.as_deref() == Some("a")
-                    && matches!(e.kind, quorate_coordinator::EventKind::TaskClosed { .. })
-            })
-            .count()
-    };
-    assert_eq!(closed_a(&net), 0);
-    net.deliver_all();
-    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    let paused = net.running.iter().position(|(p, _)| *p == 0).expect("a");
+    let (_, stale) = net.running.remove(paused);
+    peer_0_dies(&mut net);
+    peer_1_takes_a_over_and_completes_it(&mut net);
+    let closed_a = net.events[0]
+        .iter()
+        .filter(|e| {
+            e.task.as_deref() == Some("a")
+                && matches!(e.kind, quorate_coordinator::EventKind::TaskClosed { .. })
+        })
+        .count();
     assert_eq!(net.cores[0].task_state(0), TaskState::Completed);
     assert!(!net.cores[0].claimed(0));
     assert_eq!(net.cores[0].execution(0), None);
     assert_eq!(stale.attempt, 1);
-    assert_eq!(closed_a(&net), 0, "peer 0 closes no slice of `a`");
+    assert_eq!(closed_a, 0, "peer 0 closes no slice of `a`");
     assert!(
         net.controls
             .iter()
