@@ -247,14 +247,17 @@ impl Attempt {
     /// one step first, so the loop ends within the step budget.
     pub(crate) fn run(&mut self, d: &mut Deps<'_>) {
         while matches!(self.phase, Phase::Idle) {
-            if let Err((component, needed)) = self.charge_step() {
-                self.finish(
-                    d,
-                    ResultKind::Suggestion,
-                    Outcome::LimitReached { component, needed },
-                );
-                return;
-            }
+            let remaining = match self.charge_step() {
+                Ok(remaining) => remaining,
+                Err((component, needed)) => {
+                    self.finish(
+                        d,
+                        ResultKind::Suggestion,
+                        Outcome::LimitReached { component, needed },
+                    );
+                    return;
+                }
+            };
             let step = self.step;
             self.step += 1;
             let observation = self.observation.take();
@@ -268,7 +271,7 @@ impl Attempt {
                 step,
                 inputs: &payload.inputs,
                 capabilities: &payload.capabilities,
-                remaining: self.account.headroom_for_self().unwrap_or_default(),
+                remaining,
                 evidence_text: &payload.evidence_text,
                 last_observation: observation.as_ref(),
             };
@@ -334,18 +337,31 @@ impl Attempt {
         }
     }
 
-    /// Charges one loop step; when the slice cannot, the component short and by how much.
-    fn charge_step(&mut self) -> Result<(), (Component, u64)> {
-        match self.account.spend_now(self.account_id, Budget::steps(1)) {
-            Ok(()) => Ok(()),
-            Err(LedgerError::Insufficient {
-                component,
-                requested,
-                available,
-                ..
-            }) => Err((component, shortfall(requested, available))),
-            Err(_) => Err((Component::Steps, 1)),
+    /// Charges one loop step and returns the headroom left for the attempt's own use after it
+    /// (what the agent is told remains); when the slice cannot, the component short and by how
+    /// much. The same as [`Account::spend_now`] of one step followed by
+    /// [`Account::headroom_for_self`], with the headroom worked out once (every task's first
+    /// step comes here).
+    fn charge_step(&mut self) -> Result<Budget, (Component, u64)> {
+        let account = &mut self.account;
+        if account.closed {
+            return Err((Component::Steps, 1));
         }
+        let Ok(headroom) = account.headroom_for_self() else {
+            return Err((Component::Steps, 1));
+        };
+        // One step asks for nothing of the other components: only steps can be short.
+        let (Some(left), Some(spent)) = (
+            headroom.steps.checked_sub(1),
+            account.own_spent.steps.checked_add(1),
+        ) else {
+            return Err((Component::Steps, shortfall(1, headroom.steps)));
+        };
+        account.own_spent.steps = spent;
+        Ok(Budget {
+            steps: left,
+            ..headroom
+        })
     }
 
     /// Turns a tool's answer into receipts, an observation and a progress verdict.
