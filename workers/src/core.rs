@@ -264,15 +264,12 @@ impl WorkerCore {
                 return Ok(());
             }
         };
-        let account = match Attempt::open_account(&envelope, already) {
-            Ok(account) => account,
-            Err(e) => {
-                self.fail_assignment(&envelope, e.to_string());
-                self.end_unstarted(task, envelope.attempt);
-                return Ok(());
-            }
-        };
-        let mut attempt = Attempt::new(envelope, agent, &self.config, account);
+        let mut attempt = Attempt::new(envelope, agent, &self.config);
+        if let Err(e) = attempt.charge_earlier(already) {
+            self.fail_assignment(attempt.envelope(), e.to_string());
+            self.end_unstarted(task, attempt.number());
+            return Ok(());
+        }
         #[cfg(feature = "mutants")]
         if quorate_protocols::mutant::is(quorate_protocols::mutant::Mutant::IdempotencyPerAttempt) {
             self.books.remove(&task);

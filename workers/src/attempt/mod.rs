@@ -144,41 +144,23 @@ struct Relay {
 }
 
 impl Attempt {
-    /// The account of an attempt of `envelope`'s task: its slice, with `already_spent` (what
-    /// earlier attempts of the same task on this worker spent) charged up front, so every
-    /// attempt together stays within the one slice the task was granted (a new attempt does not
-    /// get the whole slice again). The caller still owns the assignment on an error, so it can
-    /// reply to it.
-    pub(crate) fn open_account(
-        envelope: &Envelope<Assignment>,
-        already_spent: Budget,
-    ) -> Result<Account, LedgerError> {
-        let budget = envelope.payload.budget;
-        let mut account = Account::open(None, budget, Budget::ZERO)?;
-        // A first attempt (the common case) has nothing to carry over: charging zero to a
-        // fresh account changes nothing, so it is skipped.
-        if already_spent != Budget::ZERO {
-            account.spend_now(AccountId::Task(envelope.task), already_spent.min(&budget))?;
-        }
-        Ok(account)
-    }
-
-    /// An attempt of the assigned task, on the `account` [`Self::open_account`] opened for it.
-    /// Infallible and inlined, so the attempt (hundreds of bytes) is built where the caller
-    /// keeps it instead of being moved through a `Result`.
+    /// An attempt of the assigned task, on a fresh account of the task's slice (an attempt of
+    /// a task that ran here before is then charged what the earlier attempts spent:
+    /// [`Self::charge_earlier`]). Infallible and inlined, so the attempt (hundreds of bytes,
+    /// its account included) is built where the caller keeps it instead of being moved through
+    /// a `Result`.
     #[inline]
     pub(crate) fn new(
         envelope: Box<Envelope<Assignment>>,
         agent: Box<dyn Agent>,
         config: &WorkerConfig,
-        account: Account,
     ) -> Self {
         Self {
             account_id: AccountId::Task(envelope.task),
+            account: Account::unreserved(envelope.payload.budget),
             faults: agent.faults(),
             envelope,
             agent,
-            account,
             step: 0,
             environment: 0,
             observation: None,
@@ -190,6 +172,26 @@ impl Attempt {
             phase: Phase::Idle,
             rare: None,
         }
+    }
+
+    /// Charges `already_spent` (what earlier attempts of the same task on this worker spent)
+    /// up front, before the attempt runs, so every attempt together stays within the one slice
+    /// the task was granted (a new attempt does not get the whole slice again). On an error
+    /// the attempt must not run; the caller replies to its assignment ([`Self::envelope`]).
+    pub(crate) fn charge_earlier(&mut self, already_spent: Budget) -> Result<(), LedgerError> {
+        // A first attempt (the common case) has nothing to carry over: charging zero to a
+        // fresh account changes nothing, so it is skipped.
+        if already_spent != Budget::ZERO {
+            let limit = self.account.limit;
+            self.account
+                .spend_now(self.account_id, already_spent.min(&limit))?;
+        }
+        Ok(())
+    }
+
+    /// The assignment this attempt runs.
+    pub(crate) fn envelope(&self) -> &Envelope<Assignment> {
+        &self.envelope
     }
 
     pub(crate) fn number(&self) -> u32 {
