@@ -302,7 +302,7 @@ impl WorkerCore {
         if book.iter().next().is_some() {
             self.books.insert(task, book);
         }
-        if attempt.is_done() && attempt.open_children().is_empty() && spawn.is_empty() {
+        if attempt.is_done() && !attempt.has_open_children() && spawn.is_empty() {
             // Done at once (the common case): it never enters `attempts`.
             if !self.attempts.is_empty() {
                 self.attempts.remove(&task);
@@ -390,7 +390,7 @@ impl WorkerCore {
         let done = self
             .attempts
             .get(&task)
-            .is_some_and(|a| a.is_done() && a.open_children().is_empty());
+            .is_some_and(|a| a.is_done() && !a.has_open_children());
         if done {
             if let Some(a) = self.attempts.remove(&task) {
                 self.record_end(task, &a);

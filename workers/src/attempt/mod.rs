@@ -25,11 +25,11 @@ use quorate_protocols::wire::{
 
 impl Deps<'_> {
     /// Sends `reply`: out of the worker, or to the parent's attempt if it is a sub-task's.
-    fn reply(&mut self, reply: Envelope<Report>) {
+    fn reply(&mut self, reply: Box<Envelope<Report>>) {
         if !self.parents.is_empty() && self.parents.contains_key(&reply.task) {
-            self.routed.push_back(Box::new(reply));
+            self.routed.push_back(reply);
         } else {
-            self.out.push_back(Effect::Reply(Box::new(reply)));
+            self.out.push_back(Effect::Reply(reply));
         }
     }
 }
@@ -283,7 +283,8 @@ impl Attempt {
                     value,
                     evidence,
                 } => {
-                    let receipts = self.receipts.clone();
+                    // The attempt ends here: its receipts go with the answer.
+                    let receipts = std::mem::take(&mut self.receipts);
                     let outcome = Outcome::Answer {
                         value: value.into(),
                         receipts,
@@ -483,10 +484,24 @@ impl Attempt {
         }
     }
 
+    /// A reply to the attempt's assignment, carrying `report`, built in its box (an envelope
+    /// is a few hundred bytes: the box is taken first, and the reply written into it).
+    fn boxed_reply(
+        &self,
+        d: &mut Deps<'_>,
+        kind: ResultKind,
+        report: Report,
+    ) -> Box<Envelope<Report>> {
+        Box::write(
+            Box::new_uninit(),
+            self.envelope.reply(d.me, kind, report, d.ids),
+        )
+    }
+
     /// A non-final reply (an approval request).
     fn send(&mut self, d: &mut Deps<'_>, kind: ResultKind, outcome: Outcome) {
         let report = self.report(outcome);
-        let reply = self.envelope.reply(d.me, kind, report, d.ids);
+        let reply = self.boxed_reply(d, kind, report);
         d.reply(reply);
     }
 
@@ -511,15 +526,18 @@ impl Attempt {
             return;
         }
         // Sub-tasks still open are charged their whole slice (their calls may have spent it).
-        let mut open: Vec<(AccountId, Budget)> = self
-            .account
-            .children
-            .iter()
-            .map(|(k, v)| (*k, *v))
-            .collect();
-        open.sort_unstable_by_key(|&(k, _)| k);
-        for (child, slice) in open {
-            let _ = self.account.child_closed(child, slice);
+        // (Most attempts never delegated: nothing to collect then.)
+        if !self.account.children.is_empty() {
+            let mut open: Vec<(AccountId, Budget)> = self
+                .account
+                .children
+                .iter()
+                .map(|(k, v)| (*k, *v))
+                .collect();
+            open.sort_unstable_by_key(|&(k, _)| k);
+            for (child, slice) in open {
+                let _ = self.account.child_closed(child, slice);
+            }
         }
         // A write still waiting for its preconditions never ran: nothing of it is charged.
         if let Phase::Checking(write) = &self.phase {
@@ -556,7 +574,7 @@ impl Attempt {
         let _unused = self.account.close(self.account_id);
         let cancelled = outcome == Outcome::Cancelled;
         let report = self.report(outcome);
-        let mut reply = self.envelope.reply(d.me, kind, report, d.ids);
+        let mut reply = self.boxed_reply(d, kind, report);
         reply.evidence = evidence;
         if self.faults.duplicate_reply {
             d.reply(reply.clone());
@@ -569,9 +587,7 @@ impl Attempt {
                 value: value.into(),
                 receipts,
             });
-            let late = self
-                .envelope
-                .reply(d.me, ResultKind::VerifiedConclusion, late, d.ids);
+            let late = self.boxed_reply(d, ResultKind::VerifiedConclusion, late);
             d.reply(late);
         }
         self.phase = Phase::Done;
