@@ -148,8 +148,9 @@ impl Attempt {
     /// a task that ran here before is then charged what the earlier attempts spent:
     /// [`Self::charge_earlier`]). Infallible and inlined, so the attempt (hundreds of bytes,
     /// its account included) is built where the caller keeps it instead of being moved through
-    /// a `Result`.
-    #[inline]
+    /// a `Result` (always inlined: called from two places, it was not, and its attempt was
+    /// then copied out).
+    #[inline(always)]
     pub(crate) fn new(
         envelope: Box<Envelope<Assignment>>,
         agent: Box<dyn Agent>,
