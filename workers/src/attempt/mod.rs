@@ -351,7 +351,18 @@ impl Attempt {
         if account.closed {
             return Err((Component::Steps, 1));
         }
-        let Ok(headroom) = account.headroom_for_self() else {
+        // An attempt that has delegated nothing and holds no reservation (every attempt's
+        // first step, and most attempts' every step) uses only what it spent itself: the
+        // headroom is the limit less that, the same figure without summing the zeros.
+        let headroom = if account.children_total == Budget::ZERO
+            && account.children_spent == Budget::ZERO
+            && account.reserved_total == Budget::ZERO
+        {
+            account.limit.checked_sub(&account.own_spent).ok()
+        } else {
+            account.headroom_for_self().ok()
+        };
+        let Some(headroom) = headroom else {
             return Err((Component::Steps, 1));
         };
         // One step asks for nothing of the other components: only steps can be short.
