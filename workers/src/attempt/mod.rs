@@ -2,15 +2,14 @@
 //! here and drains the effects it pushes.
 
 mod call;
+mod charge;
 mod inputs;
 mod transcript;
 
 use std::collections::VecDeque;
 
-use quorate_protocols::{
-    ActionId, Budget, Component, Envelope, Millis, ParamDigest, ResultKind, Sender,
-};
-use quorate_state::{Account, AccountId, LedgerError, ReservationId};
+use quorate_protocols::{ActionId, Budget, Envelope, Millis, ParamDigest, ResultKind, Sender};
+use quorate_state::{Account, AccountId, ReservationId};
 use serde_json::Value;
 
 use crate::agent::{Agent, AgentContext, Faults, Observation, Proposal, SubtaskResult};
@@ -175,21 +174,6 @@ impl Attempt {
         }
     }
 
-    /// Charges `already_spent` (what earlier attempts of the same task on this worker spent)
-    /// up front, before the attempt runs, so every attempt together stays within the one slice
-    /// the task was granted (a new attempt does not get the whole slice again). On an error
-    /// the attempt must not run; the caller replies to its assignment ([`Self::envelope`]).
-    pub(crate) fn charge_earlier(&mut self, already_spent: Budget) -> Result<(), LedgerError> {
-        // A first attempt (the common case) has nothing to carry over: charging zero to a
-        // fresh account changes nothing, so it is skipped.
-        if already_spent != Budget::ZERO {
-            let limit = self.account.limit;
-            self.account
-                .spend_now(self.account_id, already_spent.min(&limit))?;
-        }
-        Ok(())
-    }
-
     /// The assignment this attempt runs.
     pub(crate) fn envelope(&self) -> &Envelope<Assignment> {
         &self.envelope
@@ -339,44 +323,6 @@ impl Attempt {
                 }
             }
         }
-    }
-
-    /// Charges one loop step and returns the headroom left for the attempt's own use after it
-    /// (what the agent is told remains); when the slice cannot, the component short and by how
-    /// much. The same as [`Account::spend_now`] of one step followed by
-    /// [`Account::headroom_for_self`], with the headroom worked out once (every task's first
-    /// step comes here).
-    fn charge_step(&mut self) -> Result<Budget, (Component, u64)> {
-        let account = &mut self.account;
-        if account.closed {
-            return Err((Component::Steps, 1));
-        }
-        // An attempt that has delegated nothing and holds no reservation (every attempt's
-        // first step, and most attempts' every step) uses only what it spent itself: the
-        // headroom is the limit less that, the same figure without summing the zeros.
-        let headroom = if account.children_total == Budget::ZERO
-            && account.children_spent == Budget::ZERO
-            && account.reserved_total == Budget::ZERO
-        {
-            account.limit.checked_sub(&account.own_spent).ok()
-        } else {
-            account.headroom_for_self().ok()
-        };
-        let Some(headroom) = headroom else {
-            return Err((Component::Steps, 1));
-        };
-        // One step asks for nothing of the other components: only steps can be short.
-        let (Some(left), Some(spent)) = (
-            headroom.steps.checked_sub(1),
-            account.own_spent.steps.checked_add(1),
-        ) else {
-            return Err((Component::Steps, shortfall(1, headroom.steps)));
-        };
-        account.own_spent.steps = spent;
-        Ok(Budget {
-            steps: left,
-            ..headroom
-        })
     }
 
     /// Turns a tool's answer into receipts, an observation and a progress verdict.
