@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use quorate_protocols::{
-    ActionId, AgentId, Envelope, IdSource, Millis, ResultKind, Role, Sender, TaskId,
+    ActionId, AgentId, Budget, Envelope, IdSource, Millis, ResultKind, Role, Sender, TaskId,
 };
 
 use crate::agent::AgentRegistry;
@@ -239,7 +239,11 @@ impl WorkerCore {
     ) -> Result<(), InputError> {
         let task = envelope.task;
         self.history.adopt_run_of(task);
-        if let Some(current) = self.latest_attempt(task) {
+        // One look-up each: the attempt running here (rarely one: the task is being retried
+        // while its attempt still runs) and the last one that ended.
+        let running = self.running_attempt(task);
+        let ended = self.history.last(task);
+        if let Some(current) = running.or(ended.map(|(attempt, _)| attempt)) {
             if envelope.attempt < current {
                 return Err(InputError::StaleAttempt {
                     task,
@@ -254,8 +258,13 @@ impl WorkerCore {
                 });
             }
         }
-        self.keep_spending_of_replaced(task);
-        let (already, takeover) = takeover::carry(self.history.spent(task), takeover);
+        let here = if running.is_some() {
+            self.keep_spending_of_replaced(task);
+            self.history.spent(task)
+        } else {
+            ended.map_or(Budget::ZERO, |(_, spent)| spent)
+        };
+        let (already, takeover) = takeover::carry(here, takeover);
         let agent = match self.agents.create(&envelope.payload) {
             Ok(agent) => agent,
             Err(e) => {
@@ -264,15 +273,12 @@ impl WorkerCore {
                 return Ok(());
             }
         };
-        let account = match Attempt::open_account(&envelope, already) {
-            Ok(account) => account,
-            Err(e) => {
-                self.fail_assignment(&envelope, e.to_string());
-                self.end_unstarted(task, envelope.attempt);
-                return Ok(());
-            }
-        };
-        let mut attempt = Attempt::new(envelope, agent, &self.config, account);
+        let mut attempt = Attempt::new(envelope, agent, &self.config);
+        if let Err(e) = attempt.charge_earlier(already) {
+            self.fail_assignment(attempt.envelope(), e.to_string());
+            self.end_unstarted(task, attempt.number());
+            return Ok(());
+        }
         #[cfg(feature = "mutants")]
         if quorate_protocols::mutant::is(quorate_protocols::mutant::Mutant::IdempotencyPerAttempt) {
             self.books.remove(&task);
@@ -305,7 +311,7 @@ impl WorkerCore {
         if book.iter().next().is_some() {
             self.books.insert(task, book);
         }
-        if attempt.is_done() && attempt.open_children().is_empty() && spawn.is_empty() {
+        if attempt.is_done() && !attempt.has_open_children() && spawn.is_empty() {
             // Done at once (the common case): it never enters `attempts`.
             if !self.attempts.is_empty() {
                 self.attempts.remove(&task);
@@ -393,7 +399,7 @@ impl WorkerCore {
         let done = self
             .attempts
             .get(&task)
-            .is_some_and(|a| a.is_done() && a.open_children().is_empty());
+            .is_some_and(|a| a.is_done() && !a.has_open_children());
         if done {
             if let Some(a) = self.attempts.remove(&task) {
                 self.record_end(task, &a);
@@ -499,12 +505,17 @@ impl WorkerCore {
 
     /// The attempt number `task` is at here: its running attempt's, else its last ended one's.
     fn latest_attempt(&self, task: TaskId) -> Option<u32> {
-        let running = if self.attempts.is_empty() {
+        self.running_attempt(task)
+            .or_else(|| self.history.attempt(task))
+    }
+
+    /// The number of `task`'s running attempt, if one runs here.
+    fn running_attempt(&self, task: TaskId) -> Option<u32> {
+        if self.attempts.is_empty() {
             None
         } else {
             self.attempts.get(&task).map(Attempt::number)
-        };
-        running.or_else(|| self.history.attempt(task))
+        }
     }
 
     /// A newer attempt replaces `task`'s running one, which may still be spending: its spending

@@ -59,16 +59,27 @@ impl History {
 
     fn put(&mut self, task: TaskId, ended: Ended) {
         match self.index(task) {
-            Some(i) => {
-                if i >= self.dense.len() {
-                    self.dense.resize(i + 1, None);
+            Some(i) => match self.dense.get_mut(i) {
+                Some(slot) => *slot = Some(ended),
+                None => {
+                    // Tasks mostly end in the order their indices were minted: the next one
+                    // is pushed; a gap is filled with no task.
+                    if i > self.dense.len() {
+                        self.dense.resize(i, None);
+                    }
+                    self.dense.push(Some(ended));
                 }
-                self.dense[i] = Some(ended);
-            }
+            },
             None => {
                 self.ended.insert(task, ended);
             }
         }
+    }
+
+    /// The last attempt number that ended for `task`, and what its attempts spent or held
+    /// reserved ([`Self::attempt`] and [`Self::spent`] in one look-up).
+    pub(crate) fn last(&self, task: TaskId) -> Option<(u32, Budget)> {
+        self.get(task).map(|e| (e.attempt, e.spent))
     }
 
     /// The last attempt number that ended for `task`.
@@ -156,6 +167,7 @@ mod tests {
             (h.attempt(t), h.spent(t), h.counts(t)),
             (Some(2), Budget::steps(3), Some(counts))
         );
+        assert_eq!(h.last(t), Some((2, Budget::steps(3))));
         h.duplicate_effect(t);
         assert_eq!(h.counts(t).map(|c| c.duplicate_effects), Some(1));
         h.unstarted(t, 3);
@@ -181,6 +193,15 @@ mod tests {
         h.ended(other_run, 2, Budget::steps(9), ActionCounts::default());
         h.ended(far, 3, Budget::steps(8), ActionCounts::default());
         assert_eq!(h.dense.len(), 8, "indices 0..=7");
+        assert_eq!(
+            (
+                h.dense[0].is_some(),
+                h.dense[1].is_some(),
+                h.dense[3].is_some()
+            ),
+            (true, false, true),
+            "a gap before an index is filled with no task"
+        );
         assert_eq!(h.ended.len(), 2);
         assert_eq!(
             (h.attempt(minted(7)), h.spent(minted(7))),

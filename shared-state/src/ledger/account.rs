@@ -172,8 +172,21 @@ impl Account {
         }
         Ok(Self {
             parent,
-            limit,
             reserve,
+            ..Self::unreserved(limit)
+        })
+    }
+
+    /// A fresh account granted `limit`, with no parent and no reserve: what
+    /// [`Account::open`]`(None, limit, Budget::ZERO)` opens, which cannot fail (a zero reserve
+    /// fits any limit). No `Result` around it, so a caller can build it where it keeps it (an
+    /// account is a few hundred bytes; a task attempt's is opened this way).
+    #[must_use]
+    pub fn unreserved(limit: Budget) -> Self {
+        Self {
+            parent: None,
+            limit,
+            reserve: Budget::ZERO,
             children: AccountMap::default(),
             children_total: Budget::ZERO,
             children_spent: Budget::ZERO,
@@ -183,7 +196,7 @@ impl Account {
             own_spent: Budget::ZERO,
             next_reservation: 0,
             closed: false,
-        })
+        }
     }
 
     /// `true` if the account was opened with these terms (opening it again with them is a retry).

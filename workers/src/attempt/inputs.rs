@@ -251,6 +251,15 @@ impl Attempt {
         }
     }
 
+    /// Whether this attempt is waiting for a sub-task ([`Self::open_children`] is not empty;
+    /// without building the list).
+    pub(crate) fn has_open_children(&self) -> bool {
+        match &self.phase {
+            Phase::Delegating { children } => children.iter().any(|(_, _, r)| r.is_none()),
+            _ => false,
+        }
+    }
+
     /// Sub-tasks this attempt is waiting for.
     pub(crate) fn open_children(&self) -> Vec<quorate_protocols::TaskId> {
         match &self.phase {

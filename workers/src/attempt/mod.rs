@@ -2,15 +2,14 @@
 //! here and drains the effects it pushes.
 
 mod call;
+mod charge;
 mod inputs;
 mod transcript;
 
 use std::collections::VecDeque;
 
-use quorate_protocols::{
-    ActionId, Budget, Component, Envelope, Millis, ParamDigest, ResultKind, Sender,
-};
-use quorate_state::{Account, AccountId, LedgerError, ReservationId};
+use quorate_protocols::{ActionId, Budget, Envelope, Millis, ParamDigest, ResultKind, Sender};
+use quorate_state::{Account, AccountId, ReservationId};
 use serde_json::Value;
 
 use crate::agent::{Agent, AgentContext, Faults, Observation, Proposal, SubtaskResult};
@@ -25,11 +24,11 @@ use quorate_protocols::wire::{
 
 impl Deps<'_> {
     /// Sends `reply`: out of the worker, or to the parent's attempt if it is a sub-task's.
-    fn reply(&mut self, reply: Envelope<Report>) {
+    fn reply(&mut self, reply: Box<Envelope<Report>>) {
         if !self.parents.is_empty() && self.parents.contains_key(&reply.task) {
-            self.routed.push_back(Box::new(reply));
+            self.routed.push_back(reply);
         } else {
-            self.out.push_back(Effect::Reply(Box::new(reply)));
+            self.out.push_back(Effect::Reply(reply));
         }
     }
 }
@@ -144,41 +143,24 @@ struct Relay {
 }
 
 impl Attempt {
-    /// The account of an attempt of `envelope`'s task: its slice, with `already_spent` (what
-    /// earlier attempts of the same task on this worker spent) charged up front, so every
-    /// attempt together stays within the one slice the task was granted (a new attempt does not
-    /// get the whole slice again). The caller still owns the assignment on an error, so it can
-    /// reply to it.
-    pub(crate) fn open_account(
-        envelope: &Envelope<Assignment>,
-        already_spent: Budget,
-    ) -> Result<Account, LedgerError> {
-        let budget = envelope.payload.budget;
-        let mut account = Account::open(None, budget, Budget::ZERO)?;
-        // A first attempt (the common case) has nothing to carry over: charging zero to a
-        // fresh account changes nothing, so it is skipped.
-        if already_spent != Budget::ZERO {
-            account.spend_now(AccountId::Task(envelope.task), already_spent.min(&budget))?;
-        }
-        Ok(account)
-    }
-
-    /// An attempt of the assigned task, on the `account` [`Self::open_account`] opened for it.
-    /// Infallible and inlined, so the attempt (hundreds of bytes) is built where the caller
-    /// keeps it instead of being moved through a `Result`.
-    #[inline]
+    /// An attempt of the assigned task, on a fresh account of the task's slice (an attempt of
+    /// a task that ran here before is then charged what the earlier attempts spent:
+    /// [`Self::charge_earlier`]). Infallible and inlined, so the attempt (hundreds of bytes,
+    /// its account included) is built where the caller keeps it instead of being moved through
+    /// a `Result` (always inlined: called from two places, it was not, and its attempt was
+    /// then copied out).
+    #[inline(always)]
     pub(crate) fn new(
         envelope: Box<Envelope<Assignment>>,
         agent: Box<dyn Agent>,
         config: &WorkerConfig,
-        account: Account,
     ) -> Self {
         Self {
             account_id: AccountId::Task(envelope.task),
+            account: Account::unreserved(envelope.payload.budget),
             faults: agent.faults(),
             envelope,
             agent,
-            account,
             step: 0,
             environment: 0,
             observation: None,
@@ -190,6 +172,11 @@ impl Attempt {
             phase: Phase::Idle,
             rare: None,
         }
+    }
+
+    /// The assignment this attempt runs.
+    pub(crate) fn envelope(&self) -> &Envelope<Assignment> {
+        &self.envelope
     }
 
     pub(crate) fn number(&self) -> u32 {
@@ -247,14 +234,17 @@ impl Attempt {
     /// one step first, so the loop ends within the step budget.
     pub(crate) fn run(&mut self, d: &mut Deps<'_>) {
         while matches!(self.phase, Phase::Idle) {
-            if let Err((component, needed)) = self.charge_step() {
-                self.finish(
-                    d,
-                    ResultKind::Suggestion,
-                    Outcome::LimitReached { component, needed },
-                );
-                return;
-            }
+            let remaining = match self.charge_step() {
+                Ok(remaining) => remaining,
+                Err((component, needed)) => {
+                    self.finish(
+                        d,
+                        ResultKind::Suggestion,
+                        Outcome::LimitReached { component, needed },
+                    );
+                    return;
+                }
+            };
             let step = self.step;
             self.step += 1;
             let observation = self.observation.take();
@@ -268,7 +258,7 @@ impl Attempt {
                 step,
                 inputs: &payload.inputs,
                 capabilities: &payload.capabilities,
-                remaining: self.account.headroom_for_self().unwrap_or_default(),
+                remaining,
                 evidence_text: &payload.evidence_text,
                 last_observation: observation.as_ref(),
             };
@@ -278,7 +268,8 @@ impl Attempt {
                     value,
                     evidence,
                 } => {
-                    let receipts = self.receipts.clone();
+                    // The attempt ends here: its receipts go with the answer.
+                    let receipts = std::mem::take(&mut self.receipts);
                     let outcome = Outcome::Answer {
                         value: value.into(),
                         receipts,
@@ -331,20 +322,6 @@ impl Attempt {
                     self.submit(d, request, false);
                 }
             }
-        }
-    }
-
-    /// Charges one loop step; when the slice cannot, the component short and by how much.
-    fn charge_step(&mut self) -> Result<(), (Component, u64)> {
-        match self.account.spend_now(self.account_id, Budget::steps(1)) {
-            Ok(()) => Ok(()),
-            Err(LedgerError::Insufficient {
-                component,
-                requested,
-                available,
-                ..
-            }) => Err((component, shortfall(requested, available))),
-            Err(_) => Err((Component::Steps, 1)),
         }
     }
 
@@ -465,10 +442,24 @@ impl Attempt {
         }
     }
 
+    /// A reply to the attempt's assignment, carrying `report`, built in its box (an envelope
+    /// is a few hundred bytes: the box is taken first, and the reply written into it).
+    fn boxed_reply(
+        &self,
+        d: &mut Deps<'_>,
+        kind: ResultKind,
+        report: Report,
+    ) -> Box<Envelope<Report>> {
+        Box::write(
+            Box::new_uninit(),
+            self.envelope.reply(d.me, kind, report, d.ids),
+        )
+    }
+
     /// A non-final reply (an approval request).
     fn send(&mut self, d: &mut Deps<'_>, kind: ResultKind, outcome: Outcome) {
         let report = self.report(outcome);
-        let reply = self.envelope.reply(d.me, kind, report, d.ids);
+        let reply = self.boxed_reply(d, kind, report);
         d.reply(reply);
     }
 
@@ -493,15 +484,18 @@ impl Attempt {
             return;
         }
         // Sub-tasks still open are charged their whole slice (their calls may have spent it).
-        let mut open: Vec<(AccountId, Budget)> = self
-            .account
-            .children
-            .iter()
-            .map(|(k, v)| (*k, *v))
-            .collect();
-        open.sort_unstable_by_key(|&(k, _)| k);
-        for (child, slice) in open {
-            let _ = self.account.child_closed(child, slice);
+        // (Most attempts never delegated: nothing to collect then.)
+        if !self.account.children.is_empty() {
+            let mut open: Vec<(AccountId, Budget)> = self
+                .account
+                .children
+                .iter()
+                .map(|(k, v)| (*k, *v))
+                .collect();
+            open.sort_unstable_by_key(|&(k, _)| k);
+            for (child, slice) in open {
+                let _ = self.account.child_closed(child, slice);
+            }
         }
         // A write still waiting for its preconditions never ran: nothing of it is charged.
         if let Phase::Checking(write) = &self.phase {
@@ -538,7 +532,7 @@ impl Attempt {
         let _unused = self.account.close(self.account_id);
         let cancelled = outcome == Outcome::Cancelled;
         let report = self.report(outcome);
-        let mut reply = self.envelope.reply(d.me, kind, report, d.ids);
+        let mut reply = self.boxed_reply(d, kind, report);
         reply.evidence = evidence;
         if self.faults.duplicate_reply {
             d.reply(reply.clone());
@@ -551,9 +545,7 @@ impl Attempt {
                 value: value.into(),
                 receipts,
             });
-            let late = self
-                .envelope
-                .reply(d.me, ResultKind::VerifiedConclusion, late, d.ids);
+            let late = self.boxed_reply(d, ResultKind::VerifiedConclusion, late);
             d.reply(late);
         }
         self.phase = Phase::Done;

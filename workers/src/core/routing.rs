@@ -1,7 +1,7 @@
 //! Delegated sub-tasks inside a worker: starting them, routing each sub-task's final reply to
 //! the task that delegated it (at any depth), and finding every sub-task below a task.
 
-use quorate_protocols::{Budget, Envelope, Millis, TaskId};
+use quorate_protocols::{Envelope, Millis, TaskId};
 
 use super::{InputError, WorkerCore};
 use crate::attempt::{Attempt, Deps};
@@ -24,19 +24,15 @@ impl WorkerCore {
                         continue;
                     }
                 };
-                match Attempt::open_account(&child, Budget::ZERO) {
-                    Ok(account) => {
-                        let attempt = Attempt::new(Box::new(child), agent, &self.config, account);
-                        // Running it sees only its deps, so it may enter `attempts` first.
-                        self.attempts.insert(task, attempt);
-                        let started = self.with_attempt_spawning(now, task, &mut spawn, |a, d| {
-                            a.run(d);
-                            Ok(())
-                        });
-                        debug_assert!(started.is_ok(), "the attempt was just inserted");
-                    }
-                    Err(e) => self.fail_assignment(&child, e.to_string()),
-                }
+                // A sub-task runs here for the first time: nothing earlier to charge.
+                let attempt = Attempt::new(Box::new(child), agent, &self.config);
+                // Running it sees only its deps, so it may enter `attempts` first.
+                self.attempts.insert(task, attempt);
+                let started = self.with_attempt_spawning(now, task, &mut spawn, |a, d| {
+                    a.run(d);
+                    Ok(())
+                });
+                debug_assert!(started.is_ok(), "the attempt was just inserted");
             }
             // Sub-task replies go to their parents (they never leave the worker).
             let Some(mut reply) = self.routed.pop_front() else {
