@@ -192,6 +192,7 @@ impl<P> Envelope<P> {
 
     /// A reply to `self`: same run, task, parent, attempt, version, scope and correlation id; a
     /// fresh dedupe key (drawn from `ids`); the given sender, kind and payload.
+    #[inline]
     pub fn reply<Q>(
         &self,
         sender: Sender,

@@ -90,18 +90,15 @@ impl SupervisorCore {
             slot.attempt += 1;
             slot.version += 1;
             slot.worker = Some(worker as u32);
-            let (run, me, task) = (self.run, self.me, self.by_id.id(i));
-            let mut envelope = Envelope::new(run, task, me, assignment, &mut self.ids);
+            let (run, me) = (self.run, self.me);
+            let mut envelope = Envelope::new(run, id, me, assignment, &mut self.ids);
             envelope.attempt = slot.attempt;
             envelope.state_version = Version::new(u64::from(slot.version));
             let attempt = slot.attempt;
-            self.timeouts.arm(
-                now + self.config.attempt_timeout_ms,
-                self.by_id.id(i),
-                attempt,
-            );
+            self.timeouts
+                .arm(now + self.config.attempt_timeout_ms, id, attempt);
             self.transition(now, i, TaskEvent::Dispatched);
-            let (task_id, granted) = (self.by_id.id(i), self.tasks[i as usize].granted);
+            let (task_id, granted) = (id, self.tasks[i as usize].granted);
             self.record(
                 now,
                 Some(i),

@@ -120,7 +120,7 @@ impl SupervisorCore {
         }
         let id = self.by_id.id(i);
         // Told to stop, the attempt may still spend until its worker acknowledges.
-        let still_out = self.awaiting_ack.contains_key(&id);
+        let still_out = !self.awaiting_ack.is_empty() && self.awaiting_ack.contains_key(&id);
         let slot = &mut self.tasks[i as usize];
         if slot.allocated {
             // Charged its whole slice unless its last report is final: a task that never
