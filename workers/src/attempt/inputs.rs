@@ -251,25 +251,21 @@ impl Attempt {
         }
     }
 
-    /// Whether this attempt is waiting for a sub-task ([`Self::open_children`] is not empty;
-    /// without building the list).
+    /// Whether this attempt is waiting for a sub-task.
     pub(crate) fn has_open_children(&self) -> bool {
-        match &self.phase {
-            Phase::Delegating { children } => children.iter().any(|(_, _, r)| r.is_none()),
-            _ => false,
-        }
+        self.open_children().next().is_some()
     }
 
     /// Sub-tasks this attempt is waiting for.
-    pub(crate) fn open_children(&self) -> Vec<quorate_protocols::TaskId> {
-        match &self.phase {
-            Phase::Delegating { children } => children
-                .iter()
-                .filter(|(_, _, r)| r.is_none())
-                .map(|(t, _, _)| *t)
-                .collect(),
-            _ => Vec::new(),
-        }
+    pub(crate) fn open_children(&self) -> impl Iterator<Item = quorate_protocols::TaskId> + '_ {
+        let children = match &self.phase {
+            Phase::Delegating { children } => children.as_slice(),
+            _ => &[],
+        };
+        children
+            .iter()
+            .filter(|(_, _, r)| r.is_none())
+            .map(|(t, _, _)| *t)
     }
 
     /// A delegated sub-task ended with `report`, citing `evidence`. When the last one ends, the
