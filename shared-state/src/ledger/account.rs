@@ -228,6 +228,14 @@ impl Account {
 
     /// What is left for the account's own reservations (the reserve is theirs to use).
     pub fn headroom_for_self(&self) -> Result<Budget, LedgerError> {
+        if self.children_total == Budget::ZERO
+            && self.children_spent == Budget::ZERO
+            && self.reserved_total == Budget::ZERO
+        {
+            // Nothing delegated or reserved (most task attempts): only its own spending counts,
+            // the same figure without adding zeros.
+            return Ok(self.limit.checked_sub(&self.own_spent)?);
+        }
         let used = self
             .children_total
             .checked_add(&self.children_spent)?
@@ -358,6 +366,29 @@ impl Account {
         Self::fits(me, &amount, &self.headroom_for_self()?)?;
         self.own_spent = self.own_spent.checked_add(&amount)?;
         Ok(())
+    }
+
+    /// [`spend_now`](Self::spend_now) of `steps` steps (a task attempt's loop step, the
+    /// ledger's hot path), returning what is left for the account's own use after it (its
+    /// [`headroom_for_self`](Self::headroom_for_self), worked out once): the agent is told what
+    /// remains. Only steps are asked for, so only steps can be short.
+    pub fn spend_steps(&mut self, me: AccountId, steps: u64) -> Result<Budget, LedgerError> {
+        self.ensure_open(me)?;
+        let headroom = self.headroom_for_self()?;
+        let Some(left) = headroom.steps.checked_sub(steps) else {
+            return Err(LedgerError::Insufficient {
+                account: me,
+                component: Component::Steps,
+                requested: steps,
+                available: headroom.steps,
+            });
+        };
+        // Within the headroom, so within the limit: no overflow.
+        self.own_spent.steps += steps;
+        Ok(Budget {
+            steps: left,
+            ..headroom
+        })
     }
 
     /// Settles a reservation with the actual cost: charges `min(actual, reserved)` per component,

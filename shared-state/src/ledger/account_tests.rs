@@ -84,6 +84,36 @@ fn spend_now_equals_reserve_then_settle() {
 }
 
 #[test]
+fn spend_steps_tells_the_headroom_for_self_after_the_charge() {
+    let limit = Budget::new(10, 5, 100, 7);
+    // Nothing delegated or reserved (headroom_for_self's shortcut), then a child slice, a
+    // closed child's spending and an open reservation (its whole sum).
+    let mut a = Account::unreserved(limit);
+    assert_eq!(a.spend_steps(ME, 1), Ok(Budget::new(9, 5, 100, 7)));
+    assert_eq!(a.headroom_for_self(), Ok(Budget::new(9, 5, 100, 7)));
+    assert!(a.allocate(ME, child(1), Budget::new(2, 1, 10, 0)).unwrap());
+    assert!(a.allocate(ME, child(2), Budget::new(1, 0, 0, 0)).unwrap());
+    assert!(a.child_closed(child(2), Budget::steps(1)).unwrap());
+    let _held = a.reserve(ME, Budget::new(0, 1, 20, 1)).unwrap();
+    let left = a.spend_steps(ME, 1).unwrap();
+    assert_eq!(left, Budget::new(5, 3, 70, 6));
+    assert_eq!(a.headroom_for_self(), Ok(left));
+    // Refused as spend_now refuses, with nothing charged; likewise when closed.
+    let before = a.clone();
+    assert_eq!(
+        a.spend_steps(ME, 6).map(|_| ()),
+        before.clone().spend_now(ME, Budget::steps(6))
+    );
+    assert_eq!(a, before);
+    assert!(a.invariant_holds());
+    a.closed = true;
+    assert_eq!(
+        a.spend_steps(ME, 1).map(|_| ()),
+        a.clone().spend_now(ME, Budget::steps(1))
+    );
+}
+
+#[test]
 fn settle_charges_actual_and_reports_overrun() {
     let mut a = Account::open(None, Budget::new(10, 5, 100, 0), Budget::ZERO).unwrap();
     let r = a.reserve(ME, Budget::new(1, 1, 50, 0)).unwrap();
