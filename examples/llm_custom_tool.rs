@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use quorate::coordinator::{run_star, RunOptions, SupervisorConfig};
 use quorate::llm::{LlmAgent, LlmAgentConfig, ModelConfig, ModelTool, ToolChoice, ToolSpec};
-use quorate::protocols::{ActionId, Budget, Capabilities, Capability, NodeSpec, PlanSpec};
+use quorate::protocols::{ActionId, Budget, Capabilities, Capability, NodeSpec, Payload, PlanSpec};
 use quorate::workers::{AgentRegistry, SideEffect, Tool, ToolAnswer, ToolFuture, ToolRegistry};
 use serde_json::json;
 
@@ -38,11 +38,11 @@ impl Tool for Stock {
             None => Err("needs a string sku".into()),
         }
     }
-    fn call(&self, _: ActionId, params: serde_json::Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         let sku = params["sku"].as_str().unwrap_or_default().to_owned();
         Box::pin(async move {
             ToolAnswer::Ok {
-                output: json!({ "sku": sku, "in_stock": 42 }),
+                output: json!({ "sku": sku, "in_stock": 42 }).into(),
                 cost: Budget::ZERO,
                 changed: false,
             }

@@ -21,7 +21,8 @@ use std::sync::Arc;
 use quorate::coordinator::peer::run_peer;
 use quorate::coordinator::{RunOptions, RunOutput, SupervisorConfig};
 use quorate::protocols::{
-    ActionId, Budget, Capabilities, Capability, EvidenceRef, NodeSpec, PlanSpec, ResultKind,
+    ActionId, Budget, Capabilities, Capability, EvidenceRef, NodeSpec, Payload, PlanSpec,
+    ResultKind,
 };
 use quorate::workers::{
     Agent, AgentContext, AgentRegistry, Observation, Proposal, SideEffect, Tool, ToolAnswer,
@@ -48,7 +49,7 @@ impl Tool for SumTool {
             _ => Err("params.numbers must be an array of integers".into()),
         }
     }
-    fn call(&self, _: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         let sum: i64 = params["numbers"]
             .as_array()
             .into_iter()
@@ -57,7 +58,7 @@ impl Tool for SumTool {
             .sum();
         Box::pin(async move {
             ToolAnswer::Ok {
-                output: json!(sum),
+                output: json!(sum).into(),
                 cost: Budget::ZERO,
                 changed: false,
             }
@@ -106,7 +107,7 @@ impl Agent for Total {
         let sum: i64 = ctx.inputs.iter().filter_map(|i| i.value.as_i64()).sum();
         Proposal::Finish {
             kind: ResultKind::VerifiedConclusion,
-            value: json!(sum),
+            value: json!(sum).into(),
             // The sum rests on the inputs the runtime handed over.
             evidence: ctx
                 .inputs

@@ -30,7 +30,8 @@ use std::sync::Arc;
 
 use quorate::coordinator::{run_star, RunOptions, RunReport, SupervisorConfig};
 use quorate::protocols::{
-    ActionId, Budget, Capabilities, Capability, EvidenceRef, NodeSpec, PlanSpec, ResultKind,
+    ActionId, Budget, Capabilities, Capability, EvidenceRef, NodeSpec, Payload, PlanSpec,
+    ResultKind,
 };
 use quorate::workers::{
     Agent, AgentContext, AgentRegistry, Assignment, Observation, Proposal, SideEffect, Tool,
@@ -105,11 +106,11 @@ impl Tool for SearchTool {
         }
     }
 
-    fn call(&self, _action: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _action: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         let query = params["query"].as_str().unwrap_or_default().to_string();
         let answer = match self.entries.get(&query) {
             Some(text) => ToolAnswer::Ok {
-                output: json!({ "query": query, "text": text }),
+                output: json!({ "query": query, "text": text }).into(),
                 cost: Budget::ZERO,
                 changed: false,
             },
@@ -181,7 +182,7 @@ impl Agent for Researcher {
         if let Some(answer) = text.split("answer:").nth(1) {
             return Proposal::Finish {
                 kind: ResultKind::VerifiedConclusion,
-                value: json!({ "answer": answer.trim(), "trail": self.trail }),
+                value: json!({ "answer": answer.trim(), "trail": self.trail }).into(),
                 // The answer rests on the search result that gave it.
                 evidence: vec![EvidenceRef::Action { action }],
             };

@@ -39,8 +39,8 @@ use std::sync::{Arc, Mutex};
 
 use quorate::coordinator::{run_star, ApprovalPolicy, RunOptions, RunReport, SupervisorConfig};
 use quorate::protocols::{
-    Acceptance, ActionId, Budget, Capabilities, Capability, Check, EvidenceRef, NodeSpec, PlanSpec,
-    ResultKind,
+    Acceptance, ActionId, Budget, Capabilities, Capability, Check, EvidenceRef, NodeSpec, Payload,
+    PlanSpec, ResultKind,
 };
 use quorate::workers::{
     Agent, AgentContext, AgentRegistry, Assignment, Observation, Proposal, SideEffect, Tool,
@@ -104,11 +104,11 @@ impl Tool for SourceTool {
         }
     }
 
-    fn call(&self, _action: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _action: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         let source = params["source"].as_str().unwrap_or_default().to_string();
         let answer = match self.docs.get(&source) {
             Some(text) => ToolAnswer::Ok {
-                output: json!({ "source": source, "text": text }),
+                output: json!({ "source": source, "text": text }).into(),
                 cost: Budget::ZERO,
                 // A read changes nothing in the world.
                 changed: false,
@@ -181,7 +181,7 @@ impl Tool for PublishTool {
         }
     }
 
-    fn call(&self, action: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, action: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         let mut state = self.state.lock().expect("publish state lock");
         if let Some(recorded) = state.answers.get(&action) {
             // Idempotent: the same action id does not publish again.
@@ -197,7 +197,7 @@ impl Tool for PublishTool {
         state.documents.insert(key.clone(), body);
         self.effects.fetch_add(1, Ordering::SeqCst);
         let answer = ToolAnswer::Ok {
-            output: json!({ "key": key, "version": version }),
+            output: json!({ "key": key, "version": version }).into(),
             cost: Budget::ZERO,
             changed: true,
         };
@@ -305,7 +305,8 @@ impl Agent for Analyst {
                 "sources": ctx.inputs.len(),
                 "corroborated": corroborated.into_iter().map(entry).collect::<Vec<_>>(),
                 "single_source": single.into_iter().map(entry).collect::<Vec<_>>(),
-            }),
+            })
+            .into(),
             evidence: cite_inputs(ctx),
         }
     }
@@ -347,7 +348,7 @@ impl Agent for Merger {
         let title = ctx.goal.unwrap_or("Report");
         Proposal::Finish {
             kind: ResultKind::VerifiedConclusion,
-            value: json!({ "title": title, "body": body.join("\n") }),
+            value: json!({ "title": title, "body": body.join("\n") }).into(),
             evidence: cite_inputs(ctx),
         }
     }

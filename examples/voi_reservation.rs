@@ -41,8 +41,8 @@ use std::sync::{Arc, Mutex};
 
 use quorate::coordinator::{run_star, RunOptions, RunReport, SupervisorConfig};
 use quorate::protocols::{
-    ActionId, Budget, Capabilities, Capability, EvidenceRef, NodeSpec, PlanSpec, Precondition,
-    ResultKind, Version,
+    ActionId, Budget, Capabilities, Capability, EvidenceRef, NodeSpec, Payload, PlanSpec,
+    Precondition, ResultKind, Version,
 };
 use quorate::state::{CasOutcome, MemoryStore};
 use quorate::workers::{
@@ -242,7 +242,7 @@ impl Tool for QueryTool {
     fn side_effect(&self) -> SideEffect {
         SideEffect::ReadOnly
     }
-    fn call(&self, _action: ActionId, _params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _action: ActionId, _params: Payload) -> ToolFuture<ToolAnswer> {
         let record = self.store.get_now(STOCK_KEY);
         let answer = match &record {
             Some(r) => ToolAnswer::Ok {
@@ -250,7 +250,8 @@ impl Tool for QueryTool {
                     "positive": r.value["units"].as_u64().unwrap_or(0) >= 10,
                     "units": r.value["units"],
                     "version": r.version.raw(),
-                }),
+                })
+                .into(),
                 cost: Budget::ZERO,
                 changed: false,
             },
@@ -294,7 +295,7 @@ impl Tool for ReserveTool {
     fn side_effect(&self) -> SideEffect {
         SideEffect::NonIdempotentWrite
     }
-    fn call(&self, _action: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _action: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         let units = params["units"].as_u64().unwrap_or(0);
         let answer = match self.store.get_now(STOCK_KEY) {
             Some(r) if r.value["units"].as_u64().unwrap_or(0) >= units => {
@@ -302,7 +303,7 @@ impl Tool for ReserveTool {
                 value["units"] = json!(r.value["units"].as_u64().unwrap_or(0) - units);
                 match self.store.cas_now(STOCK_KEY, Some(r.version), value) {
                     CasOutcome::Committed(v) => ToolAnswer::Ok {
-                        output: json!({ "reserved": units, "version": v.raw() }),
+                        output: json!({ "reserved": units, "version": v.raw() }).into(),
                         cost: Budget::ZERO,
                         changed: true,
                     },
@@ -359,7 +360,7 @@ impl Agent for Reserver {
                 // Not worth querying: act on the prior (this example's beliefs never get here).
                 Proposal::Finish {
                     kind: ResultKind::Suggestion,
-                    value: json!({ "reserved": false, "why": "acting on the prior" }),
+                    value: json!({ "reserved": false, "why": "acting on the prior" }).into(),
                     evidence: Vec::new(),
                 }
             }
@@ -386,7 +387,8 @@ impl Agent for Reserver {
                                 "{STOCK_KEY} moved from v{STOCK_VERSION} to v{version} after the query: \
                                  the reservation's precondition no longer holds"
                             ),
-                        }),
+                        })
+                        .into(),
                         evidence: cite,
                     };
                 }
@@ -406,7 +408,7 @@ impl Agent for Reserver {
                     },
                     voi::Act::Wait => Proposal::Finish {
                         kind: ResultKind::VerifiedConclusion,
-                        value: json!({ "reserved": false, "why": "the query said -" }),
+                        value: json!({ "reserved": false, "why": "the query said -" }).into(),
                         evidence: cite,
                     },
                 }
@@ -415,7 +417,7 @@ impl Agent for Reserver {
                 self.say(format!("step {}: reserved: {output}", ctx.step));
                 Proposal::Finish {
                     kind: ResultKind::VerifiedConclusion,
-                    value: json!({ "reserved": true, "receipt": output }),
+                    value: json!({ "reserved": true, "receipt": output }).into(),
                     evidence: vec![EvidenceRef::Action { action: *action }],
                 }
             }

@@ -248,7 +248,7 @@ impl Agent for Answer {
         };
         Proposal::Finish {
             kind,
-            value: serde_json::Value::from(ctx.inputs.len()),
+            value: serde_json::Value::from(ctx.inputs.len()).into(),
             evidence,
         }
     }

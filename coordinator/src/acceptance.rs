@@ -368,8 +368,8 @@ mod tests {
             action: quorate_protocols::ActionId::new(quorate_protocols::TaskId::from_u128(1), 0, 0),
             tool: "report.publish".into(),
             digest: quorate_protocols::ParamDigest::of(&json!({})),
-            params: json!({}),
-            output: json!("ok"),
+            params: json!({}).into(),
+            output: json!("ok").into(),
             changed: true,
         };
         assert_eq!(check(&a, k, &json!("published"), &[receipt]), Ok(()));

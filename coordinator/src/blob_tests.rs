@@ -7,8 +7,8 @@ use std::task::{Context, Poll, Waker};
 
 use quorate_protocols::wire::{Assignment, Report};
 use quorate_protocols::{
-    ActionId, AgentId, Budget, Capabilities, Capability, Envelope, IdSource, NodeId, ResultKind,
-    Role, RunId, Sender, TaskId,
+    ActionId, AgentId, Budget, Capabilities, Capability, Envelope, IdSource, NodeId, Payload,
+    ResultKind, Role, RunId, Sender, TaskId,
 };
 use quorate_workers::{
     Agent, AgentContext, AgentRegistry, Effect, Observation, Proposal, SideEffect, Tool,
@@ -34,7 +34,7 @@ impl Tool for Model {
     fn reservation(&self, _: &Value) -> Option<Budget> {
         Some(Budget::new(0, 0, 100, 0))
     }
-    fn call(&self, _: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         let turn = params["messages"].as_array().map_or(0, Vec::len);
         let text = format!("answer {turn:04} {}", "x".repeat(180));
         Box::pin(std::future::ready(ToolAnswer::Ok {
@@ -42,7 +42,8 @@ impl Tool for Model {
                 "message": {"role": "assistant", "content": text},
                 "finish_reason": "stop",
                 "usage": {"prompt_tokens": 50, "completion_tokens": 50},
-            }),
+            })
+            .into(),
             cost: Budget::new(0, 0, 100, 0),
             changed: false,
         }))
@@ -63,7 +64,7 @@ impl Agent for Talker {
         if self.messages.len() / 2 == self.calls {
             return Proposal::Finish {
                 kind: ResultKind::Suggestion,
-                value: json!(self.messages.len()),
+                value: json!(self.messages.len()).into(),
                 evidence: Vec::new(),
             };
         }

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use quorate_protocols::{ActionId, ResultKind};
 use quorate_workers::{Agent, AgentContext, Observation, Proposal};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::chat::{ChatAnswer, ChatParams, Message, Role, ToolCall, ToolChoice, ToolSpec};
@@ -226,7 +227,7 @@ impl LlmAgent {
             .collect();
         Proposal::Finish {
             kind,
-            value: json!({ "answer": text, "model": self.config.model, "cites": cites }),
+            value: json!({ "answer": text, "model": self.config.model, "cites": cites }).into(),
             evidence,
         }
     }
@@ -239,7 +240,7 @@ impl LlmAgent {
     fn on_model(&mut self, observation: Option<&Observation>, tools_offered: bool) -> Proposal {
         let answer = match observation {
             Some(Observation::Output { output, .. }) => {
-                match serde_json::from_value::<ChatAnswer>(output.clone()) {
+                match ChatAnswer::deserialize(output.value()) {
                     Ok(a) => a,
                     Err(e) => return self.fail(format!("the model's answer is unreadable: {e}")),
                 }
@@ -278,7 +279,7 @@ impl LlmAgent {
         let text = match observation {
             Some(Observation::Output { action, output, .. }) => {
                 self.cites.push((*action, tool.to_owned()));
-                let data = match output {
+                let data = match output.value() {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };

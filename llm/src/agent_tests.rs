@@ -62,7 +62,8 @@ fn model_output(action: ActionId, content: Option<&str>, calls: &[(&str, &str)])
         output: json!({
             "content": content, "tool_calls": tool_calls, "finish_reason": "stop",
             "usage": { "prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12 }
-        }),
+        })
+        .into(),
         changed: false,
     }
 }
@@ -110,7 +111,7 @@ fn a_tool_call_goes_through_a_proposal_and_its_output_is_cited() {
     let output = Observation::Output {
         action: read,
         tool: "docs.read".into(),
-        output: json!("3 EUR"),
+        output: json!("3 EUR").into(),
         changed: false,
     };
     let second = params_of(&d.propose(&mut agent, Some(&output)));

@@ -3,7 +3,7 @@
 //! [`World`], as a scripted tool's do: a write commits once per `ActionId`, and a query by id
 //! finds it.
 
-use quorate_protocols::{ActionId, Budget, Capability};
+use quorate_protocols::{ActionId, Budget, Capability, Payload};
 use quorate_workers::scripted::CallOutcome;
 use quorate_workers::{ScriptedTool, SideEffect, Tool, ToolAnswer, ToolFuture, World};
 use serde::{Deserialize, Serialize};
@@ -79,7 +79,7 @@ impl Tool for FixedTool {
     fn side_effect(&self) -> SideEffect {
         self.inner.side_effect()
     }
-    fn call(&self, action: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, action: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         self.world
             .plan(action, CallOutcome::Ok, self.output.clone(), Budget::ZERO);
         self.inner.call(action, params)

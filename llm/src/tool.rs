@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use quorate_protocols::{ActionId, Budget, Capability};
+use quorate_protocols::{ActionId, Budget, Capability, Payload};
 use quorate_workers::{SideEffect, Tool, ToolAnswer, ToolFuture};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::chat::ChatParams;
@@ -83,7 +84,7 @@ impl ModelTool {
     /// chat call).
     #[must_use]
     pub fn reserve_for(&self, params: &Value) -> Option<Budget> {
-        let params: ChatParams = serde_json::from_value(params.clone()).ok()?;
+        let params = ChatParams::deserialize(params).ok()?;
         let prompt = estimate::prompt_tokens(&params);
         let cost = self
             .config
@@ -120,8 +121,8 @@ impl Tool for ModelTool {
     }
 
     fn validate(&self, params: &Value) -> Result<(), String> {
-        let params: ChatParams =
-            serde_json::from_value(params.clone()).map_err(|e| format!("not a chat call: {e}"))?;
+        let params =
+            ChatParams::deserialize(params).map_err(|e| format!("not a chat call: {e}"))?;
         if params.messages.is_empty() {
             return Err("no messages".to_owned());
         }
@@ -135,11 +136,12 @@ impl Tool for ModelTool {
         Ok(())
     }
 
-    fn call(&self, _action: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _action: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         let client = self.client.clone();
         let config = self.config.clone();
         Box::pin(async move {
-            let params: ChatParams = match serde_json::from_value(params) {
+            // Read from the shared parameters, not from a copy of them.
+            let params = match ChatParams::deserialize(params.value()) {
                 Ok(p) => p,
                 Err(e) => {
                     return ToolAnswer::Err {
@@ -151,7 +153,9 @@ impl Tool for ModelTool {
             match client.chat(&params).await {
                 Ok(answer) => ToolAnswer::Ok {
                     cost: config.charge(&answer.usage),
-                    output: serde_json::to_value(&answer).expect("an answer serializes"),
+                    output: serde_json::to_value(&answer)
+                        .expect("an answer serializes")
+                        .into(),
                     changed: false,
                 },
                 Err(e) if e.outcome_unknown() => ToolAnswer::Lost {

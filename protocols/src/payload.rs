@@ -97,6 +97,22 @@ impl From<serde_json::Value> for Payload {
     }
 }
 
+/// The scalars and strings a [`serde_json::Value`] converts from, so that an answer reads
+/// `value: 42.into()` or `value: "saved".into()`.
+macro_rules! from_like_value {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Payload {
+            fn from(v: $t) -> Self {
+                Self::new(serde_json::Value::from(v))
+            }
+        }
+    )*};
+}
+
+from_like_value!(
+    bool, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64, String, &str
+);
+
 impl PartialEq<serde_json::Value> for Payload {
     fn eq(&self, other: &serde_json::Value) -> bool {
         self.value() == other

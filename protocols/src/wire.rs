@@ -75,10 +75,10 @@ pub struct Receipt {
     pub tool: String,
     /// Digest of its parameters.
     pub digest: ParamDigest,
-    /// The parameters the call ran with.
-    pub params: serde_json::Value,
-    /// What the tool answered.
-    pub output: serde_json::Value,
+    /// The parameters the call ran with (shared with the call's request, not copied).
+    pub params: crate::Payload,
+    /// What the tool answered (shared with the agent's observation, not copied).
+    pub output: crate::Payload,
     /// Whether the tool reported that the call changed something (a save that changed nothing
     /// is not a completed save).
     pub changed: bool,

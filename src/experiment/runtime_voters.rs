@@ -36,7 +36,9 @@ impl Agent for VoterAgent {
             .and_then(|v| v.trim().parse::<u32>().ok());
         Proposal::Finish {
             kind: ResultKind::Suggestion,
-            value: said.map_or(serde_json::Value::Null, serde_json::Value::from),
+            value: said
+                .map_or(serde_json::Value::Null, serde_json::Value::from)
+                .into(),
             evidence: Vec::new(),
         }
     }

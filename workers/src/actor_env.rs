@@ -55,6 +55,7 @@ impl WorkerEnv for ActorEnv<'_> {
             tool,
             handle,
             params,
+            digest,
             deadline,
             call: tag,
             ..
@@ -65,7 +66,7 @@ impl WorkerEnv for ActorEnv<'_> {
             journal.intent(&crate::ActionIntent {
                 action,
                 tool: tool.clone(),
-                digest: quorate_protocols::ParamDigest::of(&params),
+                digest,
             });
         }
         let call = handle.call(action, params);

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use quorate_protocols::{ActionId, Budget, Envelope, NodeId, ResultKind, RunId, TaskId};
+use quorate_protocols::{ActionId, Budget, Envelope, NodeId, Payload, ResultKind, RunId, TaskId};
 use serde_json::json;
 
 use super::*;
@@ -320,7 +320,7 @@ impl crate::Tool for Hanging {
     fn timeout(&self) -> Option<Duration> {
         Some(Duration::from_secs(60))
     }
-    fn call(&self, _: ActionId, _: serde_json::Value) -> crate::ToolFuture<crate::ToolAnswer> {
+    fn call(&self, _: ActionId, _: Payload) -> crate::ToolFuture<crate::ToolAnswer> {
         let flag = DropFlag(self.dropped.clone());
         Box::pin(async move {
             std::future::pending::<()>().await;

@@ -53,8 +53,8 @@ pub enum Observation {
         action: ActionId,
         /// The tool.
         tool: String,
-        /// What it returned.
-        output: serde_json::Value,
+        /// What it returned (shared with the call's receipt, not copied).
+        output: quorate_protocols::Payload,
         /// Whether it changed anything.
         changed: bool,
     },
@@ -157,8 +157,9 @@ pub enum Proposal {
     Finish {
         /// What the answer claims to be.
         kind: ResultKind,
-        /// The answer.
-        value: serde_json::Value,
+        /// The answer (a tool's output forwarded as it is stays shared: clone the
+        /// [`Observation::Output`]'s `output`; a new value converts with `.into()`).
+        value: quorate_protocols::Payload,
         /// What the answer rests on: outputs of this attempt's calls ([`Observation::Output`]'s
         /// `action`), the task's inputs, and the evidence a sub-task's answer cited
         /// ([`SubtaskResult::evidence`]). They travel in the reply envelope's `evidence`. A

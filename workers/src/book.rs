@@ -186,7 +186,7 @@ mod tests {
         let task = TaskId::from_u128(1);
         let id = |step| ActionId::new(task, step, 0);
         let mut done = record(ActionState::Succeeded);
-        done.output = Some(json!("saved"));
+        done.output = Some(json!("saved").into());
         let mut book = ActionBook::default();
         assert!(book.propose(id(4), "save", ParamDigest::of(&json!(0))));
         book.import([
@@ -211,11 +211,14 @@ mod tests {
         let mut book = ActionBook::default();
         book.import([(action, record(ActionState::Executing))]);
         let found = ToolAnswer::Ok {
-            output: json!("saved"),
+            output: json!("saved").into(),
             changed: true,
             cost: quorate_protocols::Budget::ZERO,
         };
         assert_eq!(book.resolve(action, &found), Ok(Resolved::Succeeded));
-        assert_eq!(book.get(&action).unwrap().output, Some(json!("saved")));
+        assert_eq!(
+            book.get(&action).unwrap().output,
+            Some(json!("saved").into())
+        );
     }
 }

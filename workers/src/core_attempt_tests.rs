@@ -74,7 +74,7 @@ fn a_late_answer_of_an_earlier_call_does_not_settle_the_retry() {
     );
     assert!(d.core.poll_effect().is_none(), "nothing moved");
     let ok = crate::ToolAnswer::Ok {
-        output: json!("saved"),
+        output: json!("saved").into(),
         cost: Budget::ZERO,
         changed: true,
     };

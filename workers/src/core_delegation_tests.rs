@@ -278,7 +278,7 @@ fn a_sub_task_request_is_followed_by_quiet_once_the_other_sub_tasks_stop_working
     };
     // busy's call answers and busy ends: nothing below the task works any more.
     let answer = crate::ToolAnswer::Ok {
-        output: json!(1),
+        output: json!(1).into(),
         cost: Budget::ZERO,
         changed: true,
     };

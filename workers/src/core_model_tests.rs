@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use quorate_protocols::{ActionId, Budget, Capability, Component, ResultKind};
+use quorate_protocols::{ActionId, Budget, Capability, Component, Payload, ResultKind};
 use serde_json::{json, Value};
 
 use crate::agent::{Agent, AgentContext, AgentRegistry, Observation, Proposal};
@@ -52,7 +52,7 @@ impl Tool for ScriptedModel {
     fn timeout(&self) -> Option<Duration> {
         Some(Duration::from_secs(30))
     }
-    fn call(&self, _: ActionId, _: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _: ActionId, _: Payload) -> ToolFuture<ToolAnswer> {
         match self.answers.lock().unwrap().pop_front() {
             Some(answer) => Box::pin(std::future::ready(answer)),
             None => Box::pin(std::future::pending()),
@@ -67,7 +67,8 @@ fn completion(text: &str, prompt: u64, completion: u64) -> ToolAnswer {
             "message": {"role": "assistant", "content": text},
             "finish_reason": "stop",
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
-        }),
+        })
+        .into(),
         cost: Budget::new(0, 0, prompt + completion, 0),
         changed: false,
     }
@@ -93,7 +94,7 @@ impl Agent for AskOnce {
             },
             Some(Observation::Output { output, .. }) => Proposal::Finish {
                 kind: ResultKind::Suggestion,
-                value: output["message"]["content"].clone(),
+                value: output["message"]["content"].clone().into(),
                 evidence: Vec::new(),
             },
             Some(other) => Proposal::Fail {

@@ -33,7 +33,7 @@ fn run(steps: serde_json::Value, caps: &[&str]) -> Driver {
 fn cancel_during_call(d: &mut Driver, action: ActionId, call: u64) {
     d.control(Control::Cancel).unwrap();
     let answer = crate::ToolAnswer::Ok {
-        output: json!(1),
+        output: json!(1).into(),
         cost: Budget::ZERO,
         changed: true,
     };
@@ -373,7 +373,7 @@ fn the_agent_sees_its_tasks_goal_and_the_state_version_it_acts_on() {
         fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
             Proposal::Finish {
                 kind: ResultKind::VerifiedConclusion,
-                value: json!({ "goal": ctx.goal, "version": ctx.state_version.to_string() }),
+                value: json!({ "goal": ctx.goal, "version": ctx.state_version.to_string() }).into(),
                 evidence: Vec::new(),
             }
         }
@@ -453,4 +453,37 @@ fn call_and_query_effects_carry_the_registered_tool() {
     );
     assert!(d.calls.is_empty() && d.queries.is_empty());
     assert!(d.last().rejected_calls().any(|(t, _)| t == "db.drop"));
+}
+
+/// A call's parameters and output are shared, never copied (issue 14, item 8): the tool runs
+/// with the very parameters its receipt names (the world's record of the effect holds them),
+/// and the one output the tool answered is the world's record, the action book's, the
+/// receipt's and, forwarded by the agent, the answer.
+#[test]
+fn a_calls_parameters_and_output_are_shared_not_copied() {
+    use quorate_protocols::Payload;
+    let d = run(
+        json!([
+            { "do": "call", "tool": "db.save", "side-effect": "idempotent-write",
+              "params": { "rows": [1, 2, 3] }, "output": { "saved": [1, 2, 3] } },
+        ]),
+        &["db.save"],
+    );
+    let Outcome::Answer { value, receipts } = &d.last().outcome else {
+        panic!("{:?}", d.last().outcome)
+    };
+    let [receipt] = receipts.as_slice() else {
+        panic!("one receipt: {receipts:?}")
+    };
+    assert_eq!(receipt.params, json!({ "rows": [1, 2, 3] }));
+    assert_eq!(receipt.output, json!({ "saved": [1, 2, 3] }));
+    assert!(
+        Payload::ptr_eq(value, &receipt.output),
+        "the answer is the receipt's output"
+    );
+    let recorded = d.core.action(&receipt.action).unwrap().output.clone();
+    assert!(Payload::ptr_eq(recorded.as_ref().unwrap(), &receipt.output));
+    let [effect] = d.world.effects().try_into().expect("one effect");
+    assert!(Payload::ptr_eq(&effect.params, &receipt.params));
+    assert!(Payload::ptr_eq(&effect.output, &receipt.output));
 }

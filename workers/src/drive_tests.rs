@@ -111,7 +111,7 @@ fn an_answer_that_comes_later_is_fed_by_the_driver() {
     assert!(env.replies.is_empty());
     let (action, call) = env.calls[0];
     let answer = ToolAnswer::Ok {
-        output: json!("one"),
+        output: json!("one").into(),
         cost: Budget::ZERO,
         changed: true,
     };

@@ -26,10 +26,33 @@ pub struct CallRequest {
     pub action: ActionId,
     /// Tool name.
     pub tool: String,
-    /// Parameters.
-    pub params: serde_json::Value,
+    /// Parameters, shared by the call, its receipt and the tool (never copied).
+    pub params: quorate_protocols::Payload,
+    /// `ParamDigest::of(&params)`, worked out once ([`CallRequest::new`]) for the gate's
+    /// idempotency check, the action book, the receipt and the journal.
+    pub digest: ParamDigest,
     /// The agent asked for human approval.
     pub needs_approval: bool,
+}
+
+impl CallRequest {
+    /// The call `action` of `tool` with `params`, and their digest.
+    #[must_use]
+    pub fn new(
+        action: ActionId,
+        tool: String,
+        params: quorate_protocols::Payload,
+        needs_approval: bool,
+    ) -> Self {
+        let digest = ParamDigest::of(&params);
+        Self {
+            action,
+            tool,
+            params,
+            digest,
+            needs_approval,
+        }
+    }
 }
 
 /// Why the gate refused a call. Nothing ran.
@@ -166,7 +189,7 @@ pub enum GateDecision {
     /// The action succeeded before: here is the recorded output; nothing runs again.
     ReturnRecorded {
         /// The recorded output.
-        output: serde_json::Value,
+        output: quorate_protocols::Payload,
     },
     /// Refused; nothing runs.
     Reject {
@@ -220,12 +243,12 @@ pub struct GateContext<'a> {
 ///
 /// let task = TaskId::from_u128(1);
 /// let mut account = Account::open(None, Budget::new(5, 5, 0, 0), Budget::ZERO).unwrap();
-/// let request = CallRequest {
-///     action: ActionId::new(task, 0, 0),
-///     tool: "db.delete".into(),
-///     params: serde_json::json!({}),
-///     needs_approval: false,
-/// };
+/// let request = CallRequest::new(
+///     ActionId::new(task, 0, 0),
+///     "db.delete".into(),
+///     serde_json::json!({}).into(),
+///     false,
+/// );
 /// let decision = Gate::check(&request, GateContext {
 ///     tools: &ToolRegistry::new(),
 ///     capabilities: &Capabilities::none(),
@@ -261,7 +284,7 @@ impl Gate {
                 message,
             });
         }
-        let digest = ParamDigest::of(&request.params);
+        let digest = request.digest;
         let action = request.action;
         let mut retry = false;
         if let Some(record) = ctx.book.get(&action) {
@@ -275,7 +298,10 @@ impl Gate {
             match record.state {
                 ActionState::Succeeded => {
                     return GateDecision::ReturnRecorded {
-                        output: record.output.clone().unwrap_or_default(),
+                        output: record
+                            .output
+                            .clone()
+                            .unwrap_or_else(|| serde_json::Value::Null.into()),
                     }
                 }
                 ActionState::OutcomeUnknown if !record.queried_absent => {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use quorate_protocols::{ActionEvent, TaskId};
+use quorate_protocols::{ActionEvent, Payload, TaskId};
 use serde_json::json;
 
 use super::*;
@@ -26,7 +26,7 @@ impl Tool for Strict {
             .map(|_| ())
             .ok_or_else(|| "missing id".to_owned())
     }
-    fn call(&self, _: ActionId, _: serde_json::Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _: ActionId, _: Payload) -> ToolFuture<ToolAnswer> {
         Box::pin(std::future::pending())
     }
 }
@@ -64,12 +64,12 @@ impl Fixture {
         params: serde_json::Value,
         approval: (bool, bool),
     ) -> GateDecision {
-        let request = CallRequest {
-            action: ActionId::new(self.task, 0, 0),
-            tool: tool.into(),
-            params,
-            needs_approval: approval.0,
-        };
+        let request = CallRequest::new(
+            ActionId::new(self.task, 0, 0),
+            tool.into(),
+            params.into(),
+            approval.0,
+        );
         let ctx = GateContext {
             tools: &self.tools,
             capabilities: &self.caps,
@@ -159,7 +159,7 @@ fn succeeded_actions_are_answered_from_the_record() {
         &[ActionEvent::GatePassed, ActionEvent::Started],
     );
     let ok = ToolAnswer::Ok {
-        output: json!("row"),
+        output: json!("row").into(),
         cost: Budget::ZERO,
         changed: true,
     };
@@ -168,7 +168,7 @@ fn succeeded_actions_are_answered_from_the_record() {
     assert_eq!(
         d,
         GateDecision::ReturnRecorded {
-            output: json!("row")
+            output: json!("row").into()
         }
     );
     assert!(f.account.reservations.is_empty());
@@ -222,7 +222,7 @@ fn a_restored_action_is_queried_before_it_is_sent_again() {
     );
     // Restoring again changes nothing about a record the book already has.
     let saved = ToolAnswer::Ok {
-        output: serde_json::json!("saved"),
+        output: serde_json::json!("saved").into(),
         cost: Budget::ZERO,
         changed: true,
     };
@@ -232,7 +232,7 @@ fn a_restored_action_is_queried_before_it_is_sent_again() {
     assert_eq!(
         f.check("db.save", params, (false, false)),
         GateDecision::ReturnRecorded {
-            output: serde_json::json!("saved")
+            output: serde_json::json!("saved").into()
         }
     );
 }
@@ -253,7 +253,7 @@ impl Tool for Model {
         let get = |k: &str| params[k].as_u64().unwrap_or(0);
         Some(Budget::new(0, 0, get("tokens"), get("cost")))
     }
-    fn call(&self, _: ActionId, _: serde_json::Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, _: ActionId, _: Payload) -> ToolFuture<ToolAnswer> {
         Box::pin(std::future::pending())
     }
 }

@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use quorate_protocols::{ActionId, Budget, Capability};
+use quorate_protocols::{ActionId, Budget, Capability, Payload};
 use serde::{Deserialize, Serialize};
 
 /// A boxed, sendable future, as returned by [`Tool::call`] and [`Tool::query`].
@@ -62,8 +62,10 @@ pub enum ToolAnswer {
         /// What the tool returned. A model tool returns an object carrying, next to its
         /// answer, the server's `"usage"` (`{"prompt_tokens": n, "completion_tokens": m}`,
         /// as an OpenAI-compatible chat completion reports it) and the choice's
-        /// `"finish_reason"` (a string): the trace records both for the call.
-        output: serde_json::Value,
+        /// `"finish_reason"` (a string): the trace records both for the call. Shared from
+        /// here on by the action book, the receipt and the agent's observation (a new value
+        /// converts with `.into()`).
+        output: Payload,
         /// What the call cost (tokens, money; steps and tool calls are counted by the runtime).
         /// A model tool reports the server's usage here (`tokens` = prompt + completion
         /// tokens): the call is settled with exactly this.
@@ -92,7 +94,7 @@ pub enum ToolAnswer {
 /// A tool the runtime can call on an agent's behalf.
 ///
 /// ```
-/// use quorate_protocols::{ActionId, Capability, TaskId};
+/// use quorate_protocols::{ActionId, Capability, Payload, TaskId};
 /// use quorate_workers::{SideEffect, Tool, ToolAnswer, ToolFuture};
 ///
 /// struct Clock;
@@ -100,7 +102,7 @@ pub enum ToolAnswer {
 ///     fn name(&self) -> &str { "clock.read" }
 ///     fn capability(&self) -> Capability { Capability::new("clock.read").unwrap() }
 ///     fn side_effect(&self) -> SideEffect { SideEffect::ReadOnly }
-///     fn call(&self, _: ActionId, _: serde_json::Value) -> ToolFuture<ToolAnswer> {
+///     fn call(&self, _: ActionId, _: Payload) -> ToolFuture<ToolAnswer> {
 ///         Box::pin(async {
 ///             ToolAnswer::Ok { output: 12.into(), cost: Default::default(), changed: false }
 ///         })
@@ -142,7 +144,10 @@ pub trait Tool: Send + Sync {
     }
     /// Runs the call. `action` identifies it; a tool that can should record it, so that
     /// [`Tool::query`] can answer later.
-    fn call(&self, action: ActionId, params: serde_json::Value) -> ToolFuture<ToolAnswer>;
+    ///
+    /// `params` is shared with the call's request and receipt (cloning it is a reference
+    /// count); it reads as a [`serde_json::Value`] (`Deref`).
+    fn call(&self, action: ActionId, params: Payload) -> ToolFuture<ToolAnswer>;
     /// What became of an earlier call: `Some(answer)` if the tool knows it, `None` if nothing
     /// was committed under `action` (or the tool cannot tell; the default).
     fn query(&self, action: ActionId) -> ToolFuture<Option<ToolAnswer>> {
@@ -228,7 +233,7 @@ impl ToolHandle {
     }
 
     /// Runs the call (see [`Tool::call`]).
-    pub fn call(&self, action: ActionId, params: serde_json::Value) -> ToolFuture<ToolAnswer> {
+    pub fn call(&self, action: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         self.0.call(action, params)
     }
 

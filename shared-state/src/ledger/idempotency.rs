@@ -25,8 +25,8 @@ pub struct ActionRecord {
     pub digest: ParamDigest,
     /// Where the action is in its life.
     pub state: ActionState,
-    /// The recorded output once it succeeded.
-    pub output: Option<serde_json::Value>,
+    /// The recorded output once it succeeded (shared with the call's receipt).
+    pub output: Option<quorate_protocols::Payload>,
     /// A query by id found nothing committed (so a retry may be considered).
     pub queried_absent: bool,
     /// Successful answers seen for this id (more than one is a duplicate effect).
@@ -212,7 +212,7 @@ impl<S: Store<ActionRecord>> IdempotencyRegistry<S> {
         &self,
         action: ActionId,
         event: ActionEvent,
-        output: Option<serde_json::Value>,
+        output: Option<quorate_protocols::Payload>,
     ) -> Result<ActionState, IdempotencyError> {
         let out = update(
             &self.store,

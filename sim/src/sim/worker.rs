@@ -164,6 +164,7 @@ impl Sim {
             params,
             deadline,
             call: tag,
+            ..
         } = call;
         let tool = tool.as_str();
         let writes = handle.side_effect().writes();

@@ -65,6 +65,7 @@ impl Attempt {
             tool: request.tool.clone(),
             handle,
             params: request.params.clone(),
+            digest: request.digest,
             deadline: Self::deadline(d, &request.tool),
             call,
         }));
@@ -237,7 +238,7 @@ impl Attempt {
             class: reason.class().to_string(),
         });
         let action = request.action;
-        let digest = ParamDigest::of(&request.params);
+        let digest = request.digest;
         // Record the refusal; an id bound to other parameters keeps its original record. The
         // state machine decides; a refused transition leaves the record as it was.
         let _refused = if retry || matches!(reason, GateRejection::NotIdempotent { .. }) {

@@ -1,6 +1,6 @@
 //! The attempt's input handlers: tool answers, timeouts, query answers, controls.
 
-use quorate_protocols::{ActionEvent, ActionId, Budget, ParamDigest, ResultKind};
+use quorate_protocols::{ActionEvent, ActionId, Budget, ResultKind};
 
 use super::{cost_of, Attempt, Deps, Phase};
 use crate::book::Resolved;
@@ -403,9 +403,7 @@ impl Attempt {
         action: ActionId,
     ) -> Result<(), InputError> {
         let request = self.unpark(action)?;
-        if d.book
-            .propose(action, &request.tool, ParamDigest::of(&request.params))
-        {
+        if d.book.propose(action, &request.tool, request.digest) {
             d.book.apply(action, ActionEvent::GateRejected)?;
         }
         Ok(())

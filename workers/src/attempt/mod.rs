@@ -8,7 +8,9 @@ mod transcript;
 
 use std::collections::VecDeque;
 
-use quorate_protocols::{ActionId, Budget, Envelope, Millis, ParamDigest, ResultKind, Sender};
+use quorate_protocols::{
+    ActionId, Budget, Envelope, Millis, ParamDigest, Payload, ResultKind, Sender,
+};
 use quorate_state::{Account, AccountId, ReservationId};
 use serde_json::Value;
 
@@ -110,7 +112,7 @@ pub(crate) struct Attempt {
     step: u32,
     environment: u64,
     observation: Option<Observation>,
-    last_output: Option<Value>,
+    last_output: Option<Payload>,
     receipts: Vec<Receipt>,
     counts: ActionCounts,
     /// What happened to the attempt's calls since its last reply (see [`Report::calls`]).
@@ -270,10 +272,7 @@ impl Attempt {
                 } => {
                     // The attempt ends here: its receipts go with the answer.
                     let receipts = std::mem::take(&mut self.receipts);
-                    let outcome = Outcome::Answer {
-                        value: value.into(),
-                        receipts,
-                    };
+                    let outcome = Outcome::Answer { value, receipts };
                     self.finish_citing(d, kind, outcome, evidence);
                 }
                 Proposal::Fail { observation } => {
@@ -313,12 +312,8 @@ impl Attempt {
                     needs_approval,
                 } => {
                     let action = ActionId::new(self.envelope.task, step, intent_version);
-                    let request = CallRequest {
-                        action,
-                        tool,
-                        params,
-                        needs_approval,
-                    };
+                    let request =
+                        CallRequest::new(action, tool, Payload::new(params), needs_approval);
                     self.submit(d, request, false);
                 }
             }
@@ -328,12 +323,15 @@ impl Attempt {
     /// Turns a tool's answer into receipts, an observation and a progress verdict.
     fn absorb(&mut self, d: &mut Deps<'_>, request: &CallRequest, answer: ToolAnswer) {
         let action = request.action;
-        let digest = ParamDigest::of(&request.params);
+        let digest = request.digest;
         let tool = request.tool.clone();
         let (signature, observed) = match answer {
             ToolAnswer::Ok {
                 output, changed, ..
             } => {
+                // The tool's output, shared by the action book, the receipt, the agent's
+                // observation and the answer an attempt may end with; the parameters are the
+                // request's own.
                 self.receipts.push(Receipt {
                     action,
                     tool: tool.clone(),
@@ -343,18 +341,19 @@ impl Attempt {
                     changed,
                 });
                 self.last_output = Some(output.clone());
-                let observed = ParamDigest::of(&output);
+                // What the no-progress rule compares (only a call that changed nothing).
+                let observed = (!changed).then(|| ParamDigest::of(&output));
                 self.observation = Some(Observation::Output {
                     action,
                     tool: tool.clone(),
                     output,
                     changed,
                 });
-                if changed {
+                let Some(observed) = observed else {
                     self.environment += 1;
                     self.progress.reset();
                     return;
-                }
+                };
                 (None, observed)
             }
             // Never absorbed (the core takes the timeout path); should one come here, the
@@ -539,10 +538,10 @@ impl Attempt {
         }
         d.reply(reply);
         if cancelled && self.faults.late_reply {
-            let value = self.last_output.clone().unwrap_or_default();
+            let value = self.last_output.clone();
             let receipts = self.receipts.clone();
             let late = self.report(Outcome::Answer {
-                value: value.into(),
+                value: value.unwrap_or_else(|| Payload::new(Value::Null)),
                 receipts,
             });
             let late = self.boxed_reply(d, ResultKind::VerifiedConclusion, late);
@@ -558,7 +557,7 @@ pub(super) fn shortfall(requested: u64, available: u64) -> u64 {
     requested.saturating_sub(available).max(1)
 }
 
-fn output_answer(output: Value) -> ToolAnswer {
+fn output_answer(output: Payload) -> ToolAnswer {
     ToolAnswer::Ok {
         output,
         cost: Budget::ZERO,
@@ -579,7 +578,8 @@ mod tests {
     use quorate_protocols::Envelope;
 
     /// Every task's attempt and its two envelopes move along the hot path whole; the figures of
-    /// docs/performance.md (an 800-byte attempt, 376-byte envelopes) are these sizes.
+    /// docs/performance.md (an 800-byte attempt, 376-byte envelopes) are these sizes, the
+    /// attempt 32 bytes more since a call's request carries its parameters' digest.
     #[test]
     fn an_attempt_and_its_envelopes_keep_their_sizes() {
         let sizes = (
@@ -589,6 +589,6 @@ mod tests {
         );
         // Exact: a change of size is a change of docs/performance.md's figures (and of the copies
         // on the hot path), so it should be seen, not pass under a loose bound.
-        assert_eq!(sizes, (800, 376, 376), "attempt, assignment, report");
+        assert_eq!(sizes, (832, 376, 376), "attempt, assignment, report");
     }
 }

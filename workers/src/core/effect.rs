@@ -56,8 +56,10 @@ pub struct ToolCall {
     pub tool: String,
     /// The tool to call (the registered tool named `tool`).
     pub handle: ToolHandle,
-    /// Its parameters.
-    pub params: serde_json::Value,
+    /// Its parameters (shared with the call's request).
+    pub params: quorate_protocols::Payload,
+    /// Their digest (what a journal records as the call's intent).
+    pub digest: quorate_protocols::ParamDigest,
     /// When the outcome becomes unknown (on the clock of the core's `now`).
     pub deadline: Millis,
     /// Tags this call; hand it back with the answer or the timeout. A retry of an action is a

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quorate_protocols::{ActionId, Capability, EvidenceRef, NodeId, ResultKind};
+use quorate_protocols::{ActionId, Capability, EvidenceRef, NodeId, Payload, ResultKind};
 use serde_json::Value;
 
 use super::{merge_tool, CallStep, Script, ScriptError, ScriptedTool, Step, World};
@@ -14,7 +14,7 @@ use quorate_protocols::wire::Assignment;
 enum Item {
     Call(CallStep),
     Delegate(Vec<crate::agent::SubtaskSpec>),
-    Finish { kind: ResultKind, value: Value },
+    Finish { kind: ResultKind, value: Payload },
     Fail(String),
 }
 
@@ -24,7 +24,7 @@ pub struct ScriptedAgent {
     next: usize,
     faults: Faults,
     world: World,
-    last_output: Option<Value>,
+    last_output: Option<Payload>,
     last_error: Option<String>,
     /// What `last_output` rests on: the call that returned it, or what the sub-tasks whose
     /// answers it gathers cited.
@@ -46,7 +46,7 @@ impl ScriptedAgent {
                 }
                 Step::Answer(a) => items.push(Item::Finish {
                     kind: a.kind,
-                    value: a.value.clone(),
+                    value: a.value.clone().into(),
                 }),
                 Step::Fail(f) => items.push(Item::Fail(f.observation.clone())),
                 Step::Delegate(d) => items.push(Item::Delegate(
@@ -115,7 +115,7 @@ impl Agent for ScriptedAgent {
                                 r.outcome.as_ref().ok().map(|v| (r.name.clone(), v.clone()))
                             })
                             .collect();
-                        self.last_output = Some(Value::Object(answers));
+                        self.last_output = Some(Value::Object(answers).into());
                         self.last_error = None;
                         self.last_cites = results
                             .iter()

@@ -135,15 +135,19 @@ fn scripted_tool_follows_the_plan_and_records_effects_per_action() {
     assert_eq!((tool.name(), tool.capability()), ("db.save", cap.clone()));
     let a = ActionId::new(TaskId::from_u128(1), 0, 0);
     world.plan(a, CallOutcome::TimeoutAfterCommit, json!("v"), Budget::ZERO);
-    assert_eq!(poll_once(tool.call(a, json!({}))), None, "never answers");
+    assert_eq!(
+        poll_once(tool.call(a, json!({}).into())),
+        None,
+        "never answers"
+    );
     assert_eq!(world.effects_for(&a), 1);
     let found = poll_once(tool.query(a)).unwrap();
     assert!(matches!(found, Some(ToolAnswer::Ok { output, .. }) if output == json!("v")));
     // A retry of an idempotent write answers ok and commits nothing more.
     assert_eq!(
-        poll_once(tool.call(a, json!({}))),
+        poll_once(tool.call(a, json!({}).into())),
         Some(ToolAnswer::Ok {
-            output: json!("v"),
+            output: json!("v").into(),
             cost: Budget::ZERO,
             changed: false
         })
@@ -153,9 +157,9 @@ fn scripted_tool_follows_the_plan_and_records_effects_per_action() {
     let b = ActionId::new(TaskId::from_u128(1), 1, 0);
     world.plan(b, CallOutcome::OkButUnchanged, json!("same"), Budget::ZERO);
     assert_eq!(
-        poll_once(tool.call(b, json!({}))),
+        poll_once(tool.call(b, json!({}).into())),
         Some(ToolAnswer::Ok {
-            output: json!("same"),
+            output: json!("same").into(),
             cost: Budget::ZERO,
             changed: false
         })
@@ -166,7 +170,7 @@ fn scripted_tool_follows_the_plan_and_records_effects_per_action() {
     let loud = ScriptedTool::new(cap, SideEffect::NonIdempotentWrite, world.clone());
     let c = ActionId::new(TaskId::from_u128(1), 2, 0);
     for _ in 0..2 {
-        let _answer = poll_once(loud.call(c, json!({})));
+        let _answer = poll_once(loud.call(c, json!({}).into()));
     }
     assert_eq!(
         world.effects_for(&c),
@@ -210,7 +214,7 @@ fn a_latency_delays_the_answer_of_the_first_call_but_not_its_effect() {
         .unwrap();
     rt.block_on(async {
         let started = std::time::Instant::now();
-        let answer = tool.call(a, json!({}));
+        let answer = tool.call(a, json!({}).into());
         assert_eq!(
             world.effects_for(&a),
             1,
@@ -222,7 +226,7 @@ fn a_latency_delays_the_answer_of_the_first_call_but_not_its_effect() {
             matches!(answer, ToolAnswer::Ok { output, changed: true, .. } if output == json!("v"))
         );
         // A retry answers at once.
-        assert!(poll_once(tool.call(a, json!({}))).is_some());
+        assert!(poll_once(tool.call(a, json!({}).into())).is_some());
     });
 }
 
@@ -259,20 +263,23 @@ fn worlds_sharing_a_store_commit_an_action_once_and_see_each_others_effects() {
     let a = ActionId::new(TaskId::from_u128(1), 0, 0);
     here.plan(a, CallOutcome::TimeoutAfterCommit, json!("v"), Budget::ZERO);
     let idempotent = SideEffect::IdempotentWrite;
-    assert_eq!(poll_once(tool(&here, idempotent).call(a, json!({}))), None);
+    assert_eq!(
+        poll_once(tool(&here, idempotent).call(a, json!({}).into())),
+        None
+    );
     // The other process never called it, and finds it by id in the store.
     let found = poll_once(tool(&there, idempotent).query(a)).unwrap();
     assert!(matches!(found, Some(ToolAnswer::Ok { output, .. }) if output == json!("v")));
     // A call of the same action there commits nothing more.
-    let again = poll_once(tool(&there, idempotent).call(a, json!({}))).unwrap();
+    let again = poll_once(tool(&there, idempotent).call(a, json!({}).into())).unwrap();
     assert!(matches!(again, ToolAnswer::Ok { changed: false, .. }));
     assert_eq!((here.effects().len(), there.effects().len()), (1, 0));
     assert_eq!(store.0.lock().unwrap().len(), 1);
     // A non-idempotent tool called twice (the gate must prevent it) leaves both in the store.
     let b = ActionId::new(TaskId::from_u128(1), 1, 0);
     let loud = SideEffect::NonIdempotentWrite;
-    let _first = poll_once(tool(&here, loud).call(b, json!({})));
-    let _second = poll_once(tool(&there, loud).call(b, json!({})));
+    let _first = poll_once(tool(&here, loud).call(b, json!({}).into()));
+    let _second = poll_once(tool(&there, loud).call(b, json!({}).into()));
     let stored = store.0.lock().unwrap();
     assert_eq!(stored.iter().filter(|e| e.action == b).count(), 2);
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use quorate_protocols::{ActionId, Budget, Capability};
+use quorate_protocols::{ActionId, Budget, Capability, Payload};
 use serde_json::Value;
 
 use super::CallOutcome;
@@ -17,10 +17,10 @@ pub struct CommittedEffect {
     pub action: ActionId,
     /// The tool.
     pub tool: String,
-    /// The parameters.
-    pub params: Value,
-    /// What the tool answers for it.
-    pub output: Value,
+    /// The parameters (shared with the call's request).
+    pub params: Payload,
+    /// What the tool answers for it (shared with the answer).
+    pub output: Payload,
 }
 
 /// What was planned for an action (unplanned: `ok`, `null`, free, at once), and how many
@@ -188,7 +188,7 @@ impl ScriptedTool {
 
     /// Carries out a call of `action` (its effect commits now) and returns the answer, if
     /// any, with how long to wait before giving it.
-    fn answer_now(&self, action: ActionId, params: Value) -> (Option<ToolAnswer>, Duration) {
+    fn answer_now(&self, action: ActionId, params: Payload) -> (Option<ToolAnswer>, Duration) {
         let mut state = self.world.lock();
         let plan = state.planned.entry(action).or_default();
         plan.calls += 1;
@@ -197,7 +197,7 @@ impl ScriptedTool {
         } else {
             (CallOutcome::Ok, Duration::ZERO)
         };
-        let (output, cost) = (plan.call.output.clone(), plan.call.cost);
+        let (output, cost) = (Payload::new(plan.call.output.clone()), plan.call.cost);
         let writes = matches!(outcome, CallOutcome::Ok | CallOutcome::TimeoutAfterCommit)
             && self.side_effect.writes();
         let effect = CommittedEffect {
@@ -238,8 +238,8 @@ impl ScriptedTool {
             }),
             CallOutcome::Error => Some(ToolAnswer::Err {
                 class: "scripted".to_owned(),
-                message: match output {
-                    Value::String(s) => s,
+                message: match output.value() {
+                    Value::String(s) => s.clone(),
                     other => other.to_string(),
                 },
             }),
@@ -262,7 +262,7 @@ impl Tool for ScriptedTool {
         self.side_effect
     }
 
-    fn call(&self, action: ActionId, params: Value) -> ToolFuture<ToolAnswer> {
+    fn call(&self, action: ActionId, params: Payload) -> ToolFuture<ToolAnswer> {
         match self.answer_now(action, params) {
             (Some(answer), latency) if latency.is_zero() => Box::pin(std::future::ready(answer)),
             (Some(answer), latency) => Box::pin(async move {
