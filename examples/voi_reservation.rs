@@ -227,7 +227,7 @@ pub const STOCK_VERSION: u64 = 7;
 /// to its next version right after the first query answered.
 #[derive(Clone)]
 pub struct QueryTool {
-    store: Arc<MemoryStore<Value>>,
+    store: Arc<MemoryStore<quorate_protocols::Payload>>,
     concurrent_writer: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -262,10 +262,10 @@ impl Tool for QueryTool {
         };
         if let Some(r) = record {
             if self.concurrent_writer.swap(false, Ordering::SeqCst) {
-                let mut value = r.value.clone();
+                let mut value = r.value.into_value();
                 value["units"] = json!(3);
                 if let CasOutcome::Committed(v) =
-                    self.store.cas_now(STOCK_KEY, Some(r.version), value)
+                    self.store.cas_now(STOCK_KEY, Some(r.version), value.into())
                 {
                     self.log.lock().expect("log").push(format!(
                         "another writer sold 9 units: {STOCK_KEY} moved from v{} to v{}",
@@ -282,7 +282,7 @@ impl Tool for QueryTool {
 /// `stock.reserve`: takes 10 units off the stock record by CAS (a non-idempotent write).
 #[derive(Clone)]
 pub struct ReserveTool {
-    store: Arc<MemoryStore<Value>>,
+    store: Arc<MemoryStore<quorate_protocols::Payload>>,
 }
 
 impl Tool for ReserveTool {
@@ -299,9 +299,10 @@ impl Tool for ReserveTool {
         let units = params["units"].as_u64().unwrap_or(0);
         let answer = match self.store.get_now(STOCK_KEY) {
             Some(r) if r.value["units"].as_u64().unwrap_or(0) >= units => {
-                let mut value = r.value.clone();
-                value["units"] = json!(r.value["units"].as_u64().unwrap_or(0) - units);
-                match self.store.cas_now(STOCK_KEY, Some(r.version), value) {
+                let left = r.value["units"].as_u64().unwrap_or(0) - units;
+                let mut value = r.value.into_value();
+                value["units"] = json!(left);
+                match self.store.cas_now(STOCK_KEY, Some(r.version), value.into()) {
                     CasOutcome::Committed(v) => ToolAnswer::Ok {
                         output: json!({ "reserved": units, "version": v.raw() }).into(),
                         cost: Budget::ZERO,
@@ -479,7 +480,7 @@ pub fn run(concurrent_writer: bool) -> Result<RunResult, Box<dyn Error>> {
     let store = Arc::new(MemoryStore::new());
     let mut version = None;
     for units in (12..12 + STOCK_VERSION).rev() {
-        match store.cas_now(STOCK_KEY, version, json!({ "units": units })) {
+        match store.cas_now(STOCK_KEY, version, json!({ "units": units }).into()) {
             CasOutcome::Committed(v) => version = Some(v),
             CasOutcome::Conflict { .. } => return Err("the stock record is being written".into()),
         }
@@ -525,7 +526,7 @@ pub fn run(concurrent_writer: bool) -> Result<RunResult, Box<dyn Error>> {
         .unwrap_or_default();
     let log = log.lock().expect("log").clone();
     Ok(RunResult {
-        result: out.result("reserve"),
+        result: out.result("reserve").map(Payload::into_value),
         report: out.report,
         log,
         stock,

@@ -429,8 +429,10 @@ pub fn check_top_ups(
     }
     let results: std::collections::HashMap<&str, &serde_json::Value> =
         from.results.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    core.replay(&from.events, |key| results.get(key).map(|v| (*v).clone()))
-        .map_err(RunError::from)?;
+    core.replay(&from.events, |key| {
+        results.get(key).map(|v| (*v).clone().into())
+    })
+    .map_err(RunError::from)?;
     Ok(core.check_top_ups(answers)?)
 }
 

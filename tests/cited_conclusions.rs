@@ -88,5 +88,5 @@ fn the_same_task_completes_when_its_call_answers_in_time() {
     let report = &out.report;
     assert_eq!(report.tasks[0].state, TaskState::Completed, "{report:?}");
     assert_eq!(report.tasks[0].attempts, 1);
-    assert_eq!(out.result("save"), Some(json!("done")));
+    assert_eq!(out.result("save").as_deref(), Some(&json!("done")));
 }

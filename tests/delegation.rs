@@ -10,7 +10,10 @@ use serde_json::json;
 use support::{event_json, events, peer_variant, plan, with_and_without_chaos};
 
 fn research(run: &FileRun) -> serde_json::Value {
-    run.output.result("research").unwrap_or_default()
+    run.output
+        .result("research")
+        .unwrap_or_default()
+        .into_value()
 }
 
 /// Example plan `name` run by a supervisor and by peers, each without chaos and under chaos

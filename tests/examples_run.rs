@@ -98,8 +98,8 @@ fn peer_pipeline_sums_and_sends_n_minus_one_messages_per_result() {
         let r = &out.report;
         assert_eq!(r.stop_reason.as_deref(), Some("completed"));
         assert_eq!(
-            out.result("total"),
-            Some(serde_json::json!((0..30).sum::<i64>()))
+            out.result("total").as_deref(),
+            Some(&serde_json::json!((0..30).sum::<i64>()))
         );
         assert_eq!(
             r.messages.sent,

@@ -61,7 +61,7 @@ pub struct WorkerLiveness {
 pub struct SupervisorActor {
     core: SupervisorCore,
     workers: Vec<WorkerLink>,
-    results: Arc<MemoryStore<serde_json::Value>>,
+    results: Arc<MemoryStore<quorate_protocols::Payload>>,
     log: PackedWriter<Event>,
     /// Events per kind and gate refusals per class, published to `metrics` when the run stops
     /// (a counter update per event costs more than the event itself).
@@ -93,7 +93,7 @@ impl SupervisorActor {
     pub fn new(
         core: SupervisorCore,
         workers: Vec<WorkerLink>,
-        results: Arc<MemoryStore<serde_json::Value>>,
+        results: Arc<MemoryStore<quorate_protocols::Payload>>,
         log: Arc<PackedLog<Event>>,
         trace: Option<TraceSink>,
         done: oneshot::Sender<RunReport>,
@@ -178,7 +178,7 @@ impl SupervisorActor {
 /// [`crate::drive::SupervisorEnv`]), borrowed from the actor for the burst.
 struct Burst<'a> {
     workers: &'a [WorkerLink],
-    results: &'a MemoryStore<serde_json::Value>,
+    results: &'a MemoryStore<quorate_protocols::Payload>,
     /// The run log, held for the burst.
     log: quorate_state::PackedAppender<'a, Event>,
     tally: &'a mut crate::run_metrics::RunTally,
@@ -250,7 +250,7 @@ impl crate::drive::SupervisorEnv for Burst<'_> {
                 CommitOutcome::Committed
             }
             Some(stored) => CommitOutcome::Kept {
-                value: stored.value.into(),
+                value: stored.value,
                 version: stored.version,
             },
         })

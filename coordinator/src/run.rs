@@ -37,7 +37,7 @@ pub struct RunOptions {
     /// The run's store (accepted results, `data`, and the keys store preconditions name),
     /// shared with whoever else holds it: tools that read or write the records a task's
     /// preconditions guard, or another writer. `None` (the default): a fresh one (star runs).
-    pub store: Option<Arc<MemoryStore<serde_json::Value>>>,
+    pub store: Option<Arc<MemoryStore<quorate_protocols::Payload>>>,
     /// The plan version to switch to when a store precondition fails.
     pub fallback: Option<quorate_protocols::PlanSpec>,
     /// Threads (actix arbiters) the workers run on, besides the supervisor's; workers are spread
@@ -77,13 +77,14 @@ pub struct RunOutput {
     /// The run log (every event).
     pub log: Arc<PackedLog<Event>>,
     /// Accepted results by key `result/<run>/<node>`.
-    pub results: Arc<MemoryStore<serde_json::Value>>,
+    pub results: Arc<MemoryStore<quorate_protocols::Payload>>,
 }
 
 impl RunOutput {
-    /// The accepted result of task `node`, if it completed.
+    /// The accepted result of task `node`, if it completed (shared with the store, not
+    /// copied; it reads as a `serde_json::Value`).
     #[must_use]
-    pub fn result(&self, node: &str) -> Option<serde_json::Value> {
+    pub fn result(&self, node: &str) -> Option<quorate_protocols::Payload> {
         self.results
             .get_now(&result_key(self.report.run_id, node))
             .map(|v| v.value)
@@ -269,7 +270,10 @@ pub fn run_star(
 
 /// Writes the results a durable run resumes from into its fresh result store (after its
 /// `[data]`): what [`replay`] reads the completed tasks' results from.
-pub(crate) fn write_resumed(store: &MemoryStore<serde_json::Value>, durable: Option<&Durable>) {
+pub(crate) fn write_resumed(
+    store: &MemoryStore<quorate_protocols::Payload>,
+    durable: Option<&Durable>,
+) {
     if let Some(from) = durable.and_then(|d| d.resume.as_ref()) {
         write_data(store, &from.results);
     }
@@ -280,7 +284,7 @@ pub(crate) fn write_resumed(store: &MemoryStore<serde_json::Value>, durable: Opt
 pub(crate) fn replay(
     core: &mut SupervisorCore,
     durable: Option<&Durable>,
-    results: &MemoryStore<serde_json::Value>,
+    results: &MemoryStore<quorate_protocols::Payload>,
 ) -> Result<(), crate::ResumeError> {
     match durable.and_then(|d| d.resume.as_ref()) {
         Some(from) => core.replay(&from.events, |key| results.get_now(key).map(|v| v.value)),
@@ -319,11 +323,11 @@ pub(crate) fn end_run_span(span: tracing::Span, report: &RunReport) {
 /// Writes a run's `[data]` into its fresh result store before it starts (what store
 /// preconditions check); every key is absent, so each create commits.
 pub(crate) fn write_data(
-    store: &MemoryStore<serde_json::Value>,
+    store: &MemoryStore<quorate_protocols::Payload>,
     data: &[(String, serde_json::Value)],
 ) {
     for (key, value) in data {
-        let _ = store.cas_now(key, None, value.clone());
+        let _ = store.cas_now(key, None, value.clone().into());
     }
 }
 

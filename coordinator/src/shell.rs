@@ -52,11 +52,12 @@ impl Wakeup {
 /// the key was taken, for the caller to adopt. The key moves into the store (no copy of its
 /// text per task).
 pub(crate) fn commit_result(
-    store: &MemoryStore<serde_json::Value>,
+    store: &MemoryStore<quorate_protocols::Payload>,
     key: String,
     value: quorate_protocols::Payload,
-) -> Option<Versioned<serde_json::Value>> {
-    match store.create_now(key, value.into_value()) {
+) -> Option<Versioned<quorate_protocols::Payload>> {
+    // The store holds the result the core holds (one value, shared), not a copy of it.
+    match store.create_now(key, value) {
         CasOutcome::Committed(_) => None,
         CasOutcome::Conflict { current } => current,
     }

@@ -313,7 +313,7 @@ fn a_log_naming_a_worker_the_rebuilt_supervisor_lacks_is_refused() {
     let plan = spec_of(nodes).validate().expect("valid plan");
     let mut core = support::core_for(plan, &h.config, h.workers[..1].to_vec());
     let err = core
-        .replay(&h.log, |k| h.results.get(k).cloned())
+        .replay(&h.log, |k| h.results.get(k).cloned().map(Into::into))
         .expect_err("one worker short");
     assert!(
         matches!(

@@ -140,7 +140,7 @@ fn a_budget_that_cannot_cover_a_slice_stops_with_stopped_limit() {
 fn store_preconditions_are_checked_by_the_peers_and_a_failed_one_fails_its_task() {
     let results = MemoryStore::new();
     assert!(results
-        .cas_now("config/on", None, json!(true))
+        .cas_now("config/on", None, json!(true).into())
         .is_committed());
     let mut net = Net::with_results(
         2,
@@ -393,7 +393,10 @@ fn a_result_found_in_the_store_is_kept_and_logged() {
     let mut net = Net::new(2, vec![node("a", &[]), node("b", &["a"])], None);
     let key = quorate_coordinator::result_key(quorate_protocols::RunId::from_u128(7), "a");
     let stored = json!({ "from": "earlier" });
-    assert!(net.results.create_now(key, stored.clone()).is_committed());
+    assert!(net
+        .results
+        .create_now(key, stored.clone().into())
+        .is_committed());
     let runner = net.executed[0].0;
     net.ok("a");
     let kept = net.events[runner].iter().find_map(|e| match &e.kind {

@@ -90,7 +90,7 @@ fn a_peer_whose_own_check_passed_follows_the_stored_plan_version() {
     // The key appears before the other peer checks: it claims and runs publish.
     assert!(net
         .results
-        .cas_now("config/channel", None, json!("mail"))
+        .cas_now("config/channel", None, json!("mail").into())
         .is_committed());
     net.deliver_all();
     assert_eq!(net.cores[other].plan_version(), 1);

@@ -33,7 +33,7 @@ const DEADLINE: u64 = 100;
 /// `load`. Returns the net, the claimant and the other peer.
 fn claimant_runs_publish(config: SupervisorConfig) -> (Net, usize, usize) {
     let results = MemoryStore::new();
-    assert!(results.create_now(KEY, json!("mail")).is_committed());
+    assert!(results.create_now(KEY, json!("mail").into()).is_committed());
     let mut net = Net::with_fallback_config(2, first_plan(), fallback(), results, config);
     net.ok("load");
     assert_eq!(net.running_nodes(), ["publish"]);

@@ -123,7 +123,7 @@ struct Shared {
     me: Sender,
     workers: Vec<Sender>,
     log: Arc<PackedLog<Event>>,
-    results: Arc<MemoryStore<serde_json::Value>>,
+    results: Arc<MemoryStore<quorate_protocols::Payload>>,
     world: World,
     report: Arc<Mutex<Option<RunReport>>>,
     refused: Arc<Mutex<u64>>,

@@ -109,9 +109,7 @@ macro_rules! from_like_value {
     )*};
 }
 
-from_like_value!(
-    bool, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64, String, &str
-);
+from_like_value!(bool, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64, String, &str);
 
 impl PartialEq<serde_json::Value> for Payload {
     fn eq(&self, other: &serde_json::Value) -> bool {

@@ -55,7 +55,7 @@ pub enum PreconditionFailure {
 /// Checks `checks` against `store`; the error is the first failing check.
 /// `inputs-non-empty` is not a store check and always passes here.
 pub fn check_preconditions(
-    store: &MemoryStore<serde_json::Value>,
+    store: &MemoryStore<quorate_protocols::Payload>,
     checks: &[Precondition],
 ) -> Result<(), PreconditionFailure> {
     for c in checks {
@@ -101,7 +101,7 @@ mod tests {
     fn first_failing_check_is_reported() {
         let store = MemoryStore::new();
         let crate::CasOutcome::Committed(v) =
-            store.cas_now("config/pricing", None, json!({"currency": "EUR"}))
+            store.cas_now("config/pricing", None, json!({"currency": "EUR"}).into())
         else {
             panic!("fresh key")
         };

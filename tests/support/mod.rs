@@ -241,6 +241,6 @@ pub(crate) fn results(run: &FileRun) -> HashMap<String, serde_json::Value> {
         .results
         .scan_now(&prefix)
         .into_iter()
-        .map(|(k, v)| (k[prefix.len()..].to_string(), v.value))
+        .map(|(k, v)| (k[prefix.len()..].to_string(), v.value.into_value()))
         .collect()
 }

@@ -189,7 +189,7 @@ struct Shell {
     outbox: Vec<Box<Envelope<Report>>>,
     /// The run's store, against which a task's store preconditions are checked before each of
     /// its writes (see [`WorkerActor::with_store`]).
-    store: Option<Arc<MemoryStore<serde_json::Value>>>,
+    store: Option<Arc<MemoryStore<quorate_protocols::Payload>>>,
     /// The run's span, parent of the attempts' spans (see [`WorkerActor::with_run_span`]).
     run_span: tracing::Span,
     /// The open attempt spans by task, with the attempt's number (empty while the run span
@@ -311,7 +311,7 @@ impl WorkerActor {
     /// each write call. Without a store, the core refuses a write of a task that has store
     /// preconditions: they cannot be shown to hold ([`WorkerCore::set_store_checks`]).
     #[must_use]
-    pub fn with_store(mut self, store: Arc<MemoryStore<serde_json::Value>>) -> Self {
+    pub fn with_store(mut self, store: Arc<MemoryStore<quorate_protocols::Payload>>) -> Self {
         self.shell.store = Some(store);
         self.core.set_store_checks(true);
         self

@@ -225,7 +225,7 @@ async fn the_actor_checks_store_preconditions_against_its_store_before_a_write()
     let node = NodeId::new("save").unwrap();
     let store = Arc::new(quorate_state::MemoryStore::new());
     assert!(matches!(
-        store.cas_now("lock/orders", None, json!(true)),
+        store.cas_now("lock/orders", None, json!(true).into()),
         quorate_state::CasOutcome::Committed(_)
     ));
     for (with_store, lock_absent_needed, runs) in [

@@ -110,8 +110,8 @@ pub struct SubtaskSpec {
 pub struct SubtaskResult {
     /// The sub-task's name.
     pub name: String,
-    /// Its answer, or why it did not give one.
-    pub outcome: Result<serde_json::Value, String>,
+    /// Its answer (shared with the sub-task's reply, not copied), or why it did not give one.
+    pub outcome: Result<quorate_protocols::Payload, String>,
     /// What it spent (charged to the delegating task).
     pub spent: quorate_protocols::Budget,
     /// What its answer cited (its reply's `evidence`; empty when it did not answer): the

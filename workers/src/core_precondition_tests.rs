@@ -16,7 +16,8 @@ fn a_write_runs_only_while_the_tasks_store_preconditions_hold() {
     for moved in [false, true] {
         let mut d = Driver::new(script(steps.clone()), vec![]);
         let quorate_state::CasOutcome::Committed(read_at) =
-            d.store.cas_now("orders/1", None, json!({ "total": 5 }))
+            d.store
+                .cas_now("orders/1", None, json!({ "total": 5 }).into())
         else {
             panic!("a fresh key");
         };
@@ -24,7 +25,7 @@ fn a_write_runs_only_while_the_tasks_store_preconditions_hold() {
             // Another writer changes the record after the task was planned against it.
             let moved_to = d
                 .store
-                .cas_now("orders/1", Some(read_at), json!({ "total": 6 }));
+                .cas_now("orders/1", Some(read_at), json!({ "total": 6 }).into());
             assert!(matches!(moved_to, quorate_state::CasOutcome::Committed(_)));
         }
         let mut assignment = Driver::assignment(&["db.read", "db.save"], budget());
@@ -118,7 +119,7 @@ fn a_retry_refused_by_its_precondition_ends_the_action() {
     while d.calls.is_empty() {
         assert!(d.step(), "the first call goes out");
     }
-    let locked = d.store.cas_now("lock/orders", None, json!(true));
+    let locked = d.store.cas_now("lock/orders", None, json!(true).into());
     assert!(matches!(locked, quorate_state::CasOutcome::Committed(_)));
     d.drive();
     let write = ActionId::new(d.task, 0, 0);

@@ -48,7 +48,7 @@ pub(crate) struct Driver {
     pub(crate) task: TaskId,
     pub(crate) assignment: Option<Envelope<Assignment>>,
     /// The run's store, against which store preconditions are checked before writes.
-    pub(crate) store: quorate_state::MemoryStore<serde_json::Value>,
+    pub(crate) store: quorate_state::MemoryStore<quorate_protocols::Payload>,
     /// The writes whose preconditions were checked, in order.
     pub(crate) checked: Vec<ActionId>,
     /// The calls the core aborted (action, call tag), in order.
@@ -212,7 +212,7 @@ struct Harness<'a> {
     replies: &'a mut Vec<Envelope<Report>>,
     calls: &'a mut Vec<(ActionId, String)>,
     queries: &'a mut Vec<ActionId>,
-    store: &'a quorate_state::MemoryStore<serde_json::Value>,
+    store: &'a quorate_state::MemoryStore<quorate_protocols::Payload>,
     checked: &'a mut Vec<ActionId>,
     aborted: &'a mut Vec<(ActionId, u64)>,
     /// The store of record of the tasks' books, if the driver keeps one.

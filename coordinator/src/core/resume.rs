@@ -116,7 +116,7 @@ impl SupervisorCore {
         workers: Vec<Sender>,
         ids: quorate_protocols::IdSource,
         events: &[Event],
-        result: impl Fn(&str) -> Option<serde_json::Value>,
+        result: impl Fn(&str) -> Option<quorate_protocols::Payload>,
     ) -> Result<Self, ResumeError> {
         let mut core = SupervisorCore::new(run, plan, config, me, workers, ids);
         core.replay(events, result)?;
@@ -131,7 +131,7 @@ impl SupervisorCore {
     pub fn replay(
         &mut self,
         events: &[Event],
-        result: impl Fn(&str) -> Option<serde_json::Value>,
+        result: impl Fn(&str) -> Option<quorate_protocols::Payload>,
     ) -> Result<(), ResumeError> {
         let run = self.run;
         let core = self;
@@ -265,7 +265,7 @@ impl SupervisorCore {
                     task: core.plan.node(i).id.to_string(),
                     key: key.clone(),
                 })?;
-                core.tasks[i as usize].set_result(value.into(), Vec::new());
+                core.tasks[i as usize].set_result(value, Vec::new());
             }
         }
         for i in 0..core.plan.len() as u32 {

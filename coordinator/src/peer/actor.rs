@@ -47,7 +47,7 @@ pub struct PeerStores {
     /// first plan).
     pub plans: Arc<MemoryStore<PlanVersion>>,
     /// `result/<run>/<node>` -> accepted results.
-    pub results: Arc<MemoryStore<serde_json::Value>>,
+    pub results: Arc<MemoryStore<quorate_protocols::Payload>>,
     /// The run log.
     pub log: Arc<PackedLog<Event>>,
     /// Run-wide event sequence (events of all peers are numbered in one sequence).

@@ -40,7 +40,7 @@
 //!         Answer::Now(TerminalCommit::Won { record, version: 1 })
 //!     }
 //!     fn commit_result(&mut self, _: u32, _: &str, _: Payload)
-//!         -> Answer<Option<quorate_state::Versioned<serde_json::Value>>> { Answer::Now(None) }
+//!         -> Answer<Option<quorate_state::Versioned<Payload>>> { Answer::Now(None) }
 //!     fn propose_plan(&mut self, r: PlanVersion) -> Answer<Option<PlanVersion>> {
 //!         Answer::Now(Some(r))
 //!     }
@@ -79,7 +79,7 @@ use super::{PeerCore, PeerEffect, PeerMsg, PlanVersion, RootUpdate, Terminal, Te
 use crate::{Event, StopReason};
 
 /// A stored value, as a result store holds it.
-pub type StoredResult = Option<Versioned<serde_json::Value>>;
+pub type StoredResult = Option<Versioned<Payload>>;
 
 /// What a peer core's driver provides: the shared stores (each call answered at once or
 /// later), its own worker, the links to the other peers, the run log and the clock.
@@ -292,7 +292,7 @@ pub fn drive(core: &mut PeerCore, env: &mut impl PeerEnv) -> Flow {
                     let now = env.now();
                     core.handle_result_commit(now, node, stored);
                     if let Some(kept) = kept {
-                        env.result_kept(node, &key, &kept, core.result(node));
+                        env.result_kept(node, &key, kept.value(), core.result(node));
                     }
                 }
                 None

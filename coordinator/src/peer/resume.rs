@@ -277,7 +277,7 @@ impl super::PeerStores {
         let (states, plan) = (format!("state/{run}/"), Self::plan_key(run));
         for (key, value) in kept {
             if !key.starts_with(&states) && *key != plan {
-                let _ = self.results.cas_now(key, None, value.clone());
+                let _ = self.results.cas_now(key, None, value.clone().into());
             }
         }
         let mut records: Vec<&(Terminal, u64)> = from.terminals.iter().flatten().collect();

@@ -225,7 +225,7 @@ fn build_report(run: RunId, stores: &PeerStores, peers: &[PeerSummary]) -> RunRe
                 .results
                 .get_now(&crate::run::result_key(run, id.as_str()))
                 .filter(|_| state == TaskState::Completed)
-                .map(|v| v.value.into());
+                .map(|v| v.value);
             TaskRow {
                 id,
                 state,

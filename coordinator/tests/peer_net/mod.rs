@@ -34,7 +34,7 @@ pub(crate) struct Net {
     /// `plan/<run>`: the plan version the run switched to.
     pub plans: MemoryStore<PlanVersion>,
     /// Results and data: what store preconditions check.
-    pub results: MemoryStore<serde_json::Value>,
+    pub results: MemoryStore<quorate_protocols::Payload>,
     /// Broadcasts in flight: (to, envelope).
     pub inbox: VecDeque<(usize, Envelope<PeerMsg>)>,
     /// Every broadcast ever sent (for replays).
@@ -71,7 +71,7 @@ impl Net {
         n: usize,
         nodes: Vec<NodeSpec>,
         root: Option<Budget>,
-        results: MemoryStore<serde_json::Value>,
+        results: MemoryStore<quorate_protocols::Payload>,
     ) -> Self {
         Self::build_unstarted(n, nodes, root, results, SupervisorConfig::default()).started()
     }
@@ -91,7 +91,7 @@ impl Net {
         n: usize,
         nodes: Vec<NodeSpec>,
         root: Option<Budget>,
-        results: MemoryStore<serde_json::Value>,
+        results: MemoryStore<quorate_protocols::Payload>,
         config: SupervisorConfig,
     ) -> Self {
         let plan = spec_of(nodes).validate().expect("valid plan");
@@ -158,7 +158,7 @@ impl Net {
         n: usize,
         nodes: Vec<NodeSpec>,
         fallback: Vec<NodeSpec>,
-        results: MemoryStore<serde_json::Value>,
+        results: MemoryStore<quorate_protocols::Payload>,
     ) -> Self {
         let mut net = Self::build_unstarted(n, nodes, None, results, SupervisorConfig::default());
         for core in &mut net.cores {
@@ -172,7 +172,7 @@ impl Net {
         n: usize,
         nodes: Vec<NodeSpec>,
         fallback: Vec<NodeSpec>,
-        results: MemoryStore<serde_json::Value>,
+        results: MemoryStore<quorate_protocols::Payload>,
         config: SupervisorConfig,
     ) -> Self {
         let mut net = Self::build_unstarted(n, nodes, None, results, config);
@@ -501,11 +501,7 @@ impl PeerEnv for NetPeer<'_> {
     }
 
     fn commit_result(&mut self, _: u32, key: &str, value: Payload) -> Answer<StoredResult> {
-        let stored = match self
-            .net
-            .results
-            .create_now(key.to_string(), value.into_value())
-        {
+        let stored = match self.net.results.create_now(key.to_string(), value) {
             quorate_state::CasOutcome::Committed(_) => None,
             quorate_state::CasOutcome::Conflict { current } => current,
         };

@@ -143,7 +143,7 @@ impl Harness {
         if let Some(f) = fallback {
             core.set_fallback_plan(f);
         }
-        core.replay(log, |k| self.results.get(k).cloned())?;
+        core.replay(log, |k| self.results.get(k).cloned().map(Into::into))?;
         Ok(core)
     }
 

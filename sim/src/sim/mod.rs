@@ -97,7 +97,7 @@ pub struct Sim {
     senders: Vec<Sender>,
     core: supervisor::CoreSlot,
     log: Vec<Event>,
-    results: MemoryStore<Value>,
+    results: MemoryStore<quorate_protocols::Payload>,
     workers: Vec<WorkerSlot>,
     book: ScriptBook,
     world: World,
@@ -473,7 +473,7 @@ impl Sim {
             Msg::StoreChange(node) => {
                 let key = crate::gen::lock_key(node);
                 if let quorate_state::CasOutcome::Committed(_) =
-                    self.results.cas_now(&key, None, Value::Bool(true))
+                    self.results.cas_now(&key, None, Value::Bool(true).into())
                 {
                     self.counts.bump(Fault::StoreChange);
                 }

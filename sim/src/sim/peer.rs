@@ -267,7 +267,9 @@ impl Sim {
                 let key =
                     quorate_coordinator::result_key(self.run, plan.node(i as u32).id.as_str());
                 let stored = self.results.get_now(&key).map(|v| v.value);
-                let held = (0..n).find(|&p| side.cores[p].result(i as u32) != stored.as_ref());
+                let held = (0..n).find(|&p| {
+                    side.cores[p].result(i as u32) != stored.as_ref().map(|v| v.value())
+                });
                 if stored.is_none() || held.is_some() {
                     let detail =
                         format!("result {key}: stored {stored:?}, peer {held:?} holds another");
@@ -384,16 +386,10 @@ impl PeerEnv for SimPeer<'_> {
     }
 
     fn commit_result(&mut self, _: u32, key: &str, value: Payload) -> Answer<StoredResult> {
-        Answer::Now(
-            match self
-                .sim
-                .results
-                .create_now(key.to_string(), value.into_value())
-            {
-                CasOutcome::Committed(_) => None,
-                CasOutcome::Conflict { current } => current,
-            },
-        )
+        Answer::Now(match self.sim.results.create_now(key.to_string(), value) {
+            CasOutcome::Committed(_) => None,
+            CasOutcome::Conflict { current } => current,
+        })
     }
 
     fn result_kept(

@@ -153,11 +153,11 @@ impl SupervisorEnv for Shell<'_> {
         key: String,
         value: quorate_protocols::Payload,
     ) -> Answer<CommitOutcome> {
-        let outcome = match self.sim.results.create_now(key.clone(), value.into_value()) {
+        let outcome = match self.sim.results.create_now(key.clone(), value) {
             CasOutcome::Conflict {
                 current: Some(current),
             } => CommitOutcome::Kept {
-                value: current.value.into(),
+                value: current.value,
                 version: current.version,
             },
             _ => CommitOutcome::Committed,

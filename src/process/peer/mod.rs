@@ -422,7 +422,7 @@ async fn open_run(
     // A conflict means the key is there already: written before, never overwritten.
     for (key, value) in &file.data {
         let _ = retry("write the plan's data", || {
-            stores.results.cas(key, None, value.clone())
+            stores.results.cas(key, None, value.clone().into())
         })
         .await?;
     }
@@ -494,7 +494,7 @@ async fn report(
     plan: &quorate_protocols::Plan,
     run: RunId,
     part: Part,
-) -> Result<(RunReport, MemoryStore<serde_json::Value>), PeerProcessError> {
+) -> Result<(RunReport, MemoryStore<quorate_protocols::Payload>), PeerProcessError> {
     let results = MemoryStore::new();
     let mut granted_total = Budget::ZERO;
     let mut tasks = Vec::with_capacity(plan.len());
@@ -513,7 +513,7 @@ async fn report(
         let result = retry("read a result", || stores.results.get(&key)).await?;
         let result = result.filter(|_| state == TaskState::Completed).map(|v| {
             let _ = results.cas_now(&key, None, v.value.clone());
-            v.value.into()
+            v.value
         });
         tasks.push(TaskRow {
             id,

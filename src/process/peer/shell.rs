@@ -18,7 +18,7 @@ use quorate_coordinator::peer::{fence_after, RootUpdate, Terminal, TerminalCommi
 use quorate_coordinator::{Event, PeerCore, PeerMsg, StopReason};
 use quorate_nats::codec::Outgoing;
 use quorate_protocols::wire::Report;
-use quorate_protocols::{AgentId, Envelope, Precondition, TaskId};
+use quorate_protocols::{AgentId, Envelope, Payload, Precondition, TaskId};
 use quorate_state::{
     Account, AccountId, CasOutcome, Etcd, EtcdLease, EtcdStore, Guarded, LedgerError, PackedLog,
     PreconditionFailure, Store,
@@ -43,7 +43,7 @@ pub(super) struct SharedStores {
     /// `peer-budget`: the run's root account.
     pub(super) budget: EtcdStore<Account>,
     /// `results`: accepted results and the plan's data.
-    pub(super) results: EtcdStore<serde_json::Value>,
+    pub(super) results: EtcdStore<Payload>,
     /// `peer-plans`: the plan version the peers switched to (`plan/<run>`, written once).
     pub(super) plans: EtcdStore<quorate_coordinator::peer::PlanVersion>,
     /// `fence`: each task's fence (`<run>/<task id>`, the attempt that owns the task's action

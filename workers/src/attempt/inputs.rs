@@ -296,7 +296,7 @@ impl Attempt {
         let (outcome, evidence) = match report.outcome {
             quorate_protocols::wire::Outcome::Answer { value, receipts } => {
                 self.receipts.extend(receipts);
-                (Ok(value.into_value()), evidence)
+                (Ok(value), evidence)
             }
             other => (Err(other.to_string()), Vec::new()),
         };

@@ -112,7 +112,10 @@ impl Agent for ScriptedAgent {
                         let answers: serde_json::Map<String, Value> = results
                             .iter()
                             .filter_map(|r| {
-                                r.outcome.as_ref().ok().map(|v| (r.name.clone(), v.clone()))
+                                r.outcome
+                                    .as_ref()
+                                    .ok()
+                                    .map(|v| (r.name.clone(), v.value().clone()))
                             })
                             .collect();
                         self.last_output = Some(Value::Object(answers).into());

@@ -107,13 +107,13 @@ impl PeerCore {
         &mut self,
         now: u64,
         node: u32,
-        stored: Option<Versioned<serde_json::Value>>,
+        stored: Option<Versioned<quorate_protocols::Payload>>,
     ) {
         let (Some(stored), Some(t)) = (stored, self.tasks.get_mut(node as usize)) else {
             return;
         };
         let same = t.result.as_ref().is_some_and(|(v, _)| *v == stored.value);
-        let stored_value = quorate_protocols::Payload::from(stored.value);
+        let stored_value = stored.value;
         if let Some((value, _)) = &mut t.result {
             *value = stored_value.clone();
         }

@@ -51,7 +51,7 @@ pub(super) enum Request {
     Result {
         node: u32,
         key: String,
-        value: serde_json::Value,
+        value: Payload,
     },
     Propose {
         key: String,
@@ -157,7 +157,7 @@ impl PeerEnv for ShellEnv<'_> {
     }
 
     fn commit_result(&mut self, node: u32, key: &str, value: Payload) -> Answer<StoredResult> {
-        let (key, value) = (key.to_string(), value.into_value());
+        let key = key.to_string();
         self.later(Request::Result { node, key, value })
     }
 
