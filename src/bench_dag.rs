@@ -45,6 +45,10 @@ pub struct DagArgs {
     /// run leaves the caches, branch predictors and allocator in its own state, and a run of
     /// 1000 tasks lasts about a millisecond: without a warm-up it measures the cold start.
     pub warmup: bool,
+    /// Size of each task's answer: `0` answers a number (the count of the task's inputs); `n`
+    /// answers a string of `n` bytes, made anew for each task, so that a result of that size
+    /// travels the whole path (the result store, the run log, every dependent's input).
+    pub result_bytes: usize,
 }
 
 impl DagArgs {
@@ -53,7 +57,9 @@ impl DagArgs {
     ///
     /// ```
     /// use quorate::bench_dag::DagArgs;
-    /// let args = DagArgs { layers: 2, width: 3, workers: 1, threads: 0, runs: 1, warmup: true };
+    /// let args = DagArgs {
+    ///     layers: 2, width: 3, workers: 1, threads: 0, runs: 1, warmup: true, result_bytes: 0,
+    /// };
     /// assert!(args.check().is_ok());
     /// assert_eq!(
     ///     DagArgs { width: 0, ..args }.check().unwrap_err(),
@@ -91,6 +97,8 @@ pub struct DagBench {
     pub threads: usize,
     /// Tasks per run.
     pub tasks: usize,
+    /// Bytes of each task's answer (`0`: a number; see [`DagArgs::result_bytes`]).
+    pub result_bytes: usize,
     /// Wall time of the median run (actors started to report), seconds.
     pub elapsed_s: f64,
     /// Tasks per second of the median run.
@@ -133,7 +141,7 @@ impl DagBench {
     /// ```
     /// use quorate::bench_dag::DagBench;
     /// let b = DagBench {
-    ///     layers: 2, width: 3, workers: 1, threads: 0, tasks: 6, elapsed_s: 0.5,
+    ///     layers: 2, width: 3, workers: 1, threads: 0, tasks: 6, result_bytes: 0, elapsed_s: 0.5,
     ///     tasks_per_s: 12.0, tasks_per_s_runs: vec![12.0], baseline_round_trips_per_s_runs: vec![48.0],
     ///     baseline_round_trips_per_s: 48.0, ratio: 0.25, warmup: true, first_run_tasks_per_s: 6.0,
     ///     peak_rss_bytes_per_task: None, durable: None, distributed: None,
@@ -228,9 +236,12 @@ impl DagBench {
     }
 }
 
-/// Answers how many inputs its task has: a verified conclusion citing them, or, in the first
-/// layer (no inputs, nothing recorded to cite), a suggestion, which those nodes accept.
-struct Answer;
+/// Answers how many inputs its task has (or, with `bytes`, a string of that many bytes): a
+/// verified conclusion citing them, or, in the first layer (no inputs, nothing recorded to
+/// cite), a suggestion, which those nodes accept.
+struct Answer {
+    bytes: usize,
+}
 
 impl Agent for Answer {
     fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
@@ -248,7 +259,10 @@ impl Agent for Answer {
         };
         Proposal::Finish {
             kind,
-            value: serde_json::Value::from(ctx.inputs.len()).into(),
+            value: match self.bytes {
+                0 => serde_json::Value::from(ctx.inputs.len()).into(),
+                n => "x".repeat(n).into(),
+            },
             evidence,
         }
     }
@@ -518,6 +532,7 @@ pub fn run_distributed(
         workers: args.workers,
         threads: args.threads,
         tasks,
+        result_bytes: args.result_bytes,
         elapsed_s,
         tasks_per_s,
         tasks_per_s_runs: samples.iter().map(|s| s.1).collect(),
@@ -581,7 +596,11 @@ fn run_with(
     let out = run_star(plan, options, || {
         (
             AgentRegistry::new().with_fallback(
-                |_: &quorate_workers::Assignment| -> Box<dyn Agent> { Box::new(Answer) },
+                move |_: &quorate_workers::Assignment| -> Box<dyn Agent> {
+                    Box::new(Answer {
+                        bytes: args.result_bytes,
+                    })
+                },
             ),
             ToolRegistry::new(),
         )

@@ -229,6 +229,11 @@ pub(crate) enum BenchCommand {
         /// the DAG that otherwise comes first.
         #[arg(long)]
         no_warmup: bool,
+        /// Size of each task's answer: 0 answers a number (the count of its inputs); N answers
+        /// a string of N bytes, made anew for each task (a result of that size through the
+        /// store, the run log and every dependent's input).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        result_bytes: usize,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,

@@ -125,6 +125,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             threads,
             runs,
             no_warmup,
+            result_bytes,
             json,
             store,
             nats,
@@ -141,6 +142,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 threads,
                 runs,
                 warmup: !no_warmup,
+                result_bytes,
             };
             let checked = args
                 .check()

@@ -54,6 +54,7 @@ fn bench_dag_reports_the_median_run_of_complete_runs() {
         threads: 1,
         runs: 2,
         warmup: true,
+        result_bytes: 0,
     };
     assert!(
         bench(DagArgs { runs: 0, ..base }).is_err(),

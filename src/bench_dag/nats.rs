@@ -169,7 +169,12 @@ pub(super) fn run_distributed(
     let journal = Arc::new(kept.journal(run));
     // The workers, as a worker process runs them: an actix system of their own.
     let (stop_readers, stopped) = watch::channel(false);
-    let (pool, addrs) = WorkerPool::start(&sides, me.agent, args.threads, &journal)?;
+    let (pool, addrs) = WorkerPool::start(
+        &sides,
+        me.agent,
+        (args.threads, args.result_bytes),
+        &journal,
+    )?;
     let mut readers = Vec::with_capacity(sides.len());
     let mut worker_publishers = Vec::with_capacity(sides.len());
     for (side, addr) in sides.into_iter().zip(addrs) {
@@ -303,11 +308,12 @@ struct WorkerPool {
 
 impl WorkerPool {
     /// Starts a worker core for each of `sides`, replying to `supervisor` through its side's
-    /// publisher; the pool and the cores' addresses, in order.
+    /// publisher, its agent answering `result_bytes` bytes ([`DagArgs::result_bytes`]); the
+    /// pool and the cores' addresses, in order.
     fn start(
         sides: &[WorkerSide],
         supervisor: AgentId,
-        threads: usize,
+        (threads, result_bytes): (usize, usize),
         journal: &Arc<crate::durable::Journal>,
     ) -> Result<(Self, Vec<Addr<WorkerActor>>), String> {
         let parts: Vec<(AgentId, UnboundedSender<Outgoing>)> =
@@ -331,8 +337,10 @@ impl WorkerPool {
                             }
                             .start();
                             let agents = AgentRegistry::new().with_fallback(
-                                |_: &quorate_workers::Assignment| -> Box<dyn quorate_workers::Agent> {
-                                    Box::new(Answer)
+                                move |_: &quorate_workers::Assignment| -> Box<dyn quorate_workers::Agent> {
+                                    Box::new(Answer {
+                                        bytes: result_bytes,
+                                    })
                                 },
                             );
                             let worker = WorkerActor::with_replies(
