@@ -1,6 +1,6 @@
 //! Voting through the runtime: voters are [`VoterAgent`]s run by [`WorkerActor`]s on an actix
 //! system of their own thread, and a collector actor turns their `Report` envelopes into a
-//! [`MajorityVote`].
+//! [`MajorityVote`](quorate_coordinator::vote::MajorityVote).
 
 use std::collections::HashMap;
 use std::sync::mpsc;
