@@ -81,7 +81,7 @@ impl Agent for Shard {
                     .unwrap_or(0);
                 Proposal::CallTool {
                     tool: "math.sum".into(),
-                    params: json!({ "numbers": (10 * i..10 * i + 10).collect::<Vec<_>>() }),
+                    params: json!({ "numbers": (10 * i..10 * i + 10).collect::<Vec<_>>() }).into(),
                     intent_version: 0,
                     needs_approval: false,
                 }

@@ -149,7 +149,7 @@ impl Researcher {
         self.trail.push(query.to_string());
         Proposal::CallTool {
             tool: "search".to_string(),
-            params: json!({ "query": query }),
+            params: json!({ "query": query }).into(),
             intent_version: 0,
             needs_approval: false,
         }

@@ -239,7 +239,7 @@ impl Agent for Gatherer {
         match ctx.last_observation {
             None => Proposal::CallTool {
                 tool: "docs.read".to_string(),
-                params: json!({ "source": self.source }),
+                params: json!({ "source": self.source }).into(),
                 intent_version: 0,
                 needs_approval: false,
             },
@@ -372,7 +372,8 @@ impl Agent for Reviewer {
                 let title = draft.and_then(|d| d["title"].as_str()).unwrap_or("Report");
                 Proposal::CallTool {
                     tool: "report.publish".to_string(),
-                    params: json!({ "key": REPORT_KEY, "body": format!("# {title}\n{body}") }),
+                    params: json!({ "key": REPORT_KEY, "body": format!("# {title}\n{body}") })
+                        .into(),
                     intent_version: 0,
                     // The worker parks the call; the supervisor's approval policy decides.
                     needs_approval: true,

@@ -339,7 +339,7 @@ impl Reserver {
     fn query(&self) -> Proposal {
         Proposal::CallTool {
             tool: "stock.query".into(),
-            params: json!({ "key": STOCK_KEY }),
+            params: json!({ "key": STOCK_KEY }).into(),
             intent_version: 0,
             needs_approval: false,
         }
@@ -403,7 +403,7 @@ impl Agent for Reserver {
                 match act {
                     voi::Act::Reserve => Proposal::CallTool {
                         tool: "stock.reserve".into(),
-                        params: json!({ "key": STOCK_KEY, "units": 10 }),
+                        params: json!({ "key": STOCK_KEY, "units": 10 }).into(),
                         intent_version: 0,
                         needs_approval: false,
                     },

@@ -269,16 +269,26 @@ pub fn run_stored(
 }
 
 /// Refuses `--nats` without an etcd `--store` (the distributed runs are kept on etcd, and
-/// measured against its raw CAS rate), and in a build without the cargo feature `nats`.
+/// measured against its raw CAS rate), with answers (`result_bytes`) longer than an envelope's
+/// strings may be, and in a build without the cargo feature `nats`.
 pub fn check_nats(
     store: Option<&crate::durable::StoreAt>,
     nats: Option<&str>,
+    result_bytes: usize,
 ) -> Result<(), String> {
     if nats.is_none() {
         return Ok(());
     }
     if !matches!(store, Some(crate::durable::StoreAt::Etcd(_))) {
         return Err("--nats needs --store etcd://HOST:PORT/PREFIX: the distributed runs are kept on etcd and measured against its raw CAS rate".into());
+    }
+    // Refused now, not after the in-memory and durable runs: a worker or the supervisor would
+    // refuse the envelope that carries such an answer.
+    let max = quorate_protocols::Limits::default().max_string;
+    if result_bytes > max {
+        return Err(format!(
+            "--result-bytes {result_bytes} with --nats: an answer travels in an envelope, whose strings are at most {max} bytes"
+        ));
     }
     if cfg!(feature = "nats") {
         Ok(())
@@ -306,7 +316,7 @@ pub fn run_distributed(
     if let Some(at) = store {
         check_store(at)?;
     }
-    check_nats(store, nats)?;
+    check_nats(store, nats, args.result_bytes)?;
     let spec = layered_plan(args.layers, args.width);
     let tasks = spec.nodes.len();
     let plan = spec.validate().map_err(|e| e.to_string())?;

@@ -150,7 +150,9 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                     Some(at) => quorate::bench_dag::check_store(at),
                     None => Ok(()),
                 })
-                .and_then(|()| quorate::bench_dag::check_nats(store.as_ref(), nats.as_deref()));
+                .and_then(|()| {
+                    quorate::bench_dag::check_nats(store.as_ref(), nats.as_deref(), result_bytes)
+                });
             if let Err(e) = checked {
                 eprintln!("quorate: {e}");
                 return ExitCode::from(EXIT_BAD_INPUT);

@@ -167,3 +167,25 @@ fn nats_without_an_etcd_store_is_refused() {
     }
     assert!(!std::path::Path::new(file).exists(), "nothing made");
 }
+
+#[test]
+fn answers_longer_than_an_envelope_string_are_refused_before_anything_runs() {
+    let out = quorate(&[
+        "bench",
+        "dag",
+        "--store",
+        "etcd://127.0.0.1:1/bench",
+        "--nats",
+        "nats://127.0.0.1:1",
+        "--result-bytes",
+        "20000",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--result-bytes 20000 with --nats")
+            && stderr.contains("at most 16384 bytes"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no run, no figure");
+}

@@ -89,4 +89,13 @@ fn bench_dag_reports_the_median_run_of_complete_runs() {
             );
         }
     }
+    // Answers of 4 KiB travel the same path (store, log, every dependent's input) and the runs
+    // complete just the same (an incomplete run would be an error).
+    let big = DagArgs {
+        result_bytes: 4096,
+        runs: 1,
+        ..base
+    };
+    let b = bench(big).expect("the DAG completes with 4 KiB answers");
+    assert_eq!((b.tasks, b.result_bytes), (12, 4096));
 }

@@ -73,7 +73,7 @@ impl Agent for Talker {
         self.messages.push(json!({"role": "user", "content": text}));
         Proposal::CallTool {
             tool: "model.small".into(),
-            params: json!({"messages": self.messages, "max_tokens": 50}),
+            params: json!({"messages": self.messages, "max_tokens": 50}).into(),
             intent_version: 0,
             needs_approval: false,
         }

@@ -154,7 +154,9 @@ impl LlmAgent {
         };
         Proposal::CallTool {
             tool: self.config.model_tool(),
-            params: serde_json::to_value(params).expect("chat params serialize"),
+            params: serde_json::to_value(params)
+                .expect("chat params serialize")
+                .into(),
             intent_version: 0,
             needs_approval: false,
         }
@@ -197,7 +199,7 @@ impl LlmAgent {
             };
             return Proposal::CallTool {
                 tool,
-                params,
+                params: params.into(),
                 intent_version: 0,
                 needs_approval,
             };

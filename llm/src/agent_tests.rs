@@ -72,7 +72,7 @@ fn params_of(p: &Proposal) -> ChatParams {
     match p {
         Proposal::CallTool { tool, params, .. } => {
             assert_eq!(tool, "model.local");
-            serde_json::from_value(params.clone()).unwrap()
+            serde_json::from_value(params.value().clone()).unwrap()
         }
         other => panic!("expected a model call, got {other:?}"),
     }
@@ -102,7 +102,7 @@ fn a_tool_call_goes_through_a_proposal_and_its_output_is_cited() {
         call,
         Proposal::CallTool {
             tool: "docs.read".into(),
-            params: json!({ "path": "p.txt" }),
+            params: json!({ "path": "p.txt" }).into(),
             intent_version: 0,
             needs_approval: false,
         }

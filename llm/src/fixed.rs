@@ -53,7 +53,8 @@ impl FixedToolConfig {
 #[derive(Clone, Debug)]
 pub struct FixedTool {
     inner: ScriptedTool,
-    output: Value,
+    /// Shared by every answer.
+    output: Payload,
     world: World,
 }
 
@@ -63,7 +64,7 @@ impl FixedTool {
     pub fn new(name: Capability, config: &FixedToolConfig, world: World) -> Self {
         Self {
             inner: ScriptedTool::new(name, config.side_effect, world.clone()),
-            output: config.output.clone(),
+            output: config.output.clone().into(),
             world,
         }
     }

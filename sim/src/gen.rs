@@ -267,9 +267,9 @@ fn script(rng: &mut ChaCha8Rng, i: usize, has_inputs: bool) -> (Script, u64) {
         };
         steps.push(Step::Call(CallStep {
             tool: tool.to_owned(),
-            params: json!({ "node": i, "step": s }),
+            params: json!({ "node": i, "step": s }).into(),
             outcome,
-            output: json!({ "out": format!("n{i}s{s}") }),
+            output: json!({ "out": format!("n{i}s{s}") }).into(),
             cost: Budget::ZERO,
             needs_approval: rng.gen_bool(0.1),
             repeat: 1,

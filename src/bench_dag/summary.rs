@@ -54,11 +54,17 @@ impl DagBench {
     /// assert!(text.contains("2.25 commits per task\n"), "no bytes on disk for etcd: {text}");
     /// assert!(text.contains("raw etcd CAS in the same run: 400 sequential CAS/s, 1600 concurrent CAS/s (16 tasks), 20000 batched writes/s"));
     /// assert!(!text.contains("distributed"), "no distributed lines without --nats");
+    /// let big = DagBench { result_bytes: 1024, ..b.clone() };
+    /// assert!(big.summary().contains("(2 layers x 3 wide, 1 workers, 0 worker threads, answers of 1024 bytes;"));
     /// ```
     #[must_use]
     pub fn summary(&self) -> String {
+        let answers = match self.result_bytes {
+            0 => String::new(),
+            n => format!(", answers of {n} bytes"),
+        };
         let mut out = format!(
-            "tasks {}  elapsed {:.3?}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads; every run completed; the median of {} runs: {:.0?})\n",
+            "tasks {}  elapsed {:.3?}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads{answers}; every run completed; the median of {} runs: {:.0?})\n",
             self.tasks,
             Duration::from_secs_f64(self.elapsed_s.max(0.0)),
             self.tasks_per_s,

@@ -215,7 +215,7 @@ budget = { steps = 10, tool_calls = 4, tokens = 2000 }
         match agent.propose(&ctx) {
             Proposal::CallTool { tool, params, .. } => {
                 assert_eq!(tool, "model.local");
-                serde_json::from_value::<ChatParams>(params)
+                serde_json::from_value::<ChatParams>(params.into_value())
                     .unwrap()
                     .messages
             }

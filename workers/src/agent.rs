@@ -146,8 +146,9 @@ pub enum Proposal {
     CallTool {
         /// Tool name.
         tool: String,
-        /// Parameters.
-        params: serde_json::Value,
+        /// Parameters (shared from here on by the request, the tool and the receipt; a new
+        /// value converts with `.into()`).
+        params: quorate_protocols::Payload,
         /// Bumped when the agent deliberately wants a *new* effect at the same step.
         intent_version: u32,
         /// Ask a human before the call runs.

@@ -88,7 +88,8 @@ impl Agent for AskOnce {
                 params: json!({
                     "messages": [{"role": "user", "content": "say hi"}],
                     "max_tokens": self.max_tokens,
-                }),
+                })
+                .into(),
                 intent_version: 0,
                 needs_approval: false,
             },

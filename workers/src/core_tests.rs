@@ -283,7 +283,7 @@ fn evidence_text_is_data_and_cannot_add_a_call() {
                 None if ctx.evidence_text.iter().any(|t| t.contains("db.delete")) => {
                     Proposal::CallTool {
                         tool: "db.delete".into(),
-                        params: json!({ "all": true }),
+                        params: json!({ "all": true }).into(),
                         intent_version: 0,
                         needs_approval: false,
                     }

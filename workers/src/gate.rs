@@ -19,20 +19,16 @@ use quorate_state::{Account, AccountId, LedgerError, ReservationId};
 use crate::book::ActionBook;
 use crate::tool::ToolRegistry;
 
-/// A call an agent proposed, with its runtime-assigned id.
+/// A call an agent proposed, with its runtime-assigned id. Built by [`CallRequest::new`] only
+/// and read through its getters: its parameters' digest is worked out there once, and the gate
+/// trusts it, so the parameters cannot change after it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallRequest {
-    /// The id (task, step, intent version).
-    pub action: ActionId,
-    /// Tool name.
-    pub tool: String,
-    /// Parameters, shared by the call, its receipt and the tool (never copied).
-    pub params: quorate_protocols::Payload,
-    /// `ParamDigest::of(&params)`, worked out once ([`CallRequest::new`]) for the gate's
-    /// idempotency check, the action book, the receipt and the journal.
-    pub digest: ParamDigest,
-    /// The agent asked for human approval.
-    pub needs_approval: bool,
+    pub(crate) action: ActionId,
+    pub(crate) tool: String,
+    pub(crate) params: quorate_protocols::Payload,
+    pub(crate) digest: ParamDigest,
+    pub(crate) needs_approval: bool,
 }
 
 impl CallRequest {
@@ -52,6 +48,37 @@ impl CallRequest {
             digest,
             needs_approval,
         }
+    }
+
+    /// The id (task, step, intent version).
+    #[must_use]
+    pub fn action(&self) -> ActionId {
+        self.action
+    }
+
+    /// The tool's name.
+    #[must_use]
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// The parameters, shared by the call, its receipt and the tool (never copied).
+    #[must_use]
+    pub fn params(&self) -> &quorate_protocols::Payload {
+        &self.params
+    }
+
+    /// `ParamDigest::of(self.params())`, worked out once by [`CallRequest::new`] for the gate's
+    /// idempotency check, the action book, the receipt and the journal.
+    #[must_use]
+    pub fn digest(&self) -> ParamDigest {
+        self.digest
+    }
+
+    /// Whether the agent asked for human approval.
+    #[must_use]
+    pub fn needs_approval(&self) -> bool {
+        self.needs_approval
     }
 }
 

@@ -19,8 +19,8 @@
 //! hand-off of the same order. A read sees every confirmed write, durable or not.
 //!
 //! **Encoding**: values are stored as CBOR (RFC 8949, the ciborium crate). It has to be
-//! self-describing: the stores hold `serde_json::Value` (results) and records that contain it
-//! (`ActionRecord`), whose `Deserialize` asks the format what comes next, which compact
+//! self-describing: the stores hold JSON values (results, as `Payload`s) and records that contain
+//! them (`ActionRecord`), whose `Deserialize` asks the format what comes next, which compact
 //! schema-driven formats (postcard, bincode) cannot answer. It has to take maps with any keys:
 //! an `Account` maps `AccountId` (an enum) to budgets, which JSON refuses. CBOR does both, keeps
 //! field names (a field added with `#[serde(default)]` still reads old records), and is binary

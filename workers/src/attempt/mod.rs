@@ -312,8 +312,7 @@ impl Attempt {
                     needs_approval,
                 } => {
                     let action = ActionId::new(self.envelope.task, step, intent_version);
-                    let request =
-                        CallRequest::new(action, tool, Payload::new(params), needs_approval);
+                    let request = CallRequest::new(action, tool, params, needs_approval);
                     self.submit(d, request, false);
                 }
             }

@@ -124,15 +124,15 @@ pub enum CallOutcome {
 pub struct CallStep {
     /// Tool name (also its capability).
     pub tool: String,
-    /// Parameters.
+    /// Parameters (shared by every proposal of the step).
     #[serde(default = "empty_object")]
-    pub params: serde_json::Value,
+    pub params: quorate_protocols::Payload,
     /// How the tool answers.
     #[serde(default)]
     pub outcome: CallOutcome,
-    /// What it answers.
+    /// What it answers (shared by every answer of the step).
     #[serde(default)]
-    pub output: serde_json::Value,
+    pub output: quorate_protocols::Payload,
     /// Reported cost.
     #[serde(default)]
     pub cost: Budget,
@@ -209,8 +209,8 @@ pub struct FailStep {
     pub observation: String,
 }
 
-fn empty_object() -> serde_json::Value {
-    serde_json::Value::Object(serde_json::Map::new())
+fn empty_object() -> quorate_protocols::Payload {
+    serde_json::Value::Object(serde_json::Map::new()).into()
 }
 
 const fn one() -> u32 {

@@ -40,7 +40,12 @@ fn the_documented_toml_format_parses() {
         panic!()
     };
     assert_eq!(
-        (&read.params, read.outcome, read.repeat, &read.output),
+        (
+            read.params.value(),
+            read.outcome,
+            read.repeat,
+            read.output.value()
+        ),
         (&json!({}), CallOutcome::Ok, 1, &serde_json::Value::Null)
     );
     assert_eq!(
@@ -134,7 +139,12 @@ fn scripted_tool_follows_the_plan_and_records_effects_per_action() {
     let tool = ScriptedTool::new(cap.clone(), SideEffect::IdempotentWrite, world.clone());
     assert_eq!((tool.name(), tool.capability()), ("db.save", cap.clone()));
     let a = ActionId::new(TaskId::from_u128(1), 0, 0);
-    world.plan(a, CallOutcome::TimeoutAfterCommit, json!("v"), Budget::ZERO);
+    world.plan(
+        a,
+        CallOutcome::TimeoutAfterCommit,
+        json!("v").into(),
+        Budget::ZERO,
+    );
     assert_eq!(
         poll_once(tool.call(a, json!({}).into())),
         None,
@@ -155,7 +165,12 @@ fn scripted_tool_follows_the_plan_and_records_effects_per_action() {
     assert_eq!(world.effects_for(&a), 1);
 
     let b = ActionId::new(TaskId::from_u128(1), 1, 0);
-    world.plan(b, CallOutcome::OkButUnchanged, json!("same"), Budget::ZERO);
+    world.plan(
+        b,
+        CallOutcome::OkButUnchanged,
+        json!("same").into(),
+        Budget::ZERO,
+    );
     assert_eq!(
         poll_once(tool.call(b, json!({}).into())),
         Some(ToolAnswer::Ok {
@@ -203,7 +218,7 @@ fn a_latency_delays_the_answer_of_the_first_call_but_not_its_effect() {
     world.plan_call(
         a,
         PlannedCall {
-            output: json!("v"),
+            output: json!("v").into(),
             latency: std::time::Duration::from_millis(40),
             ..PlannedCall::default()
         },
@@ -261,7 +276,12 @@ fn worlds_sharing_a_store_commit_an_action_once_and_see_each_others_effects() {
     let cap = quorate_protocols::Capability::new("db.save").unwrap();
     let tool = |world: &World, side| ScriptedTool::new(cap.clone(), side, world.clone());
     let a = ActionId::new(TaskId::from_u128(1), 0, 0);
-    here.plan(a, CallOutcome::TimeoutAfterCommit, json!("v"), Budget::ZERO);
+    here.plan(
+        a,
+        CallOutcome::TimeoutAfterCommit,
+        json!("v").into(),
+        Budget::ZERO,
+    );
     let idempotent = SideEffect::IdempotentWrite;
     assert_eq!(
         poll_once(tool(&here, idempotent).call(a, json!({}).into())),

@@ -36,8 +36,8 @@ struct Planned {
 pub struct PlannedCall {
     /// The outcome.
     pub outcome: CallOutcome,
-    /// What the tool answers.
-    pub output: Value,
+    /// What the tool answers (shared with each answer).
+    pub output: Payload,
     /// The cost it reports.
     pub cost: Budget,
     /// How long it takes to answer.
@@ -95,7 +95,7 @@ impl World {
 
     /// Plans how the tool answers the first call of `action`, at once. The first plan for an
     /// id wins (a later attempt replaying the same script plans the same thing).
-    pub fn plan(&self, action: ActionId, outcome: CallOutcome, output: Value, cost: Budget) {
+    pub fn plan(&self, action: ActionId, outcome: CallOutcome, output: Payload, cost: Budget) {
         self.plan_call(
             action,
             PlannedCall {
@@ -197,7 +197,7 @@ impl ScriptedTool {
         } else {
             (CallOutcome::Ok, Duration::ZERO)
         };
-        let (output, cost) = (Payload::new(plan.call.output.clone()), plan.call.cost);
+        let (output, cost) = (plan.call.output.clone(), plan.call.cost);
         let writes = matches!(outcome, CallOutcome::Ok | CallOutcome::TimeoutAfterCommit)
             && self.side_effect.writes();
         let effect = CommittedEffect {

@@ -1,0 +1,141 @@
+//! A task's result is one value from the agent's answer to the result store and every
+//! dependent's input, in both topologies (issue 14, item 8: payloads are shared, not copied).
+//! The worker side of the same rule (a call's parameters and output) is
+//! `quorate-workers`' `a_calls_parameters_and_output_are_shared_not_copied`.
+
+use std::sync::{Arc, Mutex};
+
+use quorate::coordinator::peer::run_peer;
+use quorate::coordinator::{run_star, RunOptions, RunOutput, SupervisorConfig};
+use quorate::protocols::{
+    Acceptance, Budget, EvidenceRef, NodeSpec, Payload, PlanSpec, ResultKind,
+};
+use quorate::workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry};
+use serde_json::json;
+
+/// What the agents saw: the answer task `a` gave, and the input task `b` got from it.
+#[derive(Default)]
+struct Seen {
+    answered: Option<Payload>,
+    received: Option<Payload>,
+}
+
+/// Answers `a` with a fresh object (kept in `seen`), and `b` with what its input was.
+struct Answering(Arc<Mutex<Seen>>);
+
+impl Agent for Answering {
+    fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
+        let mut seen = self.0.lock().expect("not poisoned");
+        match ctx.inputs.first() {
+            // A first-layer task's answer rests on nothing: a suggestion, which `a` accepts.
+            None => {
+                let value = Payload::from(json!({ "rows": ["a", "b", "c"] }));
+                seen.answered = Some(value.clone());
+                Proposal::Finish {
+                    kind: ResultKind::Suggestion,
+                    value,
+                    evidence: Vec::new(),
+                }
+            }
+            Some(input) => {
+                seen.received = Some(input.value.clone());
+                Proposal::Finish {
+                    kind: ResultKind::VerifiedConclusion,
+                    value: input.value.clone(),
+                    evidence: vec![EvidenceRef::Input {
+                        node: input.node.clone(),
+                    }],
+                }
+            }
+        }
+    }
+}
+
+type Runner = fn(
+    quorate::protocols::Plan,
+    RunOptions,
+    Box<dyn Fn() -> (AgentRegistry, ToolRegistry)>,
+) -> RunOutput;
+
+fn star(
+    plan: quorate::protocols::Plan,
+    options: RunOptions,
+    parts: Box<dyn Fn() -> (AgentRegistry, ToolRegistry)>,
+) -> RunOutput {
+    run_star(plan, options, parts).expect("the star run runs")
+}
+
+fn peer(
+    plan: quorate::protocols::Plan,
+    options: RunOptions,
+    parts: Box<dyn Fn() -> (AgentRegistry, ToolRegistry)>,
+) -> RunOutput {
+    run_peer(plan, options, parts).expect("the peer run runs")
+}
+
+#[test]
+fn a_result_is_one_value_from_the_answer_to_the_store_and_the_dependent() {
+    for (topology, run) in [("star", star as Runner), ("peer", peer as Runner)] {
+        let plan = PlanSpec {
+            budget: Budget::steps(20),
+            reserve: Budget::ZERO,
+            nodes: vec![
+                NodeSpec::named("a")
+                    .with_budget(Budget::steps(2))
+                    .with_acceptance(Acceptance {
+                        kinds: vec![ResultKind::Suggestion],
+                        ..Acceptance::default()
+                    }),
+                NodeSpec::named("b")
+                    .with_budget(Budget::steps(2))
+                    .after(&["a"]),
+            ],
+            ..PlanSpec::default()
+        }
+        .validate()
+        .expect("a valid plan");
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let agents = seen.clone();
+        let options = RunOptions {
+            supervisor: SupervisorConfig {
+                workers: 2,
+                ..SupervisorConfig::default()
+            },
+            ..RunOptions::default()
+        };
+        let out = run(
+            plan,
+            options,
+            Box::new(move || {
+                let seen = agents.clone();
+                (
+                    AgentRegistry::new().with_fallback(move |_: &quorate::workers::Assignment| {
+                        Box::new(Answering(seen.clone())) as Box<dyn Agent>
+                    }),
+                    ToolRegistry::new(),
+                )
+            }),
+        );
+        assert_eq!(
+            out.report.stop_reason.as_deref(),
+            Some("completed"),
+            "{topology}: {:?}",
+            out.report
+        );
+        let seen = seen.lock().expect("not poisoned");
+        let answered = seen.answered.as_ref().expect("a answered");
+        let stored = out.result("a").expect("a's result is stored");
+        assert_eq!(stored, json!({ "rows": ["a", "b", "c"] }), "{topology}");
+        assert!(
+            Payload::ptr_eq(answered, &stored),
+            "{topology}: the store holds a's answer itself, not a copy"
+        );
+        let received = seen.received.as_ref().expect("b ran");
+        assert!(
+            Payload::ptr_eq(answered, received),
+            "{topology}: b's input is a's answer itself"
+        );
+        let b = out.result("b").expect("b's result is stored");
+        assert!(Payload::ptr_eq(answered, &b), "{topology}: forwarded as is");
+    }
+}
