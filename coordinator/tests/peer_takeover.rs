@@ -174,6 +174,62 @@ fn a_fenced_peer_taking_a_task_over_runs_a_later_attempt_than_the_lost_peer() {
     assert_eq!(net.cores[1].execution(0).map(|e| e.0), Some(2));
 }
 
+/// Two fenced peers on two independent tasks whose first `lost` fence raises commit and lose
+/// their answer (an etcd leader lost mid-request), started.
+fn two_fenced_peers_losing_fence_answers(lost: u32) -> Net {
+    let nodes = vec![node("a", &[]), node("b", &[])];
+    let mut net = Net::unstarted(2, nodes, quorate_coordinator::SupervisorConfig::default());
+    for core in &mut net.cores {
+        core.set_fenced(true);
+    }
+    net.lose_fence = lost;
+    net.start();
+    net
+}
+
+#[test]
+fn a_fence_raise_whose_answer_was_lost_runs_the_attempt_it_wrote() {
+    // Peer 0's CAS raising `a`'s fence to 1 commits, its answer is lost, and the same CAS made
+    // again finds the fence at 1: its own write. The task runs once, as attempt 1, and the run
+    // counts one attempt. (Raising the fence again ran it as attempt 2, reported as 2 attempts
+    // while attempt 1 never ran: `tests/processes_peer.rs`, an etcd leader lost mid-run.)
+    let mut net = two_fenced_peers_losing_fence_answers(1);
+    assert_eq!(net.lose_fence, 0, "an answer was lost");
+    assert_eq!(
+        net.raised,
+        [(0, "a".into(), Some(1)), (1, "b".into(), Some(1))]
+    );
+    let fence = format!("fence/{}", peer_net::task_id(0));
+    assert_eq!(net.fences.get_now(&fence).map(|f| f.value), Some(1));
+    assert_eq!(running_attempt(&net, "a"), 1);
+    net.ok("a");
+    net.ok("b");
+    net.deliver_all();
+    assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);
+    assert_eq!(net.executed, [(0, "a".into()), (1, "b".into())]);
+    // Attempts over the peers, as the peer processes' reports sum them: one.
+    assert_eq!(net.cores[0].execution(0).map(|e| e.0), Some(1));
+    assert_eq!(net.cores[1].execution(0), None);
+}
+
+#[test]
+fn a_takeover_whose_fence_answer_was_lost_runs_the_attempt_after_the_lost_peers() {
+    let mut net = two_fenced_peers();
+    net.ok("b");
+    peer_0_dies(&mut net);
+    // Peer 1 takes `a` over: its CAS raising the fence past peer 0's attempt 1 commits and its
+    // answer is lost; the same CAS again finds 2, its own write: it runs attempt 2, not 3.
+    net.lose_fence = 1;
+    net.cores[1].handle_claim_lost(0, 0, None);
+    net.drain(1);
+    assert_eq!(net.lose_fence, 0, "an answer was lost");
+    assert_eq!(net.raised.last(), Some(&(1, "a".into(), Some(2))));
+    assert_eq!(running_attempt(&net, "a"), 2);
+    net.ok("a");
+    assert_eq!(net.cores[1].execution(0).map(|e| e.0), Some(2));
+    assert_eq!(net.done[1], Some(StopReason::Completed));
+}
+
 #[test]
 fn a_paused_peer_whose_claim_was_taken_over_is_refused_its_fence_and_runs_nothing() {
     let mut net = two_fenced_peers();

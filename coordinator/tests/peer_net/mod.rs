@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 
 use quorate_coordinator::peer::drive::{drive, PeerEnv, StoredResult};
 use quorate_coordinator::peer::{
-    commit_terminal, fence_after, propose_plan, update_root_once, PeerMsg, PlanVersion, RootUpdate,
-    Terminal, TerminalCommit,
+    commit_terminal, fence_after, fence_written, propose_plan, update_root_once, PeerMsg,
+    PlanVersion, RootUpdate, Terminal, TerminalCommit,
 };
 use quorate_coordinator::trace::check_terminal_is_final;
 use quorate_coordinator::{Event, PeerCore, StopReason, SupervisorConfig};
@@ -17,7 +17,7 @@ use quorate_protocols::{
     AgentId, Budget, Envelope, NodeSpec, Payload, Precondition, ResultKind, Role, RunId, Sender,
     TaskId,
 };
-use quorate_state::{Account, AccountId, MemoryStore, PreconditionFailure};
+use quorate_state::{Account, AccountId, CasOutcome, MemoryStore, PreconditionFailure};
 use serde_json::json;
 
 #[allow(unused_imports)] // each test binary uses some of them
@@ -57,6 +57,9 @@ pub(crate) struct Net {
     pub fences: MemoryStore<u32>,
     /// Fences raised, in order: (peer, node, the attempt, or `None` when refused).
     pub raised: Vec<(usize, String, Option<u32>)>,
+    /// Fence raises still to lose the answer of a CAS that committed (an etcd leader lost
+    /// mid-request): the shell makes the same CAS again, as the process shell's retry does.
+    pub lose_fence: u32,
 }
 
 impl Net {
@@ -150,6 +153,7 @@ impl Net {
             events: vec![Vec::new(); n],
             fences: MemoryStore::new(),
             raised: vec![],
+            lose_fence: 0,
         }
     }
 
@@ -440,18 +444,35 @@ impl PeerEnv for NetPeer<'_> {
     }
 
     fn raise_fence(&mut self, _: u32, name: &str, task: TaskId, past: u32) -> Answer<Option<u32>> {
-        // Raised by CAS, only by the claim's holder, and only up.
+        // Raised by CAS, only by the claim's holder, and only up, as the process shell does
+        // (`src/process/peer/shell.rs`): a CAS that did not commit is judged by what the fence
+        // holds (`fence_written`), else the fence is read again.
         let claim = format!("claim/{name}");
+        let key = format!("fence/{task}");
         let fences = &self.net.fences;
-        let raised =
-            (self.net.claims.get_now(&claim).map(|c| c.value) == Some(self.p)).then(|| {
-                let key = format!("fence/{task}");
-                let current = fences.get_now(&key);
-                let attempt = fence_after(current.as_ref().map(|f| f.value), past);
-                let version = current.map(|f| f.version);
-                assert!(fences.cas_now(&key, version, attempt).is_committed());
-                attempt
-            });
+        let raised = loop {
+            // The claim is compared in the CAS's own transaction (etcd's guard).
+            if self.net.claims.get_now(&claim).map(|c| c.value) != Some(self.p) {
+                break None;
+            }
+            let current = fences.get_now(&key);
+            let attempt = fence_after(current.as_ref().map(|f| f.value), past);
+            let version = current.map(|f| f.version);
+            let mut outcome = fences.cas_now(&key, version, attempt);
+            if self.net.lose_fence > 0 && outcome.is_committed() {
+                // Its answer lost: the same CAS again.
+                self.net.lose_fence -= 1;
+                outcome = fences.cas_now(&key, version, attempt);
+            }
+            match outcome {
+                CasOutcome::Committed(_) => break Some(attempt),
+                CasOutcome::Conflict { current } => {
+                    if let Some(raised) = fence_written(attempt, current.map(|f| f.value)) {
+                        break Some(raised);
+                    }
+                }
+            }
+        };
         self.net.raised.push((self.p, name.to_string(), raised));
         Answer::Now(raised)
     }

@@ -7,14 +7,15 @@
 //!
 //! Every etcd request that fails (a member lost, a leader changing) is tried again after a
 //! short pause, and a write whose answer was lost is resolved by what the store holds: a
-//! create finds its own value, a ledger update is idempotent (allocating the same slice again
-//! or closing a closed child changes nothing).
+//! create finds its own value, a fence raised finds the attempt it wrote
+//! ([`fence_written`]), a ledger update is idempotent (allocating the same slice again or
+//! closing a closed child changes nothing).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quorate_coordinator::peer::drive::{drive, feed, PeerAnswer};
-use quorate_coordinator::peer::{fence_after, RootUpdate, Terminal, TerminalCommit};
+use quorate_coordinator::peer::{fence_after, fence_written, RootUpdate, Terminal, TerminalCommit};
 use quorate_coordinator::{Event, PeerCore, PeerMsg, StopReason};
 use quorate_nats::codec::Outgoing;
 use quorate_protocols::wire::Report;
@@ -363,7 +364,9 @@ impl Shell {
     /// Raises `task`'s fence to the first attempt after both `past` and the attempt it names,
     /// in one etcd transaction that requires `claim` to hold this peer's index (a peer whose
     /// claim went with its lease raises nothing: `None`). The fence only goes up; a CAS that
-    /// another write came before is tried again from what the key then holds.
+    /// finds the fence at the attempt it writes found its own earlier try, whose answer was
+    /// lost ([`fence_written`]): raised. One that another write came before is tried again
+    /// from what the key then holds.
     async fn raise_fence(
         &self,
         claim: &str,
@@ -392,8 +395,14 @@ impl Shell {
             .await?;
             match outcome {
                 Guarded::Held(CasOutcome::Committed(_)) => return Ok(Some(attempt)),
-                // Raised meanwhile (or by this write, whose answer was lost): from the top.
-                Guarded::Held(CasOutcome::Conflict { .. }) => {}
+                Guarded::Held(CasOutcome::Conflict { current }) => {
+                    // This peer's own write, by a try whose answer was lost (`retry` made the
+                    // same CAS again): the task runs as that attempt. Else raised meanwhile:
+                    // from the top.
+                    if let Some(raised) = fence_written(attempt, current.map(|f| f.value)) {
+                        return Ok(Some(raised));
+                    }
+                }
                 Guarded::Unmet => return Ok(None),
             }
         }
