@@ -115,6 +115,18 @@ budget = { steps = 8, tool_calls = 6, tokens = TOKENS }
 EXTRA
 "#;
 
+/// `plan` (a [`one_task`] plan) with the model's limit raised from 256 to 1024 tokens per call,
+/// for an answer that must still be in the making when a deadline or a kill comes, on any host:
+/// asked for a long story, the small model writes up to the limit (1000 tokens took it 7 s on
+/// the 2-core host of 2026-12-06, where 200 took 1.3 s).
+fn with_long_answers(plan: String) -> String {
+    assert!(
+        plan.contains("\nmax_tokens = 256\n"),
+        "the model's limit moved"
+    );
+    plan.replace("\nmax_tokens = 256\n", "\nmax_tokens = 1024\n")
+}
+
 fn one_task(tokens: u64, deadline: Option<u64>, goal: &str, extra: &str) -> String {
     ONE_TASK
         .replace("TOKENS", &tokens.to_string())
@@ -176,10 +188,13 @@ fn a_deadline_mid_call_aborts_the_request_and_charges_its_reservation() {
         return;
     };
     let relay = Relay::new(server.port);
-    // 200 tokens take the small model far longer than the 1.5 s deadline.
+    // The deadline must fall while the answer is being made, whatever the host's speed: a story
+    // of up to 1000 tokens takes the small model seconds even on a fast host, and 500 ms is long
+    // enough for the request to be sent (in-process dispatch, a few milliseconds). 200 tokens
+    // and 1.5 s were not: a faster host made the answer in time and the run completed.
     let goal = "Write a long story about a dragon.";
     let file = plan(
-        &one_task(3000, Some(1500), goal, "max_tokens = 200"),
+        &with_long_answers(one_task(3000, Some(500), goal, "max_tokens = 1000")),
         &relay,
     );
     let dir = tempfile::tempdir().unwrap();
@@ -224,13 +239,16 @@ fn a_server_killed_mid_call_gives_outcome_unknown_and_a_charged_retry() {
         return;
     };
     let relay = Relay::new(first.port);
+    // The server is killed 300 ms after the request reached it, so the answer must take longer
+    // than that on any host: a story of up to 1000 tokens takes the small model seconds; one of
+    // 24 tokens came close to 300 ms on a fast host.
     let file = plan(
-        &one_task(
+        &with_long_answers(one_task(
             3000,
             None,
             "Write a long story about a dragon.",
-            "max_tokens = 24",
-        ),
+            "max_tokens = 1000",
+        )),
         &relay,
     );
     let dir = tempfile::tempdir().unwrap();
