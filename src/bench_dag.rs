@@ -158,7 +158,7 @@ impl Agent for Answer {
         Proposal::Finish {
             kind,
             value: match self.bytes {
-                0 => serde_json::Value::from(ctx.inputs.len()).into(),
+                0 => ctx.inputs.len().into(),
                 n => "x".repeat(n).into(),
             },
             evidence,

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use quorate::coordinator::peer::run_peer;
-use quorate::coordinator::{run_star, RunOptions, RunOutput, SupervisorConfig};
+use quorate::coordinator::{run_star, RunOptions, SupervisorConfig};
 use quorate::protocols::{
     Acceptance, Budget, EvidenceRef, NodeSpec, Payload, PlanSpec, ResultKind,
 };
@@ -51,31 +51,9 @@ impl Agent for Answering {
     }
 }
 
-type Runner = fn(
-    quorate::protocols::Plan,
-    RunOptions,
-    Box<dyn Fn() -> (AgentRegistry, ToolRegistry)>,
-) -> RunOutput;
-
-fn star(
-    plan: quorate::protocols::Plan,
-    options: RunOptions,
-    parts: Box<dyn Fn() -> (AgentRegistry, ToolRegistry)>,
-) -> RunOutput {
-    run_star(plan, options, parts).expect("the star run runs")
-}
-
-fn peer(
-    plan: quorate::protocols::Plan,
-    options: RunOptions,
-    parts: Box<dyn Fn() -> (AgentRegistry, ToolRegistry)>,
-) -> RunOutput {
-    run_peer(plan, options, parts).expect("the peer run runs")
-}
-
 #[test]
 fn a_result_is_one_value_from_the_answer_to_the_store_and_the_dependent() {
-    for (topology, run) in [("star", star as Runner), ("peer", peer as Runner)] {
+    for topology in ["star", "peer"] {
         let plan = PlanSpec {
             budget: Budget::steps(20),
             reserve: Budget::ZERO,
@@ -103,19 +81,20 @@ fn a_result_is_one_value_from_the_answer_to_the_store_and_the_dependent() {
             },
             ..RunOptions::default()
         };
-        let out = run(
-            plan,
-            options,
-            Box::new(move || {
-                let seen = agents.clone();
-                (
-                    AgentRegistry::new().with_fallback(move |_: &quorate::workers::Assignment| {
-                        Box::new(Answering(seen.clone())) as Box<dyn Agent>
-                    }),
-                    ToolRegistry::new(),
-                )
-            }),
-        );
+        let parts = move || {
+            let seen = agents.clone();
+            (
+                AgentRegistry::new().with_fallback(move |_: &quorate::workers::Assignment| {
+                    Box::new(Answering(seen.clone())) as Box<dyn Agent>
+                }),
+                ToolRegistry::new(),
+            )
+        };
+        let out = match topology {
+            "star" => run_star(plan, options, parts),
+            _ => run_peer(plan, options, parts),
+        }
+        .expect("the run runs");
         assert_eq!(
             out.report.stop_reason.as_deref(),
             Some("completed"),

@@ -169,12 +169,7 @@ pub(super) fn run_distributed(
     let journal = Arc::new(kept.journal(run));
     // The workers, as a worker process runs them: an actix system of their own.
     let (stop_readers, stopped) = watch::channel(false);
-    let (pool, addrs) = WorkerPool::start(
-        &sides,
-        me.agent,
-        (args.threads, args.result_bytes),
-        &journal,
-    )?;
+    let (pool, addrs) = WorkerPool::start(&sides, me.agent, args, &journal)?;
     let mut readers = Vec::with_capacity(sides.len());
     let mut worker_publishers = Vec::with_capacity(sides.len());
     for (side, addr) in sides.into_iter().zip(addrs) {
@@ -308,12 +303,12 @@ struct WorkerPool {
 
 impl WorkerPool {
     /// Starts a worker core for each of `sides`, replying to `supervisor` through its side's
-    /// publisher, its agent answering `result_bytes` bytes ([`DagArgs::result_bytes`]); the
+    /// publisher, on `args.threads` threads, its agent answering `args.result_bytes` bytes; the
     /// pool and the cores' addresses, in order.
     fn start(
         sides: &[WorkerSide],
         supervisor: AgentId,
-        (threads, result_bytes): (usize, usize),
+        args: DagArgs,
         journal: &Arc<crate::durable::Journal>,
     ) -> Result<(Self, Vec<Addr<WorkerActor>>), String> {
         let parts: Vec<(AgentId, UnboundedSender<Outgoing>)> =
@@ -326,7 +321,7 @@ impl WorkerPool {
             .spawn(move || {
                 let system = System::new();
                 let arbiters = system.block_on(async move {
-                    let arbiters: Vec<Arbiter> = (0..threads).map(|_| Arbiter::new()).collect();
+                    let arbiters: Vec<Arbiter> = (0..args.threads).map(|_| Arbiter::new()).collect();
                     let addrs: Vec<Addr<WorkerActor>> = parts
                         .into_iter()
                         .enumerate()
@@ -339,7 +334,7 @@ impl WorkerPool {
                             let agents = AgentRegistry::new().with_fallback(
                                 move |_: &quorate_workers::Assignment| -> Box<dyn quorate_workers::Agent> {
                                     Box::new(Answer {
-                                        bytes: result_bytes,
+                                        bytes: args.result_bytes,
                                     })
                                 },
                             );

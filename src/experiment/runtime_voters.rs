@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use quorate_protocols::{
-    AgentId, Budget, Capabilities, Envelope, IdSource, NodeId, ResultKind, Role, RunId, Sender,
-    TaskId,
+    AgentId, Budget, Capabilities, Envelope, IdSource, NodeId, Payload, ResultKind, Role, RunId,
+    Sender, TaskId,
 };
 use quorate_workers::{
     Agent, AgentContext, AgentRegistry, AssignMsg, Assignment, Outcome, Proposal, ReportMsg,
@@ -36,9 +36,7 @@ impl Agent for VoterAgent {
             .and_then(|v| v.trim().parse::<u32>().ok());
         Proposal::Finish {
             kind: ResultKind::Suggestion,
-            value: said
-                .map_or(serde_json::Value::Null, serde_json::Value::from)
-                .into(),
+            value: said.map_or_else(Payload::default, Payload::from),
             evidence: Vec::new(),
         }
     }

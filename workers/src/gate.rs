@@ -19,15 +19,20 @@ use quorate_state::{Account, AccountId, LedgerError, ReservationId};
 use crate::book::ActionBook;
 use crate::tool::ToolRegistry;
 
-/// A call an agent proposed, with its runtime-assigned id. Built by [`CallRequest::new`] only
-/// and read through its getters: its parameters' digest is worked out there once, and the gate
-/// trusts it, so the parameters cannot change after it.
+/// A call an agent proposed, with its runtime-assigned id, for [`Gate::check`]. Built by
+/// [`CallRequest::new`] only, its fields private: the parameters' digest is worked out there
+/// once and the gate trusts it, so the parameters cannot change after it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallRequest {
+    /// The id (task, step, intent version).
     pub(crate) action: ActionId,
     pub(crate) tool: String,
+    /// Shared by the call, its receipt and the tool (never copied).
     pub(crate) params: quorate_protocols::Payload,
+    /// `ParamDigest::of(&params)`, for the gate's idempotency check, the action book, the
+    /// receipt and the journal.
     pub(crate) digest: ParamDigest,
+    /// The agent asked for human approval.
     pub(crate) needs_approval: bool,
 }
 
@@ -48,37 +53,6 @@ impl CallRequest {
             digest,
             needs_approval,
         }
-    }
-
-    /// The id (task, step, intent version).
-    #[must_use]
-    pub fn action(&self) -> ActionId {
-        self.action
-    }
-
-    /// The tool's name.
-    #[must_use]
-    pub fn tool(&self) -> &str {
-        &self.tool
-    }
-
-    /// The parameters, shared by the call, its receipt and the tool (never copied).
-    #[must_use]
-    pub fn params(&self) -> &quorate_protocols::Payload {
-        &self.params
-    }
-
-    /// `ParamDigest::of(self.params())`, worked out once by [`CallRequest::new`] for the gate's
-    /// idempotency check, the action book, the receipt and the journal.
-    #[must_use]
-    pub fn digest(&self) -> ParamDigest {
-        self.digest
-    }
-
-    /// Whether the agent asked for human approval.
-    #[must_use]
-    pub fn needs_approval(&self) -> bool {
-        self.needs_approval
     }
 }
 
@@ -325,10 +299,7 @@ impl Gate {
             match record.state {
                 ActionState::Succeeded => {
                     return GateDecision::ReturnRecorded {
-                        output: record
-                            .output
-                            .clone()
-                            .unwrap_or_else(|| serde_json::Value::Null.into()),
+                        output: record.output.clone().unwrap_or_default(),
                     }
                 }
                 ActionState::OutcomeUnknown if !record.queried_absent => {

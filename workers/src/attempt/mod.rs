@@ -537,12 +537,9 @@ impl Attempt {
         }
         d.reply(reply);
         if cancelled && self.faults.late_reply {
-            let value = self.last_output.clone();
+            let value = self.last_output.clone().unwrap_or_default();
             let receipts = self.receipts.clone();
-            let late = self.report(Outcome::Answer {
-                value: value.unwrap_or_else(|| Payload::new(Value::Null)),
-                receipts,
-            });
+            let late = self.report(Outcome::Answer { value, receipts });
             let late = self.boxed_reply(d, ResultKind::VerifiedConclusion, late);
             d.reply(late);
         }
