@@ -11,7 +11,8 @@
 //!           dispatched: varint attempt, varint worker, task id, granted
 //!           task-closed: budget
 //!           reply-accepted: nothing
-//!           result-committed: varint length + the result's JSON
+//!           result-committed: varint length + the result's JSON; a whole number from 0 to
+//!           2^64 - 1 (the usual answer of a counting task) takes tag 6 instead, then a varint
 //!           any other kind: varint length + its JSON
 //! task id   varint: zigzag(id minus the chunk's previous dispatched id) << 1, if that fits
 //!           in 63 bits; else 1, then the 16 bytes
@@ -122,6 +123,9 @@ const TASK_CLOSED: u8 = 2;
 const REPLY_ACCEPTED: u8 = 3;
 const RESULT_COMMITTED: u8 = 4;
 const OTHER: u8 = 5;
+/// A result-committed entry whose result is a whole number from 0 to 2^64 - 1: a varint,
+/// without going through JSON.
+const RESULT_COMMITTED_UINT: u8 = 6;
 const KIND_BITS: u8 = 0x0f;
 /// The event names the peer that wrote it (peer mode only: a star entry never sets it, so its
 /// bytes are as before).
@@ -268,6 +272,9 @@ impl Parts<'_> {
             EventKind::Dispatched { .. } => DISPATCHED,
             EventKind::TaskClosed { .. } => TASK_CLOSED,
             EventKind::ReplyAccepted => REPLY_ACCEPTED,
+            EventKind::ResultCommitted { result } if result.as_u64().is_some() => {
+                RESULT_COMMITTED_UINT
+            }
             EventKind::ResultCommitted { .. } => RESULT_COMMITTED,
             _ => OTHER,
         };
@@ -326,7 +333,10 @@ impl Parts<'_> {
             }
             EventKind::TaskClosed { spent } => put_budget(out, spent),
             EventKind::ReplyAccepted => {}
-            EventKind::ResultCommitted { result } => put_json(out, result),
+            EventKind::ResultCommitted { result } => match result.as_u64() {
+                Some(n) => put_varint(out, n),
+                None => put_json(out, result),
+            },
             other => {
                 let json = serde_json::to_vec(other).expect("an event kind serializes to JSON");
                 put_varint(out, json.len() as u64);
@@ -441,6 +451,9 @@ impl Pack for Event {
                     result: serde_json::from_slice(r.bytes(len)?).ok()?,
                 }
             }
+            RESULT_COMMITTED_UINT => EventKind::ResultCommitted {
+                result: serde_json::Value::from(r.varint()?).into(),
+            },
             OTHER => {
                 let len = usize::try_from(r.varint()?).ok()?;
                 serde_json::from_slice(r.bytes(len)?).ok()?

@@ -57,6 +57,19 @@ fn every_kind_reads_back_as_written() {
         EventKind::ResultCommitted {
             result: serde_json::json!({"rows": 3, "note": "x".repeat(200)}).into(),
         },
+        // Whole numbers take the varint form; the others, JSON.
+        EventKind::ResultCommitted {
+            result: serde_json::json!(0).into(),
+        },
+        EventKind::ResultCommitted {
+            result: serde_json::json!(u64::MAX).into(),
+        },
+        EventKind::ResultCommitted {
+            result: serde_json::json!(-3).into(),
+        },
+        EventKind::ResultCommitted {
+            result: serde_json::json!(2.5).into(),
+        },
         EventKind::ResultKept {
             version: 12,
             same: false,
@@ -494,4 +507,33 @@ fn a_node_index_names_the_node_of_the_plan_version_it_was_recorded_under() {
         names,
         ["load", "load", "draft", "draft"].map(|n| Some(n.to_string()))
     );
+}
+
+#[test]
+fn a_whole_number_result_packs_as_a_varint_and_reads_back_equal() {
+    let run = RunId::from_u128(1);
+    let bytes_of = |result: serde_json::Value| {
+        let log = PackedLog::new();
+        let event = Event {
+            seq: 0,
+            run_id: run,
+            peer: None,
+            task: None,
+            at_ms: 0,
+            kind: EventKind::ResultCommitted {
+                result: result.into(),
+            },
+        };
+        log.append_now(run, &event);
+        assert_eq!(read(&log, run, Seq(0), 1), vec![event]);
+        log.bytes(run)
+    };
+    // Head, time, then one varint byte; JSON would add its length byte.
+    assert_eq!(bytes_of(serde_json::json!(2)), 3);
+    assert_eq!(
+        bytes_of(serde_json::json!(-2)),
+        5,
+        "-2: length byte + 2 JSON bytes"
+    );
+    assert_eq!(bytes_of(serde_json::json!(u64::MAX)), 12, "10 varint bytes");
 }
