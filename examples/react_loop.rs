@@ -206,7 +206,7 @@ impl Agent for Researcher {
 /// tool calls than it can make, so steps are what runs out.
 pub fn plan() -> PlanSpec {
     let mut research = NodeSpec::named("research").with_budget(Budget::new(STEPS, 20, 0, 0));
-    research.role = "researcher".to_string();
+    research.role = "researcher".into();
     research.capabilities = Capabilities::parse(["kb.search"]).expect("valid capability");
     PlanSpec {
         budget: Budget::new(STEPS + 1, 20, 0, 0),

@@ -398,7 +398,7 @@ impl Agent for Reviewer {
 /// A node with a role, capabilities and a budget of `steps` steps and `tool_calls` tool calls.
 fn node(id: &str, role: &str, caps: &[&str], steps: u64, tool_calls: u64) -> NodeSpec {
     let mut node = NodeSpec::named(id).with_budget(Budget::new(steps, tool_calls, 0, 0));
-    node.role = role.to_string();
+    node.role = role.into();
     node.capabilities = Capabilities::parse(caps.iter().copied()).expect("valid capabilities");
     node
 }

@@ -134,35 +134,55 @@ pub struct DagBench {
     pub distributed: Option<DistributedBench>,
 }
 
-/// Answers how many inputs its task has (or, with `bytes`, a string of that many bytes): a
-/// verified conclusion citing them, or, in the first layer (no inputs, nothing recorded to
-/// cite), a suggestion, which those nodes accept.
-struct Answer {
+/// The bench's agent for answers of `bytes` bytes (`0`: a number). Each answers how many inputs
+/// its task has (or a string of that many bytes): a verified conclusion citing them, or, in the
+/// first layer (no inputs, nothing recorded to cite), a suggestion, which those nodes accept.
+/// The numeric one holds nothing, so creating it per attempt allocates nothing.
+pub(crate) fn answer_agent(bytes: usize) -> Box<dyn Agent> {
+    match bytes {
+        0 => Box::new(Count),
+        bytes => Box::new(Text { bytes }),
+    }
+}
+
+/// Answers its number of inputs.
+struct Count;
+
+/// Answers a string of `bytes` bytes.
+struct Text {
     bytes: usize,
 }
 
-impl Agent for Answer {
+impl Agent for Count {
     fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
-        let evidence: Vec<EvidenceRef> = ctx
-            .inputs
-            .iter()
-            .map(|i| EvidenceRef::Input {
-                node: i.node.clone(),
-            })
-            .collect();
-        let kind = if evidence.is_empty() {
-            ResultKind::Suggestion
-        } else {
-            ResultKind::VerifiedConclusion
-        };
-        Proposal::Finish {
-            kind,
-            value: match self.bytes {
-                0 => ctx.inputs.len().into(),
-                n => "x".repeat(n).into(),
-            },
-            evidence,
-        }
+        answer(ctx, ctx.inputs.len().into())
+    }
+}
+
+impl Agent for Text {
+    fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
+        answer(ctx, "x".repeat(self.bytes).into())
+    }
+}
+
+/// Finishes with `value`, citing the task's inputs.
+fn answer(ctx: &AgentContext<'_>, value: quorate_protocols::Payload) -> Proposal {
+    let evidence: Vec<EvidenceRef> = ctx
+        .inputs
+        .iter()
+        .map(|i| EvidenceRef::Input {
+            node: i.node.clone(),
+        })
+        .collect();
+    let kind = if evidence.is_empty() {
+        ResultKind::Suggestion
+    } else {
+        ResultKind::VerifiedConclusion
+    };
+    Proposal::Finish {
+        kind,
+        value,
+        evidence,
     }
 }
 
@@ -503,13 +523,9 @@ fn run_with(
     let start = Instant::now();
     let out = run_star(plan, options, || {
         (
-            AgentRegistry::new().with_fallback(
-                move |_: &quorate_workers::Assignment| -> Box<dyn Agent> {
-                    Box::new(Answer {
-                        bytes: args.result_bytes,
-                    })
-                },
-            ),
+            AgentRegistry::new().with_fallback(move |_: &quorate_workers::Assignment| {
+                answer_agent(args.result_bytes)
+            }),
             ToolRegistry::new(),
         )
     })

@@ -392,13 +392,13 @@ impl PlanFile {
                 .iter()
                 .map(|t| NodeSpec {
                     id: t.id.clone(),
-                    role: t.role.clone(),
+                    role: t.role.as_str().into(),
                     deps: t.deps.clone(),
                     capabilities: t.capabilities.clone(),
                     budget: t.budget,
                     preconditions: t.preconditions.clone(),
                     acceptance: t.acceptance.clone(),
-                    goal: t.goal.clone(),
+                    goal: t.goal.as_deref().map(Into::into),
                     on_exhausted: t.on_exhausted,
                 })
                 .collect(),

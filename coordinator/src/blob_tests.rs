@@ -98,7 +98,7 @@ fn trace_bytes(calls: usize) -> (usize, usize) {
         node: NodeId::new("talk").unwrap(),
         role: "talker".into(),
         goal: None,
-        inputs: vec![],
+        inputs: Default::default(),
         capabilities: Capabilities::parse(["model.small"]).unwrap(),
         budget: Budget::new(1000, 1000, 1_000_000, 0),
         evidence_text: vec![],

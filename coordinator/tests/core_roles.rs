@@ -31,7 +31,7 @@ fn dispatched_roles(h: &Harness) -> Vec<(usize, String)> {
             let i = (0..h.core.plan().len() as u32)
                 .find(|&i| h.core.task_id(i) == e.task)
                 .expect("a task of the plan");
-            (*w, h.core.plan().node(i).role.clone())
+            (*w, h.core.plan().node(i).role.to_string())
         })
         .collect()
 }

@@ -22,19 +22,35 @@ pub struct TaskInput {
     pub evidence: std::sync::Arc<Vec<EvidenceRef>>,
 }
 
+impl TaskInput {
+    /// The evidence of a result that cites none: one shared empty list, so that handing it on
+    /// allocates nothing.
+    #[must_use]
+    pub fn no_evidence() -> std::sync::Arc<Vec<EvidenceRef>> {
+        static NONE: std::sync::LazyLock<std::sync::Arc<Vec<EvidenceRef>>> =
+            std::sync::LazyLock::new(std::sync::Arc::default);
+        NONE.clone()
+    }
+}
+
+/// An assignment's inputs: held inline in the assignment for up to two dependencies, so that
+/// dispatching such a task allocates nothing for them (a larger fan-in spills to the heap).
+/// Built like a `Vec` (`vec![..].into()`, `collect`), read as a slice; on the wire, a JSON array.
+pub type TaskInputs = smallvec::SmallVec<[TaskInput; 2]>;
+
 /// Supervisor -> worker: work on a task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Assignment {
     /// The plan node.
     pub node: NodeId,
-    /// The role the node asked for (selects the agent).
-    pub role: String,
+    /// The role the node asked for (selects the agent); shared with the plan.
+    pub role: std::sync::Arc<str>,
     /// What the task is for, in words ([`crate::NodeSpec::goal`]); `None` for a
     /// node without one and for delegated sub-tasks.
     #[serde(default)]
-    pub goal: Option<String>,
-    /// Accepted results of the node's dependencies.
-    pub inputs: Vec<TaskInput>,
+    pub goal: Option<std::sync::Arc<str>>,
+    /// Accepted results of the node's dependencies (inline up to two: see [`TaskInputs`]).
+    pub inputs: TaskInputs,
     /// Delegated capabilities: the intersection of the parent's and the node's.
     pub capabilities: Capabilities,
     /// The budget slice delegated to this attempt.

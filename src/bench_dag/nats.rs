@@ -35,7 +35,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::distributed::{Carried, DistributedRun};
-use super::{Answer, DagArgs};
+use super::{answer_agent, DagArgs};
 use crate::durable::RunStore;
 use crate::process::{connect, nats_runtime, ToWorker};
 
@@ -321,7 +321,8 @@ impl WorkerPool {
             .spawn(move || {
                 let system = System::new();
                 let arbiters = system.block_on(async move {
-                    let arbiters: Vec<Arbiter> = (0..args.threads).map(|_| Arbiter::new()).collect();
+                    let arbiters: Vec<Arbiter> =
+                        (0..args.threads).map(|_| Arbiter::new()).collect();
                     let addrs: Vec<Addr<WorkerActor>> = parts
                         .into_iter()
                         .enumerate()
@@ -332,10 +333,8 @@ impl WorkerPool {
                             }
                             .start();
                             let agents = AgentRegistry::new().with_fallback(
-                                move |_: &quorate_workers::Assignment| -> Box<dyn quorate_workers::Agent> {
-                                    Box::new(Answer {
-                                        bytes: args.result_bytes,
-                                    })
+                                move |_: &quorate_workers::Assignment| {
+                                    answer_agent(args.result_bytes)
                                 },
                             );
                             let worker = WorkerActor::with_replies(

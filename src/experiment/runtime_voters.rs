@@ -232,9 +232,9 @@ impl RuntimeVoters {
         for ((_, worker), label) in self.workers.iter().zip(labels) {
             let assignment = Assignment {
                 node: self.node.clone(),
-                role: "voter".to_owned(),
+                role: "voter".into(),
                 goal: None,
-                inputs: Vec::new(),
+                inputs: Default::default(),
                 capabilities: Capabilities::none(),
                 budget: Budget::steps(1),
                 evidence_text: vec![evidence_for(*label)],

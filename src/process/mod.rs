@@ -304,7 +304,7 @@ pub fn check_roles(
         if !roles.iter().any(|r| serves(r, &node.role)) {
             return Err(ProcessError::UnservedRole {
                 task: node.id.as_str().to_string(),
-                role: node.role.clone(),
+                role: node.role.to_string(),
             });
         }
     }

@@ -158,7 +158,7 @@ struct AttemptSpan {
 ///     ).start();
 ///     let supervisor = Sender { agent: ids.agent_id(), role: Role::Supervisor };
 ///     let assignment = Assignment {
-///         node, role: "scripted".into(), goal: None, inputs: vec![],
+///         node, role: "scripted".into(), goal: None, inputs: Default::default(),
 ///         capabilities: Capabilities::parse(["db.save"]).unwrap(),
 ///         budget: Budget::new(5, 2, 0, 0), evidence_text: vec![], preconditions: vec![],
 ///     };

@@ -155,7 +155,7 @@ fn three_answers() -> (ScriptBook, Vec<Envelope<Assignment>>) {
                 node,
                 role: "scripted".into(),
                 goal: None,
-                inputs: vec![],
+                inputs: Default::default(),
                 capabilities: quorate_protocols::Capabilities::none(),
                 budget: Budget::steps(2),
                 evidence_text: vec![],

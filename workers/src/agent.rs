@@ -290,11 +290,11 @@ impl AgentRegistry {
     /// A fresh agent for `assignment`.
     pub fn create(&self, assignment: &Assignment) -> Result<Box<dyn Agent>, UnknownRole> {
         self.roles
-            .get(&assignment.role)
+            .get(&*assignment.role)
             .or(self.fallback.as_ref())
             .map(|f| f.create(assignment))
             .ok_or_else(|| UnknownRole {
-                role: assignment.role.clone(),
+                role: assignment.role.to_string(),
             })
     }
 }

@@ -82,7 +82,7 @@ impl Default for WorkerConfig {
 ///     ToolRegistry::new(), ids.fork());
 /// let supervisor = Sender { agent: ids.agent_id(), role: Role::Supervisor };
 /// let assignment = Assignment {
-///     node: NodeId::new("n1").unwrap(), role: "any".into(), goal: None, inputs: vec![],
+///     node: NodeId::new("n1").unwrap(), role: "any".into(), goal: None, inputs: Default::default(),
 ///     capabilities: Capabilities::none(), budget: Budget::steps(3), evidence_text: vec![], preconditions: vec![],
 /// };
 /// let (run, task) = (ids.run_id(), ids.task_id());

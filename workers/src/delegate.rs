@@ -106,13 +106,14 @@ pub(crate) fn plan(
             })?;
         let assignment = Assignment {
             node,
-            role: s.role.clone(),
+            role: std::sync::Arc::from(s.role.as_str()),
             goal: None,
-            inputs: vec![TaskInput {
+            inputs: std::iter::once(TaskInput {
                 node: parent.payload.node.clone(),
                 value: s.input.clone().into(),
-                evidence: std::sync::Arc::default(),
-            }],
+                evidence: TaskInput::no_evidence(),
+            })
+            .collect(),
             capabilities: parent.payload.capabilities.delegate(&s.capabilities),
             budget: s.budget,
             evidence_text: Vec::new(),

@@ -95,7 +95,7 @@ impl Driver {
             node: NodeId::new("n").unwrap(),
             role: "scripted".into(),
             goal: None,
-            inputs: vec![],
+            inputs: Default::default(),
             capabilities: Capabilities::parse(caps.iter().copied()).unwrap(),
             budget,
             evidence_text: vec![],

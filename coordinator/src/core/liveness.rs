@@ -97,7 +97,7 @@ impl SupervisorCore {
     /// role: the one that had the task if it is one of them (its record of the task's actions
     /// is at hand), else the next one in turn; `None` when no live worker serves the role.
     pub(super) fn pick_worker(&mut self, i: u32) -> Option<usize> {
-        let role = self.plan.node(i).role.as_str();
+        let role = &*self.plan.node(i).role;
         let fits = |w: usize| !self.lost[w] && self.worker_serves(w, role);
         if let Some(w) = self.tasks[i as usize].worker {
             if fits(w as usize) {

@@ -95,7 +95,9 @@ impl TaskSlot {
 
     /// The evidence of the accepted result, shared.
     pub(crate) fn shared_evidence(&self) -> Arc<Vec<EvidenceRef>> {
-        self.evidence.clone().unwrap_or_default()
+        self.evidence
+            .clone()
+            .unwrap_or_else(quorate_protocols::wire::TaskInput::no_evidence)
     }
 
     /// Keeps the call outputs that a non-final reply of `attempt` put on record (see

@@ -32,7 +32,7 @@ pub(crate) struct PeerTask {
     pub(crate) raising: bool,
     pub(crate) version: u64,
     pub(crate) seen: crate::rules::SeenKeys,
-    pub(crate) result: Option<(quorate_protocols::Payload, Vec<EvidenceRef>)>,
+    pub(crate) result: Option<(quorate_protocols::Payload, std::sync::Arc<Vec<EvidenceRef>>)>,
     pub(crate) allocated: bool,
     pub(crate) closed: bool,
     pub(crate) granted: Budget,

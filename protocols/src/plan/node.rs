@@ -114,8 +114,9 @@ pub struct NodeSpec {
     /// Unique within the plan.
     pub id: NodeId,
     /// Which kind of agent handles it (matched against the agents registered for the run).
+    /// Shared: every assignment of the node carries it without a copy.
     #[serde(default = "default_role")]
-    pub role: String,
+    pub role: std::sync::Arc<str>,
     /// Nodes that must complete first.
     #[serde(default)]
     pub deps: Vec<NodeId>,
@@ -134,9 +135,9 @@ pub struct NodeSpec {
     #[serde(default)]
     pub acceptance: Acceptance,
     /// What the task is for, in words, handed to its agent with the assignment (an LLM agent's
-    /// instruction). Data for the agent: it grants nothing.
+    /// instruction). Data for the agent: it grants nothing. Shared, like `role`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub goal: Option<String>,
+    pub goal: Option<std::sync::Arc<str>>,
     /// What happens when the task's slice runs out: the run stops (the default), or the task
     /// asks a person for a top-up (see [`OnExhausted`]).
     #[serde(default, skip_serializing_if = "OnExhausted::is_stop")]
@@ -164,8 +165,8 @@ impl OnExhausted {
     }
 }
 
-fn default_role() -> String {
-    "worker".to_string()
+fn default_role() -> std::sync::Arc<str> {
+    std::sync::Arc::from("worker")
 }
 
 impl NodeSpec {
@@ -205,8 +206,8 @@ impl NodeSpec {
 
     /// The same node handled by agents of `role`.
     #[must_use]
-    pub fn with_role(mut self, role: impl Into<String>) -> Self {
-        self.role = role.into();
+    pub fn with_role(mut self, role: impl AsRef<str>) -> Self {
+        self.role = std::sync::Arc::from(role.as_ref());
         self
     }
 
@@ -227,7 +228,7 @@ impl NodeSpec {
     /// The same node with goal `goal` (see [`NodeSpec::goal`]).
     #[must_use]
     pub fn with_goal(mut self, goal: &str) -> Self {
-        self.goal = Some(goal.to_string());
+        self.goal = Some(std::sync::Arc::from(goal));
         self
     }
 

@@ -350,7 +350,7 @@ impl PeerCore {
                 tasks[d as usize]
                     .result
                     .as_ref()
-                    .map(|(v, e)| (v, std::sync::Arc::new(e.clone())))
+                    .map(|(v, e)| (v, e.clone()))
             },
             self.evidence_text[i as usize].clone(),
         );
@@ -402,7 +402,7 @@ impl PeerCore {
         }
         t.committing = true;
         let (result, ev) = match (&t.result, state) {
-            (Some((v, e)), TaskState::Completed) => (Some(v.clone()), e.clone()),
+            (Some((v, e)), TaskState::Completed) => (Some(v.clone()), e.to_vec()),
             _ => (None, Vec::new()),
         };
         let record = Terminal {

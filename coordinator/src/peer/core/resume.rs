@@ -42,7 +42,7 @@ impl PeerCore {
             if let Some((record, version)) = &from.terminals[i] {
                 if record.state == TaskState::Completed {
                     let value = record.result.clone().unwrap_or_default();
-                    t.result = Some((value, record.evidence.clone()));
+                    t.result = Some((value, std::sync::Arc::new(record.evidence.clone())));
                 }
                 t.terminal = Some((record.clone(), *version));
             }

@@ -191,7 +191,8 @@ impl PeerCore {
                 let result = value.clone();
                 self.record(now, Some(i), EventKind::ResultCommitted { result });
             }
-            self.tasks[i as usize].result = Some((value, record.evidence.clone()));
+            self.tasks[i as usize].result =
+                Some((value, std::sync::Arc::new(record.evidence.clone())));
         }
         if record.state != TaskState::Completed {
             self.tasks[i as usize].result = None;

@@ -58,7 +58,8 @@ impl PeerCore {
                 }
                 match judged.verdict {
                     Ok(()) => {
-                        self.tasks[i as usize].result = Some((value, reply.evidence));
+                        self.tasks[i as usize].result =
+                            Some((value, std::sync::Arc::new(reply.evidence)));
                         self.propose(i, TaskState::Completed, None);
                     }
                     Err(observation) => {

@@ -1,0 +1,109 @@
+//! Heap allocations per task on the star path, counted by a global allocator (issue 14: a lean
+//! per-task path). Runs the bench's layered DAG at two sizes in one process and takes the
+//! difference, so that what a run costs once (the actor system, the plan, the registries) drops
+//! out and what each further task costs stays.
+//!
+//! What a task allocates today, and why each one is there:
+//! * two message boxes: its assignment and its worker's reply (each an `Envelope` that moves
+//!   from one actor to another; the batch messages that carry them are shared by up to
+//!   `quorate_workers::BATCH` envelopes);
+//! * three things the run keeps: the result's key in the result store, the shared record of its
+//!   evidence, and the evidence list its agent wrote.
+//!
+//! Nothing else: not the inputs (held inline in the assignment for up to two dependencies), not
+//! the role or the goal (shared with the plan), not the agent (it holds nothing), not an empty
+//! evidence list, not an id. A new per-task allocation anywhere on the path fails the test.
+
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+
+use quorate::bench_dag::layered_plan;
+use quorate::coordinator::{run_star, ApprovalPolicy, RunOptions, SupervisorConfig};
+use quorate::protocols::{EvidenceRef, ResultKind};
+use quorate::workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry};
+
+/// Counts every allocation of the process (and every reallocation, which may move).
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
+
+/// The bench's agent: answers its number of inputs, citing them (a suggestion in the first
+/// layer, which has none).
+struct Count;
+
+impl Agent for Count {
+    fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
+        let evidence: Vec<EvidenceRef> = ctx
+            .inputs
+            .iter()
+            .map(|i| EvidenceRef::Input {
+                node: i.node.clone(),
+            })
+            .collect();
+        Proposal::Finish {
+            kind: if evidence.is_empty() {
+                ResultKind::Suggestion
+            } else {
+                ResultKind::VerifiedConclusion
+            },
+            value: ctx.inputs.len().into(),
+            evidence,
+        }
+    }
+}
+
+/// Allocations made by one completed star run of the `layers` x `width` layered DAG (the plan
+/// is built before counting starts).
+fn allocations_of_run(layers: usize, width: usize) -> u64 {
+    let plan = layered_plan(layers, width)
+        .validate()
+        .expect("a valid plan");
+    let options = RunOptions {
+        supervisor: SupervisorConfig {
+            workers: 1,
+            attempt_timeout_ms: 600_000,
+            approvals: ApprovalPolicy::None,
+            ..SupervisorConfig::default()
+        },
+        ..RunOptions::default()
+    };
+    let region = Region::new(GLOBAL);
+    let out = run_star(plan, options, || {
+        (
+            AgentRegistry::new().with_fallback(|_: &quorate::workers::Assignment| {
+                Box::new(Count) as Box<dyn Agent>
+            }),
+            ToolRegistry::new(),
+        )
+    })
+    .expect("the run starts");
+    let counted = region.change();
+    assert_eq!(
+        out.report.stop_reason.as_deref(),
+        Some("completed"),
+        "{:?}",
+        out.report.stop_detail
+    );
+    assert_eq!(out.report.tasks.len(), layers * width);
+    (counted.allocations + counted.reallocations) as u64
+}
+
+#[test]
+fn a_task_costs_its_two_message_boxes_and_what_the_run_keeps_of_it() {
+    // Warm up whatever is made once per process (thread-locals, the id source, tracing).
+    allocations_of_run(2, 50);
+    let (small, large) = ((10, 100), (40, 100));
+    let a = allocations_of_run(small.0, small.1);
+    let b = allocations_of_run(large.0, large.1);
+    let tasks = (large.0 * large.1 - small.0 * small.1) as f64;
+    let per_task = (b as f64 - a as f64) / tasks;
+    eprintln!("allocations: {a} for 1 000 tasks, {b} for 4 000: {per_task:.3} per further task");
+    // 5 = two message boxes + three kept (see the module doc); the fraction above it is what
+    // grows with the run in amortized steps (the log's chunks, the store's table, batches).
+    assert!(
+        per_task <= 5.25,
+        "{per_task:.3} allocations per task: something on the per-task path allocates again"
+    );
+    assert!(
+        per_task >= 4.75,
+        "{per_task:.3} allocations per task: fewer than the five this test explains; update it"
+    );
+}
