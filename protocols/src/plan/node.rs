@@ -165,8 +165,11 @@ impl OnExhausted {
     }
 }
 
+/// The default role, `worker`: one string shared by every node that has it.
 fn default_role() -> std::sync::Arc<str> {
-    std::sync::Arc::from("worker")
+    static WORKER: std::sync::LazyLock<std::sync::Arc<str>> =
+        std::sync::LazyLock::new(|| std::sync::Arc::from("worker"));
+    WORKER.clone()
 }
 
 impl NodeSpec {
