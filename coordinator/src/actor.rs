@@ -66,11 +66,13 @@ pub struct SupervisorActor {
     /// Events per kind and gate refusals per class, published to `metrics` when the run stops
     /// (a counter update per event costs more than the event itself).
     tally: crate::run_metrics::RunTally,
-    /// Assignments for each worker, sent as one message when the input is carried out.
-    /// Boxed on purpose: each assignment comes boxed from the core and goes on in an
-    /// [`AssignBatch`] as it came.
+    /// Assignments for each worker, sent as one message once the actor's mailbox is drained
+    /// (see [`FlushAssignments`]), or as soon as a batch is full. Boxed on purpose: each
+    /// assignment comes boxed from the core and goes on in an [`AssignBatch`] as it came.
     #[allow(clippy::vec_box)]
     outgoing: Vec<Vec<Box<Envelope<Assignment>>>>,
+    /// A [`FlushAssignments`] is on its way to this actor.
+    flush_pending: bool,
     trace: Option<TraceSink>,
     clock: RunClock,
     timer: Wakeup,
@@ -102,6 +104,7 @@ impl SupervisorActor {
         Self {
             core,
             outgoing: vec![Vec::new(); workers.len()],
+            flush_pending: false,
             workers,
             results,
             log: log.writer(core_run),
@@ -148,10 +151,15 @@ impl SupervisorActor {
         note(drained.refused);
         let Some(reason) = burst.stopped.take() else {
             burst.sync_journal();
-            for w in 0..burst.outgoing.len() {
-                burst.send_assignments(w);
-            }
             drop(burst);
+            // The assignments leave once the mailbox is drained: the replies of several workers
+            // that arrived together release their dependents into one batch per worker, not
+            // one per reply batch (with several workers, batches would otherwise shrink to a
+            // task or two, and each message costs as much as a task).
+            if !self.flush_pending && self.outgoing.iter().any(|o| !o.is_empty()) {
+                self.flush_pending = true;
+                ctx.notify(FlushAssignments);
+            }
             self.timer.arm(ctx, self.clock, self.core.poll_timeout());
             return;
         };
@@ -323,6 +331,27 @@ impl Handler<ReportBatch> for SupervisorActor {
         let now = self.now();
         note(self.core.handle_reports(now, msg.0));
         self.drive(ctx);
+    }
+}
+
+/// Sends every worker the assignments collected for it (the actor sends this to itself after a
+/// drive that left some: it is handled once the messages already in the mailbox are).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+struct FlushAssignments;
+
+impl Handler<FlushAssignments> for SupervisorActor {
+    type Result = ();
+    fn handle(&mut self, _: FlushAssignments, _: &mut Self::Context) {
+        self.flush_pending = false;
+        // The events before them went to the journal at the end of the drive that made them.
+        for (w, outgoing) in self.outgoing.iter_mut().enumerate() {
+            if !outgoing.is_empty() {
+                let size = outgoing.len();
+                let batch = std::mem::replace(outgoing, Vec::with_capacity(size));
+                self.workers[w].assign.do_send(AssignBatch(batch));
+            }
+        }
     }
 }
 
