@@ -138,7 +138,7 @@ pub struct DagBench {
 /// its task has (or a string of that many bytes): a verified conclusion citing them, or, in the
 /// first layer (no inputs, nothing recorded to cite), a suggestion, which those nodes accept.
 /// The numeric one holds nothing, so creating it per attempt allocates nothing.
-pub(crate) fn answer_agent(bytes: usize) -> Box<dyn Agent> {
+pub fn answer_agent(bytes: usize) -> Box<dyn Agent> {
     match bytes {
         0 => Box::new(Count),
         bytes => Box::new(Text { bytes }),

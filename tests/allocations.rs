@@ -16,39 +16,13 @@
 
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
-use quorate::bench_dag::layered_plan;
+use quorate::bench_dag::{answer_agent, layered_plan};
 use quorate::coordinator::{run_star, ApprovalPolicy, RunOptions, SupervisorConfig};
-use quorate::protocols::{EvidenceRef, ResultKind};
-use quorate::workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry};
+use quorate::workers::{AgentRegistry, ToolRegistry};
 
 /// Counts every allocation of the process (and every reallocation, which may move).
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
-
-/// The bench's agent: answers its number of inputs, citing them (a suggestion in the first
-/// layer, which has none).
-struct Count;
-
-impl Agent for Count {
-    fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
-        let evidence: Vec<EvidenceRef> = ctx
-            .inputs
-            .iter()
-            .map(|i| EvidenceRef::Input {
-                node: i.node.clone(),
-            })
-            .collect();
-        Proposal::Finish {
-            kind: if evidence.is_empty() {
-                ResultKind::Suggestion
-            } else {
-                ResultKind::VerifiedConclusion
-            },
-            value: ctx.inputs.len().into(),
-            evidence,
-        }
-    }
-}
 
 /// Allocations made by one completed star run of the `layers` x `width` layered DAG over
 /// `workers` workers (the plan is built before counting starts).
@@ -68,9 +42,8 @@ fn allocations_of_run(layers: usize, width: usize, workers: usize) -> u64 {
     let region = Region::new(GLOBAL);
     let out = run_star(plan, options, || {
         (
-            AgentRegistry::new().with_fallback(|_: &quorate::workers::Assignment| {
-                Box::new(Count) as Box<dyn Agent>
-            }),
+            // The bench's agent, answering numbers.
+            AgentRegistry::new().with_fallback(|_: &quorate::workers::Assignment| answer_agent(0)),
             ToolRegistry::new(),
         )
     })
