@@ -210,15 +210,23 @@ impl Burst<'_> {
         }
     }
 
-    /// Sends worker `w` the assignments collected for it.
+    /// Sends worker `w` the assignments collected for it, after the events before them.
     fn send_assignments(&mut self, w: usize) {
         if !self.outgoing[w].is_empty() {
             self.sync_journal();
-            // The next batch is likely as large: start it at that size instead of regrowing.
-            let size = self.outgoing[w].len();
-            let batch = std::mem::replace(&mut self.outgoing[w], Vec::with_capacity(size));
-            self.workers[w].assign.do_send(AssignBatch(batch));
+            send_batch(&mut self.outgoing[w], &self.workers[w]);
         }
+    }
+}
+
+/// Sends `outgoing` to `worker` as one [`AssignBatch`], if there is any.
+#[allow(clippy::vec_box)]
+fn send_batch(outgoing: &mut Vec<Box<Envelope<Assignment>>>, worker: &WorkerLink) {
+    if !outgoing.is_empty() {
+        // The next batch is likely as large: start it at that size instead of regrowing.
+        let size = outgoing.len();
+        let batch = std::mem::replace(outgoing, Vec::with_capacity(size));
+        worker.assign.do_send(AssignBatch(batch));
     }
 }
 
@@ -345,12 +353,8 @@ impl Handler<FlushAssignments> for SupervisorActor {
     fn handle(&mut self, _: FlushAssignments, _: &mut Self::Context) {
         self.flush_pending = false;
         // The events before them went to the journal at the end of the drive that made them.
-        for (w, outgoing) in self.outgoing.iter_mut().enumerate() {
-            if !outgoing.is_empty() {
-                let size = outgoing.len();
-                let batch = std::mem::replace(outgoing, Vec::with_capacity(size));
-                self.workers[w].assign.do_send(AssignBatch(batch));
-            }
+        for (outgoing, worker) in self.outgoing.iter_mut().zip(&self.workers) {
+            send_batch(outgoing, worker);
         }
     }
 }
