@@ -208,8 +208,9 @@ pub fn fence_after(stored: Option<u32>, past: u32) -> u32 {
 
 /// What a [`PeerEffect::RaiseFence`] makes of its CAS of a task's fence to `attempt` (from the
 /// version read) that did not commit although the claim was still this peer's (the guard
-/// checked in the same transaction held), the fence holding `stored` now: `Some(attempt)` if
-/// `stored` is `attempt`, else `None` (read the fence again and raise it past what it holds).
+/// checked in the same transaction held), the fence holding `stored` now: `true` (the task runs
+/// as `attempt`) if `stored` is `attempt`, else `false` (read the fence again and raise it past
+/// what it holds).
 ///
 /// The fence holding `attempt` is this peer's own write: a try of the same CAS whose answer was
 /// lost committed (an etcd leader lost mid-request: the outcome is unknown, and the survivors
@@ -223,14 +224,14 @@ pub fn fence_after(stored: Option<u32>, past: u32) -> u32 {
 /// ```
 /// use quorate_coordinator::peer::fence_written;
 ///
-/// assert_eq!(fence_written(1, Some(1)), Some(1), "its own write, whose answer was lost");
-/// assert_eq!(fence_written(3, Some(3)), Some(3), "the same for a later attempt");
-/// assert_eq!(fence_written(1, Some(2)), None, "raised past it: read it again");
-/// assert_eq!(fence_written(1, None), None, "not there: read it again");
+/// assert!(fence_written(1, Some(1)), "its own write, whose answer was lost");
+/// assert!(fence_written(3, Some(3)), "the same for a later attempt");
+/// assert!(!fence_written(1, Some(2)), "raised past it: read it again");
+/// assert!(!fence_written(1, None), "not there: read it again");
 /// ```
 #[must_use]
-pub fn fence_written(attempt: u32, stored: Option<u32>) -> Option<u32> {
-    (stored == Some(attempt)).then_some(attempt)
+pub fn fence_written(attempt: u32, stored: Option<u32>) -> bool {
+    stored == Some(attempt)
 }
 
 /// What one compare-and-swap on the shared root account came to (an allocation or a slice's

@@ -467,8 +467,8 @@ impl PeerEnv for NetPeer<'_> {
             match outcome {
                 CasOutcome::Committed(_) => break Some(attempt),
                 CasOutcome::Conflict { current } => {
-                    if let Some(raised) = fence_written(attempt, current.map(|f| f.value)) {
-                        break Some(raised);
+                    if fence_written(attempt, current.map(|f| f.value)) {
+                        break Some(attempt);
                     }
                 }
             }

@@ -399,8 +399,8 @@ impl Shell {
                     // This peer's own write, by a try whose answer was lost (`retry` made the
                     // same CAS again): the task runs as that attempt. Else raised meanwhile:
                     // from the top.
-                    if let Some(raised) = fence_written(attempt, current.map(|f| f.value)) {
-                        return Ok(Some(raised));
+                    if fence_written(attempt, current.map(|f| f.value)) {
+                        return Ok(Some(attempt));
                     }
                 }
                 Guarded::Unmet => return Ok(None),
