@@ -340,20 +340,19 @@ impl Attempt {
                     changed,
                 });
                 self.last_output = Some(output.clone());
-                // What the no-progress rule compares (only a call that changed nothing).
-                let observed = (!changed).then(|| ParamDigest::of(&output));
                 self.observation = Some(Observation::Output {
                     action,
                     tool: tool.clone(),
-                    output,
+                    output: output.clone(),
                     changed,
                 });
-                let Some(observed) = observed else {
+                if changed {
                     self.environment += 1;
                     self.progress.reset();
                     return;
-                };
-                (None, observed)
+                }
+                // What the no-progress rule compares: the output of a call that changed nothing.
+                (None, ParamDigest::of(&output))
             }
             // Never absorbed (the core takes the timeout path); should one come here, the
             // agent sees it as the error it is.
