@@ -187,6 +187,7 @@ impl Setup {
         tools.sort_unstable();
         assert_eq!(tools, TOOLS, "{effects:?}");
         let mut actions: Vec<_> = effects.iter().map(|(_, e)| e.effect.action).collect();
+        actions.sort();
         actions.dedup();
         assert_eq!(actions.len(), TOOLS.len());
         effects.into_iter().map(|(_, e)| e.by.to_string()).collect()
