@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use quorate_protocols::Envelope;
+use quorate_protocols::{BoxPool, Envelope};
 use quorate_state::{MemoryStore, PackedLog, PackedWriter};
 use quorate_workers::{AssignBatch, Assignment, ControlMsg, ReportBatch, ReportMsg};
 use tokio::sync::oneshot;
 
-use quorate_protocols::wire::Control;
+use quorate_protocols::wire::{Control, Report};
 use quorate_protocols::{Payload, Precondition};
 use quorate_state::PreconditionFailure;
 
@@ -73,6 +73,9 @@ pub struct SupervisorActor {
     outgoing: Vec<Vec<Box<Envelope<Assignment>>>>,
     /// A [`FlushAssignments`] is on its way to this actor.
     flush_pending: bool,
+    /// Boxes of replies the core has read, handed to the workers with their next
+    /// assignments for their replies to be written into (see [`quorate_protocols::BoxPool`]).
+    spare_replies: BoxPool<Envelope<Report>>,
     trace: Option<TraceSink>,
     clock: RunClock,
     timer: Wakeup,
@@ -105,6 +108,7 @@ impl SupervisorActor {
             core,
             outgoing: vec![Vec::new(); workers.len()],
             flush_pending: false,
+            spare_replies: BoxPool::default(),
             workers,
             results,
             log: log.writer(core_run),
@@ -142,6 +146,7 @@ impl SupervisorActor {
             log: writer.hold(),
             tally: &mut self.tally,
             outgoing: &mut self.outgoing,
+            spare_replies: &mut self.spare_replies,
             trace: &mut self.trace,
             clock: self.clock,
             journal: &mut self.journal,
@@ -192,6 +197,7 @@ struct Burst<'a> {
     tally: &'a mut crate::run_metrics::RunTally,
     #[allow(clippy::vec_box)]
     outgoing: &'a mut [Vec<Box<Envelope<Assignment>>>],
+    spare_replies: &'a mut BoxPool<Envelope<Report>>,
     trace: &'a mut Option<TraceSink>,
     clock: RunClock,
     journal: &'a mut Option<(std::sync::Arc<dyn crate::RunJournal>, Vec<Event>)>,
@@ -214,19 +220,24 @@ impl Burst<'_> {
     fn send_assignments(&mut self, w: usize) {
         if !self.outgoing[w].is_empty() {
             self.sync_journal();
-            send_batch(&mut self.outgoing[w], &self.workers[w]);
+            send_batch(&mut self.outgoing[w], &self.workers[w], self.spare_replies);
         }
     }
 }
 
-/// Sends `outgoing` to `worker` as one [`AssignBatch`], if there is any.
+/// Sends `outgoing` to `worker` as one [`AssignBatch`], if there is any, with as many boxes
+/// from `spare` for the replies.
 #[allow(clippy::vec_box)]
-fn send_batch(outgoing: &mut Vec<Box<Envelope<Assignment>>>, worker: &WorkerLink) {
+fn send_batch(
+    outgoing: &mut Vec<Box<Envelope<Assignment>>>,
+    worker: &WorkerLink,
+    spare: &mut BoxPool<Envelope<Report>>,
+) {
     if !outgoing.is_empty() {
         // The next batch is likely as large: start it at that size instead of regrowing.
         let size = outgoing.len();
         let batch = std::mem::replace(outgoing, Vec::with_capacity(size));
-        worker.assign.do_send(AssignBatch(batch));
+        worker.assign.do_send(AssignBatch(batch, spare.take(size)));
     }
 }
 
@@ -328,6 +339,7 @@ impl Handler<ReportMsg> for SupervisorActor {
                 .entered();
         let now = self.now();
         note(self.core.handle_report(now, msg.0).err());
+        self.core.pass_reply_boxes(&mut self.spare_replies);
         self.drive(ctx);
     }
 }
@@ -337,7 +349,9 @@ impl Handler<ReportBatch> for SupervisorActor {
     fn handle(&mut self, msg: ReportBatch, ctx: &mut Self::Context) {
         let _span = tracing::debug_span!("supervisor.replies", run = %self.core.run()).entered();
         let now = self.now();
+        self.core.reuse_assignment_boxes(msg.1);
         note(self.core.handle_reports(now, msg.0));
+        self.core.pass_reply_boxes(&mut self.spare_replies);
         self.drive(ctx);
     }
 }
@@ -354,7 +368,7 @@ impl Handler<FlushAssignments> for SupervisorActor {
         self.flush_pending = false;
         // The events before them went to the journal at the end of the drive that made them.
         for (outgoing, worker) in self.outgoing.iter_mut().zip(&self.workers) {
-            send_batch(outgoing, worker);
+            send_batch(outgoing, worker, &mut self.spare_replies);
         }
     }
 }

@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 mod action;
+mod box_pool;
 mod budget;
 mod capability;
 mod decode;
@@ -48,6 +49,7 @@ mod version;
 pub mod wire;
 
 pub use action::{ActionId, DigestParseError, ParamDigest};
+pub use box_pool::BoxPool;
 pub use budget::{Budget, BudgetError, Component};
 pub use capability::{Capabilities, Capability, CapabilityError, MAX_CAPABILITY_LEN};
 pub use decode::{decode_envelope, encode_envelope, prescan, DecodeError, Limits};

@@ -408,6 +408,36 @@ impl CallEvent {
 }
 
 impl Report {
+    /// The report, leaving in its place one that owns no memory (a `Cancelled` outcome that
+    /// spent nothing): how a reply's reader takes its report and keeps the reply's box for
+    /// reuse ([`crate::BoxPool`]).
+    ///
+    /// ```
+    /// use quorate_protocols::Budget;
+    /// use quorate_protocols::wire::{Outcome, Report};
+    /// let mut report = Report {
+    ///     outcome: Outcome::Failed { observation: "no".into() },
+    ///     spent: Budget::steps(1),
+    ///     actions: Default::default(),
+    ///     calls: vec![],
+    /// };
+    /// let taken = report.take();
+    /// assert_eq!(taken.spent, Budget::steps(1));
+    /// assert_eq!((report.outcome, report.spent), (Outcome::Cancelled, Budget::ZERO));
+    /// ```
+    #[must_use]
+    pub fn take(&mut self) -> Report {
+        std::mem::replace(
+            self,
+            Report {
+                outcome: Outcome::Cancelled,
+                spent: Budget::ZERO,
+                actions: ActionCounts::default(),
+                calls: Vec::new(),
+            },
+        )
+    }
+
     /// The proposals the gate refused among [`Report::calls`]: `(tool, reason)` each.
     pub fn rejected_calls(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         self.calls.iter().filter_map(|c| match c {

@@ -408,13 +408,16 @@ async fn feed_worker(
             });
             // After the assignments before it: a cancel never overtakes its task.
             if !assignments.is_empty() {
-                let batch = AssignBatch(std::mem::take(&mut assignments));
+                let batch = AssignBatch::new(std::mem::take(&mut assignments));
                 worker.send(batch).await.map_err(text)?;
             }
             worker.send(ControlMsg(control)).await.map_err(text)?;
         }
         if !assignments.is_empty() {
-            worker.send(AssignBatch(assignments)).await.map_err(text)?;
+            worker
+                .send(AssignBatch::new(assignments))
+                .await
+                .map_err(text)?;
         }
         acking.push(tokio::spawn(
             async move { ack_all(ackers).await.map_err(text) },
@@ -455,7 +458,7 @@ async fn feed_supervisor(
         replies += envelopes.len() as u64;
         // Handled (journaled) before its acks: a crash in between redelivers, never loses.
         // Acked even if the supervisor stopped meanwhile (nobody would take it later).
-        let _ = actor.send(ReportBatch(envelopes)).await;
+        let _ = actor.send(ReportBatch::new(envelopes)).await;
         acking.push(tokio::spawn(
             async move { ack_all(ackers).await.map_err(text) },
         ));

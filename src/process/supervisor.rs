@@ -440,7 +440,7 @@ async fn read_replies(
             // Acked whether the actor took it or had stopped already (the run is over: nobody
             // would take it later either).
             Ok(envelope) => {
-                let _ = actor.send(ReportBatch(vec![Box::new(envelope)])).await;
+                let _ = actor.send(ReportBatch::new(vec![Box::new(envelope)])).await;
             }
             Err(refused) => {
                 if refused.is_unauthorized() {

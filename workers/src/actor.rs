@@ -41,15 +41,49 @@ pub struct ReportMsg(pub Envelope<Report>);
 /// assignments one input produced for a worker together, at most [`BATCH`] a message; each
 /// envelope is judged on its own). Boxed: an envelope is a few hundred bytes, and a box moves
 /// from the supervisor's dispatch into the worker's attempt without being copied.
+///
+/// The second field hands the worker boxes of replies the supervisor has read, for its next
+/// replies to be written into ([`quorate_protocols::BoxPool`]): only memory, never read. A
+/// sender without any gives an empty `Vec` ([`AssignBatch::new`]).
 #[derive(Clone, Debug, Message)]
 #[rtype(result = "()")]
-pub struct AssignBatch(pub Vec<Box<Envelope<Assignment>>>);
+#[allow(clippy::vec_box)]
+pub struct AssignBatch(
+    pub Vec<Box<Envelope<Assignment>>>,
+    pub Vec<Box<Envelope<Report>>>,
+);
+
+impl AssignBatch {
+    /// The assignments `envelopes`, with no boxes to reuse.
+    #[must_use]
+    #[allow(clippy::vec_box)]
+    pub fn new(envelopes: Vec<Box<Envelope<Assignment>>>) -> Self {
+        Self(envelopes, Vec::new())
+    }
+}
 
 /// Worker -> supervisor: every reply one input of the worker produced, in one actix message
 /// (boxed, like [`AssignBatch`]).
+///
+/// The second field hands back the boxes of assignments the worker is done with, for the
+/// supervisor's next dispatches ([`quorate_protocols::BoxPool`]). They may still hold the
+/// assignment they carried; only the memory is reused.
 #[derive(Clone, Debug, Message)]
 #[rtype(result = "()")]
-pub struct ReportBatch(pub Vec<Box<Envelope<Report>>>);
+#[allow(clippy::vec_box)]
+pub struct ReportBatch(
+    pub Vec<Box<Envelope<Report>>>,
+    pub Vec<Box<Envelope<Assignment>>>,
+);
+
+impl ReportBatch {
+    /// The replies `envelopes`, with no boxes handed back.
+    #[must_use]
+    #[allow(clippy::vec_box)]
+    pub fn new(envelopes: Vec<Box<Envelope<Report>>>) -> Self {
+        Self(envelopes, Vec::new())
+    }
+}
 
 /// A message that carries envelopes and can be cut into one message per envelope (so a chaos
 /// link duplicates, delays or drops each envelope on its own).
@@ -78,13 +112,22 @@ impl Envelopes for ReportMsg {
 
 impl Envelopes for AssignBatch {
     fn split(self) -> Vec<Self> {
-        self.0.into_iter().map(|e| AssignBatch(vec![e])).collect()
+        // The spare boxes are memory only: they go with the first part.
+        let mut spare = Some(self.1);
+        self.0
+            .into_iter()
+            .map(|e| AssignBatch(vec![e], spare.take().unwrap_or_default()))
+            .collect()
     }
 }
 
 impl Envelopes for ReportBatch {
     fn split(self) -> Vec<Self> {
-        self.0.into_iter().map(|e| ReportBatch(vec![e])).collect()
+        let mut spare = Some(self.1);
+        self.0
+            .into_iter()
+            .map(|e| ReportBatch(vec![e], spare.take().unwrap_or_default()))
+            .collect()
     }
 }
 
@@ -339,7 +382,7 @@ impl WorkerActor {
 
     /// Sends the replies collected in batched mode.
     fn flush(&mut self) {
-        self.shell.flush();
+        self.shell.flush(&mut self.core);
     }
 
     /// Carries out the core's effects ([`crate::drive::drive`]).
@@ -410,14 +453,15 @@ impl Shell {
     }
 
     /// Sends the replies collected in batched mode.
-    fn flush(&mut self) {
+    /// The assignments' boxes the core is done with go with them, back to the supervisor.
+    fn flush(&mut self, core: &mut WorkerCore) {
         if let Replies::Batched(to) = &self.reports {
             if !self.outbox.is_empty() {
                 metrics::counter!("quorate_worker_replies_total")
                     .increment(self.outbox.len() as u64);
                 let size = self.outbox.len();
                 let batch = std::mem::replace(&mut self.outbox, Vec::with_capacity(size));
-                to.do_send(ReportBatch(batch));
+                to.do_send(ReportBatch(batch, core.take_assignment_boxes()));
             }
         }
     }
@@ -461,6 +505,7 @@ impl Handler<AssignBatch> for WorkerActor {
     type Result = ();
     fn handle(&mut self, msg: AssignBatch, ctx: &mut Context<Self>) {
         let now = self.shell.clock.now();
+        self.core.reuse_reply_boxes(msg.1);
         for envelope in msg.0 {
             self.assign(now, envelope, ctx);
             if self.shell.outbox.len() >= BATCH {

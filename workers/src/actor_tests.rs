@@ -181,7 +181,7 @@ fn boxed<P: Clone>(envs: &[Envelope<P>]) -> Vec<Box<Envelope<P>>> {
 #[test]
 fn a_batch_splits_into_one_message_per_envelope_in_order() {
     let (_, envs) = three_answers();
-    let parts = AssignBatch(boxed(&envs)).split();
+    let parts = AssignBatch::new(boxed(&envs)).split();
     assert_eq!(parts.len(), 3);
     for (part, env) in parts.iter().zip(&envs) {
         assert_eq!(part.0, vec![Box::new(env.clone())]);
@@ -204,7 +204,7 @@ async fn a_batched_worker_answers_a_batch_in_one_message_and_refuses_a_repeat() 
     // The second copy of "b" is a duplicate assignment: refused, no second reply.
     let mut batch = envs.clone();
     batch.push(envs[1].clone());
-    worker.send(AssignBatch(boxed(&batch))).await.unwrap();
+    worker.send(AssignBatch::new(boxed(&batch))).await.unwrap();
     for _ in 0..200 {
         if !batches.lock().unwrap().is_empty() {
             break;

@@ -11,7 +11,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use quorate_protocols::{
-    ActionId, AgentId, Budget, Envelope, IdSource, Millis, ResultKind, Role, Sender, TaskId,
+    ActionId, AgentId, BoxPool, Budget, Envelope, IdSource, Millis, ResultKind, Role, Sender,
+    TaskId,
 };
 
 use crate::agent::AgentRegistry;
@@ -26,6 +27,7 @@ use quorate_state::ActionRecord;
 mod control;
 mod effect;
 mod input_error;
+mod recycle;
 mod routing;
 mod takeover;
 
@@ -118,6 +120,10 @@ pub struct WorkerCore {
     store: bool,
     /// Where reply dedupe keys and the ids of delegated sub-tasks come from.
     ids: IdSource,
+    /// Message boxes for reuse: those of replies (handed over by the supervisor) and those of
+    /// assignments whose attempt ended (handed back to it; see [`quorate_protocols::BoxPool`]).
+    reply_boxes: BoxPool<Envelope<Report>>,
+    assignment_boxes: BoxPool<Envelope<Assignment>>,
 }
 
 impl WorkerCore {
@@ -149,6 +155,10 @@ impl WorkerCore {
             relaying: Vec::new(),
             store: true,
             ids,
+            reply_boxes: BoxPool::default(),
+            // Handed back at every reply batch: a few batches' worth at most. A driver that
+            // never takes them (replies sent one by one) keeps no more than that.
+            assignment_boxes: BoxPool::with_cap(128),
         }
     }
 
@@ -308,6 +318,7 @@ impl WorkerCore {
             spawn: &mut spawn,
             calls: &mut self.calls,
             ids: &mut self.ids,
+            reply_boxes: &mut self.reply_boxes,
         };
         attempt.run(&mut deps);
         if book.iter().next().is_some() {
@@ -319,6 +330,7 @@ impl WorkerCore {
                 self.attempts.remove(&task);
             }
             self.record_end(task, &attempt);
+            self.assignment_boxes.give(attempt.envelope);
             return Ok(());
         }
         self.attempts.insert(task, attempt);
@@ -405,6 +417,7 @@ impl WorkerCore {
         if done {
             if let Some(a) = self.attempts.remove(&task) {
                 self.record_end(task, &a);
+                self.assignment_boxes.give(a.envelope);
             }
             // A task that never proposed an action keeps no action record.
             if self

@@ -113,7 +113,7 @@ impl SupervisorCore {
             self.steps += 1;
             self.effects.push_back(SupervisorEffect::Dispatch {
                 worker,
-                envelope: Box::new(envelope),
+                envelope: self.boxes.assignments.boxed(envelope),
             });
         }
         self.requeue_front(waiting);

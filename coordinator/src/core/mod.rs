@@ -16,6 +16,7 @@ mod dispatch;
 mod effect;
 mod liveness;
 mod phase;
+mod recycle;
 mod refusal;
 mod replan;
 mod replies;
@@ -103,6 +104,8 @@ pub struct SupervisorCore {
     ids: IdSource,
     /// The model-call content this run logged (each piece once).
     blobs: crate::blob::BlobLog,
+    /// Message boxes for reuse.
+    boxes: recycle::Boxes,
 }
 
 impl SupervisorCore {
@@ -159,6 +162,7 @@ impl SupervisorCore {
             awaiting_ack: HashMap::new(),
             describe_plan: false,
             blobs: crate::blob::BlobLog::default(),
+            boxes: recycle::Boxes::default(),
             ids,
         }
     }

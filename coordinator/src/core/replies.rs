@@ -18,6 +18,15 @@ impl SupervisorCore {
         reply: impl Into<Box<Envelope<Report>>>,
     ) -> Result<(), InputRefused> {
         let mut reply: Box<Envelope<Report>> = reply.into();
+        let handled = self.take_report(now, &mut reply);
+        // Its box goes back to a worker for a later reply (see `spare_reply_boxes`).
+        self.boxes.replies.give(reply);
+        handled
+    }
+
+    /// [`Self::handle_report`] of `reply`, whose parts that own memory (its report, its
+    /// evidence) are taken out: what is left in its box is ids and counts.
+    fn take_report(&mut self, now: u64, reply: &mut Envelope<Report>) -> Result<(), InputRefused> {
         if self.finished() {
             return Err(InputRefused::Finished);
         }
@@ -30,11 +39,11 @@ impl SupervisorCore {
                 found: reply.run,
             };
             let task = self.by_id.get(&reply.task);
-            return self.close_unaccepted(now, task, &reply, false, why);
+            return self.close_unaccepted(now, task, reply, false, why);
         }
         let Some(i) = self.by_id.get(&reply.task) else {
             // A task a replan dropped may still acknowledge its cancel.
-            let acknowledges = self.take_ack(&reply);
+            let acknowledges = self.take_ack(reply);
             if acknowledges {
                 self.add_actions(reply.payload.actions);
                 self.acknowledge_retired(now, reply.task, reply.payload.spent);
@@ -44,7 +53,7 @@ impl SupervisorCore {
             } else {
                 ReplyRefusal::UnknownTask
             };
-            return self.close_unaccepted(now, None, &reply, acknowledges, why);
+            return self.close_unaccepted(now, None, reply, acknowledges, why);
         };
         let slot = &self.tasks[i as usize];
         let guard = ReplyGuard {
@@ -57,12 +66,12 @@ impl SupervisorCore {
             assigned: slot.worker.map(|w| self.workers[w as usize].agent),
             seen: &slot.seen,
         };
-        if let Err(why) = refuse(&guard, &reply) {
+        if let Err(why) = refuse(&guard, reply) {
             // The worker's final reply to a cancel or a rejected approval: the task is terminal,
             // as expected, so the reply is not a result, but it settles the task's charge and
             // its action counts are kept.
             let acknowledges =
-                !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(&reply);
+                !self.tasks[i as usize].seen.contains(&reply.dedupe) && self.take_ack(reply);
             if acknowledges {
                 self.tasks[i as usize].seen.insert(reply.dedupe);
                 self.record_calls(now, i, std::mem::take(&mut reply.payload.calls));
@@ -70,11 +79,11 @@ impl SupervisorCore {
                 self.add_actions(reply.payload.actions);
                 self.acknowledge(now, i, spent);
             }
-            return self.close_unaccepted(now, Some(i), &reply, acknowledges, why);
+            return self.close_unaccepted(now, Some(i), reply, acknowledges, why);
         }
         self.steps += 1;
         self.tasks[i as usize].seen.insert(reply.dedupe);
-        let mut report = reply.payload;
+        let mut report = reply.payload.take();
         let judged = self.judge_answer(i, reply.result_kind, &reply.evidence, &report);
         self.record_calls(now, i, std::mem::take(&mut report.calls));
         self.record(now, Some(i), EventKind::ReplyAccepted);
@@ -90,7 +99,7 @@ impl SupervisorCore {
                     self.record(now, Some(i), EventKind::ConclusionDowngraded { reason });
                 }
                 match judged.verdict {
-                    Ok(()) => self.complete(i, value, reply.evidence),
+                    Ok(()) => self.complete(i, value, std::mem::take(&mut reply.evidence)),
                     Err(observation) => {
                         self.record(
                             now,

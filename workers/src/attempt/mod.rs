@@ -57,6 +57,8 @@ pub(crate) struct Deps<'a> {
     pub(crate) calls: &'a mut u64,
     /// Where reply dedupe keys and sub-task ids come from.
     pub(crate) ids: &'a mut quorate_protocols::IdSource,
+    /// Boxes for the replies (handed over by the supervisor).
+    pub(crate) reply_boxes: &'a mut quorate_protocols::BoxPool<Envelope<Report>>,
 }
 
 enum Phase {
@@ -103,8 +105,10 @@ struct CheckedWrite {
 
 pub(crate) struct Attempt {
     /// Boxed as it arrived: the assignment travels from the supervisor's dispatch to here
-    /// without being copied.
-    envelope: Box<Envelope<Assignment>>,
+    /// without being copied. Once the attempt is over, the core moves the box out, to hand it
+    /// back for reuse (see [`quorate_protocols::BoxPool`]; a field move, so the rest of the
+    /// attempt is dropped where it lies instead of being copied out first).
+    pub(crate) envelope: Box<Envelope<Assignment>>,
     agent: Box<dyn Agent>,
     faults: Faults,
     account: Account,
@@ -439,18 +443,16 @@ impl Attempt {
         }
     }
 
-    /// A reply to the attempt's assignment, carrying `report`, built in its box (an envelope
-    /// is a few hundred bytes: the box is taken first, and the reply written into it).
+    /// A reply to the attempt's assignment, carrying `report`, in a box (a reused one if the
+    /// worker has any).
     fn boxed_reply(
         &self,
         d: &mut Deps<'_>,
         kind: ResultKind,
         report: Report,
     ) -> Box<Envelope<Report>> {
-        Box::write(
-            Box::new_uninit(),
-            self.envelope.reply(d.me, kind, report, d.ids),
-        )
+        d.reply_boxes
+            .boxed(self.envelope.reply(d.me, kind, report, d.ids))
     }
 
     /// A non-final reply (an approval request).

@@ -25,7 +25,7 @@ impl WorkerCore {
                     }
                 };
                 // A sub-task runs here for the first time: nothing earlier to charge.
-                let attempt = Attempt::new(Box::new(child), agent, &self.config);
+                let attempt = Attempt::new(self.assignment_boxes.boxed(child), agent, &self.config);
                 // Running it sees only its deps, so it may enter `attempts` first.
                 self.attempts.insert(task, attempt);
                 let started = self.with_attempt_spawning(now, task, &mut spawn, |a, d| {
@@ -140,6 +140,7 @@ impl WorkerCore {
             spawn,
             calls: &mut self.calls,
             ids: &mut self.ids,
+            reply_boxes: &mut self.reply_boxes,
         };
         f(attempt, &mut deps)
     }
