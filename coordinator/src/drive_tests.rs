@@ -4,20 +4,16 @@
 
 use quorate_protocols::wire::{ActionCounts, Assignment, CallEvent, Outcome, Report};
 use quorate_protocols::{
-    ActionId, AgentId, Budget, Envelope, EvidenceRef, IdSource, NodeSpec, Payload, PlanSpec,
-    Precondition, ResultKind, Role, RunId, Sender, TaskState,
+    ActionId, Budget, Envelope, EvidenceRef, IdSource, NodeSpec, Payload, PlanSpec, Precondition,
+    ResultKind, TaskState,
 };
 use quorate_state::PreconditionFailure;
 
 use super::{drive, Answer, Flow, SupervisorEnv};
+use crate::core::test_core::{one_worker_core, WORKER};
 use crate::event::Record;
 use crate::{CheckTicket, CommitOutcome, CommitTicket, InputRefused, StopReason};
 use crate::{SupervisorConfig, SupervisorCore};
-
-const WORKER: Sender = Sender {
-    agent: AgentId::from_u128(2),
-    role: Role::Worker,
-};
 
 /// How the test environment answers the store calls.
 #[derive(Clone, Copy, PartialEq)]
@@ -116,18 +112,7 @@ fn core(guarded: bool) -> SupervisorCore {
         ],
         ..PlanSpec::default()
     };
-    let me = Sender {
-        agent: AgentId::from_u128(1),
-        role: Role::Supervisor,
-    };
-    let mut core = SupervisorCore::new(
-        RunId::from_u128(9),
-        spec.validate().expect("a valid plan"),
-        SupervisorConfig::default(),
-        me,
-        vec![WORKER],
-        IdSource::seeded(4),
-    );
+    let mut core = one_worker_core(spec, SupervisorConfig::default(), 4);
     core.start(0);
     core
 }

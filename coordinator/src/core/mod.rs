@@ -24,6 +24,8 @@ mod reply;
 mod resume;
 mod stop;
 mod task;
+#[cfg(test)]
+pub(crate) mod test_core;
 mod top_up;
 
 pub(crate) use crate::rules::refuse;

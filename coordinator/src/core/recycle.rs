@@ -38,16 +38,11 @@ impl SupervisorCore {
 mod tests {
     use quorate_protocols::wire::{Assignment, Outcome, Report};
     use quorate_protocols::{
-        AgentId, BoxPool, Budget, Capabilities, Envelope, IdSource, NodeId, NodeSpec, PlanSpec,
-        ResultKind, Role, RunId, Sender,
+        BoxPool, Budget, Capabilities, Envelope, IdSource, NodeId, NodeSpec, PlanSpec, ResultKind,
     };
 
+    use crate::core::test_core::{one_worker_core, WORKER};
     use crate::{SupervisorConfig, SupervisorCore, SupervisorEffect};
-
-    const WORKER: Sender = Sender {
-        agent: AgentId::from_u128(2),
-        role: Role::Worker,
-    };
 
     fn core() -> SupervisorCore {
         let spec = PlanSpec {
@@ -55,18 +50,7 @@ mod tests {
             nodes: vec![NodeSpec::named("a").with_budget(Budget::steps(2))],
             ..PlanSpec::default()
         };
-        let me = Sender {
-            agent: AgentId::from_u128(1),
-            role: Role::Supervisor,
-        };
-        SupervisorCore::new(
-            RunId::from_u128(9),
-            spec.validate().expect("a valid plan"),
-            SupervisorConfig::default(),
-            me,
-            vec![WORKER],
-            IdSource::seeded(4),
-        )
+        one_worker_core(spec, SupervisorConfig::default(), 4)
     }
 
     /// An assignment envelope of another run, as a worker hands back a spent one.

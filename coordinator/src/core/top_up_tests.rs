@@ -3,19 +3,14 @@
 
 use quorate_protocols::wire::{Assignment, Outcome, Report};
 use quorate_protocols::{
-    AgentId, Budget, Component, NodeSpec, OnExhausted, PlanSpec, ResultKind, Role, RunId, Sender,
-    TaskState,
+    Budget, Component, NodeSpec, OnExhausted, PlanSpec, ResultKind, TaskState,
 };
 
 use super::{TopUp, TopUpError, TopUpPolicy, TopUpRequest};
+use crate::core::test_core::{one_worker_core, WORKER};
 use crate::core::{SupervisorConfig, SupervisorCore};
 use crate::event::{Event, EventKind};
 use crate::StopReason;
-
-const WORKER: Sender = Sender {
-    agent: AgentId::from_u128(2),
-    role: Role::Worker,
-};
 
 /// Budget 20 steps (reserve 2): `ask` (3 steps, asks when it runs out) and `after` (2 steps)
 /// behind it.
@@ -46,18 +41,7 @@ fn core_with(nodes: Vec<NodeSpec>, top_ups: TopUpPolicy) -> SupervisorCore {
         top_ups,
         ..SupervisorConfig::default()
     };
-    let me = Sender {
-        agent: AgentId::from_u128(1),
-        role: Role::Supervisor,
-    };
-    SupervisorCore::new(
-        RunId::from_u128(9),
-        spec.validate().expect("a valid plan"),
-        config,
-        me,
-        vec![WORKER],
-        quorate_protocols::IdSource::seeded(9),
-    )
+    one_worker_core(spec, config, 9)
 }
 
 /// Drains the effects: the assignments sent, and the events logged (appended to `log`); no
