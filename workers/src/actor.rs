@@ -112,21 +112,20 @@ impl Envelopes for ReportMsg {
 
 impl Envelopes for AssignBatch {
     fn split(self) -> Vec<Self> {
-        // The spare boxes are memory only: they go with the first part.
-        let mut spare = Some(self.1);
+        // The spare boxes are memory only: a chaos link (which copies each part it sends)
+        // would only copy them, so they are dropped.
         self.0
             .into_iter()
-            .map(|e| AssignBatch(vec![e], spare.take().unwrap_or_default()))
+            .map(|e| AssignBatch::new(vec![e]))
             .collect()
     }
 }
 
 impl Envelopes for ReportBatch {
     fn split(self) -> Vec<Self> {
-        let mut spare = Some(self.1);
         self.0
             .into_iter()
-            .map(|e| ReportBatch(vec![e], spare.take().unwrap_or_default()))
+            .map(|e| ReportBatch::new(vec![e]))
             .collect()
     }
 }

@@ -155,7 +155,8 @@ impl WorkerCore {
             relaying: Vec::new(),
             store: true,
             ids,
-            reply_boxes: BoxPool::default(),
+            // Handed over with every assignment batch, one per assignment.
+            reply_boxes: BoxPool::with_cap(256),
             // Handed back at every reply batch: a few batches' worth at most. A driver that
             // never takes them (replies sent one by one) keeps no more than that.
             assignment_boxes: BoxPool::with_cap(128),
@@ -402,9 +403,10 @@ impl WorkerCore {
         let reply = to.reply(self.me, ResultKind::Suggestion, report, &mut self.ids);
         if self.parents.contains_key(&reply.task) {
             // A sub-task's: handed to its parent.
-            self.routed.push_back(Box::new(reply));
+            self.routed.push_back(self.reply_boxes.boxed(reply));
         } else {
-            self.effects.push_back(Effect::Reply(Box::new(reply)));
+            let reply = self.reply_boxes.boxed(reply);
+            self.effects.push_back(Effect::Reply(reply));
         }
     }
 

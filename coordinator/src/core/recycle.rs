@@ -9,12 +9,23 @@ use quorate_protocols::{BoxPool, Envelope};
 use super::SupervisorCore;
 
 /// A supervisor core's pools.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Boxes {
-    /// For the next dispatches.
+    /// For the next dispatches (filled only by [`SupervisorCore::reuse_assignment_boxes`]).
     pub(crate) assignments: BoxPool<Envelope<Assignment>>,
-    /// Replies handled, for the workers.
+    /// Replies read, for the workers. The actor takes them after every message it hands the
+    /// core, so a few batches' worth is plenty; a driver that never takes them (the
+    /// simulator's, the tests') keeps no more than that.
     pub(crate) replies: BoxPool<Envelope<Report>>,
+}
+
+impl Default for Boxes {
+    fn default() -> Self {
+        Self {
+            assignments: BoxPool::default(),
+            replies: BoxPool::with_cap(256),
+        }
+    }
 }
 
 impl SupervisorCore {
@@ -38,7 +49,8 @@ impl SupervisorCore {
 mod tests {
     use quorate_protocols::wire::{Assignment, Outcome, Report};
     use quorate_protocols::{
-        BoxPool, Budget, Capabilities, Envelope, IdSource, NodeId, NodeSpec, PlanSpec, ResultKind,
+        BoxPool, Budget, Capabilities, Envelope, EvidenceRef, IdSource, NodeId, NodeSpec, PlanSpec,
+        ResultKind,
     };
 
     use crate::core::test_core::{one_worker_core, WORKER};
@@ -70,7 +82,7 @@ mod tests {
     }
 
     #[test]
-    fn a_dispatch_writes_into_a_handed_back_box_and_an_accepted_reply_s_box_is_passed_on() {
+    fn a_dispatch_writes_into_a_handed_back_box_and_a_read_reply_s_box_is_passed_on_empty() {
         let mut ids = IdSource::seeded(7);
         let mut core = core();
         let spare = spent_assignment(&mut ids);
@@ -106,23 +118,34 @@ mod tests {
             },
             &mut ids,
         );
+        let mut duplicate = Box::new(reply.clone());
+        duplicate.evidence = vec![EvidenceRef::Input {
+            node: NodeId::new("a").unwrap(),
+        }];
+        let duplicate_at = std::ptr::from_ref(&*duplicate);
         let reply = Box::new(reply);
         let reply_at = std::ptr::from_ref(&*reply);
         assert_eq!(core.handle_report(1, reply), Ok(()));
+        // A refused reply's box is kept too, without what the reply owned.
+        assert!(core.handle_report(2, duplicate).is_err(), "a duplicate");
         let mut spare = BoxPool::default();
         core.pass_reply_boxes(&mut spare);
-        let mut passed = spare.take(8);
-        assert_eq!(passed.len(), 1);
-        let passed = passed.pop().unwrap();
+        let passed = spare.take(8);
+        assert_eq!(passed.len(), 2);
         assert_eq!(
-            std::ptr::from_ref(&*passed),
+            std::ptr::from_ref(&*passed[0]),
             reply_at,
             "the reply's own box"
         );
-        assert_eq!(
-            passed.payload.outcome,
-            Outcome::Cancelled,
-            "its report taken out"
-        );
+        assert_eq!(std::ptr::from_ref(&*passed[1]), duplicate_at);
+        for kept in &passed {
+            assert_eq!(
+                kept.payload.outcome,
+                Outcome::Cancelled,
+                "its report taken out"
+            );
+            assert_eq!(kept.payload.calls.capacity(), 0);
+            assert_eq!(kept.evidence.capacity(), 0);
+        }
     }
 }

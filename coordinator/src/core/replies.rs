@@ -19,13 +19,15 @@ impl SupervisorCore {
     ) -> Result<(), InputRefused> {
         let mut reply: Box<Envelope<Report>> = reply.into();
         let handled = self.take_report(now, &mut reply);
-        // Its box goes back to a worker for a later reply (see `spare_reply_boxes`).
+        // Its box goes back to a worker for a later reply (see `pass_reply_boxes`), keeping
+        // nothing the reply owned while it waits.
+        release(&mut reply);
         self.boxes.replies.give(reply);
         handled
     }
 
-    /// [`Self::handle_report`] of `reply`, whose parts that own memory (its report, its
-    /// evidence) are taken out: what is left in its box is ids and counts.
+    /// [`Self::handle_report`] of `reply`. An accepted reply's report, and an accepted
+    /// answer's evidence, are taken out of it; a refused one is left as it came.
     fn take_report(&mut self, now: u64, reply: &mut Envelope<Report>) -> Result<(), InputRefused> {
         if self.finished() {
             return Err(InputRefused::Finished);
@@ -263,5 +265,20 @@ impl SupervisorCore {
     fn reject(&mut self, now: u64, task: Option<u32>, reason: Rejection) {
         self.messages.count_rejection(reason);
         self.record(now, task, EventKind::rejected(reason));
+    }
+}
+
+/// Frees what a read reply still owns (the report of a refused one, the evidence of one not
+/// accepted, its scope's names), so that its box holds only ids and counts while it waits to
+/// be reused. An accepted answer's parts were taken out already: nothing to do then.
+fn release(reply: &mut Envelope<Report>) {
+    if reply.evidence.capacity() != 0 {
+        reply.evidence = Vec::new();
+    }
+    if !matches!(reply.payload.outcome, Outcome::Cancelled) || reply.payload.calls.capacity() != 0 {
+        let _ = reply.payload.take();
+    }
+    if reply.scope.tenant.capacity() != 0 || reply.scope.principal.capacity() != 0 {
+        reply.scope = quorate_protocols::Scope::default();
     }
 }
