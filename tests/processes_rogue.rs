@@ -234,6 +234,19 @@ fn a_rogue_worker_is_refused_and_counted_while_the_run_completes_once() {
     assert_eq!(rendered.status.code(), Some(0));
     let trace_text = std::fs::read(&trace).expect("a trace");
     assert!(!trace_text.is_empty());
+    // The refused forgery is in the trace and on the page too, not only in the counts.
+    let refusals = String::from_utf8_lossy(&trace_text)
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"rejected-unauthorized\""))
+        .count();
+    assert_eq!(refusals, 1, "the forged reply's rejection in the trace");
+    let html = std::fs::read_to_string(&page).expect("a page");
+    let bar = html
+        .split("data-reason=\"unauthorized\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</div>").next())
+        .expect("an unauthorized bar");
+    assert!(bar.contains("<b>1</b>"), "the page counts it: {bar}");
     assert_no_secret("the trace", &trace_text, &secrets);
     assert_no_secret("the HTML report", &std::fs::read(&page).unwrap(), &secrets);
     assert_no_secret("--json", &first.supervisor.stdout, &secrets);

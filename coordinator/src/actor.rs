@@ -402,6 +402,22 @@ impl Handler<Decide> for SupervisorActor {
     }
 }
 
+/// A reply the transport refused as unauthorized before it could be read (a linked run's
+/// shell sends it; see [`SupervisorCore::handle_unauthorized_delivery`]): counted, logged and
+/// traced like a forged reply the core refuses itself.
+#[derive(Clone, Copy, Debug, Message)]
+#[rtype(result = "()")]
+pub struct UnauthorizedDelivery;
+
+impl Handler<UnauthorizedDelivery> for SupervisorActor {
+    type Result = ();
+    fn handle(&mut self, _: UnauthorizedDelivery, ctx: &mut Self::Context) {
+        let now = self.now();
+        note(self.core.handle_unauthorized_delivery(now).err());
+        self.drive(ctx);
+    }
+}
+
 impl Handler<WorkerLiveness> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, msg: WorkerLiveness, ctx: &mut Self::Context) {

@@ -54,7 +54,9 @@ pub use crate::core::{
     MessageCounts, ReplanError, ReplyRefusal, ResumeError, SupervisorConfig, SupervisorCore,
     SupervisorEffect, TopUp, TopUpError, TopUpPolicy, TopUpRequest,
 };
-pub use actor::{CancelRun, Decide, SupervisorActor, WorkerLink, WorkerLiveness};
+pub use actor::{
+    CancelRun, Decide, SupervisorActor, UnauthorizedDelivery, WorkerLink, WorkerLiveness,
+};
 pub use event::{Event, EventKind, PlanNode, Record, RecordTask, Rejection, StopControl};
 pub use journal::{ResumeFrom, RunJournal};
 pub use link::ChaosLink;

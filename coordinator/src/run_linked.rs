@@ -14,7 +14,8 @@ use crate::run::{
     end_run_span, finish_trace, journaled, open_trace, replay, run_span, write_data, write_resumed,
 };
 use crate::{
-    RunError, RunOptions, RunOutput, SupervisorActor, SupervisorCore, WorkerLink, WorkerLiveness,
+    RunError, RunOptions, RunOutput, SupervisorActor, SupervisorCore, UnauthorizedDelivery,
+    WorkerLink, WorkerLiveness,
 };
 
 /// Who takes part in a linked run: its id, the supervisor and the workers (in the order of the
@@ -60,6 +61,8 @@ pub struct LinkedInputs {
     pub replies: Recipient<ReportBatch>,
     /// The workers' leases expiring and coming back (see [`WorkerLiveness`]).
     pub liveness: Recipient<WorkerLiveness>,
+    /// Replies the transport refused as unauthorized (see [`UnauthorizedDelivery`]).
+    pub refused: Recipient<UnauthorizedDelivery>,
 }
 
 /// [`run_star_linked`], with `link` also given where the workers' liveness goes (a shell that
@@ -90,6 +93,7 @@ pub fn run_star_linked_to(
         let links = link(LinkedInputs {
             replies: ctx.address().recipient(),
             liveness: ctx.address().recipient(),
+            refused: ctx.address().recipient(),
         });
         let mut core = SupervisorCore::new(
             who.run,

@@ -209,3 +209,31 @@ fn a_reply_replayed_from_an_earlier_run_is_stale_even_for_a_task_this_run_lacks(
     assert_eq!((m.rejected_stale, m.rejected_unauthorized), (1, 0));
     assert_eq!(h.state(0), TaskState::Running, "nothing moved");
 }
+
+#[test]
+fn a_reply_the_transport_refused_is_counted_and_logged_as_unauthorized() {
+    let mut h = Harness::new(vec![node("a", &[])], SupervisorConfig::default());
+    let before = h.core.snapshot().messages;
+    h.core
+        .handle_unauthorized_delivery(1)
+        .expect("taken while the run goes on");
+    h.drain();
+    let m = h.core.snapshot().messages;
+    assert_eq!(m.rejected_unauthorized, before.rejected_unauthorized + 1);
+    assert_eq!(m.delivered, before.delivered + 1);
+    assert_eq!(
+        h.logged("rejected-unauthorized"),
+        vec![(None, EventKind::RejectedUnauthorized)],
+        "logged, naming no task"
+    );
+    assert_eq!(h.state(0), TaskState::Running, "nothing moved");
+    // Once the final report was taken, it is refused as finished.
+    h.send(2, h.answer("a", json!(1)));
+    h.answer_commits(2);
+    assert!(h.core.stop_reason().is_some(), "the run completed");
+    let _ = h.core.final_report();
+    assert_eq!(
+        h.core.handle_unauthorized_delivery(3),
+        Err(InputRefused::Finished)
+    );
+}

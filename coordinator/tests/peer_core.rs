@@ -93,6 +93,21 @@ fn duplicate_forged_and_late_broadcasts_are_rejected_and_never_reactivate() {
     stranger.sender.agent = AgentId::from_u128(999);
     net.deliver(receiver, stranger);
     assert_eq!(net.cores[receiver].messages().rejected_unauthorized, 1);
+    // One the transport refused (its subject and claimed sender differ): counted and logged the
+    // same way, though the core never reads it.
+    let (delivered, logged) = (
+        net.cores[receiver].messages().delivered,
+        net.events[receiver].len(),
+    );
+    net.cores[receiver].handle_unauthorized_delivery(0);
+    net.drain(receiver);
+    assert_eq!(net.cores[receiver].messages().rejected_unauthorized, 2);
+    assert_eq!(net.cores[receiver].messages().delivered, delivered + 1);
+    let new: Vec<&EventKind> = net.events[receiver][logged..]
+        .iter()
+        .map(|e| &e.kind)
+        .collect();
+    assert_eq!(new, vec![&EventKind::RejectedUnauthorized]);
     net.ok("b");
     net.deliver_all();
     assert_eq!(net.done, vec![Some(StopReason::Completed); 2]);

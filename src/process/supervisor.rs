@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures_util::StreamExt;
-use quorate_coordinator::{run_star_linked_to, Participants, WorkerLink};
+use quorate_coordinator::{run_star_linked_to, Participants, UnauthorizedDelivery, WorkerLink};
 use quorate_nats::codec::{outgoing, Directory, Outgoing};
 use quorate_nats::transport::{Inbox, Publisher, RunCounts, RunStream, Settings};
 use quorate_protocols::wire::Report;
@@ -330,7 +330,7 @@ pub(super) fn supervise(
     let out = publisher.sender();
     // The replies' reader: each reply goes to the supervisor actor, and is acked once the actor
     // handled it (accepted or refused).
-    let (to_actor, actor) = tokio::sync::oneshot::channel::<Recipient<ReportBatch>>();
+    let (to_actor, actor) = tokio::sync::oneshot::channel::<ReplyInputs>();
     let unauthorized = Arc::new(AtomicU64::new(0));
     let halt = super::resume::halt_at_reply();
     let mut reader = rt.spawn(read_replies(inbox, actor, unauthorized.clone(), halt));
@@ -348,7 +348,7 @@ pub(super) fn supervise(
         roles: roles.clone(),
     };
     let output = run_star_linked_to(plan, options, who, |inputs| {
-        let _ = to_actor.send(inputs.replies);
+        let _ = to_actor.send((inputs.replies, inputs.refused));
         leases.deliver_to(inputs.liveness);
         workers
             .iter()
@@ -399,7 +399,8 @@ pub(super) fn supervise(
         Ok::<_, ProcessError>(counts)
     })?;
     let mut output = output.map_err(crate::runner::RunFileError::from)?;
-    // Replies the transport refused as unauthorized never reached the core: counted here.
+    // Replies the transport refused as unauthorized after the supervisor stopped (the core
+    // counted and logged those before): counted here.
     output.report.messages.rejected_unauthorized += unauthorized.load(Ordering::Relaxed);
     Ok(RemoteRun {
         run: FileRun { output, world },
@@ -410,16 +411,22 @@ pub(super) fn supervise(
     })
 }
 
-/// Hands every reply of `inbox` to the supervisor actor; a reply whose claimed sender is not
+/// Where the replies' reader hands what it reads: the replies, and word of the refused ones.
+type ReplyInputs = (Recipient<ReportBatch>, Recipient<UnauthorizedDelivery>);
+
+/// Hands every reply of `inbox` to the supervisor actor. A reply whose claimed sender is not
 /// the one its subject (fixed by the sender's NATS permissions) names, or from an agent not of
-/// the run, is counted in `unauthorized` and never handed on.
+/// the run, is never handed on: the actor is told of it ([`UnauthorizedDelivery`]: counted,
+/// logged and traced), or, once it has stopped, it is counted in `unauthorized`.
 async fn read_replies(
     mut inbox: Inbox<Report>,
-    actor: tokio::sync::oneshot::Receiver<Recipient<ReportBatch>>,
+    actor: tokio::sync::oneshot::Receiver<ReplyInputs>,
     unauthorized: Arc<AtomicU64>,
     halt: Option<u64>,
 ) {
-    let Ok(actor) = actor.await else { return };
+    let Ok((actor, refused_to)) = actor.await else {
+        return;
+    };
     let mut read = 0;
     while actor.connected() {
         let delivery = match inbox.next(Duration::from_millis(100)).await {
@@ -443,7 +450,8 @@ async fn read_replies(
                 let _ = actor.send(ReportBatch::new(vec![Box::new(envelope)])).await;
             }
             Err(refused) => {
-                if refused.is_unauthorized() {
+                if refused.is_unauthorized() && refused_to.send(UnauthorizedDelivery).await.is_err()
+                {
                     unauthorized.fetch_add(1, Ordering::Relaxed);
                 }
                 eprintln!("quorate: a message refused by the transport: {refused}");

@@ -184,6 +184,21 @@ impl SupervisorCore {
         ))
     }
 
+    /// A reply the transport refused before it could be read: its claimed sender is not the
+    /// one its subject names (the sender's credentials fix the subject), or not an agent of the
+    /// run. It never becomes an input of [`handle_report`](Self::handle_report); it is counted
+    /// as delivered and rejected as unauthorized, and logged (`rejected-unauthorized`, naming
+    /// no task), as a forged reply judged here is. [`InputRefused::Finished`] once the final
+    /// report was taken.
+    pub fn handle_unauthorized_delivery(&mut self, now: u64) -> Result<(), InputRefused> {
+        if self.finished() {
+            return Err(InputRefused::Finished);
+        }
+        self.messages.delivered += 1;
+        self.reject(now, None, Rejection::Unauthorized);
+        Ok(())
+    }
+
     /// Replies that arrived together, in order; the refusals, in order (none: every reply was
     /// accepted or acknowledged). Once the run has stopped, the rest are not handled: they
     /// arrived after the stop, like replies of a later message would, and each is refused

@@ -378,7 +378,8 @@ pub fn run_peer_process(args: &PeerArgs, run_args: &RunArgs) -> Result<PeerRun, 
     if fenced > 0 {
         eprintln!("quorate: peer {me}: its worker was fenced off {fenced} times");
     }
-    // Broadcasts the transport refused as unauthorized never reached the core: counted here.
+    // Broadcasts the transport refused as unauthorized after the shell stopped (the core
+    // counted and logged those before): counted here.
     messages.rejected_unauthorized += unauthorized.load(Ordering::Relaxed);
     let reason = reason?;
     rt.block_on(publisher.finish())
@@ -439,8 +440,9 @@ async fn open_run(
 
 /// Hands every broadcast of `inbox` to the shell, acking each once the core handled it, until
 /// the shell is gone. A broadcast whose claimed sender is not the one its subject (fixed by the
-/// sender's NATS permissions) names, or from an agent not of the run, is counted in
-/// `unauthorized` and never handed on.
+/// sender's NATS permissions) names, or from an agent not of the run, is never handed on: the
+/// shell is told of it (the core counts, logs and traces it), or, once the shell is gone, it is
+/// counted in `unauthorized`.
 async fn read_broadcasts(
     mut inbox: Inbox<PeerMsg>,
     shell: UnboundedSender<Incoming>,
@@ -461,13 +463,15 @@ async fn read_broadcasts(
         match envelope {
             Ok(envelope) => {
                 let (handled, wait) = tokio::sync::oneshot::channel();
-                if shell.send((envelope, handled)).is_err() || wait.await.is_err() {
+                if shell.send(Incoming::Broadcast(envelope, handled)).is_err()
+                    || wait.await.is_err()
+                {
                     // The shell is done: the message stays for nobody (left unacked).
                     return;
                 }
             }
             Err(refused) => {
-                if refused.is_unauthorized() {
+                if refused.is_unauthorized() && shell.send(Incoming::Unauthorized).is_err() {
                     unauthorized.fetch_add(1, Ordering::Relaxed);
                 }
                 eprintln!("quorate: a message refused by the transport: {refused}");

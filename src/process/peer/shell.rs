@@ -53,7 +53,15 @@ pub(super) struct SharedStores {
 }
 
 /// A broadcast from another peer and the signal that the core handled it (then it is acked).
-pub(super) type Incoming = (Envelope<PeerMsg>, oneshot::Sender<()>);
+// Nearly every message is a broadcast: boxing it to shrink the rare variant would cost an
+// allocation per broadcast.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Incoming {
+    /// A broadcast, and where to say once the core has handled it.
+    Broadcast(Envelope<PeerMsg>, oneshot::Sender<()>),
+    /// A broadcast the transport refused as unauthorized.
+    Unauthorized,
+}
 
 /// One peer's shell (see the module docs).
 pub(super) struct Shell {
@@ -146,10 +154,15 @@ impl Shell {
                     let now = self.now();
                     self.core.handle_worker_reply(now, reply);
                 }
-                Some((envelope, handled)) = broadcasts.recv() => {
+                Some(incoming) = broadcasts.recv() => {
                     let now = self.now();
-                    self.core.handle_broadcast(now, envelope);
-                    let _ = handled.send(());
+                    match incoming {
+                        Incoming::Broadcast(envelope, handled) => {
+                            self.core.handle_broadcast(now, envelope);
+                            let _ = handled.send(());
+                        }
+                        Incoming::Unauthorized => self.core.handle_unauthorized_delivery(now),
+                    }
                 }
                 () = timer => {
                     let now = self.now();

@@ -108,6 +108,16 @@ impl PeerCore {
         self.take_broadcast(now, env);
     }
 
+    /// A broadcast the transport refused before it could be read: its claimed sender is not the
+    /// one its subject names (the sender's credentials fix the subject), or not a peer of the
+    /// run. It never becomes an input of [`handle_broadcast`](Self::handle_broadcast); it is
+    /// counted as delivered and rejected as unauthorized, and logged (`rejected-unauthorized`,
+    /// naming no task), as a forged broadcast judged here is.
+    pub fn handle_unauthorized_delivery(&mut self, now: u64) {
+        self.messages.delivered += 1;
+        self.reject(now, None, Rejection::Unauthorized);
+    }
+
     /// Judges and applies a broadcast (counted as delivered already). The record names its
     /// task by id: the sender may number the plan's nodes otherwise (another plan version).
     pub(super) fn take_broadcast(&mut self, now: u64, env: Envelope<PeerMsg>) {
