@@ -89,16 +89,4 @@ impl<T> BoxPool<T> {
         let keep = self.boxes.len().saturating_sub(n);
         self.boxes.split_off(keep)
     }
-
-    /// How many boxes the pool holds.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.boxes.len()
-    }
-
-    /// `true` if the pool holds no box.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.boxes.is_empty()
-    }
 }

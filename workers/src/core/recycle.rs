@@ -29,58 +29,26 @@ impl WorkerCore {
 
 #[cfg(test)]
 mod tests {
-    use quorate_protocols::wire::{Assignment, Outcome, Report};
-    use quorate_protocols::{Budget, Capabilities, Envelope, NodeId, ResultKind, RunId, TaskId};
+    use quorate_protocols::wire::{Outcome, Report};
+    use quorate_protocols::{Budget, Envelope, ResultKind, RunId, TaskId};
+    use serde_json::json;
 
-    use crate::agent::{Agent, AgentContext, AgentRegistry, Proposal};
-    use crate::testing::{ids, supervisor};
-    use crate::{Effect, ToolRegistry, WorkerConfig, WorkerCore};
-
-    /// Answers at once.
-    struct Done;
-
-    impl Agent for Done {
-        fn propose(&mut self, _: &AgentContext<'_>) -> Proposal {
-            Proposal::Finish {
-                kind: ResultKind::Suggestion,
-                value: serde_json::json!(1).into(),
-                evidence: vec![],
-            }
-        }
-    }
-
-    fn assignment(task: u128) -> Box<Envelope<Assignment>> {
-        let assignment = Assignment {
-            node: NodeId::new("n").unwrap(),
-            role: "worker".into(),
-            goal: None,
-            inputs: Default::default(),
-            capabilities: Capabilities::default(),
-            budget: Budget::steps(2),
-            evidence_text: vec![],
-            preconditions: vec![],
-        };
-        let (run, task) = (RunId::from_u128(9), TaskId::from_u128(task));
-        Box::new(Envelope::new(
-            run,
-            task,
-            supervisor(),
-            assignment,
-            &mut ids(),
-        ))
-    }
+    use crate::testing::{ids, script, supervisor, Driver};
+    use crate::Effect;
 
     #[test]
     fn a_reply_is_written_into_a_handed_over_box_and_the_assignment_s_box_is_handed_back() {
-        let agents = AgentRegistry::new().with_fallback(|_: &Assignment| Box::new(Done) as _);
-        let me = quorate_protocols::AgentId::from_u128(2);
-        let mut core = WorkerCore::new(
-            me,
-            WorkerConfig::default(),
-            agents,
-            ToolRegistry::new(),
-            ids(),
-        );
+        // A worker whose agent answers at once.
+        let mut d = Driver::new(script(json!([{ "do": "answer", "value": 1 }])), vec![]);
+        let assignment = |task: u128| {
+            Box::new(Envelope::new(
+                RunId::from_u128(9),
+                TaskId::from_u128(task),
+                supervisor(),
+                Driver::assignment(&[], Budget::steps(2)),
+                &mut ids(),
+            ))
+        };
         // A box of a reply the supervisor has read (what is left in it is stale).
         let stale = assignment(1).reply(
             supervisor(),
@@ -95,13 +63,13 @@ mod tests {
         );
         let spare = Box::new(stale);
         let spare_at = std::ptr::from_ref(&*spare);
-        core.reuse_reply_boxes([spare]);
+        d.core.reuse_reply_boxes([spare]);
 
         let assigned = assignment(2);
         let assigned_at = std::ptr::from_ref(&*assigned);
-        core.handle_assignment(0, assigned).unwrap();
+        d.core.handle_assignment(0, assigned).unwrap();
         let mut replies = Vec::new();
-        while let Some(effect) = core.poll_effect() {
+        while let Some(effect) = d.core.poll_effect() {
             if let Effect::Reply(reply) = effect {
                 replies.push(reply);
             }
@@ -119,9 +87,12 @@ mod tests {
         );
         assert!(matches!(replies[0].payload.outcome, Outcome::Answer { .. }));
 
-        let back = core.take_assignment_boxes();
+        let back = d.core.take_assignment_boxes();
         assert_eq!(back.len(), 1, "the ended attempt's assignment");
         assert_eq!(std::ptr::from_ref(&*back[0]), assigned_at);
-        assert!(core.take_assignment_boxes().is_empty(), "handed back once");
+        assert!(
+            d.core.take_assignment_boxes().is_empty(),
+            "handed back once"
+        );
     }
 }
