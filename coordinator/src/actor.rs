@@ -404,17 +404,21 @@ impl Handler<Decide> for SupervisorActor {
 
 /// A reply the transport refused as unauthorized before it could be read (a linked run's
 /// shell sends it; see [`SupervisorCore::handle_unauthorized_delivery`]): counted, logged and
-/// traced like a forged reply the core refuses itself.
+/// traced like a forged reply the core refuses itself. Answers `false` if the run's report
+/// was taken already (the sender counts it then).
 #[derive(Clone, Copy, Debug, Message)]
-#[rtype(result = "()")]
+#[rtype(result = "bool")]
 pub struct UnauthorizedDelivery;
 
 impl Handler<UnauthorizedDelivery> for SupervisorActor {
-    type Result = ();
-    fn handle(&mut self, _: UnauthorizedDelivery, ctx: &mut Self::Context) {
+    type Result = bool;
+    fn handle(&mut self, _: UnauthorizedDelivery, ctx: &mut Self::Context) -> bool {
         let now = self.now();
-        note(self.core.handle_unauthorized_delivery(now).err());
+        let taken = self.core.handle_unauthorized_delivery(now);
+        let counted = taken.is_ok();
+        note(taken.err());
         self.drive(ctx);
+        counted
     }
 }
 

@@ -417,7 +417,7 @@ type ReplyInputs = (Recipient<ReportBatch>, Recipient<UnauthorizedDelivery>);
 /// Hands every reply of `inbox` to the supervisor actor. A reply whose claimed sender is not
 /// the one its subject (fixed by the sender's NATS permissions) names, or from an agent not of
 /// the run, is never handed on: the actor is told of it ([`UnauthorizedDelivery`]: counted,
-/// logged and traced), or, once it has stopped, it is counted in `unauthorized`.
+/// logged and traced), or, once the run has stopped, it is counted in `unauthorized`.
 async fn read_replies(
     mut inbox: Inbox<Report>,
     actor: tokio::sync::oneshot::Receiver<ReplyInputs>,
@@ -450,7 +450,9 @@ async fn read_replies(
                 let _ = actor.send(ReportBatch::new(vec![Box::new(envelope)])).await;
             }
             Err(refused) => {
-                if refused.is_unauthorized() && refused_to.send(UnauthorizedDelivery).await.is_err()
+                // Counted here if the actor could not take it (stopped, or its report taken).
+                if refused.is_unauthorized()
+                    && !matches!(refused_to.send(UnauthorizedDelivery).await, Ok(true))
                 {
                     unauthorized.fetch_add(1, Ordering::Relaxed);
                 }

@@ -441,8 +441,8 @@ async fn open_run(
 /// Hands every broadcast of `inbox` to the shell, acking each once the core handled it, until
 /// the shell is gone. A broadcast whose claimed sender is not the one its subject (fixed by the
 /// sender's NATS permissions) names, or from an agent not of the run, is never handed on: the
-/// shell is told of it (the core counts, logs and traces it), or, once the shell is gone, it is
-/// counted in `unauthorized`.
+/// shell is told of it (the core counts, logs and traces it), or, if the shell stopped before
+/// its core took it, it is counted in `unauthorized`.
 async fn read_broadcasts(
     mut inbox: Inbox<PeerMsg>,
     shell: UnboundedSender<Incoming>,
@@ -471,8 +471,13 @@ async fn read_broadcasts(
                 }
             }
             Err(refused) => {
-                if refused.is_unauthorized() && shell.send(Incoming::Unauthorized).is_err() {
-                    unauthorized.fetch_add(1, Ordering::Relaxed);
+                if refused.is_unauthorized() {
+                    // Counted here if the shell could not take it (it stopped, or stops with
+                    // this still queued).
+                    let (counted, wait) = tokio::sync::oneshot::channel();
+                    if shell.send(Incoming::Unauthorized(counted)).is_err() || wait.await.is_err() {
+                        unauthorized.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 eprintln!("quorate: a message refused by the transport: {refused}");
             }

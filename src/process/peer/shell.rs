@@ -52,15 +52,16 @@ pub(super) struct SharedStores {
     pub(super) fences: EtcdStore<u32>,
 }
 
-/// A broadcast from another peer and the signal that the core handled it (then it is acked).
+/// What the broadcasts' reader hands the shell.
 // Nearly every message is a broadcast: boxing it to shrink the rare variant would cost an
 // allocation per broadcast.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Incoming {
     /// A broadcast, and where to say once the core has handled it.
     Broadcast(Envelope<PeerMsg>, oneshot::Sender<()>),
-    /// A broadcast the transport refused as unauthorized.
-    Unauthorized,
+    /// A broadcast the transport refused as unauthorized, and where to say once the core has
+    /// counted it.
+    Unauthorized(oneshot::Sender<()>),
 }
 
 /// One peer's shell (see the module docs).
@@ -161,7 +162,10 @@ impl Shell {
                             self.core.handle_broadcast(now, envelope);
                             let _ = handled.send(());
                         }
-                        Incoming::Unauthorized => self.core.handle_unauthorized_delivery(now),
+                        Incoming::Unauthorized(counted) => {
+                            self.core.handle_unauthorized_delivery(now);
+                            let _ = counted.send(());
+                        }
                     }
                 }
                 () = timer => {
