@@ -50,6 +50,22 @@ pub struct DagArgs {
     /// answers a string of `n` bytes, made anew for each task, so that a result of that size
     /// travels the whole path (the result store, the run log, every dependent's input).
     pub result_bytes: usize,
+    /// What each task's answer cites.
+    pub cites: Cites,
+}
+
+/// What each task's answer cites (`bench dag --cites`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cites {
+    /// Its inputs: a verified conclusion, whose every citation the supervisor resolves (the
+    /// first layer, with no inputs, answers a suggestion, which its nodes accept).
+    #[default]
+    Inputs,
+    /// Nothing: a suggestion, which every node accepts. The work of every `bench dag` before
+    /// conclusions had to cite (commit 6487880): the same-workload comparison with a binary of
+    /// that time.
+    Nothing,
 }
 
 impl DagArgs {
@@ -60,6 +76,7 @@ impl DagArgs {
     /// use quorate::bench_dag::DagArgs;
     /// let args = DagArgs {
     ///     layers: 2, width: 3, workers: 1, threads: 0, runs: 1, warmup: true, result_bytes: 0,
+    ///     cites: Default::default(),
     /// };
     /// assert!(args.check().is_ok());
     /// assert_eq!(
@@ -100,6 +117,8 @@ pub struct DagBench {
     pub tasks: usize,
     /// Bytes of each task's answer (`0`: a number; see [`DagArgs::result_bytes`]).
     pub result_bytes: usize,
+    /// What each task's answer cites.
+    pub cites: Cites,
     /// Wall time of the median run (actors started to report), seconds.
     pub elapsed_s: f64,
     /// Tasks per second of the median run.
@@ -134,34 +153,53 @@ pub struct DagBench {
     pub distributed: Option<DistributedBench>,
 }
 
-/// The bench's agent for answers of `bytes` bytes (`0`: a number). Each answers how many inputs
-/// its task has (or a string of that many bytes): a verified conclusion citing them, or, in the
-/// first layer (no inputs, nothing recorded to cite), a suggestion, which those nodes accept.
-/// The numeric one holds nothing, so creating it per attempt allocates nothing.
-pub fn answer_agent(bytes: usize) -> Box<dyn Agent> {
-    match bytes {
-        0 => Box::new(Count),
-        bytes => Box::new(Text { bytes }),
+/// The bench's agent for answers of `bytes` bytes (`0`: a number) that cite `cites`. Each
+/// answers how many inputs its task has (or a string of that many bytes): a verified conclusion
+/// citing them, or, in the first layer (no inputs, nothing recorded to cite) and with
+/// [`Cites::Nothing`], a suggestion, which those nodes accept (see [`layered_plan`]). The
+/// numeric ones hold nothing, so creating one per attempt allocates nothing.
+pub fn answer_agent(bytes: usize, cites: Cites) -> Box<dyn Agent> {
+    match (bytes, cites) {
+        (0, Cites::Inputs) => Box::new(Count::<true>),
+        (0, Cites::Nothing) => Box::new(Count::<false>),
+        (bytes, cites) => Box::new(Text { bytes, cites }),
     }
 }
 
-/// Answers its number of inputs.
-struct Count;
+/// Answers its number of inputs, citing them if `CITE`.
+struct Count<const CITE: bool>;
 
 /// Answers a string of `bytes` bytes.
 struct Text {
     bytes: usize,
+    cites: Cites,
 }
 
-impl Agent for Count {
+impl<const CITE: bool> Agent for Count<CITE> {
     fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
-        answer(ctx, ctx.inputs.len().into())
+        match CITE {
+            true => answer(ctx, ctx.inputs.len().into()),
+            false => suggest(ctx.inputs.len().into()),
+        }
     }
 }
 
 impl Agent for Text {
     fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
-        answer(ctx, "x".repeat(self.bytes).into())
+        let value = "x".repeat(self.bytes).into();
+        match self.cites {
+            Cites::Inputs => answer(ctx, value),
+            Cites::Nothing => suggest(value),
+        }
+    }
+}
+
+/// Finishes with `value`, citing nothing: a suggestion.
+fn suggest(value: quorate_protocols::Payload) -> Proposal {
+    Proposal::Finish {
+        kind: ResultKind::Suggestion,
+        value,
+        evidence: Vec::new(),
     }
 }
 
@@ -186,8 +224,14 @@ fn answer(ctx: &AgentContext<'_>, value: quorate_protocols::Payload) -> Proposal
     }
 }
 
-/// The layered plan.
-pub fn layered_plan(layers: usize, width: usize) -> PlanSpec {
+/// The layered plan, its nodes accepting the answers of [`answer_agent`] with `cites`: with
+/// [`Cites::Inputs`] the first layer's nodes accept suggestions, with [`Cites::Nothing`] every
+/// node does.
+pub fn layered_plan(layers: usize, width: usize, cites: Cites) -> PlanSpec {
+    let suggestions = Acceptance {
+        kinds: vec![ResultKind::Suggestion],
+        ..Acceptance::default()
+    };
     let per_task = Budget::steps(2);
     let mut nodes = Vec::with_capacity(layers * width);
     for l in 0..layers {
@@ -200,11 +244,9 @@ pub fn layered_plan(layers: usize, width: usize) -> PlanSpec {
                     deps.push(NodeId::new(format!("l{}n{j}", l - 1)).expect("valid id"));
                 }
                 n.deps = deps;
-            } else {
-                n = n.with_acceptance(Acceptance {
-                    kinds: vec![ResultKind::Suggestion],
-                    ..Acceptance::default()
-                });
+            }
+            if l == 0 || cites == Cites::Nothing {
+                n = n.with_acceptance(suggestions.clone());
             }
             nodes.push(n);
         }
@@ -337,7 +379,7 @@ pub fn run_distributed(
         check_store(at)?;
     }
     check_nats(store, nats, args.result_bytes)?;
-    let spec = layered_plan(args.layers, args.width);
+    let spec = layered_plan(args.layers, args.width, args.cites);
     let tasks = spec.nodes.len();
     let plan = spec.validate().map_err(|e| e.to_string())?;
     let mut samples = Vec::new();
@@ -461,6 +503,7 @@ pub fn run_distributed(
         threads: args.threads,
         tasks,
         result_bytes: args.result_bytes,
+        cites: args.cites,
         elapsed_s,
         tasks_per_s,
         tasks_per_s_runs: samples.iter().map(|s| s.1).collect(),
@@ -524,7 +567,7 @@ fn run_with(
     let out = run_star(plan, options, || {
         (
             AgentRegistry::new().with_fallback(move |_: &quorate_workers::Assignment| {
-                answer_agent(args.result_bytes)
+                answer_agent(args.result_bytes, args.cites)
             }),
             ToolRegistry::new(),
         )

@@ -234,6 +234,12 @@ pub(crate) enum BenchCommand {
         /// store, the run log and every dependent's input).
         #[arg(long, value_name = "N", default_value_t = 0)]
         result_bytes: usize,
+        /// What each task's answer cites: `inputs` (a verified conclusion, each citation
+        /// resolved by the supervisor; the first layer answers a suggestion) or `nothing` (a
+        /// suggestion, which every node accepts: the work of every bench dag before
+        /// conclusions had to cite, to compare with a binary of that time)
+        #[arg(long, value_enum, default_value_t = quorate::bench_dag::Cites::Inputs)]
+        cites: quorate::bench_dag::Cites,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,

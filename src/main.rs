@@ -126,6 +126,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
             runs,
             no_warmup,
             result_bytes,
+            cites,
             json,
             store,
             nats,
@@ -143,6 +144,7 @@ fn command(command: Command, tracing: &Tracing) -> ExitCode {
                 runs,
                 warmup: !no_warmup,
                 result_bytes,
+                cites,
             };
             let checked = args
                 .check()

@@ -19,7 +19,7 @@
 
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
-use quorate::bench_dag::{answer_agent, layered_plan};
+use quorate::bench_dag::{answer_agent, layered_plan, Cites};
 use quorate::coordinator::{run_star, ApprovalPolicy, RunOptions, SupervisorConfig};
 use quorate::workers::{AgentRegistry, ToolRegistry};
 
@@ -30,7 +30,7 @@ static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 /// Allocations made by one completed star run of the `layers` x `width` layered DAG over
 /// `workers` workers (the plan is built before counting starts).
 fn allocations_of_run(layers: usize, width: usize, workers: usize) -> u64 {
-    let plan = layered_plan(layers, width)
+    let plan = layered_plan(layers, width, Cites::Inputs)
         .validate()
         .expect("a valid plan");
     let options = RunOptions {
@@ -46,7 +46,8 @@ fn allocations_of_run(layers: usize, width: usize, workers: usize) -> u64 {
     let out = run_star(plan, options, || {
         (
             // The bench's agent, answering numbers.
-            AgentRegistry::new().with_fallback(|_: &quorate::workers::Assignment| answer_agent(0)),
+            AgentRegistry::new()
+                .with_fallback(|_: &quorate::workers::Assignment| answer_agent(0, Cites::Inputs)),
             ToolRegistry::new(),
         )
     })

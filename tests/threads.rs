@@ -55,6 +55,7 @@ fn bench_dag_reports_the_median_run_of_complete_runs() {
         runs: 2,
         warmup: true,
         result_bytes: 0,
+        cites: quorate::bench_dag::Cites::Inputs,
     };
     assert!(
         bench(DagArgs { runs: 0, ..base }).is_err(),
@@ -98,4 +99,12 @@ fn bench_dag_reports_the_median_run_of_complete_runs() {
     };
     let b = bench(big).expect("the DAG completes with 4 KiB answers");
     assert_eq!((b.tasks, b.result_bytes), (12, 4096));
+    // Answers citing nothing (suggestions, which every node of that plan accepts) complete too.
+    let uncited = DagArgs {
+        cites: quorate::bench_dag::Cites::Nothing,
+        runs: 1,
+        ..base
+    };
+    let b = bench(uncited).expect("the DAG completes with uncited answers");
+    assert_eq!((b.tasks, b.cites), (12, quorate::bench_dag::Cites::Nothing));
 }

@@ -334,7 +334,7 @@ impl WorkerPool {
                             .start();
                             let agents = AgentRegistry::new().with_fallback(
                                 move |_: &quorate_workers::Assignment| {
-                                    answer_agent(args.result_bytes)
+                                    answer_agent(args.result_bytes, args.cites)
                                 },
                             );
                             let worker = WorkerActor::with_replies(

@@ -13,7 +13,8 @@ impl DagBench {
     /// ```
     /// use quorate::bench_dag::DagBench;
     /// let b = DagBench {
-    ///     layers: 2, width: 3, workers: 1, threads: 0, tasks: 6, result_bytes: 0, elapsed_s: 0.5,
+    ///     layers: 2, width: 3, workers: 1, threads: 0, tasks: 6, result_bytes: 0,
+    ///     cites: quorate::bench_dag::Cites::Inputs, elapsed_s: 0.5,
     ///     tasks_per_s: 12.0, tasks_per_s_runs: vec![12.0], baseline_round_trips_per_s_runs: vec![48.0],
     ///     baseline_round_trips_per_s: 48.0, ratio: 0.25, warmup: true, first_run_tasks_per_s: 6.0,
     ///     peak_rss_bytes_per_task: None, durable: None, distributed: None,
@@ -56,13 +57,18 @@ impl DagBench {
     /// assert!(!text.contains("distributed"), "no distributed lines without --nats");
     /// let big = DagBench { result_bytes: 1024, ..b.clone() };
     /// assert!(big.summary().contains("(2 layers x 3 wide, 1 workers, 0 worker threads, answers of 1024 bytes;"));
+    /// let uncited = DagBench { cites: quorate::bench_dag::Cites::Nothing, ..b.clone() };
+    /// assert!(uncited.summary().contains("0 worker threads, answers citing nothing;"));
     /// ```
     #[must_use]
     pub fn summary(&self) -> String {
-        let answers = match self.result_bytes {
+        let mut answers = match self.result_bytes {
             0 => String::new(),
             n => format!(", answers of {n} bytes"),
         };
+        if self.cites == super::Cites::Nothing {
+            answers += ", answers citing nothing";
+        }
         let mut out = format!(
             "tasks {}  elapsed {:.3?}  tasks_per_s {:.0}  ({} layers x {} wide, {} workers, {} worker threads{answers}; every run completed; the median of {} runs: {:.0?})\n",
             self.tasks,
