@@ -3,7 +3,7 @@
 //! refused as one, a repeated publish with the same `Nats-Msg-Id` is stored once, a forged
 //! sender never reaches a core, and an unacked message stops coming after `max_deliver`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use quorate_coordinator::drive::{drive, Answer, SupervisorEnv};
 use quorate_coordinator::{
@@ -315,9 +315,19 @@ async fn a_batch_takes_what_arrived_up_to_its_maximum_and_is_acked_together() {
         .map(|i| outgoing(&note(i), supervisor().agent))
         .collect();
     publish_all(&js, notes).await.expect("published");
-    // All five have reached the client once the first has and a moment has passed.
-    let mut first = inbox.next_batch(WAIT, 3).await.expect("reads");
+    // Read only once all five have arrived: the server has sent them all (all five await
+    // their ack) and a moment has passed for the client to take them in. On a loaded host the
+    // first can arrive alone, and a batch then rightly takes only it.
+    let sent = Instant::now();
+    while stream.counts().await.expect("counts").ack_pending < 5 {
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "the server sends the five"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut first = inbox.next_batch(WAIT, 3).await.expect("reads");
     let mut batches = vec![first.len()];
     let mut rest = inbox.next_batch(WAIT, 8).await.expect("reads");
     batches.push(rest.len());
