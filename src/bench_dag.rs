@@ -177,41 +177,30 @@ struct Text {
 
 impl<const CITE: bool> Agent for Count<CITE> {
     fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
-        match CITE {
-            true => answer(ctx, ctx.inputs.len().into()),
-            false => suggest(ctx.inputs.len().into()),
-        }
+        let cites = if CITE { Cites::Inputs } else { Cites::Nothing };
+        answer(ctx, ctx.inputs.len().into(), cites)
     }
 }
 
 impl Agent for Text {
     fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
-        let value = "x".repeat(self.bytes).into();
-        match self.cites {
-            Cites::Inputs => answer(ctx, value),
-            Cites::Nothing => suggest(value),
-        }
+        answer(ctx, "x".repeat(self.bytes).into(), self.cites)
     }
 }
 
-/// Finishes with `value`, citing nothing: a suggestion.
-fn suggest(value: quorate_protocols::Payload) -> Proposal {
-    Proposal::Finish {
-        kind: ResultKind::Suggestion,
-        value,
-        evidence: Vec::new(),
-    }
-}
-
-/// Finishes with `value`, citing the task's inputs.
-fn answer(ctx: &AgentContext<'_>, value: quorate_protocols::Payload) -> Proposal {
-    let evidence: Vec<EvidenceRef> = ctx
-        .inputs
-        .iter()
-        .map(|i| EvidenceRef::Input {
-            node: i.node.clone(),
-        })
-        .collect();
+/// Finishes with `value`, citing what `cites` says: a verified conclusion if that is anything,
+/// else a suggestion.
+fn answer(ctx: &AgentContext<'_>, value: quorate_protocols::Payload, cites: Cites) -> Proposal {
+    let evidence: Vec<EvidenceRef> = match cites {
+        Cites::Inputs => ctx
+            .inputs
+            .iter()
+            .map(|i| EvidenceRef::Input {
+                node: i.node.clone(),
+            })
+            .collect(),
+        Cites::Nothing => Vec::new(),
+    };
     let kind = if evidence.is_empty() {
         ResultKind::Suggestion
     } else {

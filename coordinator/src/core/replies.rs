@@ -285,7 +285,9 @@ impl SupervisorCore {
 
 /// Frees what a read reply still owns (the report of a refused one, the evidence of one not
 /// accepted, its scope's names), so that its box holds only ids and counts while it waits to
-/// be reused. An accepted answer's parts were taken out already: nothing to do then.
+/// be reused. An accepted answer's parts were taken out already: nothing to do then. (Each
+/// part is checked before it is replaced: replacing all three every time, empty or not, cost
+/// `bench dag` about 100 instructions per task.)
 fn release(reply: &mut Envelope<Report>) {
     if reply.evidence.capacity() != 0 {
         reply.evidence = Vec::new();
