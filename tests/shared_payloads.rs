@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use quorate::coordinator::peer::run_peer;
 use quorate::coordinator::{run_star, RunOptions, SupervisorConfig};
+use quorate::protocols::wire::SharedEvidence;
 use quorate::protocols::{
     Acceptance, Budget, EvidenceRef, NodeSpec, Payload, PlanSpec, ResultKind,
 };
@@ -116,5 +117,113 @@ fn a_result_is_one_value_from_the_answer_to_the_store_and_the_dependent() {
         );
         let b = out.result("b").expect("b's result is stored");
         assert!(Payload::ptr_eq(answered, &b), "{topology}: forwarded as is");
+    }
+}
+
+/// What the two dependents `c` and `d` of `b` got as `b`'s evidence, and what `b` got as `a`'s.
+#[derive(Default)]
+struct Cited {
+    from_a: Option<SharedEvidence>,
+    from_b: Vec<SharedEvidence>,
+}
+
+/// `a` answers citing nothing; `b` cites its input `a`; `c` and `d` keep the evidence of `b`.
+struct Citing(Arc<Mutex<Cited>>);
+
+impl Agent for Citing {
+    fn propose(&mut self, ctx: &AgentContext<'_>) -> Proposal {
+        let mut cited = self.0.lock().expect("not poisoned");
+        let Some(input) = ctx.inputs.first() else {
+            return Proposal::Finish {
+                kind: ResultKind::Suggestion,
+                value: Payload::from(json!(1)),
+                evidence: Vec::new(),
+            };
+        };
+        if input.node.as_str() == "a" {
+            cited.from_a = Some(input.evidence.clone());
+        } else {
+            cited.from_b.push(input.evidence.clone());
+        }
+        Proposal::Finish {
+            kind: ResultKind::VerifiedConclusion,
+            value: input.value.clone(),
+            evidence: vec![EvidenceRef::Input {
+                node: input.node.clone(),
+            }],
+        }
+    }
+}
+
+#[test]
+fn a_dependencys_evidence_is_one_list_for_its_dependents_and_none_when_it_cites_nothing() {
+    for topology in ["star", "peer"] {
+        let plan = PlanSpec {
+            budget: Budget::steps(40),
+            reserve: Budget::ZERO,
+            nodes: vec![
+                NodeSpec::named("a")
+                    .with_budget(Budget::steps(2))
+                    .with_acceptance(Acceptance {
+                        kinds: vec![ResultKind::Suggestion],
+                        ..Acceptance::default()
+                    }),
+                NodeSpec::named("b")
+                    .with_budget(Budget::steps(2))
+                    .after(&["a"]),
+                NodeSpec::named("c")
+                    .with_budget(Budget::steps(2))
+                    .after(&["b"]),
+                NodeSpec::named("d")
+                    .with_budget(Budget::steps(2))
+                    .after(&["b"]),
+            ],
+            ..PlanSpec::default()
+        }
+        .validate()
+        .expect("a valid plan");
+        let cited = Arc::new(Mutex::new(Cited::default()));
+        let agents = cited.clone();
+        let options = RunOptions {
+            supervisor: SupervisorConfig {
+                workers: 2,
+                ..SupervisorConfig::default()
+            },
+            ..RunOptions::default()
+        };
+        let parts = move || {
+            let cited = agents.clone();
+            (
+                AgentRegistry::new().with_fallback(move |_: &quorate::workers::Assignment| {
+                    Box::new(Citing(cited.clone())) as Box<dyn Agent>
+                }),
+                ToolRegistry::new(),
+            )
+        };
+        let out = match topology {
+            "star" => run_star(plan, options, parts),
+            _ => run_peer(plan, options, parts),
+        }
+        .expect("the run runs");
+        assert_eq!(
+            out.report.stop_reason.as_deref(),
+            Some("completed"),
+            "{topology}: {:?}",
+            out.report
+        );
+        let cited = cited.lock().expect("not poisoned");
+        let from_a = cited.from_a.as_ref().expect("b ran");
+        assert!(from_a.is_empty(), "{topology}: a cited nothing");
+        assert_eq!(from_a, &SharedEvidence::default(), "{topology}");
+        let [c, d] = cited.from_b.as_slice() else {
+            panic!("{topology}: c and d each ran once: {:?}", cited.from_b);
+        };
+        let a = quorate::protocols::NodeId::new("a").expect("a valid id");
+        assert_eq!(c.as_slice(), [EvidenceRef::Input { node: a }], "{topology}");
+        assert_eq!(c, d, "{topology}");
+        if topology == "star" {
+            // One supervisor hands both dependents the list it kept for b.
+            assert!(SharedEvidence::ptr_eq(c, d), "star: one list, not copies");
+        }
     }
 }

@@ -308,12 +308,12 @@ pub(crate) fn check_inputs<'a>(
 /// Node `i`'s preconditions that need the store (all but `inputs-non-empty`): the shell checks
 /// them against the result store when the task is about to become ready.
 pub(crate) fn store_checks(plan: &Plan, i: u32) -> Vec<Precondition> {
-    plan.node(i)
-        .preconditions
-        .iter()
-        .filter(|p| p.needs_store())
-        .cloned()
-        .collect()
+    let all = &plan.node(i).preconditions;
+    if all.is_empty() {
+        // Most nodes have none: every dispatch comes here.
+        return Vec::new();
+    }
+    all.iter().filter(|p| p.needs_store()).cloned().collect()
 }
 
 /// `true` for null, an empty string, an empty array or an empty object: what the `non-empty`

@@ -1,10 +1,9 @@
 //! Building a task's assignment from the plan and its dependencies' results (shared by the
 //! supervisor and the peers).
 
-use quorate_protocols::wire::{Assignment, TaskInput};
-use std::sync::Arc;
+use quorate_protocols::wire::{Assignment, SharedEvidence, TaskInput};
 
-use quorate_protocols::{EvidenceRef, Plan};
+use quorate_protocols::Plan;
 
 /// The assignment of node `i`: its delegated capabilities (the run's intersected with the
 /// node's), `budget`, the accepted results of its dependencies and their evidence (`result(d)`,
@@ -13,7 +12,7 @@ pub(crate) fn assignment<'a>(
     plan: &Plan,
     i: u32,
     budget: quorate_protocols::Budget,
-    result: impl Fn(u32) -> Option<(&'a quorate_protocols::Payload, Arc<Vec<EvidenceRef>>)>,
+    result: impl Fn(u32) -> Option<(&'a quorate_protocols::Payload, SharedEvidence)>,
     evidence_text: Vec<String>,
 ) -> Assignment {
     let node = plan.node(i);

@@ -2,11 +2,14 @@
 //! of an [`Envelope`](crate::Envelope); the envelope carries the ids, attempt,
 //! version, result kind and dedupe key that the receiver checks first.
 
-use crate::{ActionId, Budget, Capabilities, Component, EvidenceRef, NodeId, ParamDigest};
+use crate::{ActionId, Budget, Capabilities, Component, NodeId, ParamDigest};
 use serde::{Deserialize, Serialize};
 
+#[path = "wire_evidence.rs"]
+mod evidence;
 #[path = "wire_model.rs"]
 mod model;
+pub use evidence::SharedEvidence;
 pub use model::{Blob, ModelAnswer, ModelRequest};
 
 /// The result of one dependency, handed to the task that needs it.
@@ -17,20 +20,8 @@ pub struct TaskInput {
     /// Its accepted result (shared with the task and its other dependents).
     pub value: crate::Payload,
     /// The evidence it rested on (shared with the dependency's record and its other
-    /// dependents, like `value`; a `Vec` behind the `Arc`, so that the reply's list is shared
-    /// as it came, without a copy).
-    pub evidence: std::sync::Arc<Vec<EvidenceRef>>,
-}
-
-impl TaskInput {
-    /// The evidence of a result that cites none: one shared empty list, so that handing it on
-    /// allocates nothing.
-    #[must_use]
-    pub fn no_evidence() -> std::sync::Arc<Vec<EvidenceRef>> {
-        static NONE: std::sync::LazyLock<std::sync::Arc<Vec<EvidenceRef>>> =
-            std::sync::LazyLock::new(std::sync::Arc::default);
-        NONE.clone()
-    }
+    /// dependents, like `value`; none held when it cites nothing).
+    pub evidence: SharedEvidence,
 }
 
 /// An assignment's inputs: held inline in the assignment for up to two dependencies, so that

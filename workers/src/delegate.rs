@@ -111,7 +111,7 @@ pub(crate) fn plan(
             inputs: std::iter::once(TaskInput {
                 node: parent.payload.node.clone(),
                 value: s.input.clone().into(),
-                evidence: TaskInput::no_evidence(),
+                evidence: quorate_protocols::wire::SharedEvidence::default(),
             })
             .collect(),
             capabilities: parent.payload.capabilities.delegate(&s.capabilities),

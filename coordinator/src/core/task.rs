@@ -2,7 +2,7 @@ use quorate_protocols::{ActionId, Budget, EvidenceRef, TaskId, TaskState};
 
 use crate::rules::{Parked, SeenKeys};
 
-use std::sync::Arc;
+use quorate_protocols::wire::SharedEvidence;
 
 use ahash::AHashMap;
 
@@ -28,9 +28,9 @@ pub(crate) struct TaskSlot {
     pub(crate) checking: bool,
     /// Its accepted result is being committed (running until the commit is answered).
     pub(crate) committing: bool,
-    /// The evidence the accepted result rests on (`None`: none), shared with the assignments
-    /// of the task's dependents.
-    evidence: Option<Arc<Vec<EvidenceRef>>>,
+    /// The evidence the accepted result rests on, shared with the assignments of the task's
+    /// dependents.
+    evidence: SharedEvidence,
     extra: Option<Box<SlotExtra>>,
 }
 
@@ -64,7 +64,7 @@ impl TaskSlot {
             allocated: false,
             checking: false,
             committing: false,
-            evidence: None,
+            evidence: SharedEvidence::default(),
             extra: None,
         }
     }
@@ -85,19 +85,17 @@ impl TaskSlot {
         evidence: Vec<EvidenceRef>,
     ) {
         self.result = Some(value);
-        self.evidence = (!evidence.is_empty()).then(|| Arc::new(evidence));
+        self.evidence = SharedEvidence::from(evidence);
     }
 
     /// The evidence of the accepted result.
     pub(crate) fn evidence(&self) -> &[EvidenceRef] {
-        self.evidence.as_deref().map_or(&[], Vec::as_slice)
+        &self.evidence
     }
 
     /// The evidence of the accepted result, shared.
-    pub(crate) fn shared_evidence(&self) -> Arc<Vec<EvidenceRef>> {
-        self.evidence
-            .clone()
-            .unwrap_or_else(quorate_protocols::wire::TaskInput::no_evidence)
+    pub(crate) fn shared_evidence(&self) -> SharedEvidence {
+        self.evidence.clone()
     }
 
     /// Keeps the call outputs that a non-final reply of `attempt` put on record (see

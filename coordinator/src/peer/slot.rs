@@ -1,6 +1,6 @@
 //! One peer's record of one task, and which replies of its own worker it accepts.
 
-use quorate_protocols::{Budget, Envelope, EvidenceRef, RunId, Sender, TaskId, TaskState};
+use quorate_protocols::{Budget, Envelope, RunId, Sender, TaskId, TaskState};
 
 use crate::event::Rejection;
 use crate::peer::Terminal;
@@ -32,7 +32,10 @@ pub(crate) struct PeerTask {
     pub(crate) raising: bool,
     pub(crate) version: u64,
     pub(crate) seen: crate::rules::SeenKeys,
-    pub(crate) result: Option<(quorate_protocols::Payload, std::sync::Arc<Vec<EvidenceRef>>)>,
+    pub(crate) result: Option<(
+        quorate_protocols::Payload,
+        quorate_protocols::wire::SharedEvidence,
+    )>,
     pub(crate) allocated: bool,
     pub(crate) closed: bool,
     pub(crate) granted: Budget,

@@ -42,7 +42,10 @@ impl PeerCore {
             if let Some((record, version)) = &from.terminals[i] {
                 if record.state == TaskState::Completed {
                     let value = record.result.clone().unwrap_or_default();
-                    t.result = Some((value, std::sync::Arc::new(record.evidence.clone())));
+                    t.result = Some((
+                        value,
+                        quorate_protocols::wire::SharedEvidence::from(record.evidence.clone()),
+                    ));
                 }
                 t.terminal = Some((record.clone(), *version));
             }

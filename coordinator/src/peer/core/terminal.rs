@@ -201,8 +201,10 @@ impl PeerCore {
                 let result = value.clone();
                 self.record(now, Some(i), EventKind::ResultCommitted { result });
             }
-            self.tasks[i as usize].result =
-                Some((value, std::sync::Arc::new(record.evidence.clone())));
+            self.tasks[i as usize].result = Some((
+                value,
+                quorate_protocols::wire::SharedEvidence::from(record.evidence.clone()),
+            ));
         }
         if record.state != TaskState::Completed {
             self.tasks[i as usize].result = None;

@@ -58,8 +58,10 @@ impl PeerCore {
                 }
                 match judged.verdict {
                     Ok(()) => {
-                        self.tasks[i as usize].result =
-                            Some((value, std::sync::Arc::new(reply.evidence)));
+                        self.tasks[i as usize].result = Some((
+                            value,
+                            quorate_protocols::wire::SharedEvidence::from(reply.evidence),
+                        ));
                         self.propose(i, TaskState::Completed, None);
                     }
                     Err(observation) => {
