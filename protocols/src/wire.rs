@@ -370,7 +370,7 @@ pub struct Report {
 impl CallEvent {
     /// The action whose output this step puts on the record of the attempt, if it does: a
     /// call the tool answered without an error, one recovered after an unknown outcome, or one
-    /// answered from the action's record. What an [`EvidenceRef::Action`] citation resolves
+    /// answered from the action's record. What an [`EvidenceRef::Action`](crate::EvidenceRef::Action) citation resolves
     /// against.
     ///
     /// ```
