@@ -52,56 +52,66 @@ impl Agent for Answering {
     }
 }
 
+/// Runs `nodes` (the first accepts a suggestion; each has a budget of 2 steps) to completion in
+/// `topology` on two workers, every task answered by `agent()`.
+fn run_completed<A: Agent + 'static>(
+    topology: &str,
+    nodes: Vec<NodeSpec>,
+    agent: impl Fn() -> A + Clone + Send + Sync + 'static,
+) -> quorate::coordinator::RunOutput {
+    let mut nodes: Vec<NodeSpec> = nodes
+        .into_iter()
+        .map(|n| n.with_budget(Budget::steps(2)))
+        .collect();
+    nodes[0] = nodes[0].clone().with_acceptance(Acceptance {
+        kinds: vec![ResultKind::Suggestion],
+        ..Acceptance::default()
+    });
+    let plan = PlanSpec {
+        budget: Budget::steps(10 * nodes.len() as u64),
+        reserve: Budget::ZERO,
+        nodes,
+        ..PlanSpec::default()
+    }
+    .validate()
+    .expect("a valid plan");
+    let options = RunOptions {
+        supervisor: SupervisorConfig {
+            workers: 2,
+            ..SupervisorConfig::default()
+        },
+        ..RunOptions::default()
+    };
+    let parts = move || {
+        let agent = agent.clone();
+        (
+            AgentRegistry::new().with_fallback(move |_: &quorate::workers::Assignment| {
+                Box::new(agent()) as Box<dyn Agent>
+            }),
+            ToolRegistry::new(),
+        )
+    };
+    let out = match topology {
+        "star" => run_star(plan, options, parts),
+        _ => run_peer(plan, options, parts),
+    }
+    .expect("the run runs");
+    assert_eq!(
+        out.report.stop_reason.as_deref(),
+        Some("completed"),
+        "{topology}: {:?}",
+        out.report
+    );
+    out
+}
+
 #[test]
 fn a_result_is_one_value_from_the_answer_to_the_store_and_the_dependent() {
     for topology in ["star", "peer"] {
-        let plan = PlanSpec {
-            budget: Budget::steps(20),
-            reserve: Budget::ZERO,
-            nodes: vec![
-                NodeSpec::named("a")
-                    .with_budget(Budget::steps(2))
-                    .with_acceptance(Acceptance {
-                        kinds: vec![ResultKind::Suggestion],
-                        ..Acceptance::default()
-                    }),
-                NodeSpec::named("b")
-                    .with_budget(Budget::steps(2))
-                    .after(&["a"]),
-            ],
-            ..PlanSpec::default()
-        }
-        .validate()
-        .expect("a valid plan");
         let seen = Arc::new(Mutex::new(Seen::default()));
         let agents = seen.clone();
-        let options = RunOptions {
-            supervisor: SupervisorConfig {
-                workers: 2,
-                ..SupervisorConfig::default()
-            },
-            ..RunOptions::default()
-        };
-        let parts = move || {
-            let seen = agents.clone();
-            (
-                AgentRegistry::new().with_fallback(move |_: &quorate::workers::Assignment| {
-                    Box::new(Answering(seen.clone())) as Box<dyn Agent>
-                }),
-                ToolRegistry::new(),
-            )
-        };
-        let out = match topology {
-            "star" => run_star(plan, options, parts),
-            _ => run_peer(plan, options, parts),
-        }
-        .expect("the run runs");
-        assert_eq!(
-            out.report.stop_reason.as_deref(),
-            Some("completed"),
-            "{topology}: {:?}",
-            out.report
-        );
+        let nodes = vec![NodeSpec::named("a"), NodeSpec::named("b").after(&["a"])];
+        let out = run_completed(topology, nodes, move || Answering(agents.clone()));
         let seen = seen.lock().expect("not poisoned");
         let answered = seen.answered.as_ref().expect("a answered");
         let stored = out.result("a").expect("a's result is stored");
@@ -158,59 +168,15 @@ impl Agent for Citing {
 #[test]
 fn a_dependencys_evidence_is_one_list_for_its_dependents_and_none_when_it_cites_nothing() {
     for topology in ["star", "peer"] {
-        let plan = PlanSpec {
-            budget: Budget::steps(40),
-            reserve: Budget::ZERO,
-            nodes: vec![
-                NodeSpec::named("a")
-                    .with_budget(Budget::steps(2))
-                    .with_acceptance(Acceptance {
-                        kinds: vec![ResultKind::Suggestion],
-                        ..Acceptance::default()
-                    }),
-                NodeSpec::named("b")
-                    .with_budget(Budget::steps(2))
-                    .after(&["a"]),
-                NodeSpec::named("c")
-                    .with_budget(Budget::steps(2))
-                    .after(&["b"]),
-                NodeSpec::named("d")
-                    .with_budget(Budget::steps(2))
-                    .after(&["b"]),
-            ],
-            ..PlanSpec::default()
-        }
-        .validate()
-        .expect("a valid plan");
         let cited = Arc::new(Mutex::new(Cited::default()));
         let agents = cited.clone();
-        let options = RunOptions {
-            supervisor: SupervisorConfig {
-                workers: 2,
-                ..SupervisorConfig::default()
-            },
-            ..RunOptions::default()
-        };
-        let parts = move || {
-            let cited = agents.clone();
-            (
-                AgentRegistry::new().with_fallback(move |_: &quorate::workers::Assignment| {
-                    Box::new(Citing(cited.clone())) as Box<dyn Agent>
-                }),
-                ToolRegistry::new(),
-            )
-        };
-        let out = match topology {
-            "star" => run_star(plan, options, parts),
-            _ => run_peer(plan, options, parts),
-        }
-        .expect("the run runs");
-        assert_eq!(
-            out.report.stop_reason.as_deref(),
-            Some("completed"),
-            "{topology}: {:?}",
-            out.report
-        );
+        let nodes = vec![
+            NodeSpec::named("a"),
+            NodeSpec::named("b").after(&["a"]),
+            NodeSpec::named("c").after(&["b"]),
+            NodeSpec::named("d").after(&["b"]),
+        ];
+        run_completed(topology, nodes, move || Citing(agents.clone()));
         let cited = cited.lock().expect("not poisoned");
         let from_a = cited.from_a.as_ref().expect("b ran");
         assert!(from_a.is_empty(), "{topology}: a cited nothing");
