@@ -293,12 +293,14 @@ impl crate::drive::SupervisorEnv for Burst<'_> {
 
     #[inline]
     fn record(&mut self, core: &SupervisorCore, record: Record) {
-        self.tally.observe(&record.kind);
         if let Some((_, pending)) = self.journal {
             pending.push(core.event(record.clone()));
         }
-        self.log
-            .append_with(|at, names, out| core.pack_record(&record, at, names, out));
+        let mut told = None;
+        self.log.append_with(|at, names, out| {
+            told = core.pack_record(&record, at, names, out);
+        });
+        self.tally.observe_told(told, &record.kind);
         if let Some(trace) = &self.trace {
             trace.send(core.event(record));
         }

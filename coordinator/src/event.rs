@@ -432,7 +432,12 @@ impl Default for KindCounts {
 impl KindCounts {
     /// Counts one event of `kind`.
     pub(crate) fn count(&mut self, kind: &EventKind) {
-        self.0[kind.index()] += 1;
+        self.count_at(kind.index());
+    }
+
+    /// Counts one event of the kind at position `i` ([`EventKind::index`]).
+    pub(crate) fn count_at(&mut self, i: usize) {
+        self.0[i] += 1;
     }
 
     /// The non-zero counts by kind name, resetting them.

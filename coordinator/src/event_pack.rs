@@ -265,8 +265,15 @@ struct Parts<'a> {
     peer: Option<usize>,
 }
 
+/// The position in the kind names ([`EventKind::index`]) of each compact tag, `TRANSITION` to
+/// `RESULT_COMMITTED_UINT` (`OTHER`: not told by the tag).
+const COMPACT_INDEX: [Option<usize>; 7] =
+    [Some(1), Some(2), Some(3), Some(5), Some(9), None, Some(9)];
+
 impl Parts<'_> {
-    fn pack(&self, at: Slot, names: &mut Names, out: &mut Vec<u8>) {
+    /// Packs the entry; the kind's position in the kind names if its tag already told it (the
+    /// five kinds every task logs), so that a shell counting kinds need not look again.
+    fn pack(&self, at: Slot, names: &mut Names, out: &mut Vec<u8>) -> Option<usize> {
         let tag = match self.kind {
             EventKind::Transition { .. } => TRANSITION,
             EventKind::Dispatched { .. } => DISPATCHED,
@@ -343,11 +350,13 @@ impl Parts<'_> {
                 out.extend_from_slice(&json);
             }
         }
+        COMPACT_INDEX[usize::from(tag)]
     }
 }
 
 /// Packs `record`, of run `run` with node names from `plan` (version `plan_version`), exactly
 /// as its [`Event`] packs (see [`crate::SupervisorCore::event`]), without building the event.
+/// The kind's position in the kind names if packing told it (see `Parts::pack`).
 pub(crate) fn pack_record(
     record: &Record,
     run: RunId,
@@ -355,7 +364,7 @@ pub(crate) fn pack_record(
     at: Slot,
     names: &mut Names,
     out: &mut Vec<u8>,
-) {
+) -> Option<usize> {
     if names.plan_version != plan_version {
         // Node indexes now name other nodes: forget what the table knows.
         names.plan_version = plan_version;
@@ -373,7 +382,7 @@ pub(crate) fn pack_record(
         kind: &record.kind,
         peer: None,
     };
-    parts.pack(at, names, out);
+    parts.pack(at, names, out)
 }
 
 impl Pack for Event {

@@ -200,6 +200,28 @@ fn every_kind_reads_back_as_written() {
             "the counted name is the trace's kind"
         );
     }
+    for kind in &kinds {
+        // Packing tells the shell's tally the kinds every task logs, and only those.
+        let parts = Parts {
+            seq: 0,
+            run_id: run,
+            task: None,
+            at_ms: 0,
+            kind,
+            peer: None,
+        };
+        let at = Slot { run, seq: Seq(0) };
+        let told = parts.pack(at, &mut Names::default(), &mut Vec::new());
+        let compact = matches!(
+            kind,
+            EventKind::Transition { .. }
+                | EventKind::Dispatched { .. }
+                | EventKind::TaskClosed { .. }
+                | EventKind::ReplyAccepted
+                | EventKind::ResultCommitted { .. }
+        );
+        assert_eq!(told, compact.then(|| kind.index()), "{kind:?}");
+    }
     let log = PackedLog::new();
     let mut written = Vec::new();
     for (i, kind) in kinds.into_iter().enumerate() {
@@ -421,8 +443,9 @@ fn records_read_back_as_the_events_they_stand_for() {
     let writer = by_record.writer(run);
     let mut held = writer.hold();
     for (i, r) in records.iter().enumerate() {
-        let seq =
-            held.append_with(|at, names, out| pack_record(r, run, (&plan, 1), at, names, out));
+        let seq = held.append_with(|at, names, out| {
+            pack_record(r, run, (&plan, 1), at, names, out);
+        });
         assert_eq!(seq, Seq(i as u64));
     }
     drop(held);
@@ -495,7 +518,7 @@ fn a_node_index_names_the_node_of_the_plan_version_it_was_recorded_under() {
     for (seq, version) in [(0, 1), (1, 1), (2, 2), (3, 2)] {
         let plan = if version == 1 { &first } else { &second };
         held.append_with(|at, names, out| {
-            pack_record(&record(seq), run, (plan, version), at, names, out)
+            pack_record(&record(seq), run, (plan, version), at, names, out);
         });
     }
     drop(held);

@@ -135,6 +135,16 @@ pub(crate) struct RunTally {
 }
 
 impl RunTally {
+    /// [`Self::observe`], of an event whose position in the kind names (`told`) the run log's
+    /// packing already told apart (the kinds every task logs, which need nothing else).
+    #[inline]
+    pub(crate) fn observe_told(&mut self, told: Option<usize>, kind: &EventKind) {
+        match told {
+            Some(i) => self.kinds.count_at(i),
+            None => self.observe(kind),
+        }
+    }
+
     /// Counts one event the shell carried out.
     pub(crate) fn observe(&mut self, kind: &EventKind) {
         self.kinds.count(kind);

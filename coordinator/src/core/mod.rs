@@ -473,9 +473,9 @@ impl SupervisorCore {
         at: quorate_state::Slot,
         names: &mut crate::event_pack::Names,
         out: &mut Vec<u8>,
-    ) {
+    ) -> Option<usize> {
         let plan = (&self.plan, self.plan_version);
-        crate::event_pack::pack_record(record, self.run, plan, at, names, out);
+        crate::event_pack::pack_record(record, self.run, plan, at, names, out)
     }
 
     /// Gives the records still waiting in the queue their node's name: the plan is about to
