@@ -59,14 +59,19 @@ fn run_completed<A: Agent + 'static>(
     nodes: Vec<NodeSpec>,
     agent: impl Fn() -> A + Clone + Send + Sync + 'static,
 ) -> quorate::coordinator::RunOutput {
-    let mut nodes: Vec<NodeSpec> = nodes
-        .into_iter()
-        .map(|n| n.with_budget(Budget::steps(2)))
-        .collect();
-    nodes[0] = nodes[0].clone().with_acceptance(Acceptance {
+    let suggestion = Acceptance {
         kinds: vec![ResultKind::Suggestion],
         ..Acceptance::default()
-    });
+    };
+    let nodes: Vec<NodeSpec> = nodes
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| match i {
+            0 => n.with_acceptance(suggestion.clone()),
+            _ => n,
+        })
+        .map(|n| n.with_budget(Budget::steps(2)))
+        .collect();
     let plan = PlanSpec {
         budget: Budget::steps(10 * nodes.len() as u64),
         reserve: Budget::ZERO,

@@ -370,8 +370,8 @@ pub struct Report {
 impl CallEvent {
     /// The action whose output this step puts on the record of the attempt, if it does: a
     /// call the tool answered without an error, one recovered after an unknown outcome, or one
-    /// answered from the action's record. What an [`EvidenceRef::Action`](crate::EvidenceRef::Action) citation resolves
-    /// against.
+    /// answered from the action's record. What an
+    /// [`EvidenceRef::Action`](crate::EvidenceRef::Action) citation resolves against.
     ///
     /// ```
     /// use quorate_protocols::{ActionId, Budget, TaskId};

@@ -1,5 +1,6 @@
 //! One peer's record of one task, and which replies of its own worker it accepts.
 
+use quorate_protocols::wire::SharedEvidence;
 use quorate_protocols::{Budget, Envelope, RunId, Sender, TaskId, TaskState};
 
 use crate::event::Rejection;
@@ -32,10 +33,7 @@ pub(crate) struct PeerTask {
     pub(crate) raising: bool,
     pub(crate) version: u64,
     pub(crate) seen: crate::rules::SeenKeys,
-    pub(crate) result: Option<(
-        quorate_protocols::Payload,
-        quorate_protocols::wire::SharedEvidence,
-    )>,
+    pub(crate) result: Option<(quorate_protocols::Payload, SharedEvidence)>,
     pub(crate) allocated: bool,
     pub(crate) closed: bool,
     pub(crate) granted: Budget,

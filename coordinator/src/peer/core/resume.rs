@@ -1,6 +1,7 @@
 //! A peer's core for a resumed run ([`crate::peer::resume`]): built from the rebuilt run, then
 //! started with [`PeerCore::start`] as usual, which continues it instead of starting afresh.
 
+use quorate_protocols::wire::SharedEvidence;
 use quorate_protocols::{Sender, TaskEvent, TaskState};
 
 use super::PeerCore;
@@ -42,10 +43,7 @@ impl PeerCore {
             if let Some((record, version)) = &from.terminals[i] {
                 if record.state == TaskState::Completed {
                     let value = record.result.clone().unwrap_or_default();
-                    t.result = Some((
-                        value,
-                        quorate_protocols::wire::SharedEvidence::from(record.evidence.clone()),
-                    ));
+                    t.result = Some((value, SharedEvidence::from(record.evidence.clone())));
                 }
                 t.terminal = Some((record.clone(), *version));
             }

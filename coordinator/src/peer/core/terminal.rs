@@ -1,7 +1,7 @@
 //! Terminal records: this peer's own commits (won or adopted), other peers' broadcasts (with the
 //! envelope checks), and applying a record to the local view (never reactivating a task).
 
-use quorate_protocols::wire::Control;
+use quorate_protocols::wire::{Control, SharedEvidence};
 use quorate_protocols::{Envelope, Role, TaskEvent, TaskState, Version};
 
 use super::PeerCore;
@@ -201,10 +201,8 @@ impl PeerCore {
                 let result = value.clone();
                 self.record(now, Some(i), EventKind::ResultCommitted { result });
             }
-            self.tasks[i as usize].result = Some((
-                value,
-                quorate_protocols::wire::SharedEvidence::from(record.evidence.clone()),
-            ));
+            self.tasks[i as usize].result =
+                Some((value, SharedEvidence::from(record.evidence.clone())));
         }
         if record.state != TaskState::Completed {
             self.tasks[i as usize].result = None;

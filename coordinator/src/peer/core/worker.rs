@@ -1,7 +1,7 @@
 //! How a peer takes the replies of its own worker: the star's reply rules, the acceptance
 //! check, and the approval policy; each outcome becomes a proposed terminal record.
 
-use quorate_protocols::wire::{Control, Outcome, Report};
+use quorate_protocols::wire::{Control, Outcome, Report, SharedEvidence};
 use quorate_protocols::{Envelope, TaskEvent, TaskState};
 
 use super::PeerCore;
@@ -58,10 +58,8 @@ impl PeerCore {
                 }
                 match judged.verdict {
                     Ok(()) => {
-                        self.tasks[i as usize].result = Some((
-                            value,
-                            quorate_protocols::wire::SharedEvidence::from(reply.evidence),
-                        ));
+                        self.tasks[i as usize].result =
+                            Some((value, SharedEvidence::from(reply.evidence)));
                         self.propose(i, TaskState::Completed, None);
                     }
                     Err(observation) => {
