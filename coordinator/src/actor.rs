@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use quorate_protocols::{BoxPool, Envelope};
-use quorate_state::{MemoryStore, PackedLog, PackedWriter};
+use quorate_state::{CasOutcome, MemoryStore, PackedLog, PackedWriter};
 use quorate_workers::{AssignBatch, Assignment, ControlMsg, ReportBatch, ReportMsg};
 use tokio::sync::oneshot;
 
@@ -15,7 +15,7 @@ use quorate_protocols::{Payload, Precondition};
 use quorate_state::PreconditionFailure;
 
 use crate::drive::{Answer, Flow};
-use crate::shell::{commit_result, RunClock, Tick, Wakeup};
+use crate::shell::{RunClock, Tick, Wakeup};
 use crate::trace::TraceSink;
 use crate::{CheckTicket, CommitOutcome, CommitTicket, Event, Record, RunReport, SupervisorCore};
 
@@ -82,6 +82,14 @@ pub struct SupervisorActor {
     done: Option<oneshot::Sender<RunReport>>,
     /// A durable run's journal, and the events not yet given to it.
     journal: Option<(std::sync::Arc<dyn crate::RunJournal>, Vec<Event>)>,
+    /// The result commits of the drive under way, written to the store together once the core
+    /// has no other effect left (see [`Burst::commit_results`]).
+    commits: Vec<(String, Payload)>,
+    /// Their tickets, in the same order.
+    tickets: Vec<CommitTicket>,
+    /// In a durable run, their keys and values again, for the journal once each is written
+    /// (the lists are kept from one drive to the next, so a drive allocates none of them).
+    written: Vec<(String, Payload)>,
 }
 
 impl std::fmt::Debug for SupervisorActor {
@@ -118,6 +126,9 @@ impl SupervisorActor {
             timer: Wakeup::default(),
             done: Some(done),
             journal: None,
+            commits: Vec::new(),
+            tickets: Vec::new(),
+            written: Vec::new(),
         }
     }
 
@@ -150,10 +161,24 @@ impl SupervisorActor {
             trace: &mut self.trace,
             clock: self.clock,
             journal: &mut self.journal,
+            commits: &mut self.commits,
+            tickets: &mut self.tickets,
+            written: &mut self.written,
             stopped: None,
         };
-        let drained = crate::drive::drive(&mut self.core, &mut burst);
-        note(drained.refused);
+        // The result commits wait until the core has nothing else to carry out, then go to the
+        // store as one batch; their answers bring more effects, and so on. A commit asked for
+        // before the run stopped is still written (as when each was answered at once).
+        loop {
+            note(crate::drive::drive(&mut self.core, &mut burst).refused);
+            if burst.commits.is_empty() {
+                break;
+            }
+            burst.commit_results(&mut self.core);
+            if burst.stopped.is_some() {
+                break;
+            }
+        }
         let Some(reason) = burst.stopped.take() else {
             burst.sync_journal();
             drop(burst);
@@ -201,6 +226,10 @@ struct Burst<'a> {
     trace: &'a mut Option<TraceSink>,
     clock: RunClock,
     journal: &'a mut Option<(std::sync::Arc<dyn crate::RunJournal>, Vec<Event>)>,
+    /// The result commits asked for since the last [`Burst::commit_results`].
+    commits: &'a mut Vec<(String, Payload)>,
+    tickets: &'a mut Vec<CommitTicket>,
+    written: &'a mut Vec<(String, Payload)>,
     /// Why the run stopped, once it did (the drive halts there).
     stopped: Option<crate::StopReason>,
 }
@@ -214,6 +243,44 @@ impl Burst<'_> {
                 pending.clear();
             }
         }
+    }
+
+    /// Writes the results asked for since the last call into the store as one batch
+    /// ([`MemoryStore::create_many_now`]: each shard locked once, instead of once per result)
+    /// and hands the core each answer, in the order asked. A written result goes to the journal
+    /// first, if any. Every task waits for its own answer as with a commit answered at once;
+    /// only the other tasks' effects of the drive were carried out before it.
+    fn commit_results(&mut self, core: &mut SupervisorCore) {
+        let journal = self.journal.as_ref().map(|(journal, _)| journal);
+        if journal.is_some() {
+            self.written.extend(self.commits.iter().cloned());
+        }
+        let now = self.clock.now();
+        let mut refused = Vec::new();
+        let (mut tickets, mut written) = (self.tickets.drain(..), self.written.drain(..));
+        self.results
+            .create_many_now(self.commits.drain(..), |outcome| {
+                let ticket = tickets.next().expect("one ticket per commit");
+                let durable = written.next();
+                let outcome = match outcome {
+                    CasOutcome::Committed(_) => {
+                        if let (Some(journal), Some((key, value))) = (journal, durable) {
+                            journal.result(&key, &value);
+                        }
+                        CommitOutcome::Committed
+                    }
+                    CasOutcome::Conflict { current } => {
+                        let stored =
+                            current.expect("a create refused because its key holds a value");
+                        CommitOutcome::Kept {
+                            value: stored.value,
+                            version: stored.version,
+                        }
+                    }
+                };
+                refused.extend(core.handle_result_commit(now, ticket, outcome).err());
+            });
+        note(refused);
     }
 
     /// Sends worker `w` the assignments collected for it, after the events before them.
@@ -262,25 +329,16 @@ impl crate::drive::SupervisorEnv for Burst<'_> {
         self.workers[worker].control.do_send(ControlMsg(*envelope))
     }
 
+    /// Answered later, by [`Burst::commit_results`] once the drive has nothing else to do.
     fn commit_result(
         &mut self,
-        _ticket: CommitTicket,
+        ticket: CommitTicket,
         key: String,
         value: Payload,
     ) -> Answer<CommitOutcome> {
-        let durable = self.journal.as_ref().map(|_| (key.clone(), value.clone()));
-        Answer::Now(match commit_result(self.results, key, value) {
-            None => {
-                if let (Some((journal, _)), Some((key, value))) = (&self.journal, durable) {
-                    journal.result(&key, &value);
-                }
-                CommitOutcome::Committed
-            }
-            Some(stored) => CommitOutcome::Kept {
-                value: stored.value,
-                version: stored.version,
-            },
-        })
+        self.tickets.push(ticket);
+        self.commits.push((key, value));
+        Answer::Later
     }
 
     fn check_preconditions(
