@@ -308,8 +308,9 @@ pub enum PlanFileError {
     Model {
         /// The file.
         path: PathBuf,
-        /// The task (`None` for a section's name).
-        task: Option<NodeId>,
+        /// The task (`None` for a section's name); boxed, to keep every `Result` of a plan
+        /// file small.
+        task: Option<Box<NodeId>>,
         /// What is wrong.
         source: ModelError,
     },

@@ -500,7 +500,7 @@ impl Record {
             run_id: run,
             task: match self.task {
                 RecordTask::None => None,
-                RecordTask::Node(i) => Some(plan.node(i).id.shared()),
+                RecordTask::Node(i) => Some(plan.shared_name(i)),
                 RecordTask::Named(name) => Some(name),
             },
             at_ms: self.at_ms,

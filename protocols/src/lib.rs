@@ -61,8 +61,8 @@ pub use lifecycle::{
 };
 pub use payload::Payload;
 pub use plan::{
-    Acceptance, Check, NodeId, NodeIdError, NodeSpec, OnExhausted, Plan, PlanError, PlanSpec,
-    Precondition, MAX_NODE_ID_LEN,
+    Acceptance, AgentRole, Check, NodeId, NodeIdError, NodeSpec, OnExhausted, Plan, PlanError,
+    PlanSpec, Precondition, MAX_NODE_ID_LEN,
 };
 pub use record::{
     AccessRule, EvidenceStatus, MemoryKind, ProvenanceRecord, Source, Timestamp, Validity,

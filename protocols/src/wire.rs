@@ -34,8 +34,8 @@ pub type TaskInputs = smallvec::SmallVec<[TaskInput; 2]>;
 pub struct Assignment {
     /// The plan node.
     pub node: NodeId,
-    /// The role the node asked for (selects the agent); shared with the plan.
-    pub role: std::sync::Arc<str>,
+    /// The role the node asked for (selects the agent).
+    pub role: crate::AgentRole,
     /// What the task is for, in words ([`crate::NodeSpec::goal`]); `None` for a
     /// node without one and for delegated sub-tasks.
     #[serde(default)]

@@ -129,7 +129,7 @@ impl PlanFile {
     pub(super) fn check_models(&self, path: &Path) -> Result<(), PlanFileError> {
         let err = |task: Option<&NodeId>, source| PlanFileError::Model {
             path: path.to_path_buf(),
-            task: task.cloned(),
+            task: task.cloned().map(Box::new),
             source,
         };
         for name in self.models.keys() {
@@ -330,7 +330,7 @@ budget = { steps = 10, tool_calls = 4, tokens = 2000 }
 
     fn model_error(e: PlanFileError) -> (Option<NodeId>, ModelError) {
         match e {
-            PlanFileError::Model { task, source, .. } => (task, source),
+            PlanFileError::Model { task, source, .. } => (task.map(|t| *t), source),
             other => panic!("expected a model error, got {other}"),
         }
     }

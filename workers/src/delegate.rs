@@ -106,7 +106,7 @@ pub(crate) fn plan(
             })?;
         let assignment = Assignment {
             node,
-            role: std::sync::Arc::from(s.role.as_str()),
+            role: s.role.as_str().into(),
             goal: None,
             inputs: std::iter::once(TaskInput {
                 node: parent.payload.node.clone(),

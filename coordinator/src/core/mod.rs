@@ -484,7 +484,7 @@ impl SupervisorCore {
         for effect in &mut self.effects {
             if let SupervisorEffect::Record(Record { task, .. }) = effect {
                 if let RecordTask::Node(i) = *task {
-                    *task = RecordTask::Named(self.plan.node(i).id.shared());
+                    *task = RecordTask::Named(self.plan.shared_name(i));
                 }
             }
         }

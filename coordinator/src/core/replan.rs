@@ -183,7 +183,7 @@ impl SupervisorCore {
         for (i, slot) in old_slots.iter().enumerate() {
             if let Some(slot) = slot {
                 let retired = Retired {
-                    name: self.plan.node(i as u32).id.shared(),
+                    name: self.plan.shared_name(i as u32),
                     allocated: slot.allocated,
                     granted: slot.granted,
                     charged: slot.spent,

@@ -8,10 +8,12 @@
 
 mod check;
 mod node;
+mod role;
 mod validate;
 
 pub use check::{Acceptance, Check, Precondition};
 pub use node::{NodeId, NodeIdError, NodeSpec, OnExhausted, MAX_NODE_ID_LEN};
+pub use role::AgentRole;
 pub use validate::{Plan, PlanError};
 
 use serde::{Deserialize, Serialize};

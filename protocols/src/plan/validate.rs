@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use super::{NodeId, NodeSpec, PlanSpec};
 use crate::{Budget, BudgetError, Capabilities, Component};
@@ -91,6 +92,34 @@ struct Indexed {
     dependents: Vec<Vec<u32>>,
     topo: Vec<u32>,
     index: HashMap<NodeId, u32>,
+    names: SharedNames,
+}
+
+/// The nodes' names as shared strings, each made the first time it is asked for (see
+/// [`Plan::shared_name`]); the list itself too, so a run that never asks allocates nothing.
+#[derive(Default)]
+struct SharedNames(OnceLock<Box<[OnceLock<Arc<str>>]>>);
+
+impl SharedNames {
+    fn get(&self, i: usize, len: usize, name: impl FnOnce() -> Arc<str>) -> Arc<str> {
+        let names = self
+            .0
+            .get_or_init(|| (0..len).map(|_| OnceLock::new()).collect());
+        names[i].get_or_init(name).clone()
+    }
+}
+
+impl std::fmt::Debug for SharedNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedNames")
+    }
+}
+
+/// Made from the spec, so any two are alike.
+impl PartialEq for SharedNames {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl PlanSpec {
@@ -161,6 +190,7 @@ impl PlanSpec {
             dependents,
             topo,
             index,
+            names: SharedNames::default(),
         })))
     }
 }
@@ -251,6 +281,28 @@ impl Plan {
     #[must_use]
     pub fn node(&self, i: u32) -> &NodeSpec {
         &self.0.spec.nodes[i as usize]
+    }
+
+    /// Node `i`'s name as a shared string: made the first time it is asked for, then the same
+    /// string for every caller and every clone of the plan. Events name their task with it, and
+    /// a run log's packer knows a name it already wrote by its string, so that each name is
+    /// written once per chunk.
+    ///
+    /// ```
+    /// use quorate_protocols::{NodeSpec, PlanSpec};
+    /// let plan = PlanSpec { nodes: vec![NodeSpec::named("a")], ..PlanSpec::default() }
+    ///     .validate()
+    ///     .unwrap();
+    /// let name = plan.shared_name(0);
+    /// assert_eq!(&*name, "a");
+    /// assert!(std::sync::Arc::ptr_eq(&name, &plan.clone().shared_name(0)));
+    /// ```
+    #[must_use]
+    pub fn shared_name(&self, i: u32) -> Arc<str> {
+        let nodes = &self.0.spec.nodes;
+        self.0.names.get(i as usize, nodes.len(), || {
+            Arc::from(nodes[i as usize].id.as_str())
+        })
     }
 
     /// Index of the node with this id.

@@ -516,7 +516,7 @@ impl PeerCore {
     fn task_name(&self, i: u32) -> std::sync::Arc<str> {
         let n = self.plan.len() as u32;
         match i.checked_sub(n) {
-            None => self.plan.node(i).id.shared(),
+            None => self.plan.shared_name(i),
             Some(k) => self.replan.retired[k as usize].0.clone(),
         }
     }

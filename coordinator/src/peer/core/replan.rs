@@ -433,7 +433,7 @@ impl PeerCore {
         self.timeouts.rename(|i| renumbered[i as usize]);
         for (i, slot) in old.into_iter().enumerate() {
             if let Some(slot) = slot {
-                let name = old_plan.node(i as u32).id.shared();
+                let name = old_plan.shared_name(i as u32);
                 self.replan.retired.push((name, slot));
             }
         }
