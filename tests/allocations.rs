@@ -14,8 +14,10 @@
 //! `quorate_workers::BATCH` envelopes.
 //!
 //! Nothing else: not the inputs (held inline in the assignment for up to two dependencies), not
-//! the role or the goal (shared with the plan), not the agent (it holds nothing), not an empty
-//! evidence list, not an id. A new per-task allocation anywhere on the path fails the test.
+//! a node id or the role (held inline), not the goal (shared with the plan), not the agent (it
+//! holds nothing), not an empty evidence list, not a task id, not the store's batch of a
+//! drive's commits (one list per drive, not per task). A new per-task allocation anywhere on the
+//! path fails the test.
 
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
