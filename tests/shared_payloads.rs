@@ -6,13 +6,13 @@
 use std::sync::{Arc, Mutex};
 
 use quorate::coordinator::peer::run_peer;
-use quorate::coordinator::{run_star, RunOptions, SupervisorConfig};
+use quorate::coordinator::run_star;
 use quorate::protocols::wire::SharedEvidence;
-use quorate::protocols::{
-    Acceptance, Budget, EvidenceRef, NodeSpec, Payload, PlanSpec, ResultKind,
-};
+use quorate::protocols::{Acceptance, EvidenceRef, NodeSpec, Payload, ResultKind};
 use quorate::workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry};
 use serde_json::json;
+
+mod support;
 
 /// What the agents saw: the answer task `a` gave, and the input task `b` got from it.
 #[derive(Default)]
@@ -63,30 +63,17 @@ fn run_completed<A: Agent + 'static>(
         kinds: vec![ResultKind::Suggestion],
         ..Acceptance::default()
     };
-    let nodes: Vec<NodeSpec> = nodes
-        .into_iter()
-        .enumerate()
-        .map(|(i, n)| match i {
-            0 => n.with_acceptance(suggestion.clone()),
-            _ => n,
-        })
-        .map(|n| n.with_budget(Budget::steps(2)))
-        .collect();
-    let plan = PlanSpec {
-        budget: Budget::steps(10 * nodes.len() as u64),
-        reserve: Budget::ZERO,
-        nodes,
-        ..PlanSpec::default()
-    }
-    .validate()
-    .expect("a valid plan");
-    let options = RunOptions {
-        supervisor: SupervisorConfig {
-            workers: 2,
-            ..SupervisorConfig::default()
-        },
-        ..RunOptions::default()
-    };
+    let plan = support::two_step_plan(
+        nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| match i {
+                0 => n.with_acceptance(suggestion.clone()),
+                _ => n,
+            })
+            .collect(),
+    );
+    let options = support::two_workers(None);
     let parts = move || {
         let agent = agent.clone();
         (

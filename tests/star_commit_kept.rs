@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use quorate::coordinator::{result_key, run_star, EventKind, RunOptions, SupervisorConfig};
-use quorate::protocols::{
-    Acceptance, Budget, EvidenceRef, NodeSpec, Payload, PlanSpec, ResultKind,
-};
+use quorate::coordinator::{result_key, run_star, EventKind};
+use quorate::protocols::{Acceptance, EvidenceRef, NodeSpec, Payload, ResultKind};
 use quorate::state::{MemoryStore, Seq};
 use quorate::workers::{Agent, AgentContext, AgentRegistry, Proposal, ToolRegistry};
 use serde_json::json;
+
+mod support;
 
 /// Answers `inputs + 1` citing its inputs (a suggestion where it has none). As node `b`, it
 /// first writes `"planted"` under its own result key, found from the key of `a`'s result.
@@ -70,27 +70,9 @@ fn a_result_key_taken_before_the_batch_keeps_the_stored_value_for_the_task_and_i
     nodes.extend(
         (0..20).map(|i| NodeSpec::named(&format!("w{i}")).with_acceptance(suggestion.clone())),
     );
-    let nodes: Vec<NodeSpec> = nodes
-        .into_iter()
-        .map(|n| n.with_budget(Budget::steps(2)))
-        .collect();
-    let plan = PlanSpec {
-        budget: Budget::steps(10 * nodes.len() as u64),
-        reserve: Budget::ZERO,
-        nodes,
-        ..PlanSpec::default()
-    }
-    .validate()
-    .expect("a valid plan");
+    let plan = support::two_step_plan(nodes);
     let store = Arc::new(MemoryStore::new());
-    let options = RunOptions {
-        supervisor: SupervisorConfig {
-            workers: 2,
-            ..SupervisorConfig::default()
-        },
-        store: Some(store.clone()),
-        ..RunOptions::default()
-    };
+    let options = support::two_workers(Some(store.clone()));
     let agents = store.clone();
     let out = run_star(plan, options, move || {
         let store = agents.clone();

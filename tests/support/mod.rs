@@ -19,6 +19,37 @@ use TaskState::{Cancelled, Completed, Failed, StoppedLimit, WaitingApproval};
 mod process;
 pub(crate) use process::{sum_of, Running};
 
+/// `nodes` as a valid plan in which each node has a slice of 2 steps, the plan 10 steps per node
+/// and no reserve.
+pub(crate) fn two_step_plan(nodes: Vec<quorate::protocols::NodeSpec>) -> quorate::protocols::Plan {
+    let nodes: Vec<_> = nodes
+        .into_iter()
+        .map(|n| n.with_budget(Budget::steps(2)))
+        .collect();
+    quorate::protocols::PlanSpec {
+        budget: Budget::steps(10 * nodes.len() as u64),
+        reserve: Budget::ZERO,
+        nodes,
+        ..quorate::protocols::PlanSpec::default()
+    }
+    .validate()
+    .expect("a valid plan")
+}
+
+/// Options of a run on two workers, with `store` as its store if any.
+pub(crate) fn two_workers(
+    store: Option<std::sync::Arc<MemoryStore<quorate::protocols::Payload>>>,
+) -> quorate::coordinator::RunOptions {
+    quorate::coordinator::RunOptions {
+        supervisor: quorate::coordinator::SupervisorConfig {
+            workers: 2,
+            ..quorate::coordinator::SupervisorConfig::default()
+        },
+        store,
+        ..quorate::coordinator::RunOptions::default()
+    }
+}
+
 pub(crate) const CHAOS: &str = "dup=0.2,reorder=0.2,drop=0.1,delay=5";
 
 pub(crate) fn plan(name: &str) -> PathBuf {
