@@ -167,13 +167,18 @@ impl SupervisorActor {
             stopped: None,
         };
         // The result commits wait until the core has nothing else to carry out, then go to the
-        // store as one batch; their answers bring more effects, and so on. A commit asked for
-        // before the run stopped is still written (as when each was answered at once).
+        // store as one batch; their answers bring more effects, and so on. The run cannot stop
+        // with a commit unanswered (a task waiting for its commit is not terminal); were one
+        // left, it would still be written, and the core would refuse its answer.
         loop {
             note(crate::drive::drive(&mut self.core, &mut burst).refused);
             if burst.commits.is_empty() {
                 break;
             }
+            debug_assert!(
+                burst.stopped.is_none(),
+                "the run stopped with a commit unanswered"
+            );
             burst.commit_results(&mut self.core);
             if burst.stopped.is_some() {
                 break;
@@ -329,7 +334,9 @@ impl crate::drive::SupervisorEnv for Burst<'_> {
         self.workers[worker].control.do_send(ControlMsg(*envelope))
     }
 
-    /// Answered later, by [`Burst::commit_results`] once the drive has nothing else to do.
+    /// Answered later, by [`Burst::commit_results`] once the drive has nothing else to do (so a
+    /// store precondition checked in the same drive does not see the results it commits; the
+    /// task's dependents, released only after its answer, do).
     fn commit_result(
         &mut self,
         ticket: CommitTicket,

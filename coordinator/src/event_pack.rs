@@ -39,10 +39,9 @@ use crate::event::{Event, EventKind, Record, RecordTask};
 #[derive(Debug, Default)]
 pub struct Names {
     /// Packing: the number of a name by its key (see [`TaskName`]), in a small direct-mapped
-    /// table of `(key, stamp, number)`; an entry of an earlier stamp is stale. A name that lost
-    /// its slot to another, or whose entry went stale, is simply written again, under a new
-    /// number.
-    slots: Vec<(usize, u32, u32)>,
+    /// table; an entry of an earlier stamp is stale. A name that lost its slot to another, or
+    /// whose entry went stale, is simply written again, under a new number.
+    slots: Vec<NameSlot>,
     /// The table's current stamp (packing): a new one at every chunk start, and whenever the
     /// plan version changes (a replan renumbers the nodes, so an index key stops naming the
     /// node it named).
@@ -51,8 +50,7 @@ pub struct Names {
     plan_version: u32,
     /// Numbers given in this chunk (packing).
     given: u32,
-    /// Unpacking: the chunk's names, by number. Packing: the shared strings keyed by address,
-    /// kept alive so that an address is never reused for another name within the chunk.
+    /// Unpacking: the chunk's names, by number.
     names: Vec<Arc<str>>,
     /// The chunk's previous event time, dispatched task id and grant (both ways).
     last: Last,
@@ -66,16 +64,41 @@ struct Last {
     granted: Budget,
 }
 
+/// One entry of the packing table.
+#[derive(Debug, Clone)]
+struct NameSlot {
+    /// What the name is known by (see [`TaskName`]).
+    key: usize,
+    /// The table's stamp when the entry was made.
+    stamp: u32,
+    /// The name's number in the chunk.
+    number: u32,
+    /// A shared name's text, to tell it from another of the same key (none for a node index).
+    text: Option<Arc<str>>,
+}
+
 /// Slots of the packing table (a chunk holds the events of a few hundred tasks).
 const SLOTS: usize = 1024;
 
 /// The task of an entry being packed, and how the chunk's table knows it.
 #[derive(Clone, Copy)]
 enum TaskName<'a> {
-    /// An [`Event`]'s shared name, known by the string's address.
+    /// An [`Event`]'s shared name, known by its text (a hash of it, then the text itself: the
+    /// same slots for the same names whatever their strings' addresses, so a log's size does not
+    /// depend on where the allocator put them).
     Shared(&'a Arc<str>),
     /// The name of the plan node at this index (a supervisor's [`Record`]), known by the index.
     Node(u32, &'a str),
+}
+
+/// FNV-1a of `text`, made even (an index key is odd): fixed, so the same names take the same
+/// slots in every process.
+fn text_key(text: &str) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h as usize) & !1
 }
 
 impl TaskName<'_> {
@@ -91,28 +114,43 @@ impl Names {
     /// The name's number, and whether it is new to the chunk (then its text follows).
     fn number(&mut self, name: TaskName<'_>) -> (u32, bool) {
         if self.slots.is_empty() {
-            self.slots = vec![(0, u32::MAX, 0); SLOTS];
+            let empty = NameSlot {
+                key: 0,
+                stamp: u32::MAX,
+                number: 0,
+                text: None,
+            };
+            self.slots = vec![empty; SLOTS];
         }
-        // Keys of the two kinds never meet: a string's address is even, an index key odd.
+        // Keys of the two kinds never meet: a text key is even, an index key odd.
         let (key, spread) = match name {
             TaskName::Shared(shared) => {
-                let addr = Arc::as_ptr(shared).cast::<u8>() as usize;
-                // Heap addresses are 16-byte aligned; the bits above spread consecutive names.
-                (addr, addr >> 4)
+                let key = text_key(shared);
+                (key, key >> 1)
             }
             TaskName::Node(index, _) => (((index as usize) << 1) | 1, index as usize),
         };
         let slot = &mut self.slots[spread % SLOTS];
-        if slot.0 == key && slot.1 == self.stamp {
-            return (slot.2, false);
+        let same_text = |text: &Option<Arc<str>>| match (name, text) {
+            (TaskName::Shared(shared), Some(text)) => Arc::ptr_eq(shared, text) || shared == text,
+            (TaskName::Node(..), None) => true,
+            _ => false,
+        };
+        if slot.key == key && slot.stamp == self.stamp && same_text(&slot.text) {
+            return (slot.number, false);
         }
         // A chunk holds at most `CHUNK` entries, hence as many names.
         let n = self.given;
         self.given += 1;
-        if let TaskName::Shared(shared) = name {
-            self.names.push(shared.clone());
-        }
-        *slot = (key, self.stamp, n);
+        *slot = NameSlot {
+            key,
+            stamp: self.stamp,
+            number: n,
+            text: match name {
+                TaskName::Shared(shared) => Some(shared.clone()),
+                TaskName::Node(..) => None,
+            },
+        };
         (n, true)
     }
 }

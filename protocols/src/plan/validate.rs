@@ -284,9 +284,8 @@ impl Plan {
     }
 
     /// Node `i`'s name as a shared string: made the first time it is asked for, then the same
-    /// string for every caller and every clone of the plan. Events name their task with it, and
-    /// a run log's packer knows a name it already wrote by its string, so that each name is
-    /// written once per chunk.
+    /// string for every caller and every clone of the plan. Events name their task with it, so
+    /// that naming one allocates nothing (a node id is no shared string: see [`NodeId`]).
     ///
     /// ```
     /// use quorate_protocols::{NodeSpec, PlanSpec};
