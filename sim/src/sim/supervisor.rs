@@ -43,13 +43,19 @@ impl std::ops::DerefMut for CoreSlot {
 }
 
 impl Sim {
-    /// Carries out the core's effects one at a time ([`drive`]), as the actor does: a result
-    /// commit and a precondition check are answered at once, and the effects an answer brings
-    /// are queued behind the others. A crash cuts the effects queued when the drain began.
+    /// Carries out the core's effects one at a time ([`drive`]), as the actor does: a
+    /// precondition check is answered at once; the result commits wait until the core has
+    /// nothing else to carry out, then go to the store as one batch, their answers are handed to
+    /// the core in order, and the drive goes on with what they brought. A crash cuts the drain
+    /// before an effect, before a batch (nothing of it written) or between a batch's writes and
+    /// its answers (the keys taken, the core not told).
     pub(super) fn drain_supervisor(&mut self) {
         let crash = std::mem::take(&mut self.crash_armed) && !self.stopped && !self.healed();
         let keep = if crash {
-            self.rng.gen_range(0..=self.core.pending_effects())
+            // Two steps more than the effects queued now: a drain that commits results takes
+            // one for the batch's writes and one for its answers, so that the cut can fall
+            // between them.
+            self.rng.gen_range(0..=self.core.pending_effects() + 2)
         } else {
             usize::MAX
         };
@@ -57,10 +63,19 @@ impl Sim {
         let mut shell = Shell {
             sim: self,
             left: keep,
-            kept: None,
+            commits: Vec::new(),
         };
         // A refused answer (a task that ended or was dropped meanwhile) changes nothing.
-        let _drained = drive(&mut core, &mut shell);
+        while drive(&mut core, &mut shell).flow.goes_on()
+            && !shell.commits.is_empty()
+            && shell.step()
+        {
+            let outcomes = shell.write_commits();
+            if !shell.step() {
+                break;
+            }
+            shell.answer_commits(&mut core, outcomes);
+        }
         self.core.0 = Some(core);
         if crash && !self.stopped {
             self.resume();
@@ -106,14 +121,79 @@ impl Sim {
 }
 
 /// The simulator as the supervisor core's drive environment: the network, the run's result
-/// store and log, the checker; `left` effects before a crash cuts the drain.
+/// store and log, the checker; `left` steps before a crash cuts the drain.
 struct Shell<'a> {
     sim: &'a mut Sim,
-    /// Effects still carried out before the crash cut (`usize::MAX`: no crash).
+    /// Steps (effects, and a batch's writes and answers) still taken before the crash cut
+    /// (`usize::MAX`: no crash).
     left: usize,
-    /// A result the store kept (key and stored value): the core must hold that one too once
-    /// it has the answer (checked before the next effect).
-    kept: Option<(String, quorate_protocols::Payload)>,
+    /// The result commits asked for since the last batch.
+    commits: Vec<(CommitTicket, String, quorate_protocols::Payload)>,
+}
+
+impl Shell<'_> {
+    /// Takes one step, unless the crash cuts the drain here.
+    fn step(&mut self) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        true
+    }
+
+    /// Writes the commits asked for into the store as one batch, as the actor does; each
+    /// commit's ticket, key and outcome.
+    fn write_commits(
+        &mut self,
+    ) -> Vec<(CommitTicket, String, CasOutcome<quorate_protocols::Payload>)> {
+        let asked = std::mem::take(&mut self.commits);
+        let mut outcomes = Vec::with_capacity(asked.len());
+        let items = asked
+            .iter()
+            .map(|(_, key, value)| (key.as_str(), value.clone()));
+        self.sim
+            .results
+            .create_many_now(items, |o| outcomes.push(o));
+        asked
+            .into_iter()
+            .zip(outcomes)
+            .map(|((ticket, key, _), outcome)| (ticket, key, outcome))
+            .collect()
+    }
+
+    /// Hands the core each answer of a batch, in order. A key the store kept (committed before,
+    /// e.g. before a crash) gives the core the stored value, which it must hold from then on.
+    fn answer_commits(
+        &mut self,
+        core: &mut SupervisorCore,
+        outcomes: Vec<(CommitTicket, String, CasOutcome<quorate_protocols::Payload>)>,
+    ) {
+        for (ticket, key, outcome) in outcomes {
+            let (answer, kept) = match outcome {
+                CasOutcome::Conflict {
+                    current: Some(current),
+                } => {
+                    let kept = current.value.clone();
+                    let answer = CommitOutcome::Kept {
+                        value: current.value,
+                        version: current.version,
+                    };
+                    (answer, Some(kept))
+                }
+                _ => (CommitOutcome::Committed, None),
+            };
+            // A refused answer (a task that ended or was dropped meanwhile) changes nothing.
+            let _ = core.handle_result_commit(self.sim.now, ticket, answer);
+            if let Some(stored) = kept {
+                let node = (0..core.plan().len() as u32).find(|&i| core.result_key(i) == key);
+                let held = node.and_then(|i| core.task_result(i));
+                if held.is_some_and(|h| stored != *h) {
+                    let detail = format!("result {key}: the core kept another value");
+                    self.sim.fail(Invariant::ResultLost, detail);
+                }
+            }
+        }
+    }
 }
 
 impl SupervisorEnv for Shell<'_> {
@@ -121,20 +201,12 @@ impl SupervisorEnv for Shell<'_> {
         self.sim.now
     }
 
-    fn proceed(&mut self, core: &SupervisorCore) -> Flow {
-        if let Some((key, stored)) = self.kept.take() {
-            let node = (0..core.plan().len() as u32).find(|&i| core.result_key(i) == key);
-            let held = node.and_then(|i| core.task_result(i));
-            if held.is_some_and(|h| stored != *h) {
-                let detail = format!("result {key}: the core kept another value");
-                self.sim.fail(Invariant::ResultLost, detail);
-            }
+    fn proceed(&mut self, _core: &SupervisorCore) -> Flow {
+        if self.step() {
+            Flow::Continue
+        } else {
+            Flow::Halt
         }
-        if self.left == 0 {
-            return Flow::Halt;
-        }
-        self.left -= 1;
-        Flow::Continue
     }
 
     fn dispatch(&mut self, worker: usize, envelope: Box<Envelope<Assignment>>) {
@@ -145,28 +217,16 @@ impl SupervisorEnv for Shell<'_> {
         self.sim.send(Msg::Control(worker, envelope));
     }
 
-    /// The store call the actor's commit makes (create only; a taken key answers with what it
-    /// holds), answered at once.
+    /// Answered once the drive has nothing else to do, with the drive's other commits, as the
+    /// actor does (see [`Shell::write_commits`]).
     fn commit_result(
         &mut self,
-        _ticket: CommitTicket,
+        ticket: CommitTicket,
         key: String,
         value: quorate_protocols::Payload,
     ) -> Answer<CommitOutcome> {
-        let outcome = match self.sim.results.create_now(key.clone(), value) {
-            CasOutcome::Conflict {
-                current: Some(current),
-            } => CommitOutcome::Kept {
-                value: current.value,
-                version: current.version,
-            },
-            _ => CommitOutcome::Committed,
-        };
-        if let CommitOutcome::Kept { value, .. } = &outcome {
-            // The store keeps its result; the core must now hold that one too.
-            self.kept = Some((key, value.clone()));
-        }
-        Answer::Now(outcome)
+        self.commits.push((ticket, key, value));
+        Answer::Later
     }
 
     /// Checked at once against the run's store, as the actor shell does.
