@@ -131,12 +131,13 @@ impl Names {
             TaskName::Node(index, _) => (((index as usize) << 1) | 1, index as usize),
         };
         let slot = &mut self.slots[spread % SLOTS];
-        let same_text = |text: &Option<Arc<str>>| match (name, text) {
+        // Equal keys are of one kind; a text key may be another text's.
+        let same = match (name, &slot.text) {
             (TaskName::Shared(shared), Some(text)) => Arc::ptr_eq(shared, text) || shared == text,
-            (TaskName::Node(..), None) => true,
-            _ => false,
+            (TaskName::Shared(_), None) => false,
+            (TaskName::Node(..), _) => true,
         };
-        if slot.key == key && slot.stamp == self.stamp && same_text(&slot.text) {
+        if slot.key == key && slot.stamp == self.stamp && same {
             return (slot.number, false);
         }
         // A chunk holds at most `CHUNK` entries, hence as many names.

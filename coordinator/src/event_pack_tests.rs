@@ -251,53 +251,37 @@ fn every_kind_reads_back_as_written() {
 
 #[test]
 fn names_are_written_once_per_chunk_and_read_from_anywhere() {
+    // The events' names as seven shared strings, and as a string of its own for every event:
+    // the table knows a name by its text, so the log is as small either way (keyed by the
+    // strings' addresses, it wrote the text every time in the second case, and its size in the
+    // first depended on where the allocator put the seven).
     let run = RunId::from_u128(1);
     let names: Vec<Arc<str>> = (0..7).map(|i| Arc::from(format!("node-{i}"))).collect();
-    let log = PackedLog::new();
-    let events: Vec<Event> = (0..3000u64)
-        .map(|i| Event {
-            seq: i,
-            run_id: run,
-            peer: None,
-            task: (i % 5 != 0).then(|| names[(i % 7) as usize].clone()),
-            at_ms: i,
-            kind: EventKind::ReplyAccepted,
-        })
-        .collect();
-    for e in &events {
-        log.append_now(run, e);
+    let shared = |i: u64| names[(i % 7) as usize].clone();
+    let own = |i: u64| Arc::from(format!("node-{}", i % 7));
+    for name in [&shared as &dyn Fn(u64) -> Arc<str>, &own] {
+        let log = PackedLog::new();
+        let events: Vec<Event> = (0..3000u64)
+            .map(|i| Event {
+                seq: i,
+                run_id: run,
+                peer: None,
+                task: (i % 5 != 0).then(|| name(i)),
+                at_ms: i,
+                kind: EventKind::ReplyAccepted,
+            })
+            .collect();
+        for e in &events {
+            log.append_now(run, e);
+        }
+        for from in [0u64, 1, 1023, 1024, 1025, 2047, 2999] {
+            let got = read(&log, run, Seq(from), 3);
+            let end = (from as usize + 3).min(events.len());
+            assert_eq!(got, events[from as usize..end], "from {from}");
+        }
+        // Three or four bytes an event: head, name number, time; the names' text once a chunk.
+        assert!(log.bytes(run) < 3000 * 5, "{}", log.bytes(run));
     }
-    for from in [0u64, 1, 1023, 1024, 1025, 2047, 2999] {
-        let got = read(&log, run, Seq(from), 3);
-        let end = (from as usize + 3).min(events.len());
-        assert_eq!(got, events[from as usize..end], "from {from}");
-    }
-    // Three or four bytes an event: head, name number, time; the names' text once a chunk.
-    assert!(log.bytes(run) < 3000 * 5, "{}", log.bytes(run));
-}
-
-#[test]
-fn a_name_is_known_by_its_text_not_by_where_its_string_lives() {
-    // Every event names its task with a string of its own: the log is as small as when they
-    // share one (a table keyed by the strings' addresses wrote the text every time), and the
-    // same whatever addresses the allocator gave.
-    let run = RunId::from_u128(1);
-    let log = PackedLog::new();
-    let events: Vec<Event> = (0..3000u64)
-        .map(|i| Event {
-            seq: i,
-            run_id: run,
-            peer: None,
-            task: Some(Arc::from(format!("node-{}", i % 7))),
-            at_ms: i,
-            kind: EventKind::ReplyAccepted,
-        })
-        .collect();
-    for e in &events {
-        log.append_now(run, e);
-    }
-    assert_eq!(read(&log, run, Seq(0), usize::MAX), events);
-    assert!(log.bytes(run) < 3000 * 5, "{}", log.bytes(run));
 }
 
 #[test]

@@ -62,12 +62,6 @@ impl std::ops::Deref for AgentRole {
     }
 }
 
-impl PartialEq<str> for AgentRole {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
 impl PartialEq<&str> for AgentRole {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
