@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use quorate_protocols::{BoxPool, Envelope};
-use quorate_state::{CasOutcome, MemoryStore, PackedLog, PackedWriter};
+use quorate_state::{MemoryStore, PackedLog, PackedWriter};
 use quorate_workers::{AssignBatch, Assignment, ControlMsg, ReportBatch, ReportMsg};
 use tokio::sync::oneshot;
 
@@ -267,22 +267,12 @@ impl Burst<'_> {
             .create_many_now(self.commits.drain(..), |outcome| {
                 let ticket = tickets.next().expect("one ticket per commit");
                 let durable = written.next();
-                let outcome = match outcome {
-                    CasOutcome::Committed(_) => {
-                        if let (Some(journal), Some((key, value))) = (journal, durable) {
-                            journal.result(&key, &value);
-                        }
-                        CommitOutcome::Committed
-                    }
-                    CasOutcome::Conflict { current } => {
-                        let stored =
-                            current.expect("a create refused because its key holds a value");
-                        CommitOutcome::Kept {
-                            value: stored.value,
-                            version: stored.version,
-                        }
-                    }
-                };
+                let outcome = CommitOutcome::of_create(outcome);
+                if let (CommitOutcome::Committed, Some(journal), Some((key, value))) =
+                    (&outcome, journal, durable)
+                {
+                    journal.result(&key, &value);
+                }
                 refused.extend(core.handle_result_commit(now, ticket, outcome).err());
             });
         note(refused);

@@ -95,6 +95,43 @@ pub enum CommitOutcome {
     },
 }
 
+impl CommitOutcome {
+    /// The answer a result store gives with the outcome of the commit's create
+    /// ([`MemoryStore::create_now`](quorate_state::MemoryStore::create_now) or
+    /// [`create_many_now`](quorate_state::MemoryStore::create_many_now)): written, or refused
+    /// for a key that holds a value, which is kept.
+    ///
+    /// ```
+    /// use quorate_coordinator::CommitOutcome;
+    /// use quorate_protocols::Payload;
+    /// use quorate_state::MemoryStore;
+    ///
+    /// let store = MemoryStore::new();
+    /// let first = store.create_now("k", Payload::from(serde_json::json!(1)));
+    /// assert_eq!(CommitOutcome::of_create(first), CommitOutcome::Committed);
+    /// let second = store.create_now("k", Payload::from(serde_json::json!(2)));
+    /// let CommitOutcome::Kept { value, .. } = CommitOutcome::of_create(second) else { panic!() };
+    /// assert_eq!(value, Payload::from(serde_json::json!(1)));
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// On a create refused for a key the store says holds nothing (no store does that).
+    #[must_use]
+    pub fn of_create(outcome: quorate_state::CasOutcome<quorate_protocols::Payload>) -> Self {
+        match outcome {
+            quorate_state::CasOutcome::Committed(_) => Self::Committed,
+            quorate_state::CasOutcome::Conflict { current } => {
+                let held = current.expect("a create is refused only for a key that holds a value");
+                Self::Kept {
+                    value: held.value,
+                    version: held.version,
+                }
+            }
+        }
+    }
+}
+
 /// Message counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageCounts {

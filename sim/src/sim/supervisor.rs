@@ -169,18 +169,10 @@ impl Shell<'_> {
         outcomes: Vec<(CommitTicket, String, CasOutcome<quorate_protocols::Payload>)>,
     ) {
         for (ticket, key, outcome) in outcomes {
-            let (answer, kept) = match outcome {
-                CasOutcome::Conflict {
-                    current: Some(current),
-                } => {
-                    let kept = current.value.clone();
-                    let answer = CommitOutcome::Kept {
-                        value: current.value,
-                        version: current.version,
-                    };
-                    (answer, Some(kept))
-                }
-                _ => (CommitOutcome::Committed, None),
+            let answer = CommitOutcome::of_create(outcome);
+            let kept = match &answer {
+                CommitOutcome::Kept { value, .. } => Some(value.clone()),
+                CommitOutcome::Committed => None,
             };
             // A refused answer (a task that ended or was dropped meanwhile) changes nothing.
             let _ = core.handle_result_commit(self.sim.now, ticket, answer);
