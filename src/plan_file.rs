@@ -308,8 +308,7 @@ pub enum PlanFileError {
     Model {
         /// The file.
         path: PathBuf,
-        /// The task (`None` for a section's name); boxed, to keep every `Result` of a plan
-        /// file small.
+        /// The task (`None` for a section's name), boxed to keep the error small.
         task: Option<Box<NodeId>>,
         /// What is wrong.
         source: ModelError,
